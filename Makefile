@@ -1,0 +1,58 @@
+# PHExplore — two commands set up everything on a fresh machine:
+#   make run   creates .venv, installs, starts the app on the shipped samples
+#   make test  creates .venv, installs with dev extras (and Debian chromium for the browser test), runs all tests
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8501
+
+.PHONY: run test install install-dev browser lint format clean bench
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+# The browser test drives Debian's chromium through Playwright; never download a browser.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "Installing Debian chromium for the browser test"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+		|| echo "WARNING: could not install chromium; the browser test will be skipped"; \
+	fi
+
+run: install
+	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
+
+test: install-dev browser
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest -q
+
+lint:
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format:
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+bench: install-dev
+	$(PY) benchmarks/noise.py
+	$(PY) benchmarks/topdown.py
+	$(PY) benchmarks/phsafe.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache test-output

@@ -1,0 +1,100 @@
+"""Block-level histograms: the input of the TopDown engine (TDA §5.1, SPEC §4).
+
+A :class:`Schema` is a list of (attribute, levels); the histogram of a geounit is the flattened
+(C-order) array of counts over the Cartesian product of the attributes' levels, so a marginal query
+group is a reshape and a sum over the dropped attributes (Kronecker structure, SPN §2.3).
+
+A :class:`BlockHistogram` holds one row of counts per tabulation block plus the block's geography:
+one column per geolevel (root first, block last) holding the full geounit identifier at that level,
+e.g. ``State="44"``, ``County="44007"``, ``Tract="44007000100"``, ``Block_Group="440070001001"``,
+``Block="440070001001000"``. The spine builder adds the ``US`` root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One schema attribute and its ordered level labels."""
+
+    name: str
+    levels: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.levels)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """An ordered list of attributes; cells are the C-order product of their levels."""
+
+    name: str
+    attributes: tuple[Attribute, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def axis(self, name: str) -> int:
+        """Index of attribute ``name`` (raises ``KeyError`` naming the known attributes)."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(
+                f"schema {self.name!r} has no attribute {name!r}; known: {', '.join(self.names)}"
+            ) from None
+
+
+@dataclass
+class BlockHistogram:
+    """True block-level counts over ``schema`` with the blocks' geography.
+
+    ``counts`` has shape ``(n_blocks, schema.size)`` and dtype int64; ``geography`` has one row per
+    block (same order) and one string column per entry of ``levels``. ``units`` optionally holds
+    housing-unit counts per block (occupied, vacant) and ``gq`` group-quarters facility counts.
+    """
+
+    schema: Schema
+    levels: tuple[str, ...]
+    geography: pd.DataFrame
+    counts: np.ndarray
+    source: str = ""
+    licence: str = ""
+    units: np.ndarray | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.counts.ndim != 2 or self.counts.shape[1] != self.schema.size:
+            raise ValueError(
+                f"counts must have shape (n_blocks, {self.schema.size}); got {self.counts.shape}"
+            )
+        if len(self.geography) != self.counts.shape[0]:
+            raise ValueError(
+                f"geography has {len(self.geography)} rows but counts has {self.counts.shape[0]}"
+            )
+        missing = [lv for lv in self.levels if lv not in self.geography.columns]
+        if missing:
+            raise ValueError(f"geography lacks level column(s) {missing}")
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())

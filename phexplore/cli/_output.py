@@ -1,0 +1,78 @@
+"""Shared output helpers for CLI subcommands: JSON for scripts, a readable table by default."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    from fractions import Fraction
+
+    if isinstance(obj, Fraction):
+        return float(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _clean(obj: Any) -> Any:
+    """Replace non-finite floats by None/strings so the JSON is strict (RFC 8259)."""
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return "Infinity" if obj > 0 else "-Infinity"
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not hasattr(obj, "__len__"):
+        return _clean(obj.item())
+    return obj
+
+
+def dumps_json(payload: Any) -> str:
+    """Serialise ``payload`` as strict, indented JSON."""
+    return json.dumps(_clean(payload), indent=2, default=_json_default, allow_nan=False)
+
+
+def add_format_option(parser: Any) -> None:
+    """Add the shared ``--format table|json`` option."""
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="output format: a readable table (default) or JSON for scripts",
+    )
+
+
+def print_rows(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None, fmt: str) -> None:
+    """Print ``{"rows": rows, "summary": summary}`` as JSON or as a table plus a summary block."""
+    if fmt == "json":
+        print(dumps_json({"rows": list(rows), "summary": summary or {}}))
+        return
+    if rows:
+        frame = pd.DataFrame(list(rows))
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(frame.to_string(index=False))
+    if summary:
+        print()
+        _print_mapping(summary)
+
+
+def _print_mapping(mapping: Mapping[str, Any], indent: int = 0) -> None:
+    pad = "  " * indent
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            print(f"{pad}{key}:")
+            _print_mapping(value, indent + 1)
+        else:
+            print(f"{pad}{key}: {value}")
