@@ -1,0 +1,106 @@
+"""Integer noise for the engines: discrete Gaussian (zCDP) and two-sided geometric (pure DP).
+
+Public API (other modules call exactly these):
+
+- :func:`discrete_gaussian` — N_Z(0, σ²), P(k) ∝ exp(−k²/(2σ²)) (SPEC §1; Canonne, Kamath & Steinke
+  2020). ``method="fast"``: vectorised NumPy rejection sampler driven by an explicit Generator
+  (:mod:`engine.noise.fast_discrete_gaussian`). ``method="exact"``: OpenDP's exact CKS sampler with
+  OS randomness (:mod:`engine.noise.exact`).
+- :func:`two_sided_geometric` — G(z), P(k) ∝ exp(−z|k|) (SPEC §4; Petti & Flaxman 2020).
+- :func:`noise_variance` — the variance of either, per element (:mod:`engine.noise.variance`, which
+  delegates to :mod:`phexplore.distributions`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from engine.noise import exact, fast_discrete_gaussian, fast_geometric
+from engine.noise._arguments import MAX_SIGMA2, MIN_Z, check_generator, check_scale
+from engine.noise.exact import ExactSamplerUnavailable
+from engine.noise.variance import (
+    discrete_gaussian_variance,
+    noise_variance,
+    two_sided_geometric_variance,
+)
+from phexplore.errors import ValidationError
+
+__all__ = [
+    "ExactSamplerUnavailable",
+    "Method",
+    "discrete_gaussian",
+    "discrete_gaussian_variance",
+    "noise_variance",
+    "two_sided_geometric",
+    "two_sided_geometric_variance",
+]
+
+Method = Literal["fast", "exact"]
+METHODS: tuple[str, ...] = ("fast", "exact")
+
+
+def discrete_gaussian(
+    sigma2: ArrayLike,
+    size: int | tuple[int, ...] | None,
+    rng: np.random.Generator | None,
+    *,
+    method: Method = "fast",
+) -> np.ndarray:
+    """Draw int64 noise from the discrete Gaussian N_Z(0, σ²).
+
+    ``sigma2`` is the variance *parameter* σ² (a scalar, or an array that broadcasts to ``size``;
+    ``size=None`` draws one value per element of ``sigma2``). The distribution's actual variance is
+    :func:`discrete_gaussian_variance` (smaller than σ² when σ < 3). ``rng`` drives
+    ``method="fast"`` and is required there; ``method="exact"`` ignores it and draws from OpenDP's
+    cryptographically secure generator (not reproducible by design).
+    """
+    _check_method(method)
+    scale = check_scale(
+        sigma2,
+        size,
+        name="sigma2",
+        lower=0.0,
+        upper=MAX_SIGMA2,
+        hint="σ² is the noise variance Δ²/(2ρ) of the query (SPEC §1); it must be positive.",
+    )
+    if method == "exact":
+        return exact.discrete_gaussian(scale)
+    return fast_discrete_gaussian.sample(scale, check_generator(rng))
+
+
+def two_sided_geometric(
+    z: ArrayLike,
+    size: int | tuple[int, ...] | None,
+    rng: np.random.Generator | None,
+    *,
+    method: Method = "fast",
+) -> np.ndarray:
+    """Draw int64 noise from the two-sided geometric G(z), P(k) ∝ e^{−z|k|}.
+
+    ``z`` is the scale (ε/Δ of the query; the 2018 End-to-End test used z = query budget / 2, SPEC
+    §4), a scalar or an array that broadcasts to ``size``. ``method`` as in
+    :func:`discrete_gaussian`; the exact method is OpenDP's discrete Laplace with scale 1/z.
+    """
+    _check_method(method)
+    scale = check_scale(
+        z,
+        size,
+        name="z",
+        lower=MIN_Z,
+        upper=np.inf,
+        hint="z is the geometric scale ε/Δ of the query (SPEC §4); it must be positive.",
+    )
+    if method == "exact":
+        return exact.two_sided_geometric(scale)
+    return fast_geometric.sample(scale, check_generator(rng))
+
+
+def _check_method(method: object) -> None:
+    if method not in METHODS:
+        raise ValidationError(
+            f"unknown sampling method {method!r}; use 'fast' (seeded NumPy, for exploration) or "
+            "'exact' (OpenDP, release-grade, not seedable)"
+        )
