@@ -1,0 +1,179 @@
+"""Block geography of the loaders: full geounit ids on the conventional spine (SPN §3; Census GEOIDs).
+
+A 2010/2020 tabulation block id (GEOID) has 15 digits: state (2), county (3), tract (6), block (4);
+the block group is the first digit of the block number (Census Bureau geographic identifiers, as in
+``/work/shared/data/README.md``). Every loader returns one string column per geolevel of
+:data:`BLOCK_LEVELS` holding the FULL id at that level, e.g. ``State="44"``, ``County="44007"``,
+``Tract="44007000100"``, ``Block_Group="440070001001"``, ``Block="440070001001000"``.
+
+Ids built from prefixes nest by construction; the checks here report the inputs that cannot nest:
+malformed ids, a block group code that differs from the block's first digit, a geounit listed under
+two parents, and repeated blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from engine.data.errors import Problem
+from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable
+
+BLOCK_LEVELS: tuple[str, ...] = ("State", "County", "Tract", "Block_Group", "Block")
+"""Geolevel column names of every BlockHistogram, root (state) first."""
+
+ID_LENGTHS: dict[str, int] = {"State": 2, "County": 5, "Tract": 11, "Block_Group": 12, "Block": 15}
+"""Length of the full geounit id at each level."""
+
+COMPONENT_WIDTHS: dict[str, int] = {
+    "State": 2,
+    "County": 3,
+    "Tract": 6,
+    "Block_Group": 1,
+    "Block": 4,
+}
+"""Width of each level's own code (``TABBLKST``, ``TABBLKCOU``, ``TABTRACTCE``, ``TABBLKGRPCE``,
+``TABBLK``)."""
+
+
+def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFrame:
+    """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15)."""
+    ids = pd.Series(np.asarray(block_ids, dtype=object), dtype=object).astype(str)
+    return pd.DataFrame(
+        {
+            level: ids.str.slice(0, ID_LENGTHS[level]).to_numpy(dtype=object)
+            for level in BLOCK_LEVELS
+        }
+    )
+
+
+def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Problem]:
+    """Problems for values of ``ids`` that are not 15-digit block ids, and for repeated blocks."""
+    series = pd.Series(ids, dtype=object).astype(str)
+    bad = ~series.str.fullmatch(r"\d{15}").to_numpy(dtype=bool)
+    name = table.found.get(column, column)
+    problems = _capped(
+        table,
+        name,
+        bad,
+        lambda i: (
+            f"{series.iloc[i]!r} is not a 15-digit block id "
+            "(state 2 + county 3 + tract 6 + block 4 digits)"
+        ),
+        "with malformed block ids",
+    )
+    problems += repeated_block_problems(table, name, series.to_numpy(dtype=object), ~bad)
+    return problems
+
+
+def repeated_block_problems(
+    table: CsvTable, column: str, ids: np.ndarray, valid: np.ndarray | None = None
+) -> list[Problem]:
+    """One problem per row that repeats an earlier row's block id."""
+    series = pd.Series(ids, dtype=object)
+    dup = series.duplicated(keep="first").to_numpy()
+    if valid is not None:
+        dup = dup & valid
+    first: dict[str, int] = {}
+    for v, r in zip(series.tolist(), table.rows.tolist(), strict=True):
+        first.setdefault(v, r)
+    return _capped(
+        table,
+        column,
+        dup,
+        lambda i: (
+            f"block {series.iloc[i]} appears more than once (first in row {first[series.iloc[i]]})"
+        ),
+        "repeating a block",
+    )
+
+
+def geography_from_components(
+    table: CsvTable, names: dict[str, str]
+) -> tuple[pd.DataFrame, list[Problem]]:
+    """Full ids from per-level codes (``names`` maps each level of :data:`BLOCK_LEVELS` to a column).
+
+    Codes shorter than their width are zero-padded (spreadsheets drop leading zeros); non-digits,
+    over-long codes, and block groups that differ from the block number's first digit are problems.
+    """
+    problems: list[Problem] = []
+    parts: dict[str, pd.Series] = {}
+    ok = np.ones(table.n_rows, dtype=bool)
+    for level in BLOCK_LEVELS:
+        column = names[level]
+        width = COMPONENT_WIDTHS[level]
+        raw = pd.Series(table.columns[column], dtype=object).astype(str)
+        good = raw.str.fullmatch(rf"\d{{1,{width}}}").to_numpy(dtype=bool)
+        problems += _capped(
+            table,
+            table.found.get(column, column),
+            ~good,
+            lambda i, raw=raw, width=width, level=level: (
+                f"{raw.iloc[i]!r} is not a {level} code of at most {width} digit(s)"
+            ),
+            f"with malformed {level} codes",
+        )
+        ok &= good
+        parts[level] = raw.str.zfill(width)
+    bg_mismatch = ok & (parts["Block_Group"] != parts["Block"].str.slice(0, 1)).to_numpy()
+    problems += _capped(
+        table,
+        table.found.get(names["Block_Group"], names["Block_Group"]),
+        bg_mismatch,
+        lambda i: (
+            f"block {parts['Block'].iloc[i]} does not nest in block group "
+            f"{parts['Block_Group'].iloc[i]}: a block's number starts with its block group digit"
+        ),
+        "whose block does not nest in its block group",
+    )
+    block_ids = parts["State"] + parts["County"] + parts["Tract"] + parts["Block"]
+    problems += repeated_block_problems(
+        table, table.found.get(names["Block"], names["Block"]), block_ids.to_numpy(dtype=object), ok
+    )
+    return geography_from_block_ids(block_ids.to_numpy(dtype=object)), problems
+
+
+def nesting_problems(
+    table: CsvTable, geography: pd.DataFrame, columns: dict[str, str]
+) -> list[Problem]:
+    """Problems for explicit full-id level columns that do not nest (id must extend its parent's)."""
+    problems: list[Problem] = []
+    for parent, child in zip(BLOCK_LEVELS[:-1], BLOCK_LEVELS[1:], strict=True):
+        p = geography[parent].astype(str)
+        c = geography[child].astype(str)
+        bad = ~np.fromiter(
+            (ci.startswith(pi) for ci, pi in zip(c.tolist(), p.tolist(), strict=True)),
+            dtype=bool,
+            count=len(c),
+        )
+        problems += _capped(
+            table,
+            table.found.get(columns[child], columns[child]),
+            bad,
+            lambda i, c=c, p=p, child=child, parent=parent: (
+                f"{child} {c.iloc[i]} does not nest in "
+                f"{parent} {p.iloc[i]} (its id must start with the {parent} id)"
+            ),
+            f"whose {child} does not nest",
+        )
+    return problems
+
+
+def _capped(table: CsvTable, column: str, mask: np.ndarray, describe, what: str) -> list[Problem]:
+    hits = np.flatnonzero(mask)
+    out = [
+        Problem(table.file, describe(int(i)), int(table.rows[i]), column)
+        for i in hits[:MAX_PROBLEMS_PER_CHECK]
+    ]
+    if hits.size > MAX_PROBLEMS_PER_CHECK:
+        out.append(
+            Problem(
+                table.file,
+                f"… and {hits.size - MAX_PROBLEMS_PER_CHECK:,} more row(s) {what}",
+                None,
+                column,
+            )
+        )
+    return out

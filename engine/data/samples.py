@@ -1,0 +1,204 @@
+"""Registry of the shipped data samples, driven by their manifests ``data/samples/<name>/sample.json``.
+
+A manifest (documented in ``docs/readme/data.md``) is a JSON object with the fields of
+:class:`SampleInfo`: ``name`` (the folder name), ``kind`` (``"topdown"``, ``"phsafe"`` or
+``"entities"``), ``title``, ``description``, ``files`` (data files in the folder, in the order the
+loader expects), ``rows``, ``persons`` (or ``null``), ``geography``, ``source``, ``licence``,
+``licence_file`` (the licence/attribution file kept beside the data) and ``loader``. Every manifest
+found is listed, whatever its kind; :func:`load_topdown_sample` loads the ``"topdown"`` ones with the
+loader their manifest names (a fixed table of functions; nothing from the manifest is evaluated).
+Sources and licences of the data are those of ``/work/shared/data/README.md``, copied into
+``data/samples/README.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.data.errors import DataValidationError, Problem
+from engine.data.histogram import BlockHistogram
+
+KINDS: tuple[str, ...] = ("topdown", "phsafe", "entities")
+MANIFEST = "sample.json"
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "kind": str,
+    "title": str,
+    "description": str,
+    "files": list,
+    "rows": int,
+    "geography": str,
+    "source": str,
+    "licence": str,
+    "licence_file": str,
+    "loader": str,
+}
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """One shipped sample as described by its manifest; ``path`` is its folder."""
+
+    name: str
+    kind: str
+    title: str
+    description: str
+    files: tuple[str, ...]
+    rows: int
+    persons: int | None
+    geography: str
+    source: str
+    licence: str
+    licence_file: str
+    loader: str
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def file_paths(self) -> tuple[Path, ...]:
+        """Absolute paths of the data files, in manifest order."""
+        return tuple(self.path / f for f in self.files)
+
+    def summary(self) -> dict[str, Any]:
+        """The row ``phexplore samples list`` prints."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "rows": self.rows,
+            "persons": self.persons,
+            "geography": self.geography,
+            "licence": self.licence,
+        }
+
+
+def samples_dir() -> Path:
+    """The ``data/samples`` folder of the repository."""
+    return Path(__file__).resolve().parents[2] / "data" / "samples"
+
+
+def read_manifest(path: Path) -> SampleInfo:
+    """Parse and check one ``sample.json``; raise :class:`DataValidationError` naming bad fields."""
+    label = str(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataValidationError([Problem(label, f"cannot read the manifest: {exc}")]) from None
+    if not isinstance(raw, dict):
+        raise DataValidationError([Problem(label, "the manifest must be a JSON object")])
+    problems = [
+        Problem(label, f"field {key!r} must be a {kind.__name__}", column=key)
+        for key, kind in _REQUIRED.items()
+        if not isinstance(raw.get(key), kind) or isinstance(raw.get(key), bool)
+    ]
+    if "persons" in raw and raw["persons"] is not None and not isinstance(raw["persons"], int):
+        problems.append(
+            Problem(label, "field 'persons' must be an integer or null", column="persons")
+        )
+    if isinstance(raw.get("kind"), str) and raw["kind"] not in KINDS:
+        problems.append(
+            Problem(label, f"kind {raw['kind']!r} is not one of {', '.join(KINDS)}", column="kind")
+        )
+    if isinstance(raw.get("name"), str) and raw["name"] != path.parent.name:
+        problems.append(
+            Problem(
+                label,
+                f"name {raw['name']!r} differs from its folder {path.parent.name!r}",
+                column="name",
+            )
+        )
+    if isinstance(raw.get("files"), list) and not all(isinstance(f, str) for f in raw["files"]):
+        problems.append(Problem(label, "field 'files' must list file names", column="files"))
+    if problems:
+        raise DataValidationError(problems, summary=f"invalid sample manifest {label}")
+    return SampleInfo(
+        name=raw["name"],
+        kind=raw["kind"],
+        title=raw["title"],
+        description=raw["description"],
+        files=tuple(raw["files"]),
+        rows=raw["rows"],
+        persons=raw.get("persons"),
+        geography=raw["geography"],
+        source=raw["source"],
+        licence=raw["licence"],
+        licence_file=raw["licence_file"],
+        loader=raw["loader"],
+        path=path.parent,
+        manifest=raw,
+    )
+
+
+def list_samples(root: Path | None = None) -> list[SampleInfo]:
+    """Every sample with a manifest under ``root`` (default :func:`samples_dir`), sorted by name."""
+    base = root or samples_dir()
+    if not base.is_dir():
+        return []
+    return [read_manifest(p) for p in sorted(base.glob(f"*/{MANIFEST}"))]
+
+
+def get_sample(name: str, root: Path | None = None) -> SampleInfo:
+    """The sample called ``name``; an unknown name raises an error listing the known ones."""
+    samples = list_samples(root)
+    for info in samples:
+        if info.name == name:
+            return info
+    known = ", ".join(s.name for s in samples) or "(none)"
+    raise DataValidationError(
+        [Problem("data/samples", f"unknown sample {name!r}; known samples: {known}")]
+    )
+
+
+def _load_ri2010(info: SampleInfo) -> BlockHistogram:
+    from engine.data.ri2010 import load_ri2010
+
+    return load_ri2010(info.file_paths()[0])
+
+
+def _load_ppmf(info: SampleInfo) -> BlockHistogram:
+    from engine.data.ppmf import load_ppmf
+
+    return load_ppmf(info.file_paths()[0])
+
+
+def _load_pl94171(info: SampleInfo) -> BlockHistogram:
+    from engine.data.pl94171 import load_pl94171_histogram
+
+    return load_pl94171_histogram(*info.file_paths())
+
+
+TOPDOWN_LOADERS: dict[str, Callable[[SampleInfo], BlockHistogram]] = {
+    "ri2010": _load_ri2010,
+    "ppmf": _load_ppmf,
+    "pl94171": _load_pl94171,
+}
+"""Manifest ``loader`` value → function loading a topdown sample's files."""
+
+
+def load_topdown_sample(name: str, root: Path | None = None) -> BlockHistogram:
+    """Load the ``"topdown"`` sample ``name`` as a :class:`BlockHistogram`."""
+    info = get_sample(name, root)
+    if info.kind != "topdown":
+        raise DataValidationError(
+            [
+                Problem(
+                    info.name, f"sample {info.name!r} is a {info.kind} sample, not a TopDown input"
+                )
+            ]
+        )
+    loader = TOPDOWN_LOADERS.get(info.loader)
+    if loader is None:
+        raise DataValidationError(
+            [
+                Problem(
+                    str(info.path / MANIFEST),
+                    f"unknown loader {info.loader!r}; known: {', '.join(TOPDOWN_LOADERS)}",
+                    column="loader",
+                )
+            ]
+        )
+    histogram = loader(info)
+    histogram.extra.setdefault("sample", info.name)
+    return histogram
