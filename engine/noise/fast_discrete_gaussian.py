@@ -1,86 +1,63 @@
-"""Vectorised discrete Gaussian sampler: a rounded continuous Gaussian with exact rejection.
+"""The seeded discrete Gaussian sampler behind ``discrete_gaussian(..., method="fast")``.
 
-Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) on the integers (SPEC §1; Canonne, Kamath &
-Steinke 2020, Def. 1). CKS Algorithm 3 uses a discrete-Laplace proposal; here the proposal is a
-*continuous* Gaussian, which NumPy draws far faster (ziggurat), rounded to the nearest integer.
+Both samplers it dispatches to draw N_Z(0, σ²) (SPEC §1; Canonne, Kamath & Steinke 2020) by
+rejection from a rounded continuous Gaussian, exact up to floating-point rounding:
 
-Construction (rejection sampling on the real line). Draw X ~ N(0, s²) with s² = σ² + d, d > 0, put
-K = round(X) and accept with probability
+- :mod:`engine.noise.dg_cell_table` accepts with a per-integer table; acceptance ≥ 0.87 for every σ,
+  but it needs one table of ≈ 39σ entries per distinct σ², so it is used for σ² values with
+  enough draws to pay for their table and σ² ≤ ``TABLE_MAX_SIGMA2``;
+- :mod:`engine.noise.dg_continuous` accepts with a closed-form test (acceptance ≈ 1 − 1/(2σ)), for
+  everything else.
 
-    a(X) = p̃(K) / (M · g(X)),   g(x) = exp(−x²/(2s²)).
-
-Then P(K = k, accepted) = ∫_{|x−k|≤½} g(x)/(s√(2π)) · p̃(k)/(M g(x)) dx = p̃(k)/(M s√(2π)), which
-is proportional to p̃(k): accepted draws are exactly N_Z(0, σ²). We need a ≤ 1, i.e.
-ln M ≥ sup_k [(|k|+½)²/(2s²) − k²/(2σ²)]; the supremum over real |k| of this concave quadratic is
-1/(8d), so ln M = 1/(8d). The acceptance rate is (σ/s)·exp(−1/(8d)) · (1 + O(e^{−2π²σ²})); it is
-maximised by d = (1 + √(1 + 16σ²))/8, giving ≈ 1 − 1/(2σ) for large σ (0.95 at σ = 10) and ≈ 0.45
-at σ = 0.5. With X = sZ, Z ~ N(0, 1), and E = −ln U ~ Exp(1), the test a(X) > U becomes
-
-    E ≥ K²/(2σ²) − Z²/2 + 1/(8d),
-
-one normal, one exponential and a few flops per proposal. Rejected entries are redrawn (only
-those), so the output is exact up to floating-point rounding of the test and of s·Z.
+Per-element σ² arrays are grouped by distinct value with a hash factorisation (O(n)), since the
+engines pass one σ² per query, repeated over all cells of that query.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from engine.noise import dg_cell_table, dg_continuous
 from engine.noise._arguments import ScaleArray
 
-# Draws are generated this many at a time to bound memory (and keep temporaries cache-sized).
-CHUNK = 1 << 18
+# Tables beyond this σ² (σ ≈ 316, 12k entries) stop fitting in cache and gain nothing, since the
+# continuous test already accepts > 99.8% of proposals there.
+TABLE_MAX_SIGMA2 = 1.0e5
+# A table is built only for σ² values drawn at least this many times (and at least one table length).
+TABLE_MIN_DRAWS = 256
 
 
-def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:
-    """The optimal d = s² − σ² of the Gaussian proposal (see module docstring)."""
-    return (1.0 + np.sqrt(1.0 + 16.0 * np.asarray(sigma2, dtype=np.float64))) / 8.0
-
-
-def acceptance_rate(sigma2: float) -> float:
-    """Probability that one proposal is accepted, (σ/s)·e^{−1/(8d)}·(normaliser ratio)."""
-    from phexplore.distributions import discrete_gaussian_normaliser
-
-    d = float(proposal_gap(sigma2))
-    s = np.sqrt(sigma2 + d)
-    return float(
-        discrete_gaussian_normaliser(sigma2) / (s * np.sqrt(2.0 * np.pi)) * np.exp(-1.0 / (8.0 * d))
-    )
+def uses_table(sigma2: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Whether each distinct σ², drawn ``draws`` times, is sampled with the cell-table method."""
+    s2 = np.asarray(sigma2, dtype=np.float64)
+    length = np.floor(39.0 * np.sqrt(np.minimum(s2, TABLE_MAX_SIGMA2))) + 2
+    return (s2 <= TABLE_MAX_SIGMA2) & (draws >= np.maximum(length, TABLE_MIN_DRAWS))
 
 
 def sample(scale: ScaleArray, rng: np.random.Generator) -> np.ndarray:
     """Draw ``scale.count`` values from N_Z(0, σ²) with σ² = ``scale.values`` (validated)."""
-    out = np.empty(scale.count, dtype=np.int64)
-    for start in range(0, scale.count, CHUNK):
-        stop = min(start + CHUNK, scale.count)
-        s2 = scale.values if scale.is_scalar else scale.values[start:stop]
-        out[start:stop] = _sample_chunk(s2, stop - start, rng)
+    n = scale.count
+    if scale.is_scalar:
+        if uses_table(scale.values, np.asarray(n)):
+            tables = dg_cell_table.build_tables(scale.values.reshape(1))
+            return dg_cell_table.sample(tables, None, n, rng).reshape(scale.shape)
+        return dg_continuous.sample(scale.values, n, rng).reshape(scale.shape)
+
+    codes, values = pd.factorize(scale.values, sort=False)
+    values = np.asarray(values, dtype=np.float64)
+    tabled = uses_table(values, np.bincount(codes, minlength=values.size))
+    if not tabled.any():
+        return dg_continuous.sample(scale.values, n, rng).reshape(scale.shape)
+    tables = dg_cell_table.build_tables(values[tabled])
+    table_of_value = np.cumsum(tabled) - 1  # index into ``tables`` of each tabled distinct value
+    if tabled.all():
+        group = None if values.size == 1 else table_of_value[codes]
+        return dg_cell_table.sample(tables, group, n, rng).reshape(scale.shape)
+    out = np.empty(n, dtype=np.int64)
+    in_table = tabled[codes]
+    where = np.flatnonzero(in_table)
+    out[where] = dg_cell_table.sample(tables, table_of_value[codes[where]], where.size, rng)
+    where = np.flatnonzero(~in_table)
+    out[where] = dg_continuous.sample(scale.values[where], where.size, rng)
     return out.reshape(scale.shape)
-
-
-def _sample_chunk(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n draws; ``sigma2`` is a 0-d array or a length-n array."""
-    k = np.empty(n, dtype=np.float64)
-    pending: np.ndarray | None = None  # indices still to draw; None means all of them
-    while True:
-        s2 = sigma2 if sigma2.ndim == 0 or pending is None else sigma2[pending]
-        m = n if pending is None else pending.size
-        d = proposal_gap(s2)
-        z = rng.standard_normal(m)
-        kk = np.rint(z * np.sqrt(s2 + d))
-        # Acceptance test  E ≥ K²/(2σ²) − Z²/2 + 1/(8d), arranged to reuse buffers.
-        threshold = kk * kk
-        threshold /= 2.0 * s2
-        z *= z
-        z *= 0.5
-        threshold -= z
-        threshold += 1.0 / (8.0 * d)
-        rejected = rng.standard_exponential(m) < threshold
-        if pending is None:
-            k[:] = kk
-            pending = np.flatnonzero(rejected)
-        else:
-            k[pending] = kk
-            pending = pending[rejected]
-        if pending.size == 0:
-            return k.astype(np.int64)
