@@ -91,12 +91,13 @@ def repeated_block_problems(
 
 
 def geography_from_components(
-    table: CsvTable, names: dict[str, str]
+    table: CsvTable, names: dict[str, str], *, unique_blocks: bool = True
 ) -> tuple[pd.DataFrame, list[Problem]]:
     """Full ids from per-level codes (``names`` maps each level of :data:`BLOCK_LEVELS` to a column).
 
     Codes shorter than their width are zero-padded (spreadsheets drop leading zeros); non-digits,
-    over-long codes, and block groups that differ from the block number's first digit are problems.
+    over-long codes, and block groups that differ from the block number's first digit are problems;
+    with ``unique_blocks`` (one row per block), so is a repeated block.
     """
     problems: list[Problem] = []
     parts: dict[str, pd.Series] = {}
@@ -129,9 +130,13 @@ def geography_from_components(
         "whose block does not nest in its block group",
     )
     block_ids = parts["State"] + parts["County"] + parts["Tract"] + parts["Block"]
-    problems += repeated_block_problems(
-        table, table.found.get(names["Block"], names["Block"]), block_ids.to_numpy(dtype=object), ok
-    )
+    if unique_blocks:
+        problems += repeated_block_problems(
+            table,
+            table.found.get(names["Block"], names["Block"]),
+            block_ids.to_numpy(dtype=object),
+            ok,
+        )
     return geography_from_block_ids(block_ids.to_numpy(dtype=object)), problems
 
 

@@ -166,7 +166,7 @@ def _load_ppmf(info: SampleInfo) -> BlockHistogram:
 def _load_pl94171(info: SampleInfo) -> BlockHistogram:
     from engine.data.pl94171 import load_pl94171_histogram
 
-    return load_pl94171_histogram(*info.file_paths())
+    return load_pl94171_histogram(*info.file_paths()[:4])
 
 
 TOPDOWN_LOADERS: dict[str, Callable[[SampleInfo], BlockHistogram]] = {

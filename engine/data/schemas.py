@@ -1,7 +1,7 @@
 """Histogram schemas of the shipped TopDown inputs (TDA §5.1; SPEC §4 and §5).
 
 * :data:`RI2010_SCHEMA` — VOTINGAGE (2) × RACEETH (8), the schema of the Rhode Island 2010 block
-  counts (``data/samples/ri2010``). The eight race–ethnicity groups are those of the Blau index in
+  counts (``data/samples/ri2010``); :data:`PL94171_SCHEMA` has the same attributes. The eight race–ethnicity groups are those of the Blau index in
   SPEC §5 / TDA §9 Table 13, in that order: Hispanic (any race); non-Hispanic White alone, Black alone,
   American Indian and Alaska Native alone, Asian alone, Native Hawaiian and Other Pacific Islander
   alone, Some Other Race alone, Two or more races.
@@ -22,6 +22,9 @@ VOTINGAGE = Attribute("VOTINGAGE", ("under_18", "18_plus"))
 RACEETH = Attribute("RACEETH", ("hisp", "white", "black", "aian", "asian", "nhpi", "other", "two"))
 
 RI2010_SCHEMA = Schema("ri2010", (VOTINGAGE, RACEETH))
+
+PL94171_SCHEMA = Schema("pl94171", (VOTINGAGE, RACEETH))
+"""VOTINGAGE × RACEETH derived from P.L. 94-171 tables P2 and P4 (see :mod:`engine.data.pl94171`)."""
 
 HHGQ_DESCRIPTIONS: dict[str, str] = {
     "household": "Household",

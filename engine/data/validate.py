@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -140,6 +140,17 @@ class CsvTable:
     def n_rows(self) -> int:
         return int(self.rows.size)
 
+    def subset(self, mask: np.ndarray) -> CsvTable:
+        """The records selected by the boolean ``mask`` (row numbers kept)."""
+        return CsvTable(
+            file=self.file,
+            delimiter=self.delimiter,
+            header=self.header,
+            columns={k: v[mask] for k, v in self.columns.items()},
+            found=self.found,
+            rows=self.rows[mask],
+        )
+
 
 def detect_delimiter(header_line: str, wanted: Iterable[str]) -> str:
     """The delimiter among :data:`DELIMITERS` whose split of the header matches most wanted names."""
@@ -205,15 +216,73 @@ def read_csv_table(
     if problems:
         raise DataValidationError(problems, summary=f"{label}: the header is not usable")
 
+    return _collect_records(
+        reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
+    )
+
+
+def read_headerless_table(
+    source: DataSource,
+    field_names: Sequence[str],
+    wanted: Sequence[str],
+    *,
+    delimiter: str = "|",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    name: str | None = None,
+    encodings: Sequence[str] = ("utf-8-sig",),
+) -> CsvTable:
+    """Read the ``wanted`` fields of a header-less delimited file whose records have ``field_names``.
+
+    Row *n* is the file's *n*-th line. Raises on size, encoding, field-count or empty-file problems;
+    a file whose first line does not split on ``delimiter`` gets a delimiter hint.
+    """
+    label = source_name(source, name)
+    text = decode_text(read_source(source, max_bytes=max_bytes, name=label), label, encodings)
+    first_line = text.split("\n", 1)[0]
+    if delimiter not in first_line:
+        seen = [_DELIMITER_NAMES[d] for d in DELIMITERS if d != delimiter and d in first_line]
+        hint = f"; it contains {', '.join(seen)} characters instead" if seen else ""
+        _fail(
+            label,
+            f"expected {_DELIMITER_NAMES[delimiter]}-separated records ({len(field_names)} fields) "
+            f"but the first line has no {delimiter!r}{hint}",
+            row=1,
+        )
+    header = tuple(field_names)
+    index = {n: i for i, n in enumerate(header)}
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    return _collect_records(
+        reader,
+        label,
+        delimiter,
+        header,
+        {w: index[w] for w in wanted},
+        {w: w for w in wanted},
+        line_offset=0,
+        what="the record layout",
+    )
+
+
+def _collect_records(
+    reader: Any,
+    label: str,
+    delimiter: str,
+    header: tuple[str, ...],
+    wanted: dict[str, int],
+    found: dict[str, str],
+    *,
+    line_offset: int,
+    what: str,
+) -> CsvTable:
+    """Collect the ``wanted`` fields of every record; report records with the wrong field count."""
     n_fields = len(header)
     values: dict[str, list[str]] = {k: [] for k in wanted}
     rows: list[int] = []
     ragged: list[Problem] = []
     n_ragged = 0
-    row_no = 0
     try:
         for record in reader:
-            row_no = reader.line_num - 1
+            row_no = reader.line_num - line_offset
             if not record or (len(record) == 1 and not record[0].strip()):
                 continue  # blank line
             if len(record) != n_fields:
@@ -222,7 +291,7 @@ def read_csv_table(
                     ragged.append(
                         Problem(
                             label,
-                            f"the row has {len(record)} fields but the header has {n_fields} "
+                            f"the row has {len(record)} fields but {what} has {n_fields} "
                             f"({_DELIMITER_NAMES[delimiter]}-separated); check the delimiter and "
                             "quoting",
                             row_no,
@@ -233,15 +302,15 @@ def read_csv_table(
             for key, idx in wanted.items():
                 values[key].append(record[idx].strip())
     except csv.Error as exc:
-        ragged.append(Problem(label, f"cannot parse the row: {exc}", reader.line_num - 1))
+        ragged.append(Problem(label, f"cannot parse the row: {exc}", reader.line_num - line_offset))
     if n_ragged > MAX_PROBLEMS_PER_CHECK:
         ragged.append(
             _more(label, n_ragged - MAX_PROBLEMS_PER_CHECK, None, "with a wrong field count")
         )
     if ragged:
-        raise DataValidationError(ragged, summary=f"{label}: rows do not match the header")
+        raise DataValidationError(ragged, summary=f"{label}: rows do not match {what}")
     if not rows:
-        _fail(label, "the file has a header but no data rows")
+        _fail(label, "the file has a header but no data rows" if line_offset else "no records")
     return CsvTable(
         file=label,
         delimiter=delimiter,

@@ -1,0 +1,474 @@
+"""Loader of P.L. 94-171 redistricting summary files: block tables P1–P5, H1 and a block histogram.
+
+Format: the Census Bureau's 2020-style P.L. 94-171 file set (2020 Census State Redistricting Data
+Summary File technical documentation), as published for the 2018 End-to-End Census Test prototype
+(``data/samples/pl94171_ri2018``): four pipe-delimited files without header —
+
+* the geographic header ``<st>geo<year>.pl`` (97 fields: :data:`GEO_FIELDS`; Latin-1 text);
+* segment 1 ``<st>00001<year>.pl``: ``FILEID, STUSAB, CHARITER, CIFSN, LOGRECNO``, then P1 (71 cells,
+  race) and P2 (73, Hispanic or Latino by race);
+* segment 2 ``<st>00002<year>.pl``: P3 (71, race, 18 and over), P4 (73, Hispanic by race, 18 and
+  over), H1 (3, occupancy status);
+* segment 3 ``<st>00003<year>.pl``: P5 (10, group-quarters population by major GQ type).
+
+Records join on ``LOGRECNO``; blocks are the geographic records with ``SUMLEV`` 750. The wide CSV
+written by the ``PL94171`` R package (one row per geography, columns ``SUMLEV``, ``STATE`` …
+``BLOCK`` and the cell names ``P0010001`` …) is read by :func:`read_pl94171_csv`.
+
+The block histogram (:func:`histogram_from_tables`) has schema
+:data:`~engine.data.schemas.PL94171_SCHEMA` = VOTINGAGE (2) × RACEETH (8): cell (18_plus, g) is the P4
+cell of group g and (under_18, g) the P2 cell minus the P4 cell, where the groups are P2/P4 lines 2
+(Hispanic or Latino), 5–10 (not Hispanic: White, Black, AIAN, Asian, NHPI, Some Other Race alone)
+and 11 (not Hispanic, two or more races). What is lost: the 57 two-or-more-race combinations (and
+P1/P3's race detail of Hispanics) are collapsed into one group each, and the GQ population of P5 is
+not crossed with age or race — it is kept separately in ``extra["gq_population"]`` (per GQ major type
+1–7). Housing units go to ``units`` as (occupied, vacant) from H1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from engine.data.errors import Problem
+from engine.data.geography import BLOCK_LEVELS, ID_LENGTHS, geography_from_components
+from engine.data.histogram import BlockHistogram
+from engine.data.schemas import PL94171_SCHEMA
+from engine.data.validate import (
+    DEFAULT_MAX_BYTES,
+    MAX_PROBLEMS_PER_CHECK,
+    CsvTable,
+    DataSource,
+    code_column,
+    int_column,
+    raise_if,
+    read_csv_table,
+    read_headerless_table,
+)
+
+GEO_FIELDS: tuple[str, ...] = tuple(
+    [
+        "FILEID",
+        "STUSAB",
+        "SUMLEV",
+        "GEOVAR",
+        "GEOCOMP",
+        "CHARITER",
+        "CIFSN",
+        "LOGRECNO",
+        "GEOID",
+        "GEOCODE",
+        "REGION",
+        "DIVISION",
+        "STATE",
+        "STATENS",
+        "COUNTY",
+        "COUNTYCC",
+        "COUNTYNS",
+        "COUSUB",
+        "COUSUBCC",
+        "COUSUBNS",
+        "SUBMCD",
+        "SUBMCDCC",
+        "SUBMCDNS",
+        "ESTATE",
+        "ESTATECC",
+        "ESTATENS",
+        "CONCIT",
+        "CONCITCC",
+        "CONCITNS",
+        "PLACE",
+        "PLACECC",
+        "PLACENS",
+        "TRACT",
+        "BLKGRP",
+        "BLOCK",
+        "AIANHH",
+        "AIHHTLI",
+        "AIANHHFP",
+        "AIANHHCC",
+        "AIANHHNS",
+        "AITS",
+        "AITSFP",
+        "AITSCC",
+        "AITSNS",
+        "TTRACT",
+        "TBLKGRP",
+        "ANRC",
+        "ANRCCC",
+        "ANRCNS",
+        "CBSA",
+        "MEMI",
+        "CSA",
+        "METDIV",
+        "NECTA",
+        "NMEMI",
+        "CNECTA",
+        "NECTADIV",
+        "CBSAPCI",
+        "NECTAPCI",
+        "UA",
+        "UATYPE",
+        "UR",
+        "CD116",
+        "CD118",
+        "CD119",
+        "CD120",
+        "CD121",
+        "SLDU18",
+        "SLDU22",
+        "SLDU24",
+        "SLDU26",
+        "SLDU28",
+        "SLDL18",
+        "SLDL22",
+        "SLDL24",
+        "SLDL26",
+        "SLDL28",
+        "VTD",
+        "VTDI",
+        "ZCTA",
+        "SDELM",
+        "SDSEC",
+        "SDUNI",
+        "PUMA",
+        "AREALAND",
+        "AREAWATR",
+        "BASENAME",
+        "NAME",
+        "FUNCSTAT",
+        "GCUNI",
+        "POP100",
+        "HU100",
+        "INTPTLAT",
+        "INTPTLON",
+        "LSADC",
+        "PARTFLAG",
+        "UGA",
+    ]
+)
+"""The 97 fields of the 2020-style geographic header record."""
+
+TABLE_SIZES: dict[str, int] = {"P1": 71, "P2": 73, "P3": 71, "P4": 73, "H1": 3, "P5": 10}
+SEGMENTS: dict[int, tuple[str, ...]] = {1: ("P1", "P2"), 2: ("P3", "P4", "H1"), 3: ("P5",)}
+SEGMENT_PREFIX: tuple[str, ...] = ("FILEID", "STUSAB", "CHARITER", "CIFSN", "LOGRECNO")
+BLOCK_SUMLEV = "750"
+NESTING_SUMLEVS: dict[str, str] = {"140": "Tract", "150": "Block_Group"}
+"""Summary levels whose records must equal the sum of their blocks (the file lists all of them)."""
+
+GEO_COLUMNS: dict[str, str] = {
+    "State": "STATE",
+    "County": "COUNTY",
+    "Tract": "TRACT",
+    "Block_Group": "BLKGRP",
+    "Block": "BLOCK",
+}
+RACEETH_LINES: tuple[int, ...] = (2, 5, 6, 7, 8, 9, 10, 11)
+"""P2/P4 line numbers of the RACEETH levels hisp, white, black, aian, asian, nhpi, other, two."""
+GQ_LINES: tuple[int, ...] = (3, 4, 5, 6, 8, 9, 10)
+"""P5 line numbers of the GQ major types 1–7 (GQTYPE_PL order)."""
+
+SOURCE = "P.L. 94-171 redistricting summary file"
+LICENCE = "US Government work (public domain)"
+
+
+def variables(table: str) -> tuple[str, ...]:
+    """Census cell names of ``table``, e.g. ``P0010001`` … ``P0010071`` for P1."""
+    letter, number = table[0], int(table[1:])
+    return tuple(f"{letter}{number:03d}{line:04d}" for line in range(1, TABLE_SIZES[table] + 1))
+
+
+@dataclass(frozen=True)
+class PL94171Tables:
+    """Block tables of a P.L. 94-171 file: ``geography`` and one DataFrame per table, same row order.
+
+    Each table has one row per block and one int64 column per cell (``P0010001`` …).
+    """
+
+    geography: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+
+    def long(self) -> pd.DataFrame:
+        """Tidy long form: one row per (block, table, variable) with its ``count``."""
+        parts = []
+        for name, frame in self.tables.items():
+            melted = frame.assign(Block=self.geography["Block"].to_numpy()).melt(
+                id_vars="Block", var_name="variable", value_name="count"
+            )
+            parts.append(melted.assign(table=name))
+        return pd.concat(parts, ignore_index=True)[["Block", "table", "variable", "count"]]
+
+
+def read_pl94171(
+    geo: DataSource,
+    part1: DataSource,
+    part2: DataSource,
+    part3: DataSource,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> PL94171Tables:
+    """Read a 2020-style file set (geographic header and segments 1–3) into block tables."""
+    wanted_geo = ("SUMLEV", "LOGRECNO", *GEO_COLUMNS.values(), "POP100")
+    geo_table = read_headerless_table(
+        geo, GEO_FIELDS, wanted_geo, max_bytes=max_bytes, encodings=("utf-8-sig", "latin-1")
+    )
+    problems: list[Problem] = []
+    segments: list[tuple[CsvTable, dict[str, np.ndarray]]] = []
+    for number, source in zip(SEGMENTS, (part1, part2, part3), strict=True):
+        table, values, found = _read_segment(source, number, max_bytes)
+        segments.append((table, values))
+        problems += found
+    raise_if(problems, summary="the P.L. 94-171 segment files are not usable")
+
+    is_block = geo_table.columns["SUMLEV"] == BLOCK_SUMLEV
+    logrecno, problems = int_column(geo_table, "LOGRECNO", minimum=1, what="LOGRECNO")
+    problems += _duplicate_problems(geo_table, logrecno)
+    raise_if(problems, summary=f"{geo_table.file}: not a usable geographic header")
+
+    cells: dict[str, np.ndarray] = {}
+    for table, values in segments:
+        problems += _join_problems(geo_table, logrecno, table, values["LOGRECNO"])
+        if problems:
+            continue
+        position = pd.Index(values["LOGRECNO"]).get_indexer(logrecno)
+        for key, column in values.items():
+            if key != "LOGRECNO":
+                cells[key] = column[position]
+    raise_if(problems, summary="the P.L. 94-171 files do not match")
+    return _build(geo_table, cells, is_block, problems)
+
+
+def read_pl94171_csv(
+    source: DataSource, *, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None
+) -> PL94171Tables:
+    """Read the wide CSV of the ``PL94171`` R package (one row per geography) into block tables."""
+    names = [v for t in TABLE_SIZES for v in variables(t)]
+    table = read_csv_table(
+        source,
+        ("SUMLEV", *GEO_COLUMNS.values(), *names),
+        optional=("POP100",),
+        max_bytes=max_bytes,
+        name=name,
+    )
+    problems: list[Problem] = []
+    cells: dict[str, np.ndarray] = {}
+    for variable in names:
+        cells[variable], found = int_column(table, variable)
+        problems += found
+    raise_if(problems, summary=f"{table.file}: not a usable P.L. 94-171 table file")
+    return _build(table, cells, table.columns["SUMLEV"] == BLOCK_SUMLEV, [])
+
+
+def load_pl94171_histogram(
+    geo: DataSource,
+    part1: DataSource,
+    part2: DataSource,
+    part3: DataSource,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> BlockHistogram:
+    """Read a 2020-style file set and return its VOTINGAGE × RACEETH block histogram."""
+    return histogram_from_tables(read_pl94171(geo, part1, part2, part3, max_bytes=max_bytes))
+
+
+def histogram_from_tables(tables: PL94171Tables) -> BlockHistogram:
+    """VOTINGAGE × RACEETH counts from P2 and P4, H1 units and P5 GQ population (module docstring)."""
+    p2, p4 = tables.tables["P2"].to_numpy(), tables.tables["P4"].to_numpy()
+    groups = [line - 1 for line in RACEETH_LINES]
+    adults = p4[:, groups]
+    counts = np.concatenate([p2[:, groups] - adults, adults], axis=1).astype(np.int64)
+    h1 = tables.tables["H1"].to_numpy()
+    p5 = tables.tables["P5"].to_numpy()
+    return BlockHistogram(
+        schema=PL94171_SCHEMA,
+        levels=BLOCK_LEVELS,
+        geography=tables.geography[list(BLOCK_LEVELS)].reset_index(drop=True),
+        counts=np.ascontiguousarray(counts),
+        source=SOURCE,
+        licence=LICENCE,
+        units=np.ascontiguousarray(h1[:, 1:3].astype(np.int64)),
+        extra={
+            "units_levels": ("occupied", "vacant"),
+            "gq_population": np.ascontiguousarray(p5[:, [line - 1 for line in GQ_LINES]]),
+            "gq_levels": ("1", "2", "3", "4", "5", "6", "7"),
+        },
+    )
+
+
+def _read_segment(
+    source: DataSource, number: int, max_bytes: int
+) -> tuple[CsvTable, dict[str, np.ndarray], list[Problem]]:
+    names = [v for t in SEGMENTS[number] for v in variables(t)]
+    table = read_headerless_table(
+        source, (*SEGMENT_PREFIX, *names), ("CIFSN", "LOGRECNO", *names), max_bytes=max_bytes
+    )
+    _, problems = code_column(table, "CIFSN", (f"{number:02d}",))
+    if problems:
+        problems = [
+            Problem(
+                table.file,
+                f"this is not segment {number} (CIFSN {table.columns['CIFSN'][0]!r}); pass the "
+                f"files in the order geo, segment 1, segment 2, segment 3",
+                int(table.rows[0]),
+                "CIFSN",
+            )
+        ]
+        return table, {}, problems
+    values: dict[str, np.ndarray] = {}
+    values["LOGRECNO"], problems = int_column(table, "LOGRECNO", minimum=1, what="LOGRECNO")
+    problems += _duplicate_problems(table, values["LOGRECNO"])
+    for variable in names:
+        values[variable], found = int_column(table, variable)
+        problems += found
+    return table, values, problems
+
+
+def _duplicate_problems(table: CsvTable, logrecno: np.ndarray) -> list[Problem]:
+    dup = np.flatnonzero(pd.Series(logrecno).duplicated().to_numpy())
+    return [
+        Problem(
+            table.file,
+            f"LOGRECNO {logrecno[i]} appears more than once",
+            int(table.rows[i]),
+            "LOGRECNO",
+        )
+        for i in dup[:MAX_PROBLEMS_PER_CHECK]
+    ]
+
+
+def _join_problems(
+    geo: CsvTable, geo_logrecno: np.ndarray, segment: CsvTable, seg_logrecno: np.ndarray
+) -> list[Problem]:
+    missing = np.flatnonzero(~np.isin(geo_logrecno, seg_logrecno))
+    extra = np.flatnonzero(~np.isin(seg_logrecno, geo_logrecno))
+    problems = [
+        Problem(
+            segment.file,
+            f"no record for LOGRECNO {geo_logrecno[i]} (row {geo.rows[i]} of {geo.file})",
+            None,
+            "LOGRECNO",
+        )
+        for i in missing[:MAX_PROBLEMS_PER_CHECK]
+    ]
+    problems += [
+        Problem(
+            segment.file,
+            f"LOGRECNO {seg_logrecno[i]} has no geographic record in {geo.file}",
+            int(segment.rows[i]),
+            "LOGRECNO",
+        )
+        for i in extra[:MAX_PROBLEMS_PER_CHECK]
+    ]
+    return problems
+
+
+def _build(
+    table: CsvTable, cells: dict[str, np.ndarray], is_block: np.ndarray, problems: list[Problem]
+) -> PL94171Tables:
+    """Block tables from all records' cells; checks table identities, geo totals and nesting."""
+    if not is_block.any():
+        raise_if([Problem(table.file, f"no block records (SUMLEV {BLOCK_SUMLEV})", None, "SUMLEV")])
+    blocks = table.subset(is_block)
+    geography, found = geography_from_components(blocks, GEO_COLUMNS)
+    problems = problems + found
+    block_cells = {k: v[is_block] for k, v in cells.items()}
+    problems += _identity_problems(blocks, block_cells)
+    if "POP100" in blocks.columns:
+        # HU100 is not checked: the 2018 prototype's H1 differs from its HU100 on some blocks.
+        value, found = int_column(blocks, "POP100")
+        problems += found or _mismatch(
+            blocks,
+            value != block_cells["P0010001"],
+            "POP100",
+            "differs from P0010001 (total population)",
+        )
+    if not problems:
+        problems += _nesting_problems(table, cells, geography, block_cells["P0010001"])
+    raise_if(problems, summary=f"{table.file}: inconsistent P.L. 94-171 tables")
+    tables = {
+        name: pd.DataFrame({v: block_cells[v] for v in variables(name)}) for name in TABLE_SIZES
+    }
+    return PL94171Tables(geography=geography, tables=tables)
+
+
+IDENTITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("P0010001", ("P0020001",)),
+    ("P0030001", ("P0040001",)),
+    ("P0020001", ("P0020002", "P0020003")),
+    ("P0040001", ("P0040002", "P0040003")),
+    ("P0020003", tuple(f"P002{line:04d}" for line in range(5, 12))),
+    ("P0040003", tuple(f"P004{line:04d}" for line in range(5, 12))),
+    ("P0050001", ("P0050002", "P0050007")),
+    ("P0050002", ("P0050003", "P0050004", "P0050005", "P0050006")),
+    ("P0050007", ("P0050008", "P0050009", "P0050010")),
+    ("H0010001", ("H0010002", "H0010003")),
+)
+"""Table identities of the P.L. 94-171 shells: each total equals the sum of its parts."""
+
+
+def _identity_problems(blocks: CsvTable, cells: dict[str, np.ndarray]) -> list[Problem]:
+    problems: list[Problem] = []
+    for total, parts in IDENTITIES:
+        value = sum(cells[p] for p in parts)
+        problems += _mismatch(
+            blocks, value != cells[total], total, f"differs from {' + '.join(parts)}"
+        )
+    for line in RACEETH_LINES:
+        p2, p4 = f"P002{line:04d}", f"P004{line:04d}"
+        problems += _mismatch(
+            blocks, cells[p4] > cells[p2], p4, f"the 18-and-over count exceeds {p2} (all ages)"
+        )
+    return problems
+
+
+def _mismatch(table: CsvTable, mask: np.ndarray, column: str, message: str) -> list[Problem]:
+    return [
+        Problem(table.file, message, int(table.rows[i]), column)
+        for i in np.flatnonzero(mask)[:MAX_PROBLEMS_PER_CHECK]
+    ]
+
+
+def _nesting_problems(
+    table: CsvTable, cells: dict[str, np.ndarray], geography: pd.DataFrame, block_pop: np.ndarray
+) -> list[Problem]:
+    """Tract and block-group records must equal the sum of their blocks, and contain every block."""
+    problems: list[Problem] = []
+    for sumlev, level in NESTING_SUMLEVS.items():
+        mask = table.columns["SUMLEV"] == sumlev
+        if not mask.any():
+            continue
+        records = table.subset(mask)
+        width = ID_LENGTHS[level]
+        ids = pd.Series(
+            [
+                "".join(records.columns[GEO_COLUMNS[lv]][i] for lv in BLOCK_LEVELS[:-1])[:width]
+                for i in range(records.n_rows)
+            ]
+        )
+        sums = pd.Series(block_pop).groupby(geography[level].to_numpy()).sum()
+        for i, geoid in enumerate(ids):
+            expected = int(cells["P0010001"][mask][i])
+            actual = int(sums.get(geoid, 0))
+            if actual != expected:
+                problems.append(
+                    Problem(
+                        table.file,
+                        f"the blocks of {level} {geoid} sum to {actual:,} persons but its record "
+                        f"says {expected:,}: blocks are missing or do not nest",
+                        int(records.rows[i]),
+                        "P0010001",
+                    )
+                )
+        orphans = sorted(set(geography[level]) - set(ids))
+        for geoid in orphans[:MAX_PROBLEMS_PER_CHECK]:
+            problems.append(
+                Problem(
+                    table.file,
+                    f"blocks lie in {level} {geoid}, which has no summary record (SUMLEV {sumlev})",
+                    None,
+                    GEO_COLUMNS[level],
+                )
+            )
+    return problems
