@@ -143,4 +143,6 @@ def _check_z(z: float) -> float:
 
 def _check_confidence(confidence: float) -> None:
     if not (0.0 < float(confidence) < 1.0):
-        raise ValidationError(f"confidence level must be strictly between 0 and 1; got {confidence!r}")
+        raise ValidationError(
+            f"confidence level must be strictly between 0 and 1; got {confidence!r}"
+        )

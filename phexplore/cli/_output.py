@@ -54,13 +54,15 @@ def add_format_option(parser: Any) -> None:
     )
 
 
-def print_rows(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None, fmt: str) -> None:
+def print_rows(
+    rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None, fmt: str
+) -> None:
     """Print ``{"rows": rows, "summary": summary}`` as JSON or as a table plus a summary block."""
     if fmt == "json":
         print(dumps_json({"rows": list(rows), "summary": summary or {}}))
         return
     if rows:
-        frame = pd.DataFrame(list(rows))
+        frame = pd.DataFrame(list(rows)).convert_dtypes()
         with pd.option_context("display.max_rows", None, "display.width", 200):
             print(frame.to_string(index=False))
     if summary:

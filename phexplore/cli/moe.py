@@ -1,0 +1,181 @@
+"""``phexplore moe phsafe|topdown``: analytic noise scale, MOE and total privacy loss of a scenario.
+
+PHSafe rows follow PHS §7.1 and Table 10; TopDown rows follow TDA App. B (σ² = 1/(ρ·c·d)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from phexplore.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
+from phexplore.cli._output import add_format_option, print_rows
+from phexplore.errors import ValidationError
+from phexplore.moe_tables import (
+    DEFAULT_DELTA,
+    phsafe_rows,
+    phsafe_summary,
+    topdown_rows,
+    topdown_summary,
+)
+from phexplore.presets import (
+    load_phsafe_preset,
+    load_topdown_preset,
+    phsafe_from_dict,
+    topdown_from_dict,
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``moe phsafe`` and ``moe topdown``."""
+    p = subparsers.add_parser(
+        "moe",
+        help="analytic σ, 90%% margins of error and total ρ/ε of a PHSafe or TopDown scenario",
+        description="Analytic noise scale and margins of error, before any engine runs.",
+    )
+    sub = p.add_subparsers(dest="engine", metavar="ENGINE")
+
+    ps = sub.add_parser(
+        "phsafe",
+        help="one row per (table, population-group level)",
+        description="PHSafe MOEs: σ = Δ/√(2ρ), Δ = 2τ+2 (or 2 for denominators), MOE ≤ ⌊1.645σ⌋.",
+    )
+    src = ps.add_mutually_exclusive_group()
+    src.add_argument("--preset", default=None, help="PHSafe preset (default phsafe-2020)")
+    src.add_argument(
+        "--config", type=Path, help="official PHSafe config.json or a PHExplore scenario JSON"
+    )
+    ps.add_argument(
+        "--rho",
+        action="append",
+        default=[],
+        metavar="TABLE:LEVEL=R",
+        help="override one budget, e.g. --rho 'PH3:state_A-G=0.5' (LEVEL may be 'State:A-G')",
+    )
+    ps.add_argument(
+        "--tau", action="append", default=[], metavar="TABLE=N", help="override τ, e.g. PH3=8"
+    )
+    ps.add_argument(
+        "--drop-level",
+        action="append",
+        default=[],
+        metavar="LEVEL",
+        help="skip a level in every table: 'Nation', 'State', 'state_A-G' or 'State:A-G'",
+    )
+    _common(ps)
+    ps.set_defaults(func=run_phsafe)
+
+    pt = sub.add_parser(
+        "topdown",
+        help="one row per (run, geolevel, query)",
+        description="TopDown noisy-measurement σ = 1/√(ρ·c·d) and 90%% MOE = 1.645σ per query.",
+    )
+    src = pt.add_mutually_exclusive_group()
+    src.add_argument(
+        "--preset", default=None, help="TopDown preset (default topdown-2020-production)"
+    )
+    src.add_argument("--config", type=Path, help="allocation JSON (schema in README)")
+    pt.add_argument("--rho", type=float, help="scale every run to this total ρ (or ε for pure DP)")
+    pt.add_argument("--run", action="append", default=[], help="only these runs (persons, units)")
+    pt.add_argument(
+        "--drop-level",
+        action="append",
+        default=[],
+        metavar="LEVEL",
+        help="hide a geolevel's rows (shares are not changed)",
+    )
+    _common(pt)
+    pt.set_defaults(func=run_topdown)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--confidence", type=float, default=0.90, help="confidence level of the MOE (0.90)"
+    )
+    p.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ for the ε summary (1e-10)")
+    add_format_option(p)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def load_phsafe_budget(preset: str | None, config: Path | None) -> PHSafeBudget:
+    """Budget from ``--config`` (official or PHExplore JSON) or ``--preset`` (default phsafe-2020)."""
+    if config is not None:
+        return phsafe_from_dict(_read_json(config), name=config.name)
+    return load_phsafe_preset(preset or "phsafe-2020")
+
+
+def load_topdown_runs(preset: str | None, config: Path | None) -> dict[str, TopDownAllocation]:
+    """Allocations from ``--config`` or ``--preset`` (default topdown-2020-production)."""
+    if config is not None:
+        return topdown_from_dict(_read_json(config))
+    return load_topdown_preset(preset or "topdown-2020-production")
+
+
+def _split(spec: str, sep: str, what: str) -> tuple[str, str]:
+    if sep not in spec:
+        raise ValidationError(
+            f"{what} {spec!r} must look like {'TABLE:LEVEL=R' if sep == '=' else ''}"
+        )
+    a, b = spec.rsplit(sep, 1)
+    return a.strip(), b.strip()
+
+
+def apply_phsafe_overrides(
+    budget: PHSafeBudget, rhos: list[str], taus: list[str], drops: list[str]
+) -> PHSafeBudget:
+    """Apply ``--tau``, ``--rho`` and ``--drop-level`` in that order."""
+    for spec in taus:
+        table, value = _split(spec, "=", "--tau")
+        try:
+            budget = budget.with_tau(table, int(value))
+        except ValueError:
+            raise ValidationError(f"--tau {spec!r}: τ must be a whole number") from None
+    for spec in rhos:
+        target, value = _split(spec, "=", "--rho")
+        if ":" not in target:
+            raise ValidationError(f"--rho {spec!r} must look like 'PH3:state_A-G=0.5'")
+        table, level = target.split(":", 1)
+        try:
+            r = float(value)
+        except ValueError:
+            raise ValidationError(f"--rho {spec!r}: {value!r} is not a number") from None
+        for key in resolve_level_spec(level):
+            budget = budget.with_rho(table, key, r)
+    for spec in drops:
+        budget = budget.without_levels(resolve_level_spec(spec))
+    return budget
+
+
+def run_phsafe(args: argparse.Namespace) -> int:
+    """Print PHSafe rows and summary."""
+    budget = load_phsafe_budget(args.preset, args.config)
+    budget = apply_phsafe_overrides(budget, args.rho, args.tau, args.drop_level)
+    rows = phsafe_rows(budget, args.confidence)
+    print_rows(rows, phsafe_summary(budget, args.delta), args.format)
+    return 0
+
+
+def run_topdown(args: argparse.Namespace) -> int:
+    """Print TopDown rows and summary."""
+    runs = load_topdown_runs(args.preset, args.config)
+    if args.run:
+        unknown = [r for r in args.run if r not in runs]
+        if unknown:
+            raise ValidationError(f"unknown run(s) {unknown}; this scenario has {list(runs)}")
+        runs = {k: v for k, v in runs.items() if k in args.run}
+    if args.rho is not None:
+        runs = {k: v.with_rho(args.rho) for k, v in runs.items()}
+    rows = [r for r in topdown_rows(runs, args.confidence) if r["geolevel"] not in args.drop_level]
+    print_rows(rows, topdown_summary(runs, args.delta), args.format)
+    return 0

@@ -1,0 +1,43 @@
+"""``phexplore privacy``: ρ-zCDP → (ε, δ) under all three conversions (SPEC §1)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from phexplore.accounting import CONVERSION_LABELS, check_rho, conversions
+from phexplore.cli._output import add_format_option, dumps_json
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``privacy`` subcommand."""
+    p = subparsers.add_parser(
+        "privacy",
+        help="convert a zCDP ρ to (ε, δ) with the Bun–Steinke, CKS and Gaussian-profile conversions",
+        description=(
+            "Convert ρ-zCDP to (ε, δ)-DP. Give δ to get ε (default δ = 1e-10), or ε to get δ. "
+            "Conversions: " + "; ".join(f"{k} = {v}" for k, v in CONVERSION_LABELS.items())
+        ),
+    )
+    p.add_argument("--rho", type=float, required=True, help="total ρ (zCDP), e.g. 2.56")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--delta", type=float, help="δ at which to report ε (default 1e-10)")
+    group.add_argument("--epsilon", type=float, help="ε at which to report δ")
+    add_format_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the conversions as JSON or a table."""
+    rho = check_rho(args.rho)
+    conv = conversions(rho, delta=args.delta, epsilon=args.epsilon)
+    if args.format == "json":
+        print(dumps_json({"rho": rho, "conversions": conv}))
+        return 0
+    print(f"ρ = {rho:g}")
+    for name, values in conv.items():
+        print(
+            f"  {name:<12} ε = {values['epsilon']:.4f}   δ = {values['delta']:.3g}   "
+            f"({CONVERSION_LABELS[name]})"
+        )
+    return 0
