@@ -91,14 +91,14 @@ def check_scale(
         where = _first(bad)
         raise ValidationError(
             f"{name} must be positive and finite; {int(bad.sum())} element(s) are not, "
-            f"first at {where}: {arr[where] if arr.ndim else arr.item()!r}. {hint}"
+            f"first at {_describe(where)}: {float(arr[where] if arr.ndim else arr):g}. {hint}"
         )
     out_of_range = (arr < lower) | (arr > upper)
     if out_of_range.any():
         where = _first(out_of_range)
         raise ValidationError(
             f"{name} must lie in [{lower:g}, {upper:g}] so that every draw fits in an int64; "
-            f"element at {where} is {arr[where] if arr.ndim else arr.item()!r}. {hint}"
+            f"{_describe(where)} is {float(arr[where] if arr.ndim else arr):g}. {hint}"
         )
     shape = check_size(size)
     if shape is None:
@@ -133,7 +133,12 @@ def _is_int(x: object) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def _first(mask: np.ndarray) -> tuple[int, ...] | str:
-    if mask.ndim == 0:
-        return "the scalar"
-    return tuple(int(i) for i in np.argwhere(mask)[0])
+def _first(mask: np.ndarray) -> tuple[int, ...]:
+    """Index of the first True element (``()`` for a 0-d mask)."""
+    return tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+
+
+def _describe(index: tuple[int, ...]) -> str:
+    if not index:
+        return "the scalar value"
+    return f"index {index[0]}" if len(index) == 1 else f"index {index}"

@@ -31,7 +31,7 @@ from scipy.special import log_ndtr
 
 # Proposals are tabulated out to |Z| ≤ 39 standard deviations (see module docstring).
 _Z_REACH = 39.0
-CHUNK = 1 << 18
+CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def acceptance_table(sigma2: float) -> np.ndarray:
     k = np.arange(table_length(sigma2), dtype=np.float64)
     upper = log_ndtr(-(k - 0.5) / sigma)  # log P(Z > (k − ½)/σ)
     lower = log_ndtr(-(k + 0.5) / sigma)  # log P(Z > (k + ½)/σ)
-    log_q = upper + np.log1p(-np.exp(lower - upper))
+    log_q = upper + np.log(-np.expm1(lower - upper))
     log_q[0] = math.log(math.erf(0.5 / (sigma * math.sqrt(2.0))))
     return np.minimum(np.exp(-(k * k) / (2.0 * sigma2) + log_q[0] - log_q), 1.0)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.noise._arguments import ScaleArray
 
-CHUNK = 1 << 18
+CHUNK = 1 << 16
 
 
 def sample(scale: ScaleArray, rng: np.random.Generator) -> np.ndarray:

@@ -28,7 +28,7 @@ _SMALL_SIGMA2 = 9.0
 def discrete_gaussian_variance(sigma2: ArrayLike) -> np.ndarray:
     """Exact Var of N_Z(0, σ²) for each element of ``sigma2`` (float64 array of the same shape)."""
     scale = check_scale(sigma2, None, name="sigma2", lower=0.0, upper=MAX_SIGMA2, hint=_SIGMA2_HINT)
-    s2 = np.broadcast_to(scale.values, scale.shape).astype(np.float64).reshape(-1)
+    s2 = np.broadcast_to(scale.values, (scale.count,)).astype(np.float64)
     out = s2.copy()
     small = s2 < _SMALL_SIGMA2
     if small.any():
@@ -41,8 +41,8 @@ def discrete_gaussian_variance(sigma2: ArrayLike) -> np.ndarray:
 def two_sided_geometric_variance(z: ArrayLike) -> np.ndarray:
     """Var of G(z) = 2e^{−z}/(1 − e^{−z})² for each element of ``z`` (same shape)."""
     scale = check_scale(z, None, name="z", lower=MIN_Z, upper=np.inf, hint=_Z_HINT)
-    zz = np.broadcast_to(scale.values, scale.shape).astype(np.float64)
-    return 2.0 * np.exp(-zz) / np.expm1(-zz) ** 2
+    zz = np.broadcast_to(scale.values, (scale.count,)).astype(np.float64)
+    return (2.0 * np.exp(-zz) / np.expm1(-zz) ** 2).reshape(scale.shape)
 
 
 def noise_variance(mechanism: Mechanism, parameter: ArrayLike) -> np.ndarray:
