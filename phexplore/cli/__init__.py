@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "moe",
     "presets",
     "samples",
+    "generate",
     "run",
     "experiment",
     "plan",
