@@ -182,3 +182,78 @@ def _capped(table: CsvTable, column: str, mask: np.ndarray, describe, what: str)
             )
         )
     return out
+
+
+def geography_from_level_columns(
+    table: CsvTable, names: dict[str, str]
+) -> tuple[pd.DataFrame, list[Problem]]:
+    """Full ids from one column per level holding either the full id or the level's own code.
+
+    A value as long as the level's full id (:data:`ID_LENGTHS`) is taken as the full id and must
+    start with its parent's id; a shorter all-digit value is the level's own code (zero-padded to
+    :data:`COMPONENT_WIDTHS`) appended to the parent's id. A block must also lie in its block group
+    (the block number starts with the block group digit) and appear once.
+    """
+    problems: list[Problem] = []
+    full: dict[str, pd.Series] = {}
+    ok = np.ones(table.n_rows, dtype=bool)
+    parent: pd.Series | None = None
+    parent_level = ""
+    for level in BLOCK_LEVELS:
+        column = names[level]
+        shown = table.found.get(column, column)
+        raw = pd.Series(table.columns[column], dtype=object).astype(str)
+        is_full = raw.str.fullmatch(rf"\d{{{ID_LENGTHS[level]}}}").to_numpy(dtype=bool)
+        is_code = raw.str.fullmatch(rf"\d{{1,{COMPONENT_WIDTHS[level]}}}").to_numpy(dtype=bool)
+        bad = ~(is_full | is_code)
+        problems += _capped(
+            table,
+            shown,
+            bad,
+            lambda i, raw=raw, level=level: (
+                f"{raw.iloc[i]!r} is neither a full {level} id "
+                f"({ID_LENGTHS[level]} digits) nor a {level} code (at most {COMPONENT_WIDTHS[level]} "
+                "digits)"
+            ),
+            f"with malformed {level} values",
+        )
+        if parent is None:
+            ids = raw.str.zfill(COMPONENT_WIDTHS[level])
+        else:
+            ids = raw.where(is_full, parent + raw.str.zfill(COMPONENT_WIDTHS[level]))
+            starts = np.fromiter(
+                (c.startswith(p) for c, p in zip(ids.tolist(), parent.tolist(), strict=True)),
+                dtype=bool,
+                count=len(ids),
+            )
+            outside = is_full & ok & ~starts
+            problems += _capped(
+                table,
+                shown,
+                outside,
+                lambda i, ids=ids, parent=parent, level=level, parent_level=parent_level: (
+                    f"{level} {ids.iloc[i]} does not nest in {parent_level} {parent.iloc[i]} "
+                    f"(its id must start with the {parent_level} id)"
+                ),
+                f"whose {level} does not nest",
+            )
+            ok &= ~outside
+        ok &= ~bad
+        full[level] = ids
+        parent, parent_level = ids, level
+    block, group = full["Block"], full["Block_Group"]
+    mismatch = ok & (block.str.slice(0, 12) != group).to_numpy()
+    problems += _capped(
+        table,
+        table.found.get(names["Block"], names["Block"]),
+        mismatch,
+        lambda i: (
+            f"block {block.iloc[i]} does not nest in block group {group.iloc[i]}: a block's "
+            "number starts with its block group digit"
+        ),
+        "whose block does not nest in its block group",
+    )
+    problems += repeated_block_problems(
+        table, table.found.get(names["Block"], names["Block"]), block.to_numpy(dtype=object), ok
+    )
+    return pd.DataFrame({lv: full[lv].to_numpy(dtype=object) for lv in BLOCK_LEVELS}), problems

@@ -147,7 +147,8 @@ def get_sample(name: str, root: Path | None = None) -> SampleInfo:
             return info
     known = ", ".join(s.name for s in samples) or "(none)"
     raise DataValidationError(
-        [Problem("data/samples", f"unknown sample {name!r}; known samples: {known}")]
+        [Problem("data/samples", f"unknown sample {name!r}; known samples: {known}")],
+        summary="unknown sample",
     )
 
 

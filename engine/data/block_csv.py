@@ -1,0 +1,286 @@
+"""Loader of a plain block CSV: one row per block, count columns mapped to schema cells.
+
+The user's own block-level counts (issue 4, item 1: "a plain CSV: one row per block with count
+columns, and a mapping file or UI mapping of columns to schema attributes"). The mapping is a JSON
+object (documented in ``docs/readme/data.md``)::
+
+    {
+      "schema": "ri2010",                       # a preset name, or
+      "schema": {"name": "mine", "attributes": [{"name": "AGE", "levels": ["child", "adult"]}]},
+      "geography": {"geoid": "GEOID"},           # a 15-digit block id column, or
+      "geography": {"levels": {"State": "ST", "County": "CTY", "Tract": "TR",
+                               "Block_Group": "BG", "Block": "BLK"}},
+      "cells": {"kids": {"AGE": "child"}, "adults": {"AGE": "adult"}},
+      "allow_unmapped": false                    # optional: unmapped cells count 0 instead of failing
+    }
+
+Each ``cells`` entry maps one count column to one schema cell (a level of every attribute); several
+columns mapped to the same cell are added. Level columns hold the full geounit id or the level's own
+code (see :func:`engine.data.geography.geography_from_level_columns`). Only the mapped columns are
+read; the JSON is parsed with :func:`json.loads`, nothing is evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.data.errors import DataValidationError, Problem
+from engine.data.geography import (
+    BLOCK_LEVELS,
+    block_id_problems,
+    geography_from_block_ids,
+    geography_from_level_columns,
+)
+from engine.data.histogram import Attribute, BlockHistogram, Schema
+from engine.data.schemas import PL94171_SCHEMA, REDISTRICTING_SCHEMA, RI2010_SCHEMA
+from engine.data.validate import (
+    DEFAULT_MAX_BYTES,
+    DataSource,
+    decode_text,
+    int_column,
+    raise_if,
+    read_csv_table,
+    read_source,
+    source_name,
+)
+
+SCHEMA_PRESETS: dict[str, Schema] = {
+    s.name: s for s in (RI2010_SCHEMA, PL94171_SCHEMA, REDISTRICTING_SCHEMA)
+}
+MAX_MAPPING_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BlockCsvMapping:
+    """A checked mapping: the schema, the geography columns, and column → flat cell index."""
+
+    schema: Schema
+    geoid: str | None
+    levels: dict[str, str] | None
+    cells: dict[str, int]
+    allow_unmapped: bool = False
+
+
+def parse_mapping(
+    mapping: BlockCsvMapping | Mapping[str, Any] | DataSource, *, name: str | None = None
+) -> BlockCsvMapping:
+    """Check a mapping given as a dict (UI) or a JSON file; raise listing every problem."""
+    if isinstance(mapping, BlockCsvMapping):
+        return mapping
+    if isinstance(mapping, Mapping):
+        label = name or "<mapping>"
+        raw: Any = dict(mapping)
+    else:
+        label = source_name(mapping, name)
+        text = decode_text(read_source(mapping, max_bytes=MAX_MAPPING_BYTES, name=label), label)
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataValidationError(
+                [
+                    Problem(
+                        label, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                    )
+                ]
+            ) from None
+    if not isinstance(raw, dict):
+        raise DataValidationError([Problem(label, "the mapping must be a JSON object")])
+    problems: list[Problem] = []
+    schema = _schema(raw.get("schema"), label, problems)
+    geoid, levels = _geography(raw.get("geography"), label, problems)
+    cells = _cells(raw.get("cells"), schema, label, problems) if schema else {}
+    allow = raw.get("allow_unmapped", False)
+    if not isinstance(allow, bool):
+        problems.append(
+            Problem(label, "'allow_unmapped' must be true or false", column="allow_unmapped")
+        )
+    unknown = sorted(set(raw) - {"schema", "geography", "cells", "allow_unmapped"})
+    if unknown:
+        problems.append(Problem(label, f"unknown key(s) {', '.join(map(repr, unknown))}"))
+    if schema and cells and allow is False:
+        unmapped = sorted(set(range(schema.size)) - set(cells.values()))
+        if unmapped:
+            shown = "; ".join(_cell_label(schema, i) for i in unmapped[:8])
+            more = f" and {len(unmapped) - 8} more" if len(unmapped) > 8 else ""
+            problems.append(
+                Problem(
+                    label,
+                    f"{len(unmapped)} schema cell(s) have no column: {shown}{more} — map them or set "
+                    '"allow_unmapped": true to count them as 0',
+                    column="cells",
+                )
+            )
+    raise_if(problems, summary=f"{label}: invalid block CSV mapping")
+    assert schema is not None
+    return BlockCsvMapping(schema, geoid, levels, cells, bool(allow))
+
+
+def load_block_csv(
+    source: DataSource,
+    mapping: BlockCsvMapping | Mapping[str, Any] | DataSource,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    name: str | None = None,
+) -> BlockHistogram:
+    """Load a one-row-per-block CSV into a :class:`BlockHistogram` as ``mapping`` directs."""
+    spec = parse_mapping(mapping)
+    geo_columns = [spec.geoid] if spec.geoid else list(spec.levels.values())  # type: ignore[union-attr]
+    table = read_csv_table(source, [*geo_columns, *spec.cells], max_bytes=max_bytes, name=name)
+    problems: list[Problem] = []
+    if spec.geoid:
+        ids = np.asarray(
+            [v.rsplit("US", 1)[-1] for v in table.columns[spec.geoid].tolist()], dtype=object
+        )
+        problems += block_id_problems(table, spec.geoid, ids)
+        geography = geography_from_block_ids(ids)
+    else:
+        geography, found = geography_from_level_columns(table, spec.levels)  # type: ignore[arg-type]
+        problems += found
+    counts = np.zeros((table.n_rows, spec.schema.size), dtype=np.int64)
+    for column, cell in spec.cells.items():
+        values, found = int_column(table, column)
+        problems += found
+        counts[:, cell] += values
+    raise_if(problems, summary=f"{table.file}: not a usable block CSV")
+    return BlockHistogram(
+        schema=spec.schema,
+        levels=BLOCK_LEVELS,
+        geography=geography,
+        counts=counts,
+        source=f"block CSV {table.file}",
+        extra={"mapped_columns": dict(spec.cells)},
+    )
+
+
+def _schema(value: Any, label: str, problems: list[Problem]) -> Schema | None:
+    if isinstance(value, str):
+        if value in SCHEMA_PRESETS:
+            return SCHEMA_PRESETS[value]
+        problems.append(
+            Problem(
+                label,
+                f"unknown schema preset {value!r}; known: {', '.join(SCHEMA_PRESETS)}",
+                column="schema",
+            )
+        )
+        return None
+    if not isinstance(value, dict):
+        problems.append(
+            Problem(
+                label,
+                "'schema' must be a preset name or an object with attributes",
+                column="schema",
+            )
+        )
+        return None
+    attrs = value.get("attributes")
+    if not isinstance(attrs, list) or not attrs:
+        problems.append(
+            Problem(label, "'schema.attributes' must be a non-empty list", column="schema")
+        )
+        return None
+    out: list[Attribute] = []
+    for k, attr in enumerate(attrs):
+        where = f"schema.attributes[{k}]"
+        name = attr.get("name") if isinstance(attr, dict) else None
+        levels = attr.get("levels") if isinstance(attr, dict) else None
+        if not isinstance(name, str) or not name:
+            problems.append(Problem(label, "needs a non-empty 'name'", column=where))
+            continue
+        if (
+            not isinstance(levels, list)
+            or not levels
+            or not all(isinstance(lv, str) for lv in levels)
+            or len(set(levels)) != len(levels)
+        ):
+            problems.append(
+                Problem(label, "'levels' must be a list of distinct strings", column=where)
+            )
+            continue
+        out.append(Attribute(name, tuple(levels)))
+    if len({a.name for a in out}) != len(out):
+        problems.append(Problem(label, "attribute names must be distinct", column="schema"))
+    if len(out) != len(attrs) or len({a.name for a in out}) != len(out):
+        return None
+    schema_name = value.get("name", "custom")
+    return Schema(str(schema_name), tuple(out))
+
+
+def _geography(
+    value: Any, label: str, problems: list[Problem]
+) -> tuple[str | None, dict[str, str] | None]:
+    if isinstance(value, dict) and isinstance(value.get("geoid"), str) and len(value) == 1:
+        return value["geoid"], None
+    if isinstance(value, dict) and isinstance(value.get("levels"), dict) and len(value) == 1:
+        levels = value["levels"]
+        missing = [lv for lv in BLOCK_LEVELS if not isinstance(levels.get(lv), str)]
+        extra = sorted(set(levels) - set(BLOCK_LEVELS))
+        if missing or extra:
+            problems.append(
+                Problem(
+                    label,
+                    f"'geography.levels' must name a column for each of {', '.join(BLOCK_LEVELS)}"
+                    + (f" (missing {', '.join(missing)})" if missing else "")
+                    + (f" (unknown {', '.join(extra)})" if extra else ""),
+                    column="geography",
+                )
+            )
+            return None, None
+        return None, {lv: levels[lv] for lv in BLOCK_LEVELS}
+    problems.append(
+        Problem(
+            label,
+            '\'geography\' must be {"geoid": COLUMN} or {"levels": {State: COLUMN, …, Block: '
+            "COLUMN}}",
+            column="geography",
+        )
+    )
+    return None, None
+
+
+def _cells(value: Any, schema: Schema, label: str, problems: list[Problem]) -> dict[str, int]:
+    if not isinstance(value, dict) or not value:
+        problems.append(
+            Problem(label, "'cells' must map each count column to a schema cell", column="cells")
+        )
+        return {}
+    out: dict[str, int] = {}
+    for column, cell in value.items():
+        where = f"cells.{column}"
+        if not isinstance(cell, dict):
+            problems.append(Problem(label, "must map each attribute to a level", column=where))
+            continue
+        missing = [a.name for a in schema.attributes if a.name not in cell]
+        unknown = sorted(set(cell) - set(schema.names))
+        bad = [
+            f"{a.name}={cell[a.name]!r} (levels: {', '.join(a.levels[:10])}"
+            + (" …" if a.size > 10 else "")
+            + ")"
+            for a in schema.attributes
+            if a.name in cell and cell[a.name] not in a.levels
+        ]
+        if missing or unknown or bad:
+            parts = []
+            if missing:
+                parts.append(f"no level for {', '.join(missing)}")
+            if unknown:
+                parts.append(f"unknown attribute(s) {', '.join(unknown)}")
+            if bad:
+                parts.append(f"unknown level(s) {'; '.join(bad)}")
+            problems.append(Problem(label, "; ".join(parts), column=where))
+            continue
+        index = tuple(a.levels.index(cell[a.name]) for a in schema.attributes)
+        out[column] = int(np.ravel_multi_index(index, schema.shape))
+    return out
+
+
+def _cell_label(schema: Schema, flat: int) -> str:
+    index = np.unravel_index(flat, schema.shape)
+    return ", ".join(
+        f"{a.name}={a.levels[i]}" for a, i in zip(schema.attributes, index, strict=True)
+    )
