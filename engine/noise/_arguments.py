@@ -97,7 +97,7 @@ def check_scale(
     if out_of_range.any():
         where = _first(out_of_range)
         raise ValidationError(
-            f"{name} must lie in [{lower:g}, {upper:g}] so that every draw fits in an int64; "
+            f"{name} must be {_bounds(lower, upper)} so that every draw fits in an int64; "
             f"{_describe(where)} is {float(arr[where] if arr.ndim else arr):g}. {hint}"
         )
     shape = check_size(size)
@@ -136,6 +136,14 @@ def _is_int(x: object) -> bool:
 def _first(mask: np.ndarray) -> tuple[int, ...]:
     """Index of the first True element (``()`` for a 0-d mask)."""
     return tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
+
+
+def _bounds(lower: float, upper: float) -> str:
+    if lower <= 0:
+        return f"at most {upper:g}"
+    if math.isinf(upper):
+        return f"at least {lower:g}"
+    return f"in [{lower:g}, {upper:g}]"
 
 
 def _describe(index: tuple[int, ...]) -> str:

@@ -357,7 +357,7 @@ def test_noise_variance_matches_the_distributions_module() -> None:
         (float("nan"), "sigma2 must be positive and finite"),
         (float("inf"), "sigma2 must be positive and finite"),
         ([1.0, 2.0, -3.0], "first at index 2: -3"),
-        (1.0e30, "must lie in .* the scalar value is 1e"),
+        (1.0e30, "must be at most 1e.* the scalar value is 1e"),
         (np.array([[1.0, 2.0], [3.0, np.nan]]), r"first at index \(1, 1\): nan"),
         ("abc", "must be a number"),
     ],
@@ -397,7 +397,7 @@ def test_other_bad_arguments() -> None:
     for z in (0.0, -0.5, float("nan"), float("inf")):
         with pytest.raises(ValidationError, match="z must be positive and finite"):
             two_sided_geometric(z, 3, rng)
-    with pytest.raises(ValidationError, match="must lie in"):
+    with pytest.raises(ValidationError, match="z must be at least 1e-12"):
         two_sided_geometric(1e-15, 3, rng)
     with pytest.raises(ValidationError, match="must be positive and finite"):
         discrete_gaussian_variance([1.0, 0.0])
