@@ -1,0 +1,352 @@
+"""Filter, truncate-and-join and tabulate: the data-dependent part of PHSafe (PHS §3, Algorithms 1–4).
+
+Steps, following PHS §3.2 and the PHSafe 3.0.0 reader and preprocessing (PHS §6.2.1, §6.3):
+
+1. :func:`prepare_extract` keeps the records of the configured states (``state_filter``), drops
+   group-quarters geography (geo ``RTYPE`` 4 or 5) from the geography that defines the population
+   groups, joins units to their state, and converts every code to an integer array.
+2. :func:`truncate_and_join` (Algorithm 3): the table's person filter, then at most τ persons per
+   MAFID — the first τ in an order fixed by a 64-bit hash of the record (ties, which need identical
+   hashes, by the record's attributes; identical records are told apart by their occurrence number,
+   PHS §6.2.1 footnote) — so the persons kept do not depend on file order or on any attribute order;
+   the unit filter, then every unit whose MAFID is not unique is dropped ("DropNonUnique"); inner
+   join on MAFID.
+3. :func:`tabulate` (Algorithms 1, 2 and 4): each joined record is mapped to its population group in
+   every level and to its basis cell, and counted. Counts are kept twice — after truncation (what
+   PHSafe measures) and without truncation (the truth) — so the truncation error is exact.
+
+Everything here runs once per run; repeated noise trials reuse the counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from engine.data.cef_types import CefExtract
+from engine.data.errors import DataValidationError, Problem
+from engine.phsafe.tables import ITERATION_CODES, MEASURED, MeasuredTable, iteration_index
+
+HASH_SALT = np.uint64(0x5048_5361_6665_2E33)
+"""Fixed salt of the record hash ("PHSafe.3"): the truncation order is reproducible across runs."""
+
+TRUNCATION_CURVE_TAUS: tuple[int, ...] = tuple(range(1, 21))
+"""τ values at which the share of truncated persons is reported."""
+
+_PERSON_CODES = ("RTYPE", "MAFID", "QAGE", "CENHISP", "CENRACE", "RELSHIP")
+_UNIT_CODES = ("RTYPE", "MAFID", "FINAL_POP", "HHSPAN", "HHRACE", "TEN", "HHT", "HHT2", "CPLT")
+
+
+@dataclass(frozen=True)
+class PreparedExtract:
+    """Integer-coded persons and units of the configured states, ready for the nine runs."""
+
+    states: tuple[str, ...]
+    """The STATE key set: states with housing-unit geography, ascending FIPS."""
+    persons: dict[str, np.ndarray]
+    """``p_rtype, p_mafid, p_age, p_hisp, p_race, p_relship`` of the persons of those states."""
+    units: dict[str, np.ndarray]
+    """``u_rtype, u_mafid, u_final_pop, u_hhspan, u_hhrace, u_ten, u_hht, u_hht2, u_cplt, u_state``
+    of the units joined to non-group-quarters geography (``u_state`` indexes :attr:`states`)."""
+    person_order: np.ndarray
+    """Persons sorted by (MAFID, record hash, attributes): the truncation order of Algorithm 3."""
+
+    @property
+    def n_persons(self) -> int:
+        return int(self.persons["p_mafid"].size)
+
+    @property
+    def n_units(self) -> int:
+        return int(self.units["u_mafid"].size)
+
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """Basis counts of one table at one population-group level, shaped (region, iteration, cell)."""
+
+    table: str
+    level: str
+    region_type: str
+    region_ids: tuple[str, ...]
+    iteration_codes: tuple[str, ...]
+    basis: tuple[int, ...]
+    true_truncated: np.ndarray
+    true_full: np.ndarray
+    final_pop: np.ndarray | None = None
+    """Σ FINAL_POP of the counted units (PH8_denom only; the official non-private PH8_num)."""
+
+
+@dataclass(frozen=True)
+class TruncationStats:
+    """How many joined persons a table's truncation dropped, and the share at other τ values."""
+
+    table: str
+    tau: int
+    persons_joined: int
+    persons_dropped: int
+    households: int
+    households_over_tau: int
+    largest_household: int
+    share_dropped_by_tau: dict[int, float]
+
+    @property
+    def share_dropped(self) -> float:
+        return self.persons_dropped / self.persons_joined if self.persons_joined else 0.0
+
+
+@dataclass(frozen=True)
+class TableTabulation:
+    """All levels' counts of one measured table, its truncation statistics and unmapped records."""
+
+    table: str
+    levels: dict[str, LevelCounts]
+    truncation: TruncationStats | None
+    unmapped_records: int
+
+
+def _to_int(frame: pd.DataFrame, column: str, label: str) -> np.ndarray:
+    values = pd.to_numeric(frame[column].astype(str).str.strip(), errors="coerce")
+    bad = np.flatnonzero(values.isna().to_numpy())
+    if bad.size:
+        raise DataValidationError(
+            [
+                Problem(
+                    label, f"{frame[column].iloc[i]!r} is not a whole number", int(i) + 1, column
+                )
+                for i in bad[:10]
+            ],
+            summary=f"{label}: non-numeric codes",
+        )
+    return values.to_numpy(dtype=np.int64)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser, a bijective avalanche mix of 64-bit words."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def record_hash(persons: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A 64-bit hash of each person record; identical records get distinct hashes via occurrence."""
+    with np.errstate(over="ignore"):
+        h = np.full(persons["p_mafid"].shape, HASH_SALT, dtype=np.uint64)
+        for key in ("p_mafid", "p_rtype", "p_age", "p_hisp", "p_race", "p_relship"):
+            h = _mix64(h ^ persons[key].astype(np.uint64))
+        order = np.argsort(h, kind="stable")
+        hs = h[order]
+        starts = np.r_[True, hs[1:] != hs[:-1]]
+        run_start = np.maximum.accumulate(np.where(starts, np.arange(hs.size), 0))
+        occurrence = np.empty(h.size, dtype=np.uint64)
+        occurrence[order] = (np.arange(hs.size) - run_start).astype(np.uint64)
+        return _mix64(h ^ _mix64(occurrence + HASH_SALT))
+
+
+def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> PreparedExtract:
+    """Filter to ``state_filter``, drop group-quarters geography, join units to states, encode."""
+    states_wanted = {str(s) for s in state_filter}
+    geo = extract.geo
+    geo_state = geo["TABBLKST"].astype(str).str.strip()
+    in_states = geo_state.isin(states_wanted).to_numpy()
+    geo_mafid = _to_int(geo, "MAFID", "geo")
+    geo_rtype = _to_int(geo, "RTYPE", "geo")
+    state_mafids = np.unique(geo_mafid[in_states])
+    housing_geo = in_states & ~np.isin(geo_rtype, (4, 5))
+    states = tuple(sorted(set(geo_state[housing_geo].tolist())))
+    state_index = {s: i for i, s in enumerate(states)}
+    geo_map = pd.DataFrame(
+        {
+            "u_mafid": geo_mafid[housing_geo],
+            "u_state": geo_state[housing_geo].map(state_index).to_numpy(dtype=np.int64),
+        }
+    )
+
+    units_raw = extract.units
+    u = {f"u_{c.lower()}": _to_int(units_raw, c, "units") for c in _UNIT_CODES}
+    keep_u = np.isin(u["u_mafid"], state_mafids)
+    unit_frame = pd.DataFrame({k: v[keep_u] for k, v in u.items()})
+    unit_frame = unit_frame.merge(geo_map, on="u_mafid", how="inner", sort=False)
+    units = {k: unit_frame[k].to_numpy(dtype=np.int64) for k in unit_frame.columns}
+
+    persons_raw = extract.persons
+    names = {"RTYPE": "p_rtype", "MAFID": "p_mafid", "QAGE": "p_age", "CENHISP": "p_hisp"}
+    names |= {"CENRACE": "p_race", "RELSHIP": "p_relship"}
+    p = {names[c]: _to_int(persons_raw, c, "persons") for c in _PERSON_CODES}
+    keep_p = np.isin(p["p_mafid"], state_mafids)
+    persons = {k: v[keep_p] for k, v in p.items()}
+    h = record_hash(persons)
+    order = np.lexsort(
+        (
+            persons["p_relship"],
+            persons["p_race"],
+            persons["p_hisp"],
+            persons["p_age"],
+            persons["p_rtype"],
+            h,
+            persons["p_mafid"],
+        )
+    )
+    return PreparedExtract(states=states, persons=persons, units=units, person_order=order)
+
+
+@dataclass(frozen=True)
+class JoinedRecords:
+    """Output of :func:`truncate_and_join`: person/unit indices of every joined pair."""
+
+    person_index: np.ndarray
+    unit_index: np.ndarray
+    kept: np.ndarray
+    """False for persons beyond the first τ of their household (dropped by truncation)."""
+
+
+def truncate_and_join(
+    prepared: PreparedExtract, table: MeasuredTable, tau: int | None
+) -> JoinedRecords:
+    """PHS Algorithm 3 for ``table``: filter, keep ≤ τ persons per MAFID by hash, drop non-unique
+    units, inner join. ``tau=None`` keeps every person (the untruncated truth) but still marks
+    nothing as dropped."""
+    persons, units = prepared.persons, prepared.units
+    order = prepared.person_order
+    assert table.person_filter is not None
+    pmask_sorted = table.person_filter(persons)[order]
+    mafid_sorted = persons["p_mafid"][order]
+    n = order.size
+    if n:
+        group_start = np.r_[True, mafid_sorted[1:] != mafid_sorted[:-1]]
+        csum = np.cumsum(pmask_sorted, dtype=np.int64)
+        start = np.maximum.accumulate(np.where(group_start, np.arange(n), 0))
+        rank = csum - (csum[start] - pmask_sorted[start]) - 1
+    else:
+        rank = np.zeros(0, dtype=np.int64)
+    sel = np.flatnonzero(pmask_sorted)
+    person_index = order[sel]
+    kept = np.ones(sel.size, dtype=bool) if tau is None else rank[sel] < tau
+
+    umask = table.unit_filter(units)
+    unit_rows = np.flatnonzero(umask)
+    umafid = units["u_mafid"][unit_rows]
+    uniq, first, counts = np.unique(umafid, return_index=True, return_counts=True)
+    unique_mafid = uniq[counts == 1]
+    unique_row = unit_rows[first[counts == 1]]
+
+    pm = persons["p_mafid"][person_index]
+    pos = np.searchsorted(unique_mafid, pm)
+    pos_clip = np.minimum(pos, max(unique_mafid.size - 1, 0))
+    matched = (unique_mafid[pos_clip] == pm) if unique_mafid.size else np.zeros(pm.size, dtype=bool)
+    return JoinedRecords(
+        person_index=person_index[matched],
+        unit_index=unique_row[pos_clip[matched]],
+        kept=kept[matched],
+    )
+
+
+def _records(prepared: PreparedExtract, joined: JoinedRecords | None) -> dict[str, np.ndarray]:
+    if joined is None:
+        return dict(prepared.units)
+    recs = {k: v[joined.person_index] for k, v in prepared.persons.items()}
+    recs |= {k: v[joined.unit_index] for k, v in prepared.units.items()}
+    return recs
+
+
+def _level_counts(
+    table: MeasuredTable,
+    level: str,
+    states: tuple[str, ...],
+    recs: Mapping[str, np.ndarray],
+    cell: np.ndarray,
+    kept: np.ndarray,
+    final_pop: np.ndarray | None,
+) -> LevelCounts:
+    geo, iteration_level = level.split("_", 1)
+    if geo == "usa":
+        region_type, region_ids = "USA", ("1",)
+        region = np.zeros(cell.shape, dtype=np.int64)
+    else:
+        region_type, region_ids = "STATE", states
+        region = recs["u_state"]
+    if table.person_iteration:
+        race, hisp = recs["p_race"], recs["p_hisp"]
+    else:
+        race, hisp = recs["u_hhrace"], recs["u_hhspan"]
+    it = iteration_index(iteration_level, race, hisp)
+    codes = ITERATION_CODES[iteration_level]
+    basis = np.asarray(table.basis)
+    cell_pos = np.full(max(int(basis.max()), 1) + 2, -1, dtype=np.int64)
+    cell_pos[basis] = np.arange(basis.size)
+    pos = np.where(cell >= 0, cell_pos[np.clip(cell, 0, cell_pos.size - 1)], -1)
+    valid = (it >= 0) & (pos >= 0)
+    shape = (len(region_ids), len(codes), basis.size)
+    flat = (region * len(codes) + it) * basis.size + pos
+    size = int(np.prod(shape))
+    full = np.bincount(flat[valid], minlength=size).reshape(shape)
+    trunc = np.bincount(flat[valid & kept], minlength=size).reshape(shape)
+    fp = None
+    if final_pop is not None:
+        fp = np.bincount(flat[valid], weights=final_pop[valid], minlength=size)
+        fp = np.rint(fp).astype(np.int64).reshape(shape)
+    return LevelCounts(
+        table=table.name,
+        level=level,
+        region_type=region_type,
+        region_ids=region_ids,
+        iteration_codes=codes,
+        basis=table.basis,
+        true_truncated=trunc.astype(np.int64),
+        true_full=full.astype(np.int64),
+        final_pop=fp,
+    )
+
+
+def _truncation_stats(table: str, tau: int, joined: JoinedRecords, n_units: int) -> TruncationStats:
+    sizes = np.bincount(joined.unit_index, minlength=n_units)
+    sizes = sizes[sizes > 0]
+    total = int(sizes.sum())
+    curve = {
+        t: (float(np.maximum(sizes - t, 0).sum()) / total if total else 0.0)
+        for t in TRUNCATION_CURVE_TAUS
+    }
+    return TruncationStats(
+        table=table,
+        tau=int(tau),
+        persons_joined=total,
+        persons_dropped=int((~joined.kept).sum()),
+        households=int(sizes.size),
+        households_over_tau=int((sizes > tau).sum()),
+        largest_household=int(sizes.max()) if sizes.size else 0,
+        share_dropped_by_tau=curve,
+    )
+
+
+def tabulate_table(
+    prepared: PreparedExtract, table_name: str, tau: int | None, levels: Sequence[str]
+) -> TableTabulation:
+    """Join (Algorithm 1 tables) and count one measured table at ``levels`` (official level keys)."""
+    table = MEASURED[table_name]
+    if table.algorithm == 1:
+        if tau is None:
+            raise ValueError(f"{table_name} needs a truncation threshold τ")
+        joined = truncate_and_join(prepared, table, tau)
+        recs = _records(prepared, joined)
+        kept = joined.kept
+        truncation = _truncation_stats(table_name, tau, joined, prepared.n_units)
+    else:
+        umask = table.unit_filter(prepared.units)
+        recs = {k: v[umask] for k, v in prepared.units.items()}
+        kept = np.ones(int(umask.sum()), dtype=bool)
+        truncation = None
+    cell = table.cell_of(recs)
+    final_pop = recs["u_final_pop"] if table_name == "PH8_denom" else None
+    counts = {
+        level: _level_counts(table, level, prepared.states, recs, cell, kept, final_pop)
+        for level in levels
+    }
+    return TableTabulation(
+        table=table_name,
+        levels=counts,
+        truncation=truncation,
+        unmapped_records=int((cell < 0).sum()),
+    )

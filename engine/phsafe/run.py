@@ -1,0 +1,320 @@
+"""Run PHSafe end to end on a CEF extract: the Python API the app and the CLI call.
+
+Pipeline (PHS §3, Algorithms 1–5; SPEC §3): prepare the extract for the configured states →
+for each of the nine measured tables, filter → truncate-and-join → map to population groups and
+basis cells → count (once) → discrete Gaussian (zcdp) or two-sided geometric (puredp) noise per
+enabled population-group level, redrawn ``trials`` times → PH5_num and PH8_num derived → official
+outputs, tidy frames, published tables (:mod:`engine.phsafe.postprocess`) and the noise-vs-truncation
+error analysis (:mod:`engine.phsafe.errors_analysis`). ``non_private=True`` skips the noise and
+yields the true tabulation in the official non-private layout.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.data.cef_types import CefExtract
+from engine.phsafe import errors_analysis
+from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
+from engine.phsafe.join import (
+    LevelCounts,
+    PreparedExtract,
+    TableTabulation,
+    TruncationStats,
+    prepare_extract,
+    tabulate_table,
+)
+from engine.phsafe.measure import MeasuredLevel, measure_level, noise_spec
+from engine.phsafe.outputs import (
+    measurement_frame,
+    nonprivate_official_frames,
+    private_official_frames,
+)
+from engine.phsafe.postprocess import published_tables
+from engine.phsafe.tables import MEASURED
+from phexplore.errors import PHExploreError, ValidationError
+
+ProgressCallback = Callable[[str, float], None]
+CancelCallback = Callable[[], bool]
+
+MAX_TRIALS = 10_000
+
+
+class PHSafeCancelled(PHExploreError):
+    """The caller's ``cancel()`` returned True; the run stopped between two tables."""
+
+
+@dataclass(frozen=True)
+class PHSafeResult:
+    """Everything one PHSafe run produced (see :func:`run_phsafe`)."""
+
+    config: PHSafeConfig
+    seed: int | None
+    trials: int
+    non_private: bool
+    states: tuple[str, ...]
+    n_persons: int
+    n_units: int
+    levels: tuple[MeasuredLevel, ...]
+    measurements: pd.DataFrame
+    """Tidy basis cells (plus derived PH5_num, PH8_num): true, true_truncated, noisy, variance, …"""
+    official: dict[str, pd.DataFrame]
+    """The official output files as string frames, keyed by table."""
+    published: pd.DataFrame | None
+    """Post-processed PH1–PH8 with totals, averages and 90% intervals (private runs)."""
+    cell_errors: pd.DataFrame
+    level_errors: pd.DataFrame
+    truncation: pd.DataFrame
+    truncation_stats: dict[str, TruncationStats]
+    unmapped_records: dict[str, int]
+    runtime_s: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "non-private (true tabulation, no noise)" if self.non_private else "private"
+
+    def metrics(self) -> dict[str, Any]:
+        """The metrics.json payload (schema in docs/readme/phsafe.md)."""
+        return build_metrics(self)
+
+
+def _check_args(trials: int, seed: int | None) -> None:
+    if isinstance(trials, bool) or not isinstance(trials, int | np.integer):
+        raise ValidationError(f"trials must be a whole number; got {trials!r}")
+    if not 1 <= int(trials) <= MAX_TRIALS:
+        raise ValidationError(f"trials must be between 1 and {MAX_TRIALS:,}; got {trials}")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0
+    ):
+        raise ValidationError(f"seed must be a non-negative whole number or None; got {seed!r}")
+
+
+def run_levels(table: str, config: PHSafeConfig, non_private: bool) -> tuple[str, ...]:
+    """Levels a run tabulates: enabled ones (private) or all (non-private; no Nation for PR)."""
+    if non_private:
+        levels = levels_of(table)
+        if config.is_puerto_rico:
+            levels = tuple(lvl for lvl in levels if not lvl.startswith("usa_"))
+        return levels
+    return config.enabled_levels(table)
+
+
+def tabulate_all(
+    prepared: PreparedExtract,
+    config: PHSafeConfig,
+    *,
+    non_private: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCallback | None = None,
+) -> dict[str, TableTabulation]:
+    """The expensive, noise-free part: join and count every measured table once."""
+    out: dict[str, TableTabulation] = {}
+    for i, table in enumerate(MEASURED_TABLES):
+        if cancel is not None and cancel():
+            raise PHSafeCancelled(f"PHSafe run cancelled before {table}")
+        levels = run_levels(table, config, non_private)
+        if not levels:
+            continue
+        if progress is not None:
+            progress(f"joining and counting {table}", i / len(MEASURED_TABLES))
+        tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
+        out[table] = tabulate_table(prepared, table, tau, levels)
+    return out
+
+
+def measure_all(
+    tabulations: dict[str, TableTabulation],
+    config: PHSafeConfig,
+    *,
+    trials: int,
+    rng: np.random.Generator,
+    cancel: CancelCallback | None = None,
+) -> list[MeasuredLevel]:
+    """Noise for every enabled level, ``trials`` times (the cheap part; reuses the counts)."""
+    measured: list[MeasuredLevel] = []
+    for table, tab in tabulations.items():
+        if cancel is not None and cancel():
+            raise PHSafeCancelled(f"PHSafe run cancelled while adding noise to {table}")
+        tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
+        for level, counts in tab.levels.items():
+            spec = noise_spec(table, level, config.budget(table, level), config.privacy_defn, tau)
+            measured.append(measure_level(counts, spec, trials, rng))
+    return measured
+
+
+def _final_pop_frame(tabulations: dict[str, TableTabulation]) -> pd.DataFrame | None:
+    tab = tabulations.get("PH8_denom")
+    if tab is None:
+        return None
+    frames = []
+    for counts in tab.levels.values():
+        if counts.final_pop is None:
+            continue
+        frames.append(_flat_counts(counts, counts.final_pop))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def _flat_counts(counts: LevelCounts, values: np.ndarray) -> pd.DataFrame:
+    n_r, n_i, n_c = values.shape
+    return pd.DataFrame(
+        {
+            "region_type": counts.region_type,
+            "region_id": np.repeat(np.asarray(counts.region_ids, dtype=object), n_i * n_c),
+            "iteration_code": np.tile(
+                np.repeat(np.asarray(counts.iteration_codes, dtype=object), n_c), n_r
+            ),
+            "cell": np.tile(np.asarray(counts.basis, dtype=np.int64), n_r * n_i),
+            "count": values.reshape(-1),
+        }
+    )
+
+
+def run_phsafe(
+    extract: CefExtract,
+    config: PHSafeConfig,
+    *,
+    seed: int | None,
+    trials: int = 1,
+    non_private: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: CancelCallback | None = None,
+) -> PHSafeResult:
+    """Run PHSafe on ``extract`` with ``config``.
+
+    ``seed`` seeds the noise generator (``None``: fresh OS entropy); ``trials`` ≥ 1 noise draws reuse
+    one join (trial 0 is the published run; all trials feed the error analysis). ``progress`` is
+    called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
+    :class:`PHSafeCancelled` when it returns True.
+    """
+    _check_args(trials, seed)
+    if not isinstance(config, PHSafeConfig):
+        raise ValidationError("config must be a PHSafeConfig (use PHSafeConfig.from_json)")
+    t0 = time.perf_counter()
+    if progress is not None:
+        progress("preparing the extract", 0.0)
+    prepared = prepare_extract(extract, config.state_filter)
+    t_prep = time.perf_counter()
+    tabulations = tabulate_all(
+        prepared, config, non_private=non_private, progress=progress, cancel=cancel
+    )
+    t_join = time.perf_counter()
+    if non_private:
+        levels = [
+            MeasuredLevel(c, None, None)
+            for tab in tabulations.values()
+            for c in tab.levels.values()
+        ]
+    else:
+        if progress is not None:
+            progress(f"adding noise ({trials} trial{'s' if trials > 1 else ''})", 0.9)
+        rng = np.random.default_rng(seed)
+        levels = measure_all(tabulations, config, trials=int(trials), rng=rng, cancel=cancel)
+    t_noise = time.perf_counter()
+    measurements = measurement_frame(levels)
+    if non_private:
+        official = nonprivate_official_frames(measurements, _final_pop_frame(tabulations))
+        published = None
+    else:
+        official = private_official_frames(measurements)
+        published = published_tables(measurements) if not measurements.empty else None
+    stats = {t: tab.truncation for t, tab in tabulations.items() if tab.truncation is not None}
+    if progress is not None:
+        progress("error analysis", 0.97)
+    result = PHSafeResult(
+        config=config,
+        seed=seed,
+        trials=int(trials),
+        non_private=non_private,
+        states=prepared.states,
+        n_persons=prepared.n_persons,
+        n_units=prepared.n_units,
+        levels=tuple(levels),
+        measurements=measurements,
+        official=official,
+        published=published,
+        cell_errors=errors_analysis.cell_errors(levels),
+        level_errors=errors_analysis.level_summary(levels),
+        truncation=errors_analysis.truncation_frame(stats),
+        truncation_stats=stats,
+        unmapped_records={t: tab.unmapped_records for t, tab in tabulations.items()},
+        runtime_s=time.perf_counter() - t0,
+        timings={
+            "prepare_s": t_prep - t0,
+            "join_and_count_s": t_join - t_prep,
+            "noise_s": t_noise - t_join,
+            "outputs_and_analysis_s": time.perf_counter() - t_noise,
+        },
+    )
+    if progress is not None:
+        progress("done", 1.0)
+    return result
+
+
+def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    if frame.empty or column not in frame.columns:
+        return out
+    for row in frame.itertuples(index=False):
+        value = getattr(row, column)
+        if isinstance(value, float) and math.isnan(value):
+            continue
+        out.setdefault(row.table, {})[row.level] = value
+    return out
+
+
+def build_metrics(result: PHSafeResult) -> dict[str, Any]:
+    """metrics.json for a PHSafe run (documented in docs/readme/phsafe.md)."""
+    config = result.config
+    budgets = {
+        t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}
+        for t in MEASURED_TABLES
+    }
+    total = float(sum(v for levels in budgets.values() for v in levels.values()))
+    le = result.level_errors
+    trunc = errors_analysis.truncation_summary(result.truncation_stats)
+    trunc_mae = _nested(le, "mae_truncation")
+    for table, info in trunc.items():
+        info["mae_by_level"] = trunc_mae.get(table, {})
+        info["mean_error_by_level"] = _nested(le, "mean_truncation_error").get(table, {})
+    metrics: dict[str, Any] = {
+        "engine": "phsafe",
+        "mode": result.label,
+        "non_private": result.non_private,
+        "privacy_defn": config.privacy_defn,
+        "budget_unit": "rho" if config.privacy_defn == "zcdp" else "epsilon",
+        "runtime_s": result.runtime_s,
+        "timings": result.timings,
+        "seed": result.seed,
+        "trials": result.trials,
+        "states": list(result.states),
+        "puerto_rico": config.is_puerto_rico,
+        "n_persons": result.n_persons,
+        "n_units": result.n_units,
+        "tau": dict(config.tau),
+        "rho": budgets,
+        "rho_total_unbounded": total,
+        "rho_total_bounded": 2.0 * total,
+        "mae": _nested(le, "mae") if not result.non_private else trunc_mae,
+        "mae_noise": _nested(le, "mae_noise"),
+        "noise_variance": {
+            t: {
+                lvl: {"analytic": v, "empirical": _nested(le, "empirical_variance")[t][lvl]}
+                for lvl, v in levels.items()
+            }
+            for t, levels in _nested(le, "analytic_variance").items()
+        },
+        "analytic_moe": _nested(le, "analytic_moe"),
+        "empirical_moe": _nested(le, "empirical_moe"),
+        "moe_coverage": _nested(le, "coverage"),
+        "truncation": trunc,
+        "unmapped_records": result.unmapped_records,
+    }
+    return metrics
