@@ -1,0 +1,276 @@
+"""Empirical privacy loss (EPL) of a set of exchangeable residuals (Petti & Flaxman 2020, Methods).
+
+Definition, to the letter of SPEC §5 (PF Methods "Empirical Privacy Loss" and their published code):
+
+1. ``e`` = residuals (estimate − true) over exchangeable queries, e.g. every county's total population;
+2. ``bnd = 1.5 · max(|P1(e)|, |P99(e)|)`` with NumPy's default (linear) percentiles;
+3. edges ``e_j = −bnd + j`` for ``j = 0, 1, …`` while ``e_j < bnd`` (``np.arange(-bnd, bnd, 1)``);
+4. a Gaussian KDE of ``e`` whose bandwidth is 0.1 × the sample standard deviation (SciPy's
+   ``gaussian_kde(e, bw_method=0.1)``: kernel variance = 0.01 · var(e, ddof=1)), evaluated at the
+   midpoints ``x_j = (e_j + e_{j+1}) / 2``;
+5. ``EPL(x) = ln(f(x) / f(x + 1))`` at consecutive midpoints, and
+   ``EPL = max_x |EPL(x)|`` over the points where both densities are positive.
+
+EPL is undefined (NaN, with a reason) when every residual is zero (an invariant), when the residuals
+have no spread, or when the grid is too short to hold two points. It is a noisy statistic — with a few
+thousand residuals it can overshoot ε several-fold — so :func:`epl_details` also returns a bootstrap
+interval and the number of residuals; the app shows them with every EPL.
+
+The KDE is evaluated here directly (sum of Gaussian kernels over the distinct residual values,
+weighted by their multiplicities), which equals SciPy's one-dimensional ``gaussian_kde`` and lets the
+bootstrap resample multiplicities instead of raw residuals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from phexplore.errors import ValidationError
+
+BANDWIDTH_FACTOR = 0.1
+"""KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""
+BOUND_FACTOR = 1.5
+"""The grid half-width is this multiple of max(|P1|, |P99|) (SPEC §5)."""
+_KERNEL_BLOCK = 4_000_000  # grid points × distinct values evaluated per chunk
+
+
+@dataclass(frozen=True)
+class EPLResult:
+    """EPL of one residual set with its uncertainty and the curves the app plots.
+
+    ``value`` is NaN when EPL is undefined and ``reason`` then says why. ``low``/``high`` bound the
+    ``level`` bootstrap percentile interval over ``n_boot`` resamples (NaN if ``n_boot`` is 0 or no
+    resample is defined). ``x`` holds the KDE evaluation points, ``density`` the KDE there, and
+    ``epl_curve[j] = ln(density[j] / density[j + 1])`` (NaN where a density is 0), so ``epl_curve``
+    is one shorter than ``x``.
+    """
+
+    value: float
+    n: int
+    reason: str | None = None
+    low: float = math.nan
+    high: float = math.nan
+    level: float = 0.95
+    n_boot: int = 0
+    bandwidth: float = math.nan
+    bound: float = math.nan
+    x: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    density: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    epl_curve: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    @property
+    def defined(self) -> bool:
+        return not math.isnan(self.value)
+
+    def summary(self) -> dict[str, float | int | str | None]:
+        """The scalar fields (for metrics.json and tables); NaN stays NaN."""
+        return {
+            "epl": self.value,
+            "epl_low": self.low,
+            "epl_high": self.high,
+            "level": self.level,
+            "n_residuals": self.n,
+            "n_boot": self.n_boot,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class _Core:
+    value: float
+    reason: str | None
+    bandwidth: float
+    bound: float
+    x: np.ndarray
+    density: np.ndarray
+    curve: np.ndarray
+
+
+def _as_residuals(residuals: ArrayLike) -> np.ndarray:
+    try:
+        e = np.asarray(residuals, dtype=np.float64).ravel()
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"residuals must be numbers; got {type(residuals).__name__}") from exc
+    bad = ~np.isfinite(e)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValidationError(
+            f"residuals must be finite; element {i} is {e[i]!r} "
+            f"({int(bad.sum())} non-finite value(s)); drop undefined cells before computing EPL"
+        )
+    return e
+
+
+def _kde(x: np.ndarray, values: np.ndarray, weights: np.ndarray, h: float) -> np.ndarray:
+    """Σ_u w_u φ((x − u)/h) / h: a Gaussian KDE with probability weights ``weights``."""
+    out = np.empty(x.size, dtype=np.float64)
+    step = max(1, _KERNEL_BLOCK // max(1, values.size))
+    norm = 1.0 / (h * math.sqrt(2.0 * math.pi))
+    for start in range(0, x.size, step):
+        d = (x[start : start + step, None] - values[None, :]) / h
+        out[start : start + step] = np.exp(-0.5 * d * d) @ weights * norm
+    return out
+
+
+def _core(sorted_e: np.ndarray, values: np.ndarray, counts: np.ndarray) -> _Core:
+    """EPL of residuals given sorted (``sorted_e``) and as distinct ``values`` with ``counts``."""
+    empty = np.zeros(0)
+    n = int(sorted_e.size)
+    if n == 0:
+        return _Core(math.nan, "no residuals", math.nan, math.nan, empty, empty, empty)
+    if not values.any():
+        return _Core(
+            math.nan,
+            f"all {n} residuals are zero (an invariant): EPL is undefined",
+            math.nan,
+            math.nan,
+            empty,
+            empty,
+            empty,
+        )
+    if values.size == 1 or n < 2:
+        return _Core(
+            math.nan,
+            f"the residuals have no spread (all equal {values[0]:g}): the KDE is undefined",
+            math.nan,
+            math.nan,
+            empty,
+            empty,
+            empty,
+        )
+    mean = float(counts @ values) / n
+    var = float(counts @ (values - mean) ** 2) / (n - 1)
+    h = BANDWIDTH_FACTOR * math.sqrt(var)
+    p1, p99 = np.percentile(sorted_e, [1, 99])
+    bnd = BOUND_FACTOR * max(abs(float(p1)), abs(float(p99)))
+    edges = np.arange(-bnd, bnd, 1)
+    if edges.size < 3:
+        return _Core(
+            math.nan,
+            f"the grid from ±1.5·max(|P1|, |P99|) = ±{bnd:g} has fewer than two points: the 1st and 99th "
+            "percentiles lie within ±2/3 of zero, too concentrated for EPL",
+            h,
+            bnd,
+            empty,
+            empty,
+            empty,
+        )
+    x = (edges[:-1] + edges[1:]) / 2.0
+    density = _kde(x, values, counts / n, h)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curve = np.log(density[:-1] / density[1:])
+    ok = (density[:-1] > 0) & (density[1:] > 0)
+    curve = np.where(ok, curve, np.nan)
+    if not ok.any():
+        return _Core(
+            math.nan,
+            "the KDE is zero at every pair of neighbouring grid points",
+            h,
+            bnd,
+            x,
+            density,
+            curve,
+        )
+    return _Core(float(np.max(np.abs(curve[ok]))), None, h, bnd, x, density, curve)
+
+
+def empirical_privacy_loss(residuals: ArrayLike) -> float:
+    """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`)."""
+    e = np.sort(_as_residuals(residuals))
+    values, counts = np.unique(e, return_counts=True)
+    return _core(e, values, counts.astype(np.float64)).value
+
+
+def epl_details(
+    residuals: ArrayLike,
+    *,
+    n_boot: int = 200,
+    rng: np.random.Generator | int | None = 0,
+    level: float = 0.95,
+) -> EPLResult:
+    """EPL with its bootstrap interval, the number of residuals and the curves for plotting.
+
+    The interval is the ``level`` percentile interval of the EPL of ``n_boot`` resamples of the
+    residuals with replacement (undefined resamples are skipped). ``rng`` is a Generator or a seed.
+    """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
+        raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
+    if not (isinstance(level, float | int) and 0.0 < float(level) < 1.0):
+        raise ValidationError(f"level must lie strictly between 0 and 1; got {level!r}")
+    e = np.sort(_as_residuals(residuals))
+    values, counts = np.unique(e, return_counts=True)
+    core = _core(e, values, counts.astype(np.float64))
+    low = high = math.nan
+    if core.reason is None and n_boot > 0:
+        generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        boots = np.full(int(n_boot), np.nan)
+        p = counts / counts.sum()
+        for b in range(int(n_boot)):
+            c = generator.multinomial(e.size, p)
+            keep = c > 0
+            vb, cb = values[keep], c[keep]
+            boots[b] = _core(np.repeat(vb, cb), vb, cb.astype(np.float64)).value
+        finite = boots[np.isfinite(boots)]
+        if finite.size:
+            alpha = (1.0 - float(level)) / 2.0
+            low, high = (float(v) for v in np.quantile(finite, [alpha, 1.0 - alpha]))
+    return EPLResult(
+        value=core.value,
+        n=int(e.size),
+        reason=core.reason,
+        low=low,
+        high=high,
+        level=float(level),
+        n_boot=int(n_boot) if core.reason is None else 0,
+        bandwidth=core.bandwidth,
+        bound=core.bound,
+        x=core.x,
+        density=core.density,
+        epl_curve=core.curve,
+    )
+
+
+def epl_table(
+    tidy: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("geolevel", "query"),
+    n_boot: int = 200,
+    rng: np.random.Generator | int | None = 0,
+    true_col: str = "true",
+    estimate_col: str = "estimate",
+) -> pd.DataFrame:
+    """EPL per group of a tidy error table (residuals = estimate − true of every cell in the group).
+
+    Returns one row per group: the ``by`` columns, ``epl``, ``epl_low``, ``epl_high``,
+    ``n_residuals`` and ``reason`` (``None`` when EPL is defined).
+    """
+    from engine.metrics.errors import check_tidy
+
+    check_tidy(tidy, by=by, true_col=true_col, estimate_col=estimate_col)
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    residual = tidy[estimate_col].to_numpy(np.float64) - tidy[true_col].to_numpy(np.float64)
+    frame = tidy[list(by)].assign(_residual=residual)
+    rows = []
+    for key, group in frame.groupby(list(by), sort=True, observed=True):
+        keys = key if isinstance(key, tuple) else (key,)
+        result = epl_details(group["_residual"].to_numpy(), n_boot=n_boot, rng=generator)
+        rows.append(
+            {
+                **dict(zip(by, keys, strict=True)),
+                "epl": result.value,
+                "epl_low": result.low,
+                "epl_high": result.high,
+                "n_residuals": result.n,
+                "reason": result.reason,
+            }
+        )
+    columns = [*by, "epl", "epl_low", "epl_high", "n_residuals", "reason"]
+    table = pd.DataFrame(rows, columns=columns)
+    table["reason"] = pd.Series([row["reason"] for row in rows], index=table.index, dtype=object)
+    return table

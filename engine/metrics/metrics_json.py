@@ -1,0 +1,188 @@
+"""The ``metrics.json`` file that ``phexplore run …`` writes beside an engine's outputs (SPEC §5).
+
+Schema (version 1; documented for users in ``docs/readme/metrics.md``)::
+
+    {
+      "schema_version": 1,
+      "engine": "topdown" | "phsafe" | …,            # required
+      "rho": float | null,                            # required: total ρ of the run (null if pure DP)
+      "seed": int | null,                             # required: RNG seed (null = OS randomness)
+      "runtime_s": float,                             # required: engine wall-clock seconds
+      "mae": {"<geolevel>": {"<query>": float}},      # required: mean absolute error (TDA §9)
+      "median_ae": {"<geolevel>": {"<query>": float}},# optional: median absolute error (PF)
+      "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
+      "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
+              "n_residuals", "n_boot", "reason"}}},    # optional: PF's EPL with bootstrap interval
+      "blau_bias": {"<geolevel>": {"<quintile 1-5>": float}},   # optional: TDA Table 13
+      … any further section a caller adds (e.g. "entity_mae", "conventional_mae", "osed",
+        "epsilon", "data", "mechanism")
+    }
+
+Non-finite numbers are written as ``null`` by :func:`phexplore.cli._output.dumps_json`; an undefined
+EPL therefore reads ``"epl": null`` with its ``"reason"``. :func:`build_metrics_json` builds the
+dictionary from a tidy comparison table; :func:`validate_metrics_json` checks a loaded file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.metrics.blau import blau_quintile_bias
+from engine.metrics.epl import epl_table
+from engine.metrics.errors import mae_table
+from phexplore.errors import ValidationError
+
+SCHEMA_VERSION = 1
+REQUIRED_KEYS: tuple[str, ...] = ("engine", "rho", "seed", "runtime_s", "mae")
+RESERVED_KEYS: tuple[str, ...] = (
+    "schema_version",
+    *REQUIRED_KEYS,
+    "median_ae",
+    "n_cells",
+    "epl",
+    "blau_bias",
+)
+
+
+def nest(frame: pd.DataFrame, keys: Sequence[str], value: str) -> dict[str, Any]:
+    """``{k1: {k2: … value}}`` from a table with one row per combination of ``keys``."""
+    out: dict[str, Any] = {}
+    for row in frame.itertuples(index=False):
+        record = row._asdict()
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(str(record[key]), {})
+        node[str(record[keys[-1]])] = _plain(record[value])
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating | float):
+        return float(value)
+    return value
+
+
+def build_metrics_json(
+    *,
+    engine: str,
+    tidy: pd.DataFrame,
+    runtime_s: float,
+    rho: float | None,
+    seed: int | None,
+    by: Sequence[str] = ("geolevel", "query"),
+    median: bool = True,
+    epl_boot: int | None = None,
+    blau: pd.DataFrame | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The metrics.json dictionary of one run.
+
+    ``tidy`` is the (geolevel, geounit, query, cell, true, estimate) comparison table; ``by`` the
+    two or more columns that key the nested ``mae`` section (PHSafe may pass e.g. ``("region",
+    "table")``). ``epl_boot`` adds the ``epl`` section with that many bootstrap resamples (0 = no
+    interval; ``None`` = no EPL section); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
+    ``blau_bias``; ``extra`` sections are merged last and may not overwrite the standard keys.
+    """
+    if not isinstance(engine, str) or not engine:
+        raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
+    if len(by) < 1:
+        raise ValidationError("by needs at least one column to key the mae section")
+    runtime = float(runtime_s)
+    if not math.isfinite(runtime) or runtime < 0:
+        raise ValidationError(f"runtime_s must be a non-negative number; got {runtime_s!r}")
+    keys = list(by)
+    errors = mae_table(tidy, by=keys)
+    payload: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "engine": engine,
+        "rho": None if rho is None else float(rho),
+        "seed": None if seed is None else int(seed),
+        "runtime_s": runtime,
+        "mae": nest(errors, keys, "mae"),
+        "n_cells": nest(errors, keys, "n_cells"),
+    }
+    if median:
+        payload["median_ae"] = nest(errors, keys, "median_ae")
+    if epl_boot is not None:
+        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=0 if seed is None else seed)
+        section: dict[str, Any] = {}
+        for row in table.to_dict("records"):
+            node = section
+            for key in keys[:-1]:
+                node = node.setdefault(str(row[key]), {})
+            reason = row["reason"] if isinstance(row["reason"], str) else None
+            node[str(row[keys[-1]])] = {
+                "epl": _plain(row["epl"]),
+                "epl_low": _plain(row["epl_low"]),
+                "epl_high": _plain(row["epl_high"]),
+                "level": 0.95,
+                "n_residuals": _plain(row["n_residuals"]),
+                "n_boot": int(epl_boot) if reason is None else 0,
+                "reason": reason,
+            }
+        payload["epl"] = section
+    if blau is not None:
+        bias = blau_quintile_bias(tidy, blau)
+        payload["blau_bias"] = nest(bias, ["geolevel", "quintile"], "mean_signed_error")
+    for key, value in (extra or {}).items():
+        if key in RESERVED_KEYS:
+            raise ValidationError(f"extra section {key!r} would overwrite a standard metrics key")
+        payload[str(key)] = value
+    return payload
+
+
+def _check_leaves(node: Any, path: str, kind: type | tuple[type, ...]) -> None:
+    if isinstance(node, Mapping):
+        if not node:
+            raise ValidationError(f"metrics.json: {path} is empty")
+        for key, child in node.items():
+            _check_leaves(child, f"{path}.{key}", kind)
+        return
+    if node is not None and (isinstance(node, bool) or not isinstance(node, kind)):
+        raise ValidationError(f"metrics.json: {path} must be a number or null; got {node!r}")
+
+
+def validate_metrics_json(payload: Mapping[str, Any]) -> None:
+    """Raise :class:`ValidationError` naming the first key that breaks the schema above."""
+    if not isinstance(payload, Mapping):
+        raise ValidationError("metrics.json must hold a JSON object")
+    missing = [k for k in REQUIRED_KEYS if k not in payload]
+    if missing:
+        raise ValidationError(f"metrics.json lacks required key(s) {missing}")
+    if not isinstance(payload["engine"], str) or not payload["engine"]:
+        raise ValidationError("metrics.json: engine must be a non-empty string")
+    for key in ("rho", "runtime_s"):
+        value = payload[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValidationError(f"metrics.json: {key} must be a number or null; got {value!r}")
+    seed = payload["seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValidationError(f"metrics.json: seed must be an integer or null; got {seed!r}")
+    if not isinstance(payload["mae"], Mapping):
+        raise ValidationError("metrics.json: mae must map geolevel → query → value")
+    for key in ("mae", "median_ae", "n_cells", "blau_bias"):
+        if key in payload:
+            _check_leaves(payload[key], key, (int, float))
+    if "epl" in payload:
+        _check_epl(payload["epl"], "epl")
+
+
+def _check_epl(node: Any, path: str) -> None:
+    if not isinstance(node, Mapping):
+        raise ValidationError(f"metrics.json: {path} must be an object")
+    if "n_residuals" in node:
+        for field in ("epl", "epl_low", "epl_high", "n_residuals"):
+            if field not in node:
+                raise ValidationError(f"metrics.json: {path} lacks {field!r}")
+        if node["epl"] is None and not node.get("reason"):
+            raise ValidationError(f"metrics.json: {path} has no EPL and no reason why")
+        return
+    for key, child in node.items():
+        _check_epl(child, f"{path}.{key}")

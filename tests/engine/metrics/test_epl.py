@@ -1,0 +1,132 @@
+"""EPL follows SPEC §5 to the letter (checked against a plain SciPy implementation of the text)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import gaussian_kde
+
+from engine.metrics import empirical_privacy_loss, epl_details, epl_table
+from phexplore.errors import ValidationError
+
+
+def reference_epl(e: np.ndarray) -> float:
+    """SPEC §5 read literally, with SciPy's gaussian_kde(e, bw_method=0.1)."""
+    bnd = 1.5 * max(abs(np.percentile(e, 1)), abs(np.percentile(e, 99)))
+    edges = np.arange(-bnd, bnd, 1)
+    x = (edges[:-1] + edges[1:]) / 2
+    f = gaussian_kde(e, bw_method=0.1)(x)
+    both = (f[:-1] > 0) & (f[1:] > 0)
+    return float(np.max(np.abs(np.log(f[:-1][both] / f[1:][both]))))
+
+
+def two_sided_geometric(eps: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    p = 1.0 - math.exp(-eps)
+    return rng.geometric(p, n) - rng.geometric(p, n)
+
+
+def _fixed_sets() -> list[np.ndarray]:
+    rng = np.random.default_rng(12345)
+    return [
+        two_sided_geometric(0.5, 3000, rng).astype(float),
+        np.round(rng.normal(0, 7, 5000)),
+        rng.normal(2.5, 3.3, 800),
+        np.concatenate([np.zeros(900), rng.integers(-6, 7, 100)]).astype(float),
+        np.round(rng.standard_t(3, 2000) * 20),
+        np.array([-3.0, -1, 0, 0, 0, 1, 2, 2, 5, 8]),
+    ]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_matches_plain_implementation_of_definition(index: int) -> None:
+    e = _fixed_sets()[index]
+    assert empirical_privacy_loss(e) == pytest.approx(reference_epl(e), rel=1e-9)
+
+
+def test_order_and_container_do_not_matter() -> None:
+    e = _fixed_sets()[1]
+    shuffled = np.random.default_rng(0).permutation(e)
+    assert empirical_privacy_loss(list(shuffled)) == pytest.approx(empirical_privacy_loss(e))
+
+
+def test_geometric_noise_eps_one_recovers_eps() -> None:
+    e = two_sided_geometric(1.0, 200_000, np.random.default_rng(2024))
+    value = empirical_privacy_loss(e)
+    assert 0.95 <= value <= 1.15
+
+
+def test_larger_eps_gives_larger_epl() -> None:
+    rng = np.random.default_rng(7)
+    small = empirical_privacy_loss(two_sided_geometric(0.25, 50_000, rng))
+    large = empirical_privacy_loss(two_sided_geometric(1.0, 50_000, rng))
+    assert small < large
+
+
+def test_all_zero_residuals_give_nan_with_reason() -> None:
+    assert math.isnan(empirical_privacy_loss(np.zeros(50)))
+    result = epl_details(np.zeros(50), n_boot=10)
+    assert math.isnan(result.value) and not result.defined
+    assert "zero" in result.reason and result.n == 50
+    assert math.isnan(result.low) and math.isnan(result.high)
+
+
+@pytest.mark.parametrize(
+    ("residuals", "fragment"),
+    [([], "no residuals"), ([4.0, 4.0, 4.0], "no spread"), ([0.0] * 99 + [0.5], "grid")],
+)
+def test_undefined_cases_carry_reasons(residuals: list[float], fragment: str) -> None:
+    result = epl_details(residuals, n_boot=5)
+    assert math.isnan(result.value)
+    assert fragment in result.reason
+
+
+@pytest.mark.parametrize("bad", [[1.0, np.nan], [np.inf, 0.0], ["a", "b"]])
+def test_non_finite_residuals_are_rejected(bad: list) -> None:
+    with pytest.raises(ValidationError):
+        empirical_privacy_loss(bad)
+
+
+def test_details_interval_curves_and_reproducibility() -> None:
+    e = two_sided_geometric(1.0, 4000, np.random.default_rng(3))
+    a = epl_details(e, n_boot=50, rng=11)
+    b = epl_details(e, n_boot=50, rng=np.random.default_rng(11))
+    assert a.value == empirical_privacy_loss(e)
+    assert a.n == 4000 and a.n_boot == 50
+    assert a.low <= a.high and math.isfinite(a.low)
+    assert (a.low, a.high) == (b.low, b.high)
+    assert a.x.size == a.density.size == a.epl_curve.size + 1
+    assert np.allclose(np.diff(a.x), 1.0)
+    assert np.nanmax(np.abs(a.epl_curve)) == pytest.approx(a.value)
+    assert a.summary()["n_residuals"] == 4000
+
+
+def test_details_rejects_bad_parameters() -> None:
+    with pytest.raises(ValidationError):
+        epl_details([1.0, 2.0], n_boot=-1)
+    with pytest.raises(ValidationError):
+        epl_details([1.0, 2.0], level=1.5)
+
+
+def test_epl_table_per_group() -> None:
+    rng = np.random.default_rng(5)
+    n = 3000
+    tidy = pd.DataFrame(
+        {
+            "geolevel": ["County"] * n + ["State"] * 3,
+            "geounit": [str(i) for i in range(n)] + ["44"] * 3,
+            "query": "TOTAL",
+            "cell": "total",
+            "true": 100.0,
+        }
+    )
+    noise = np.concatenate([two_sided_geometric(1.0, n, rng), np.zeros(3)])
+    tidy["estimate"] = tidy["true"] + noise
+    table = epl_table(tidy, n_boot=10, rng=0)
+    county = table[table["geolevel"] == "County"].iloc[0]
+    state = table[table["geolevel"] == "State"].iloc[0]
+    assert county["epl"] == pytest.approx(empirical_privacy_loss(noise[:n]))
+    assert county["n_residuals"] == n and county["reason"] is None
+    assert math.isnan(state["epl"]) and "zero" in state["reason"]

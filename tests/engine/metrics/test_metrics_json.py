@@ -1,0 +1,84 @@
+"""metrics.json: builder output satisfies the documented schema and survives strict JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.metrics import (
+    blau_table,
+    build_metrics_json,
+    raceeth_counts_from_histogram,
+    srs_tidy,
+    validate_metrics_json,
+)
+from phexplore.cli._output import dumps_json
+from phexplore.errors import ValidationError
+
+
+@pytest.fixture
+def tidy(histogram):
+    return srs_tidy(histogram, 0.5, np.random.default_rng(0), ("TOTAL", "RACEETH", "DETAILED"))
+
+
+def test_build_and_validate(histogram, tidy) -> None:
+    blau = blau_table(raceeth_counts_from_histogram(histogram))
+    payload = build_metrics_json(
+        engine="topdown",
+        tidy=tidy,
+        runtime_s=1.5,
+        rho=1.0,
+        seed=3,
+        epl_boot=5,
+        blau=blau,
+        extra={"entity_mae": {"Providence": 3.0}},
+    )
+    validate_metrics_json(payload)
+    assert payload["engine"] == "topdown" and payload["rho"] == 1.0 and payload["seed"] == 3
+    county_total = tidy[(tidy["geolevel"] == "County") & (tidy["query"] == "TOTAL")]
+    expected = (county_total["estimate"] - county_total["true"]).abs().mean()
+    assert payload["mae"]["County"]["TOTAL"] == pytest.approx(expected)
+    assert set(payload["blau_bias"]["Block"]) == {"1", "2", "3", "4", "5"}
+    state_epl = payload["epl"]["State"]["TOTAL"]
+    assert state_epl["n_residuals"] == 1 and state_epl["reason"]
+    loaded = json.loads(dumps_json(payload))
+    validate_metrics_json(loaded)
+    assert loaded["epl"]["State"]["TOTAL"]["epl"] is None
+    assert loaded["entity_mae"] == {"Providence": 3.0}
+
+
+def test_extra_may_not_overwrite(tidy) -> None:
+    with pytest.raises(ValidationError, match="overwrite"):
+        build_metrics_json(
+            engine="x", tidy=tidy, runtime_s=0, rho=None, seed=None, extra={"mae": {}}
+        )
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"mae": None}, "mae"),
+        ({"seed": 1.5}, "seed"),
+        ({"engine": ""}, "engine"),
+        ({"mae": {"County": {"TOTAL": "big"}}}, "mae.County.TOTAL"),
+        (
+            {
+                "epl": {
+                    "County": {
+                        "TOTAL": {"epl": None, "epl_low": None, "epl_high": None, "n_residuals": 5}
+                    }
+                }
+            },
+            "reason",
+        ),
+    ],
+)
+def test_validator_names_the_broken_key(tidy, change, fragment) -> None:
+    payload = build_metrics_json(engine="phsafe", tidy=tidy, runtime_s=0.1, rho=None, seed=None)
+    payload.update(change)
+    with pytest.raises(ValidationError, match=fragment):
+        validate_metrics_json(payload)
+    with pytest.raises(ValidationError, match="lacks required"):
+        validate_metrics_json({"engine": "x"})
