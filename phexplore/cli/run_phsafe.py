@@ -1,0 +1,161 @@
+"""``phexplore run phsafe``: run PHSafe (PHS §3) on a CEF extract and write the official outputs.
+
+Writes to ``--out``: the eleven official pipe-delimited files ``PH1_num.csv`` … ``PH8_denom.csv``
+(private layout, or the non-private true tabulation with ``--non-private``), ``metrics.json``
+(schema in docs/readme/phsafe.md), ``summary.txt`` (what is printed), and ``details/`` with the tidy
+frames (basis cells, published tables, error by level, truncation by τ).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from phexplore.cli._output import dumps_json
+
+
+def register(engines: Any) -> None:
+    """Add ``phsafe`` under ``phexplore run``."""
+    parser = engines.add_parser(
+        "phsafe",
+        help="run PHSafe (S-DHC tables PH1–PH8) on a CEF extract",
+        description=(
+            "Run the PHSafe algorithm on a shipped sample or a CEF-extract directory "
+            "(persons.csv, units.csv, geo.csv) and write the official outputs, metrics.json and a "
+            "summary. Repeated --trials reuse the join and only redraw the noise."
+        ),
+    )
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="sample name (see 'phexplore samples list') or a directory with the three CEF files",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="config.json path or preset (production-us, production-pr); default: the data "
+        "directory's config.json",
+    )
+    parser.add_argument("--trials", type=int, default=1, help="noise trials (default 1)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="noise seed (default: random, recorded)"
+    )
+    parser.add_argument(
+        "--non-private",
+        action="store_true",
+        help="write the true tabulation (no noise), labelled non-private",
+    )
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        help="size limit per input file in bytes (default 200 MB)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _resolve_data(spec: str) -> Path:
+    path = Path(spec)
+    if path.is_dir():
+        return path
+    from engine.data.samples import get_sample
+
+    return get_sample(spec).path
+
+
+def _resolve_config(spec: str | None, data_dir: Path) -> Any:
+    from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
+    from phexplore.errors import ValidationError
+
+    if spec is None:
+        candidate = data_dir / "config.json"
+        if not candidate.is_file():
+            raise ValidationError(
+                f"no --config given and {candidate} does not exist; pass a config.json or one of "
+                + ", ".join(PRESET_NAMES)
+            )
+        return PHSafeConfig.from_json(candidate)
+    if spec in PRESET_NAMES:
+        return preset(spec)
+    return PHSafeConfig.from_json(spec)
+
+
+def summary_lines(result: Any, out_dir: Path) -> list[str]:
+    """A readable summary of a run (what the CLI prints and writes to summary.txt)."""
+    cfg = result.config
+    unit = "ρ" if cfg.privacy_defn == "zcdp" else "ε"
+    lines = [
+        f"PHSafe run — {result.label}",
+        f"  persons {result.n_persons:,}, units {result.n_units:,}, states {len(result.states)}"
+        + (" (Puerto Rico run)" if cfg.is_puerto_rico else ""),
+        f"  privacy_defn {cfg.privacy_defn}; seed {result.seed}; trials {result.trials}; "
+        f"runtime {result.runtime_s:.2f} s",
+    ]
+    if not result.non_private:
+        total = cfg.total_budget()
+        lines.append(
+            f"  total {unit}: {total:.6g} unbounded, {2 * total:.6g} bounded (PHS Thm 3–4)"
+        )
+        lines.append("")
+        lines.append(
+            "  table      level       cells   VARIANCE   MOE90  emp.MOE90   MAE(noise)  MAE(trunc)"
+        )
+        for row in result.level_errors.itertuples(index=False):
+            lines.append(
+                f"  {row.table:<10} {row.level:<10} {row.cells:>6} {row.analytic_variance:>10.4g} "
+                f"{row.analytic_moe:>7} {row.empirical_moe:>10} {row.mae_noise:>12.2f} "
+                f"{row.mae_truncation:>11.3f}"
+            )
+    lines.append("")
+    lines.append("  truncation: share of joined persons dropped at the configured τ")
+    for table, s in result.truncation_stats.items():
+        lines.append(
+            f"  {table:<8} τ={s.tau:<3} dropped {s.persons_dropped:,} of {s.persons_joined:,} "
+            f"({100 * s.share_dropped:.3f}%), households over τ: {s.households_over_tau:,}, "
+            f"largest: {s.largest_household}"
+        )
+    unmapped = {t: n for t, n in result.unmapped_records.items() if n}
+    if unmapped:
+        lines.append(f"  records matching no basis cell (inconsistent input): {unmapped}")
+    lines.append("")
+    lines.append(f"  outputs written to {out_dir}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.data.cef import load_cef_extract
+    from engine.data.validate import DEFAULT_MAX_BYTES
+    from engine.phsafe.outputs import write_official
+    from engine.phsafe.run import run_phsafe
+
+    data_dir = _resolve_data(args.data)
+    config = _resolve_config(args.config, data_dir)
+    extract = load_cef_extract(
+        data_dir,
+        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
+        state_filter=config.state_filter,
+    )
+    seed = args.seed
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**32))
+    result = run_phsafe(
+        extract, config, seed=seed, trials=args.trials, non_private=args.non_private
+    )
+    out = Path(args.out)
+    write_official(result.official, out, private=not args.non_private)
+    (out / "metrics.json").write_text(dumps_json(result.metrics()) + "\n", encoding="utf-8")
+    details = out / "details"
+    details.mkdir(exist_ok=True)
+    result.measurements.to_csv(details / "cells.csv", index=False)
+    result.level_errors.to_csv(details / "errors_by_level.csv", index=False)
+    result.truncation.to_csv(details / "truncation_by_tau.csv", index=False)
+    if result.published is not None:
+        result.published.to_csv(details / "published_tables.csv", index=False)
+    text = "\n".join(summary_lines(result, out))
+    (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
