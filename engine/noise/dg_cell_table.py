@@ -19,6 +19,9 @@ it is accurate deep in the tails, followed by one entry 0 at |k| = L that every 
 table is clipped to: such a proposal needs |Z| > 39, an event of probability below 1e−330 (and beyond
 what NumPy's normal generator can produce), and is simply redrawn. The output
 is therefore N_Z(0, σ²) up to floating-point rounding of the table and of σZ.
+
+:func:`sample_untabled` is the same scheme with a(k) evaluated per proposal (two ``log_ndtr`` calls)
+instead of looked up, for σ² values drawn too rarely to be worth a table.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_ndtr
+from scipy.special import erf, log_ndtr
 
 # Proposals are tabulated out to |Z| ≤ 39 standard deviations (see module docstring).
 _Z_REACH = 39.0
@@ -51,15 +54,19 @@ def table_length(sigma2: float) -> int:
     return int(math.floor(_Z_REACH * math.sqrt(sigma2))) + 2
 
 
+def log_acceptance(k_abs: np.ndarray, sigma: np.ndarray | float) -> np.ndarray:
+    """ln a(k) = −k²/(2σ²) + ln q(0) − ln q(k) for |k| = ``k_abs`` (elementwise with ``sigma``)."""
+    k = np.asarray(k_abs, dtype=np.float64)
+    upper = log_ndtr(-(k - 0.5) / sigma)  # ln P(Z > (k − ½)/σ)
+    lower = log_ndtr(-(k + 0.5) / sigma)  # ln P(Z > (k + ½)/σ)
+    log_q = upper + np.log(-np.expm1(lower - upper))
+    log_q0 = np.log(erf(0.5 / (np.sqrt(2.0) * sigma)))
+    return np.minimum(-(k * k) / (2.0 * np.square(sigma)) + log_q0 - log_q, 0.0)
+
+
 def acceptance_table(sigma2: float) -> np.ndarray:
     """a(k) = p̃(k)·q(0)/q(k) for k = 0 … L − 1 (see module docstring)."""
-    sigma = math.sqrt(sigma2)
-    k = np.arange(table_length(sigma2), dtype=np.float64)
-    upper = log_ndtr(-(k - 0.5) / sigma)  # log P(Z > (k − ½)/σ)
-    lower = log_ndtr(-(k + 0.5) / sigma)  # log P(Z > (k + ½)/σ)
-    log_q = upper + np.log(-np.expm1(lower - upper))
-    log_q[0] = math.log(math.erf(0.5 / (sigma * math.sqrt(2.0))))
-    return np.minimum(np.exp(-(k * k) / (2.0 * sigma2) + log_q[0] - log_q), 1.0)
+    return np.exp(log_acceptance(np.arange(table_length(sigma2)), math.sqrt(sigma2)))
 
 
 def acceptance_rate(sigma2: float) -> float:
@@ -119,3 +126,31 @@ def _sample_chunk(
             pending = pending[rejected]
         if pending.size == 0:
             return k.astype(np.int64)
+
+
+def sample_untabled(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws with a(k) evaluated per proposal instead of looked up; ``sigma2`` is 0-d or length n.
+
+    For σ² values drawn too rarely to pay for a table (and too small for the continuous test's
+    acceptance rate, which falls like σ as σ → 0).
+    """
+    out = np.empty(n, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        stop = min(start + CHUNK, n)
+        sigma = np.sqrt(sigma2 if sigma2.ndim == 0 else sigma2[start:stop])
+        m = stop - start
+        k = np.empty(m, dtype=np.float64)
+        pending: np.ndarray | None = None
+        while pending is None or pending.size:
+            s = sigma if sigma.ndim == 0 or pending is None else sigma[pending]
+            size = m if pending is None else pending.size
+            kk = np.rint(rng.standard_normal(size) * s)
+            rejected = rng.random(size) >= np.exp(log_acceptance(np.abs(kk), s))
+            if pending is None:
+                k[:] = kk
+                pending = np.flatnonzero(rejected)
+            else:
+                k[pending] = kk
+                pending = pending[rejected]
+        out[start:stop] = k
+    return out

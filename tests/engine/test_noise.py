@@ -138,23 +138,43 @@ def test_cell_table_sampler_fits_exact_pmf(sigma: float) -> None:
 
 
 def test_per_element_sigma2_routes_each_group_to_its_own_distribution() -> None:
-    """A per-query σ² array mixing table, continuous and rarely-drawn values (the engines' case)."""
-    values = np.array(
-        [0.25, 4.0, 1.0e6, 2.5]
-    )  # table, table, continuous (large), continuous (rare)
-    counts = np.array([300_000, 300_000, 300_000, 50])
-    sigma2 = np.repeat(values, counts)
-    order = np.random.default_rng(1).permutation(sigma2.size)
-    sigma2 = sigma2[order]
-    assert list(fast_discrete_gaussian.uses_table(values, counts)) == [True, True, False, False]
+    """A per-query σ² array mixing all three routes (the engines' case: few distinct σ²)."""
+    values = np.array([0.25, 4.0, 1.0e6, 2.5, 20.0])
+    counts = np.array([300_000, 300_000, 300_000, 50, 50])
+    routes = fast_discrete_gaussian.route(values, counts)
+    fdg = fast_discrete_gaussian
+    assert list(routes) == [fdg.TABLE, fdg.TABLE, fdg.CONTINUOUS, fdg.CELL, fdg.CONTINUOUS]
+    sigma2 = np.repeat(values, counts)[np.random.default_rng(1).permutation(counts.sum())]
     draws = discrete_gaussian(sigma2, None, np.random.default_rng(2))
     assert draws.shape == sigma2.shape
     for v in values[:3]:
         sub = draws[sigma2 == v]
         assert chi_square_pvalue(sub, dg_pmf(v)) > ALPHA, v
         assert_moments(sub, *pmf_moments(v))
-    rare = draws[sigma2 == 2.5]
-    assert np.abs(rare).max() < 10 * math.sqrt(2.5)
+    for v in values[3:]:
+        assert np.abs(draws[sigma2 == v]).max() < 8 * math.sqrt(v)
+
+
+@pytest.mark.parametrize("sigma", (0.3, 0.5, 1.0, 2.9))
+def test_untabled_cell_sampler_fits_exact_pmf(sigma: float) -> None:
+    s2 = sigma**2
+    draws = dg_cell_table.sample_untabled(np.asarray(s2), 400_000, np.random.default_rng(9))
+    assert chi_square_pvalue(draws, dg_pmf(s2)) > ALPHA
+    assert_moments(draws, *pmf_moments(s2))
+
+
+def test_many_distinct_tiny_sigma2_values_are_handled_without_tables() -> None:
+    """10⁵ distinct σ² ≤ 0.01 each drawn once: the per-proposal route, acceptance ≈ 1 (not ≈ σ)."""
+    sigma2 = np.linspace(1e-4, 1e-2, 100_000)
+    assert (
+        fast_discrete_gaussian.route(sigma2, np.ones_like(sigma2)) == fast_discrete_gaussian.CELL
+    ).all()
+    draws = discrete_gaussian(sigma2, None, np.random.default_rng(4))
+    assert not draws.any()  # P(X ≠ 0) ≤ 2e^{−50} at σ² = 0.01
+    mixed = np.tile([0.5, 1.5], 50_000)
+    draws = discrete_gaussian(mixed + np.arange(mixed.size) * 1e-12, None, np.random.default_rng(5))
+    for offset, s2 in enumerate((0.5, 1.5)):
+        assert chi_square_pvalue(draws[offset::2], dg_pmf(s2)) > ALPHA
 
 
 def test_goodness_of_fit_detects_a_rounded_gaussian() -> None:
