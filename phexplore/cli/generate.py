@@ -16,7 +16,7 @@ from phexplore.cli._output import add_format_option, print_rows
 from phexplore.errors import ValidationError
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError as exc:
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     )
     households.add_argument(
         "--persons",
-        type=_positive_int,
+        type=_whole_number,
         required=True,
         help="number of persons (1,000 – 50,000,000)",
     )

@@ -1,0 +1,64 @@
+"""Tests of ``phexplore generate households`` (phexplore.cli.generate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from phexplore.cli import main
+
+
+def test_generate_households_writes_extract(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "cef"
+    code = main(
+        [
+            "generate",
+            "households",
+            "--persons",
+            "4000",
+            "--seed",
+            "3",
+            "--states",
+            "RI",
+            "VT",
+            "--include-pr",
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ]
+    )
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["summary"]["persons"] == 4000
+    assert payload["summary"]["states"] == 3
+    persons = pd.read_csv(out / "persons.csv", dtype=str)
+    geo = pd.read_csv(out / "geo.csv", dtype=str)
+    assert len(persons) == 4000
+    assert set(geo["TABBLKST"]) == {"44", "50", "72"}
+    assert {row["table"]: row["rows"] for row in payload["rows"]}["persons"] == 4000
+
+
+def test_generate_is_deterministic_and_compresses(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        args = ["generate", "households", "--persons", "2000", "--seed", "9", "--compress"]
+        assert main([*args, "--out", str(tmp_path / name)]) == 0
+    for table in ("persons", "units", "geo"):
+        a = (tmp_path / "a" / f"{table}.csv.gz").read_bytes()
+        assert a == (tmp_path / "b" / f"{table}.csv.gz").read_bytes()
+
+
+def test_generate_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = str(tmp_path / "x")
+    assert main(["generate", "households", "--persons", "10", "--seed", "1", "--out", out]) == 1
+    assert "n_persons" in capsys.readouterr().err
+    args = ["generate", "households", "--persons", "5000", "--seed", "1", "--out", out]
+    assert main([*args, "--states", "ZZ"]) == 1
+    assert "unknown state" in capsys.readouterr().err
+    assert main([*args, "--vacancy-rate", "2"]) == 1
+    assert "vacancy" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["generate", "households", "--persons", "many", "--seed", "1", "--out", out])
