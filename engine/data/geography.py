@@ -52,7 +52,7 @@ def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFr
 def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Problem]:
     """Problems for values of ``ids`` that are not 15-digit block ids, and for repeated blocks."""
     series = pd.Series(ids, dtype=object).astype(str)
-    bad = ~series.str.fullmatch(r"\d{15}").to_numpy(dtype=bool)
+    bad = ~series.str.fullmatch(r"[0-9]{15}").to_numpy(dtype=bool)
     name = table.found.get(column, column)
     problems = _capped(
         table,
@@ -106,7 +106,7 @@ def geography_from_components(
         column = names[level]
         width = COMPONENT_WIDTHS[level]
         raw = pd.Series(table.columns[column], dtype=object).astype(str)
-        good = raw.str.fullmatch(rf"\d{{1,{width}}}").to_numpy(dtype=bool)
+        good = raw.str.fullmatch(rf"[0-9]{{1,{width}}}").to_numpy(dtype=bool)
         problems += _capped(
             table,
             table.found.get(column, column),
@@ -203,8 +203,8 @@ def geography_from_level_columns(
         column = names[level]
         shown = table.found.get(column, column)
         raw = pd.Series(table.columns[column], dtype=object).astype(str)
-        is_full = raw.str.fullmatch(rf"\d{{{ID_LENGTHS[level]}}}").to_numpy(dtype=bool)
-        is_code = raw.str.fullmatch(rf"\d{{1,{COMPONENT_WIDTHS[level]}}}").to_numpy(dtype=bool)
+        is_full = raw.str.fullmatch(rf"[0-9]{{{ID_LENGTHS[level]}}}").to_numpy(dtype=bool)
+        is_code = raw.str.fullmatch(rf"[0-9]{{1,{COMPONENT_WIDTHS[level]}}}").to_numpy(dtype=bool)
         bad = ~(is_full | is_code)
         problems += _capped(
             table,
@@ -220,7 +220,9 @@ def geography_from_level_columns(
         if parent is None:
             ids = raw.str.zfill(COMPONENT_WIDTHS[level])
         else:
-            ids = raw.where(is_full, parent + raw.str.zfill(COMPONENT_WIDTHS[level]))
+            # a block number extends the tract (its first digit is the block group)
+            base = full["Tract"] if level == "Block" else parent
+            ids = raw.where(is_full, base + raw.str.zfill(COMPONENT_WIDTHS[level]))
             starts = np.fromiter(
                 (c.startswith(p) for c, p in zip(ids.tolist(), parent.tolist(), strict=True)),
                 dtype=bool,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine.data.errors import Problem
+from engine.data.errors import DataValidationError, Problem
 from engine.data.geography import BLOCK_LEVELS, ID_LENGTHS, geography_from_components
 from engine.data.histogram import BlockHistogram
 from engine.data.schemas import PL94171_SCHEMA
@@ -46,6 +46,8 @@ from engine.data.validate import (
     raise_if,
     read_csv_table,
     read_headerless_table,
+    read_source,
+    source_name,
 )
 
 GEO_FIELDS: tuple[str, ...] = tuple(
@@ -212,7 +214,12 @@ def read_pl94171(
     """Read a 2020-style file set (geographic header and segments 1–3) into block tables."""
     wanted_geo = ("SUMLEV", "LOGRECNO", *GEO_COLUMNS.values(), "POP100")
     geo_table = read_headerless_table(
-        geo, GEO_FIELDS, wanted_geo, max_bytes=max_bytes, encodings=("utf-8-sig", "latin-1")
+        geo,
+        GEO_FIELDS,
+        wanted_geo,
+        max_bytes=max_bytes,
+        name=_label(geo, "geographic header"),
+        encodings=("utf-8-sig", "latin-1"),
     )
     problems: list[Problem] = []
     segments: list[tuple[CsvTable, dict[str, np.ndarray]]] = []
@@ -300,29 +307,45 @@ def histogram_from_tables(tables: PL94171Tables) -> BlockHistogram:
 def _read_segment(
     source: DataSource, number: int, max_bytes: int
 ) -> tuple[CsvTable, dict[str, np.ndarray], list[Problem]]:
+    label = _label(source, f"segment {number}")
+    data = read_source(source, max_bytes=max_bytes, name=label)
+    first = data.split(b"\n", 1)[0].split(b"|")
+    expected = f"{number:02d}"
+    if len(first) > 3 and first[3].strip().decode("latin-1") != expected:
+        raise DataValidationError(
+            [
+                Problem(
+                    label,
+                    f"this is not segment {number} (CIFSN {first[3].strip().decode('latin-1')!r}); "
+                    "pass the files in the order geo, segment 1, segment 2, segment 3",
+                    1,
+                    "CIFSN",
+                )
+            ]
+        )
     names = [v for t in SEGMENTS[number] for v in variables(t)]
     table = read_headerless_table(
-        source, (*SEGMENT_PREFIX, *names), ("CIFSN", "LOGRECNO", *names), max_bytes=max_bytes
+        data,
+        (*SEGMENT_PREFIX, *names),
+        ("CIFSN", "LOGRECNO", *names),
+        max_bytes=max_bytes,
+        name=label,
     )
-    _, problems = code_column(table, "CIFSN", (f"{number:02d}",))
-    if problems:
-        problems = [
-            Problem(
-                table.file,
-                f"this is not segment {number} (CIFSN {table.columns['CIFSN'][0]!r}); pass the "
-                f"files in the order geo, segment 1, segment 2, segment 3",
-                int(table.rows[0]),
-                "CIFSN",
-            )
-        ]
-        return table, {}, problems
+    _, problems = code_column(table, "CIFSN", (expected,))
     values: dict[str, np.ndarray] = {}
-    values["LOGRECNO"], problems = int_column(table, "LOGRECNO", minimum=1, what="LOGRECNO")
-    problems += _duplicate_problems(table, values["LOGRECNO"])
+    values["LOGRECNO"], found = int_column(table, "LOGRECNO", minimum=1, what="LOGRECNO")
+    problems += found + _duplicate_problems(table, values["LOGRECNO"])
     for variable in names:
         values[variable], found = int_column(table, variable)
         problems += found
     return table, values, problems
+
+
+def _label(source: DataSource, default: str) -> str:
+    """The file's name, or ``default`` for raw bytes (four unnamed uploads must stay distinct)."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return default
+    return source_name(source)
 
 
 def _duplicate_problems(table: CsvTable, logrecno: np.ndarray) -> list[Problem]:

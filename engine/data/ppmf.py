@@ -118,7 +118,7 @@ def _hhgq(table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
     if table.found["GQTYPE_PL"].upper() == "GQTYPE_PL":
         return code_column(table, "GQTYPE_PL", GQTYPE_PL_CODES)
     raw = pd.Series(table.columns["GQTYPE_PL"], dtype=object).astype(str)
-    ok = raw.str.fullmatch(r"0{1,3}|[1-9]\d\d").to_numpy(dtype=bool)
+    ok = raw.str.fullmatch(r"0{1,3}|[1-9][0-9][0-9]").to_numpy(dtype=bool)
     major = np.where(ok, raw.str.slice(0, 1).where(ok, "0").astype(int), 0)
     major = np.minimum(major, 7).astype(np.int64)
     column = table.found["GQTYPE_PL"]

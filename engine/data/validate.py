@@ -371,7 +371,7 @@ def int_column(
     Invalid entries are returned as 0 alongside their problems.
     """
     raw = pd.Series(table.columns[column], dtype=object).astype(str)
-    ok = raw.str.fullmatch(r"[+-]?\d{1,18}").to_numpy(dtype=bool)
+    ok = raw.str.fullmatch(r"[+-]?[0-9]{1,18}").to_numpy(dtype=bool)
     out = np.zeros(len(raw), dtype=np.int64)
     if ok.any():
         out[ok] = raw[ok].astype(np.int64).to_numpy()
@@ -418,7 +418,7 @@ def code_column(
     lookup = {k: i for i, k in enumerate(keys)}
     raw = pd.Series(table.columns[column], dtype=object).astype(str)
     if width is not None:
-        digits = raw.str.fullmatch(r"\d+")
+        digits = raw.str.fullmatch(r"[0-9]+")
         raw = raw.where(~digits, raw.str.zfill(width))
     idx = raw.map(lookup)
     bad = idx.isna().to_numpy()
