@@ -98,7 +98,7 @@ def _locate(directory: Path, kind: str) -> Path:
 
 
 def _bytes_of(source: DataSource, label: str, max_bytes: int) -> bytes:
-    data = read_source(source, max_bytes=max_bytes, name=label)
+    data = _raw_bytes(source, label, max_bytes)
     if data[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
@@ -117,6 +117,30 @@ def _bytes_of(source: DataSource, label: str, max_bytes: int) -> bytes:
                     )
                 ]
             )
+    return read_source(data, max_bytes=max_bytes, name=label)
+
+
+def _raw_bytes(source: DataSource, label: str, max_bytes: int) -> bytes:
+    """The (possibly compressed) bytes of ``source``, at most ``max_bytes`` of them."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise DataValidationError([Problem(label, f"no such file: {path}")])
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    elif isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+    else:
+        data = source.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise DataValidationError(
+            [
+                Problem(
+                    label,
+                    f"the file is over the size limit of {max_bytes:,} bytes; raise max_bytes",
+                )
+            ]
+        )
     return data
 
 

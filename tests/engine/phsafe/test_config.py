@@ -1,0 +1,65 @@
+"""The official config.json (PHSafe 3.0.0) and the PHS Table 10 presets."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.phsafe.config import PHSafeConfig, preset
+from phexplore.errors import ValidationError
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
+
+
+def test_official_configs_parse_with_infinity() -> None:
+    c1 = PHSafeConfig.from_json(FIXTURES / "e2e_test1" / "config.json")
+    assert c1.privacy_defn == "puredp" and c1.state_filter == ["06"]
+    assert c1.budget("PH2", "usa_*") == 1.0 and c1.tau["PH2"] == 10
+    c2 = PHSafeConfig.from_json(FIXTURES / "e2e_test2" / "config.json")
+    assert math.isinf(c2.budget("PH3", "state_A-G"))
+    again = PHSafeConfig.from_json(c2.to_json())
+    assert again.to_dict() == c2.to_dict()
+
+
+def test_table10_preset_total_and_puerto_rico() -> None:
+    us = preset("production-us")
+    assert us.total_budget() == pytest.approx(1.257281, abs=1e-9)
+    assert us.tau == {"PH1_num": 10, "PH2": 10, "PH3": 6, "PH4": 10, "PH6": 6, "PH7": 10}
+    pr = preset("production-pr")
+    assert pr.is_puerto_rico
+    assert all(
+        not lvl.startswith("usa_") for t in pr.privacy_budget for lvl in pr.enabled_levels(t)
+    )
+
+
+def _raw() -> dict:
+    return json.loads((FIXTURES / "e2e_test1" / "config.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda c: c["privacy_budget"]["PH2"].update({"usa_A-G": 1.0}), "allowed"),
+        (lambda c: c["privacy_budget"]["PH1_num"].update({"usa_*": -1}), "≥ 0"),
+        (lambda c: c["tau"].pop("PH3"), "tau is missing"),
+        (lambda c: c["tau"].update({"PH3": 0}), "at least 1"),
+        (lambda c: c.update({"state_filter": ["06", "72"]}), "Puerto Rico"),
+        (lambda c: c.update({"state_filter": ["99"]}), "invalid code"),
+        (lambda c: c.update({"privacy_defn": "approxdp"}), "privacy_defn"),
+        (lambda c: c.update({"state_filter": ["72"]}), "no Nation level"),
+        (lambda c: c["privacy_budget"].update({"PH5_num": {"usa_*": 1.0}}), "derived"),
+    ],
+)
+def test_invalid_configs_raise_named_errors(mutate, message: str) -> None:
+    raw = _raw()
+    mutate(raw)
+    with pytest.raises(ValidationError, match=message):
+        PHSafeConfig.from_json(raw)
+
+
+def test_unknown_preset_lists_choices() -> None:
+    with pytest.raises(ValidationError, match="production-us"):
+        preset("nope")
