@@ -1,0 +1,233 @@
+"""Session-state and caching glue for the Streamlit app (no science here).
+
+The app keeps one *working scenario* in ``st.session_state``: a PHSafe budget, TopDown allocations
+per universe, the spine choice, the δ at which ε is reported and the conversion used to report it.
+Every page calls :func:`init_state` first, so each page also works when opened directly. The
+budget objects are immutable (frozen dataclasses); pages replace them with the edited copies that
+the budget API returns, so a failed edit (a :class:`~phexplore.errors.ValidationError`) never
+loses the last valid state.
+
+Heavy or repeated computations are wrapped with ``st.cache_data`` here, keyed by plain JSON-ready
+values, so that pages stay thin and reruns stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
+from phexplore.moe_tables import (
+    DEFAULT_DELTA,
+    phsafe_rows,
+    phsafe_summary,
+    topdown_rows,
+    topdown_summary,
+)
+from phexplore.presets import list_presets, load_phsafe_preset, load_topdown_preset
+
+# Session-state keys (one place, so pages and tests agree on them).
+PHSAFE = "phsafe_budget"
+PHSAFE_DISABLED = "phsafe_disabled_levels"
+TOPDOWN = "topdown_runs"
+TOPDOWN_PRESET = "topdown_preset"
+SPINE = "spine"
+DELTA = "delta"
+CONVERSION = "conversion"
+SCENARIO_NAME = "scenario_name"
+EDITOR_VERSION = "editor_version"
+RUNS = "run_results"
+SAVED = "saved_scenarios"
+
+DEFAULT_PHSAFE_PRESET = "phsafe-2020"
+DEFAULT_TOPDOWN_PRESET = "topdown-2020-production"
+SPINES: dict[str, str] = {
+    "conventional": "Conventional (US > state > county > tract > block group > block)",
+    "aian": "AIAN-style (split every geounit by membership in AIAN areas)",
+    "optimized": "Optimized block groups (SPN Algorithm 2)",
+}
+DELTA_CHOICES: tuple[float, ...] = tuple(10.0**-k for k in range(15, 1, -1))
+
+HELP_RHO = (
+    "ρ (rho) is the privacy-loss budget under zero-concentrated differential privacy (zCDP). "
+    "Larger ρ means less noise and more accurate statistics, but a weaker privacy guarantee. "
+    "Budgets of separate measurements add up."
+)
+HELP_MOE = (
+    "The 90% margin of error (MOE) is the half-width of the interval that contains the noise added "
+    "to a count 90% of the time: a published count is within ± MOE of the noisy measurement's "
+    "expectation 9 times out of 10. Smaller MOE needs a larger ρ."
+)
+HELP_TAU = (
+    "τ (tau) is the truncation threshold: at most τ persons per household are counted. Noise "
+    "scales with the sensitivity Δ = 2τ + 2, so a larger τ keeps more people but adds more noise."
+)
+HELP_DELTA = (
+    "δ is the small probability with which the (ε, δ) guarantee may fail. The Census Bureau "
+    "reports ε at δ = 10⁻¹⁰."
+)
+HELP_CONVERSION = (
+    "How ρ is translated into the more familiar (ε, δ) scale. All three are shown; this choice "
+    "decides which ε is reported in headline numbers."
+)
+
+
+def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[str, Any]:
+    """Fill in missing session-state entries with the shipped defaults; return the state."""
+    s = st.session_state if state is None else state
+    if PHSAFE not in s:
+        s[PHSAFE] = load_phsafe_preset(DEFAULT_PHSAFE_PRESET)
+    if PHSAFE_DISABLED not in s:
+        s[PHSAFE_DISABLED] = []
+    if TOPDOWN not in s:
+        s[TOPDOWN] = load_topdown_preset(DEFAULT_TOPDOWN_PRESET)
+        s[TOPDOWN_PRESET] = DEFAULT_TOPDOWN_PRESET
+    s.setdefault(TOPDOWN_PRESET, DEFAULT_TOPDOWN_PRESET)
+    s.setdefault(SPINE, "conventional")
+    s.setdefault(DELTA, DEFAULT_DELTA)
+    s.setdefault(CONVERSION, "cks")
+    s.setdefault(SCENARIO_NAME, "Working scenario")
+    s.setdefault(EDITOR_VERSION, 0)
+    s.setdefault(RUNS, [])
+    s.setdefault(SAVED, {})
+    return s
+
+
+def bump_editor_version(state: MutableMapping[str, Any] | None = None) -> None:
+    """Give every data editor a fresh key (after a preset/file load replaces the data)."""
+    s = st.session_state if state is None else state
+    s[EDITOR_VERSION] = int(s.get(EDITOR_VERSION, 0)) + 1
+
+
+def effective_phsafe(state: Mapping[str, Any] | None = None) -> PHSafeBudget:
+    """The working PHSafe budget with the globally disabled population-group levels removed."""
+    s = st.session_state if state is None else state
+    budget: PHSafeBudget = s[PHSAFE]
+    disabled = s.get(PHSAFE_DISABLED) or []
+    return budget.without_levels(disabled) if disabled else budget
+
+
+# ------------------------------------------------------------------ cached tables
+
+
+def phsafe_frames(
+    budget: PHSafeBudget, delta: float = DEFAULT_DELTA, confidence: float | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-(table, level) rows of :func:`phexplore.moe_tables.phsafe_rows` as a frame, and totals."""
+    return pd.DataFrame(phsafe_rows(budget, confidence)), phsafe_summary(budget, delta)
+
+
+def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rename the MOE-table columns for display (units in the headers)."""
+    if rows.empty:
+        return rows
+    out = rows[
+        [
+            "table",
+            "geo_level",
+            "iteration_level",
+            "tau",
+            "sensitivity",
+            "rho_unbounded",
+            "rho_bounded",
+            "sigma",
+            "moe_target",
+            "moe_bound",
+            "moe_exact",
+        ]
+    ].copy()
+    out.columns = [
+        "Table",
+        "Geography",
+        "Iteration",
+        "τ (persons/household)",
+        "Sensitivity Δ",
+        "ρ unbounded",
+        "ρ bounded (2×)",
+        "σ (persons)",
+        "MOE target",
+        "MOE bound ⌊zσ⌋",
+        "MOE exact",
+    ]
+    return out
+
+
+def topdown_frames(
+    runs: Mapping[str, TopDownAllocation],
+    delta: float = DEFAULT_DELTA,
+    confidence: float = 0.90,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-(run, geolevel, query) rows of :func:`phexplore.moe_tables.topdown_rows`, and totals."""
+    return pd.DataFrame(topdown_rows(runs, confidence)), topdown_summary(runs, delta)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def epsilon_curve_frame(rho: float, lo: float = 1e-15, hi: float = 1e-2) -> pd.DataFrame:
+    """Long frame (delta, epsilon, conversion) of the (ε, δ) curves of one ρ (cached)."""
+    grid = delta_grid(lo, hi, 120)
+    curves = epsilon_curves(rho, grid)
+    parts = [
+        pd.DataFrame({"delta": grid, "epsilon": np.asarray(curves[c]), "conversion": c})
+        for c in CONVERSIONS
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def conversion_label(name: str) -> str:
+    """Readable label of a ρ → (ε, δ) conversion."""
+    return CONVERSION_LABELS.get(name, name)
+
+
+def level_label(key: str) -> str:
+    """``"state_A-G"`` → ``"State · A-G"``."""
+    geo, it = LEVEL_LABELS[key]
+    return f"{geo} · {it}"
+
+
+def preset_options(kind: str) -> dict[str, str]:
+    """``{preset name: "name — title"}`` for a select box."""
+    return {p.name: f"{p.name} — {p.title}" for p in list_presets(kind)}
+
+
+def fmt_number(x: float | None, digits: int = 4) -> str:
+    """Compact human formatting of a number for captions and metrics (∞ and blanks handled)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    if math.isinf(x):
+        return "∞"
+    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e6):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:,.{max(digits - 2, 2)}f}"
+
+
+def persist_widget(widget_key: str, canonical_key: str) -> None:
+    """Seed a keyed widget from its canonical session-state value (kept when pages change).
+
+    Streamlit drops a widget's state when its page is not shown; the canonical copy survives, so
+    calling this before rendering the widget restores the user's choice on return.
+    """
+    s = st.session_state
+    if widget_key not in s:
+        s[widget_key] = s[canonical_key]
+
+
+def json_bytes(data: Any) -> bytes:
+    """Pretty UTF-8 JSON for downloads (∞ written as ``Infinity`` like the official config)."""
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def saved_rhos(state: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Headline total ρ of every saved scenario, labelled ``"name (kind)"``."""
+    s = st.session_state if state is None else state
+    out: dict[str, float] = {}
+    for name, scenario in (s.get(SAVED) or {}).items():
+        out[f"{name} ({scenario.kind})"] = float(scenario.headline()["rho"])
+    return out

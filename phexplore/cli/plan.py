@@ -1,0 +1,120 @@
+"""``phexplore plan phsafe|topdown``: the least ρ that meets accuracy targets (issue 10, TDA §6.3, PHS §7)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from phexplore.cli._output import add_format_option, print_rows
+from phexplore.errors import ValidationError
+from phexplore.planning import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
+from phexplore.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
+
+
+def register(subparsers: Any) -> None:
+    """Add ``plan phsafe`` and ``plan topdown``."""
+    p = subparsers.add_parser(
+        "plan",
+        help="solve for the smallest ρ meeting MOE/σ targets (PHSafe) or per-query σ (TopDown)",
+        description="Target-driven planning: minimal privacy loss for given accuracy targets.",
+    )
+    sub = p.add_subparsers(dest="engine", metavar="ENGINE")
+    ps = sub.add_parser(
+        "phsafe",
+        help="ρ per (table, level) from MOE targets and τ; optionally under a total cap",
+        description=(
+            "--targets is a preset name (its MOE targets and τ, e.g. phsafe-2020) or a JSON file "
+            '{"tau": {"PH1_num": 10, ...}, "moe_targets": {"PH1_num": {"usa_*": 500, ...}}, '
+            '"confidence": 0.9}.'
+        ),
+    )
+    ps.add_argument("--targets", required=True, help="preset name or targets JSON file")
+    ps.add_argument("--rho-cap", type=float, help="total unbounded ρ cap; best allocation under it")
+    ps.add_argument(
+        "--objective", choices=OBJECTIVES, default="max-ratio", help="objective under a cap"
+    )
+    add_format_option(ps)
+    ps.set_defaults(func=run_phsafe)
+    pt = sub.add_parser(
+        "topdown",
+        help="minimal total ρ and shares from per-query σ (or MOE) targets",
+        description=(
+            "--targets is a preset name (the σ its allocation implies) or a JSON file "
+            '{"runs": {"persons": {"geolevels": [...], "sigma": {"County": {"TOTAL": 2.17}}}}} '
+            '(use "moe90" instead of "sigma" for 90%% MOE targets).'
+        ),
+    )
+    pt.add_argument("--targets", required=True, help="preset name or targets JSON file")
+    pt.add_argument("--denominator", type=int, help="round shares to this denominator (e.g. 4097)")
+    add_format_option(pt)
+    pt.set_defaults(func=run_topdown)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _read_targets(spec: str) -> dict[str, Any] | None:
+    path = Path(spec)
+    if path.suffix != ".json":
+        return None
+    if not path.is_file():
+        raise ValidationError(f"{spec}: targets file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{spec}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def run_phsafe(args: argparse.Namespace) -> int:
+    """Print the PHSafe plan."""
+    data = _read_targets(args.targets)
+    if data is None:
+        budget = load_phsafe_preset(args.targets)
+    else:
+        if "moe_targets" not in data or "tau" not in data:
+            raise ValidationError(f"{args.targets}: needs 'tau' and 'moe_targets'")
+        placeholder = {t: dict.fromkeys(r, 1.0) for t, r in data["moe_targets"].items()}
+        budget = phsafe_from_dict({**data, "privacy_budget": placeholder}, name=args.targets)
+    plan = plan_phsafe(budget, rho_cap=args.rho_cap, objective=args.objective)
+    print_rows(plan["rows"], plan["summary"], args.format)
+    return 0
+
+
+def run_topdown(args: argparse.Namespace) -> int:
+    """Print the TopDown plan."""
+    from phexplore.moe import z_for_confidence
+
+    data = _read_targets(args.targets)
+    geolevels = None
+    if data is None:
+        if preset_info(args.targets).kind != "topdown":
+            raise ValidationError(f"{args.targets} is not a TopDown preset")
+        runs = load_topdown_preset(args.targets)
+        targets = sigma_targets_of(runs)
+        geolevels = {k: a.geolevels for k, a in runs.items()}
+    else:
+        runs_raw = data.get("runs")
+        if not isinstance(runs_raw, dict) or not runs_raw:
+            raise ValidationError(f"{args.targets}: needs 'runs' mapping run names to targets")
+        targets, geolevels = {}, {}
+        for run, spec in runs_raw.items():
+            if "sigma" in spec:
+                targets[run] = spec["sigma"]
+            elif "moe90" in spec:
+                z = z_for_confidence(0.90)
+                targets[run] = {
+                    lv: {q: float(m) / z for q, m in qs.items()} for lv, qs in spec["moe90"].items()
+                }
+            else:
+                raise ValidationError(
+                    f"{args.targets}: run {run!r} needs 'sigma' or 'moe90' targets"
+                )
+            geolevels[run] = spec.get("geolevels", list(targets[run]))
+    plan = plan_topdown(targets, geolevels=geolevels, denominator=args.denominator)
+    rows = plan["rows"]
+    for row in rows:
+        alloc = plan["allocations"][row["run"]]
+        row["share_level_exact"] = str(alloc.level_shares[row["geolevel"]])
+        row["share_query_exact"] = str(alloc.query_share(row["geolevel"], row["query"]))
+    print_rows(rows, plan["summary"], args.format)
+    return 0

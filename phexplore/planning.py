@@ -1,0 +1,338 @@
+"""Target-driven planning: the least privacy loss that meets accuracy targets (TDA §2.1, §6.3; PHS §7).
+
+PHSafe (PHS §7.1, SPEC §2): a 90% MOE target T for a table with sensitivity Δ needs
+ρ = z²Δ²/(2T²) (closed form). Under a total cap R, the allocation minimising the worst ratio of
+achieved to target MOE scales every target-meeting ρ* by k = R/Σρ* (all ratios equal 1/√k); the
+weighted objective Σ wᵢ·ratioᵢ with ratioᵢ ∝ ρᵢ^{-1/2} is minimised by ρᵢ ∝ (wᵢ·aᵢ)^{2/3}
+(Lagrange conditions), aᵢ = zΔᵢ/(√2·Tᵢ).
+
+TopDown (TDA App. B, Thm 2): a target σ_q for the noisy query q needs ρ_q = 1/σ_q²; the minimal
+total is ρ = Σ ρ_q, level shares c = Σ_{q∈level} ρ_q / ρ and query shares d = ρ_q / Σ_{level} ρ_q.
+Shares can be rounded to a common denominator (production used 4097ths, 4099ths, …) by the largest-
+remainder method so they still sum to exactly 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
+from phexplore.errors import ValidationError
+from phexplore.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
+from phexplore.moe_tables import DEFAULT_DELTA, epsilons, phsafe_rows, topdown_rows
+
+OBJECTIVES = ("max-ratio", "weighted")
+
+
+# ---------------------------------------------------------------------------- PHSafe
+
+
+def plan_phsafe(
+    targets: PHSafeBudget,
+    *,
+    rho_cap: float | None = None,
+    objective: str = "max-ratio",
+    weights: Mapping[tuple[str, str], float] | None = None,
+    delta: float = DEFAULT_DELTA,
+) -> dict[str, Any]:
+    """Minimal ρ per (table, level) from MOE targets, or the best allocation under a total cap.
+
+    ``targets`` supplies τ and ``moe_targets`` (e.g. the ``phsafe-2020`` preset). Returns
+    ``{"rows": [...], "summary": {...}, "budget": PHSafeBudget}``; rows carry ``binding`` (this
+    target determines the worst ratio) and ``ratio`` (achieved bound MOE / target).
+    """
+    if objective not in OBJECTIVES:
+        raise ValidationError(
+            f"objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}"
+        )
+    conf = targets.confidence
+    cells: list[tuple[str, str, float, int]] = []
+    for table, row in targets.moe_targets.items():
+        delta_t = targets.sensitivity(table)
+        for level, moe in row.items():
+            cells.append((table, level, float(moe), delta_t))
+    if not cells:
+        raise ValidationError(f"{targets.name}: no MOE targets to plan from (moe_targets is empty)")
+    needed = {(t, lv): rho_for_moe(m, d, conf) for t, lv, m, d in cells}
+    total_needed = math.fsum(needed.values())
+    if rho_cap is None:
+        rho = dict(needed)
+    else:
+        if not (rho_cap > 0 and math.isfinite(rho_cap)):
+            raise ValidationError(f"--rho-cap must be a positive number; got {rho_cap!r}")
+        if objective == "max-ratio":
+            k = rho_cap / total_needed
+            rho = {key: r * k for key, r in needed.items()}
+        else:
+            z = z_for_confidence(conf)
+            w = {
+                (t, lv): float((weights or {}).get((t, lv), 1.0)) * z * d / (math.sqrt(2.0) * m)
+                for t, lv, m, d in cells
+            }
+            raw = {key: v ** (2.0 / 3.0) for key, v in w.items()}
+            norm = math.fsum(raw.values())
+            rho = {key: rho_cap * v / norm for key, v in raw.items()}
+    budgets: dict[str, dict[str, float]] = {}
+    for (t, lv), r in rho.items():
+        budgets.setdefault(t, {})[lv] = r
+    budget = replace(targets, budgets=budgets, name=f"{targets.name} (planned)")
+    rows = []
+    ratios = {}
+    for t, lv, m, d in cells:
+        r = rho[(t, lv)]
+        s2 = sigma2_for_rho(r, d)
+        bound = moe_bound(math.sqrt(s2), conf)
+        ratios[(t, lv)] = z_for_confidence(conf) * math.sqrt(s2) / m
+        geo, it = LEVEL_LABELS[lv]
+        rows.append(
+            {
+                "table": t,
+                "geo_level": geo,
+                "iteration_level": it,
+                "tau": targets.tau.get(t),
+                "sensitivity": d,
+                "moe_target": m,
+                "rho_unbounded": r,
+                "rho_unbounded_rounded": round(r, 6),
+                "rho_bounded": 2.0 * r,
+                "moe_bound": bound,
+                "moe_exact": moe_exact(s2, conf),
+                "ratio": ratios[(t, lv)],
+            }
+        )
+    worst = max(ratios.values())
+    for row, (t, lv, _, _) in zip(rows, cells, strict=True):
+        row["binding"] = bool(rho_cap is None or math.isclose(ratios[(t, lv)], worst, rel_tol=1e-9))
+    total = math.fsum(rho.values())
+    summary = {
+        "objective": "meet every target" if rho_cap is None else objective,
+        "rho_cap": rho_cap,
+        "rho_total_unbounded": total,
+        "rho_total_unbounded_rounded": math.fsum(round(r, 6) for r in rho.values()),
+        "rho_total_bounded": 2.0 * total,
+        "rho_needed_for_all_targets": total_needed,
+        "worst_ratio": worst,
+        "targets_met": worst <= 1.0 + 1e-12,
+        "delta": delta,
+        "epsilon_unbounded": epsilons(total, delta),
+        "epsilon_bounded": epsilons(2.0 * total, delta),
+    }
+    return {"rows": rows, "summary": summary, "budget": budget}
+
+
+# ---------------------------------------------------------------------------- TopDown
+
+
+def round_shares(shares: Mapping[str, float], denominator: int) -> dict[str, Fraction]:
+    """Round positive shares to multiples of 1/denominator summing to exactly 1 (largest remainder).
+
+    Every positive share keeps at least 1/denominator so no query silently loses its measurement.
+    """
+    if denominator < len(shares) or denominator < 1:
+        raise ValidationError(
+            f"denominator {denominator} is too small for {len(shares)} positive shares"
+        )
+    total = math.fsum(shares.values())
+    if total <= 0:
+        raise ValidationError("cannot round shares that sum to 0")
+    exact = {k: v / total * denominator for k, v in shares.items()}
+    base = {k: max(1, math.floor(v)) for k, v in exact.items()}
+    diff = denominator - sum(base.values())
+    order = sorted(exact, key=lambda k: exact[k] - math.floor(exact[k]), reverse=diff > 0)
+    i = 0
+    while diff != 0:
+        k = order[i % len(order)]
+        if diff > 0:
+            base[k] += 1
+            diff -= 1
+        elif base[k] > 1:
+            base[k] -= 1
+            diff += 1
+        i += 1
+    return {k: Fraction(n, denominator) for k, n in base.items()}
+
+
+def plan_topdown(
+    sigma_targets: Mapping[str, Mapping[str, Mapping[str, float]]],
+    *,
+    geolevels: Mapping[str, Sequence[str]] | None = None,
+    denominator: int | None = None,
+    name: str = "planned",
+    delta: float = DEFAULT_DELTA,
+) -> dict[str, Any]:
+    """Minimal ρ and shares for target σ per (run, geolevel, query): ρ_q = 1/σ_q² (TDA App. B).
+
+    Returns ``{"rows", "summary", "allocations": {run: TopDownAllocation}}``. With ``denominator``
+    the shares are rational with that denominator (exact sum 1) and the rows show the σ achieved.
+    """
+    allocations: dict[str, TopDownAllocation] = {}
+    for run, levels in sigma_targets.items():
+        order = list(geolevels[run]) if geolevels and run in geolevels else list(levels)
+        per_query: dict[str, dict[str, float]] = {}
+        for level in order:
+            for query, sigma in levels.get(level, {}).items():
+                s = float(sigma)
+                if not (s > 0 and math.isfinite(s)):
+                    raise ValidationError(
+                        f"target σ for {run}/{level}/{query} must be > 0; got {sigma!r}"
+                    )
+                per_query.setdefault(level, {})[query] = 1.0 / (s * s)
+        level_rho = {lv: math.fsum(per_query.get(lv, {}).values()) for lv in order}
+        total = math.fsum(level_rho.values())
+        if total <= 0:
+            raise ValidationError(f"run {run!r} has no targets")
+        if denominator:
+            lshares = round_shares({lv: r for lv, r in level_rho.items() if r > 0}, denominator)
+            qshares = {lv: round_shares(per_query[lv], denominator) for lv in lshares}
+        else:
+            lshares = {
+                lv: Fraction(r / total).limit_denominator(10**9)
+                for lv, r in level_rho.items()
+                if r > 0
+            }
+            fix = 1 - sum(lshares.values(), Fraction(0))
+            first = next(iter(lshares))
+            lshares[first] += fix
+            qshares = {}
+            for lv in lshares:
+                qs = {
+                    q: Fraction(r / level_rho[lv]).limit_denominator(10**9)
+                    for q, r in per_query[lv].items()
+                }
+                qs[next(iter(qs))] += 1 - sum(qs.values(), Fraction(0))
+                qshares[lv] = qs
+        for lv in order:
+            lshares.setdefault(lv, Fraction(0))
+        allocations[run] = TopDownAllocation(
+            name=f"{name} ({run})",
+            universe=run,
+            rho=Fraction(total).limit_denominator(10**9),
+            geolevels=tuple(order),
+            level_shares=lshares,
+            query_shares=qshares,
+        )
+    rows = topdown_rows(allocations)
+    for row in rows:
+        row["sigma_target"] = float(sigma_targets[row["run"]][row["geolevel"]][row["query"]])
+    total_rho = sum(float(a.rho) for a in allocations.values())
+    summary = {
+        "rho_total": total_rho,
+        "runs": {k: {"rho": float(a.rho)} for k, a in allocations.items()},
+        "denominator": denominator,
+        "shares_sum_to_one": all(
+            sum(a.level_shares.values(), Fraction(0)) == 1 for a in allocations.values()
+        ),
+        "delta": delta,
+        "epsilon_total": epsilons(total_rho, delta),
+    }
+    return {"rows": rows, "summary": summary, "allocations": allocations}
+
+
+def sigma_targets_of(
+    runs: Mapping[str, TopDownAllocation],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """The per-query σ an existing allocation implies (to feed :func:`plan_topdown`)."""
+    return {
+        run: {
+            lv: {q: math.sqrt(a.sigma2(lv, q)) for q in a.queries(lv)}
+            for lv in a.geolevels
+            if a.queries(lv)
+        }
+        for run, a in runs.items()
+    }
+
+
+def shares_from_weights(
+    weights: Mapping[str, float], denominator: int | None = None
+) -> dict[str, Fraction]:
+    """Shares proportional to non-negative weights (exact, or rounded to ``denominator``)."""
+    bad = {k: w for k, w in weights.items() if not (w >= 0 and math.isfinite(w))}
+    if bad:
+        raise ValidationError(f"weights must be finite and ≥ 0; got {bad}")
+    positive = {k: float(w) for k, w in weights.items() if w > 0}
+    if not positive:
+        raise ValidationError("at least one weight must be positive")
+    if denominator:
+        out = round_shares(positive, denominator)
+    else:
+        total = sum(Fraction(w).limit_denominator(10**9) for w in positive.values())
+        out = {k: Fraction(w).limit_denominator(10**9) / total for k, w in positive.items()}
+    return {k: out.get(k, Fraction(0)) for k in weights}
+
+
+# ---------------------------------------------------------------------------- trade-off curves
+
+
+def tradeoff_scale_phsafe(budget: PHSafeBudget, scales: Sequence[float]) -> list[dict[str, Any]]:
+    """MOE of every (table, level) and total ρ/ε as all budgets are scaled by each factor."""
+    out = []
+    for s in scales:
+        if not (s > 0):
+            raise ValidationError(f"scale factors must be positive; got {s}")
+        scaled = replace(
+            budget,
+            budgets={t: {k: v * s for k, v in r.items()} for t, r in budget.budgets.items()},
+            moe_targets={},
+        )
+        eps = epsilons(scaled.total_bounded(), DEFAULT_DELTA)
+        for row in phsafe_rows(scaled):
+            out.append(
+                {
+                    "scale": s,
+                    "rho_total_bounded": scaled.total_bounded(),
+                    **{f"epsilon_{k}": v for k, v in eps.items()},
+                    "table": row["table"],
+                    "level": f"{row['geo_level']} {row['iteration_level']}",
+                    "moe_exact": row["moe_exact"],
+                }
+            )
+    return out
+
+
+def tradeoff_scale_topdown(alloc: TopDownAllocation, rhos: Sequence[float]) -> list[dict[str, Any]]:
+    """90% MOE of every (geolevel, query) and ε as the total ρ of one run varies."""
+    out = []
+    for r in rhos:
+        scaled = alloc.with_rho(r)
+        eps = epsilons(float(scaled.rho), DEFAULT_DELTA)
+        for row in topdown_rows({alloc.universe: scaled}):
+            out.append(
+                {
+                    "rho": float(scaled.rho),
+                    **{f"epsilon_{k}": v for k, v in eps.items()},
+                    "geolevel": row["geolevel"],
+                    "query": row["query"],
+                    "moe90": row["moe90"],
+                }
+            )
+    return out
+
+
+def move_share(
+    alloc: TopDownAllocation, source: str, target: str, amount: Fraction
+) -> TopDownAllocation:
+    """Move ``amount`` of level share from ``source`` to ``target`` (total ρ unchanged)."""
+    if source == target:
+        raise ValidationError("source and target levels must differ")
+    shares = dict(alloc.level_shares)
+    for lv in (source, target):
+        if lv not in shares:
+            raise ValidationError(
+                f"unknown geolevel {lv!r}; levels are {', '.join(alloc.geolevels)}"
+            )
+    if amount < 0 or amount > shares[source]:
+        raise ValidationError(
+            f"can move between 0 and {float(shares[source]):.4f} of {source}'s share; got {float(amount):.4f}"
+        )
+    if not alloc.queries(target):
+        raise ValidationError(f"level {target} measures no queries; give it query shares first")
+    shares[source] -= amount
+    shares[target] += amount
+    query_shares = dict(alloc.query_shares)
+    if shares[source] == 0:
+        query_shares[source] = {}
+    return replace(alloc, level_shares=shares, query_shares=query_shares)

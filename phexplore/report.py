@@ -1,0 +1,231 @@
+"""Session report: one self-contained HTML file for the budget meeting to take away (issue 10).
+
+Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
+conversion named (SPEC §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
+charts) and a provenance block (PHExplore version, seeds, data source and licence, timestamp).
+Plotly's JavaScript is embedded once, so the file opens offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from phexplore.scenarios import Scenario
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1b1b1b;line-height:1.45}h1{margin-bottom:.2rem}h2{border-bottom:2px solid #e3e3e3;padding-bottom:.2rem;
+margin-top:2rem}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{border:1px solid #ddd;
+padding:.25rem .5rem;text-align:right}th{background:#f4f6f8}td:first-child,th:first-child{text-align:left}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.5rem 1rem}.prov td{text-align:left}
+"""
+
+
+def phexplore_version() -> str:
+    """Installed PHExplore version (or 'unknown' in a source checkout without metadata)."""
+    try:
+        return version("phexplore")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def epsilon_delta_figure(scenario: Scenario) -> go.Figure:
+    """(ε, δ) curves of the scenario's total ρ for all three conversions, log δ axis."""
+    rho = scenario.headline()["rho"]
+    grid = delta_grid()
+    fig = go.Figure()
+    for name, eps in epsilon_curves(rho, grid).items():
+        fig.add_trace(go.Scatter(x=grid, y=eps, mode="lines", name=CONVERSION_LABELS[name]))
+    fig.add_vline(x=scenario.delta, line_dash="dot", annotation_text=f"δ = {scenario.delta:g}")
+    fig.update_layout(
+        title=f"(ε, δ) curves — {scenario.name} (ρ = {rho:.4g})",
+        xaxis={"title": "δ", "type": "log", "exponentformat": "power"},
+        yaxis={"title": "ε"},
+        height=420,
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    if not rows:
+        return "<p><em>none</em></p>"
+    frame = pd.DataFrame(list(rows))
+    if columns:
+        frame = frame[[c for c in columns if c in frame.columns]]
+    return frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="—", border=0)
+
+
+def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
+    mae = metrics.get("mae")
+    if not isinstance(mae, Mapping) or not mae:
+        return None
+    fig = go.Figure()
+    queries: list[str] = []
+    for level_vals in mae.values():
+        if isinstance(level_vals, Mapping):
+            queries.extend(q for q in level_vals if q not in queries)
+    for q in queries:
+        levels = [lv for lv, vals in mae.items() if isinstance(vals, Mapping) and q in vals]
+        fig.add_trace(go.Bar(name=q, x=levels, y=[mae[lv][q] for lv in levels]))
+    fig.update_layout(title=title, barmode="group", yaxis_title="mean absolute error", height=380)
+    return fig
+
+
+def build_report_html(
+    scenario: Scenario,
+    results: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    generated_at: dt.datetime | None = None,
+) -> str:
+    """Self-contained HTML report of a scenario and its run results (``metrics.json`` payloads)."""
+    runs = list(results if results is not None else scenario.results)
+    when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    summary = scenario.summary()
+    head = scenario.headline()
+    parts: list[str] = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>PHExplore report — {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>PHExplore session report: {html.escape(scenario.name)}</h1>",
+        f"<p>{'PHSafe (S-DHC)' if scenario.kind == 'phsafe' else 'TopDown Algorithm'} scenario. "
+        f"Quoted privacy loss: <b>ε = {head['epsilon']:.2f}</b> at δ = {scenario.delta:g} from "
+        f"{html.escape(head['rho_label'])} = <b>{head['rho']:.6g}</b>, conversion "
+        f"<b>{html.escape(CONVERSION_LABELS[scenario.conversion])}</b>.</p>",
+    ]
+    if scenario.notes:
+        parts.append(f"<p>{html.escape(scenario.notes)}</p>")
+    parts.append("<h2>Privacy loss</h2>")
+    parts.append(_privacy_table(scenario))
+    parts.append(
+        "<h3 id='eps-delta-chart'>(ε, δ) curves of the scenario's total ρ (all three conversions)</h3>"
+    )
+    parts.append(epsilon_delta_figure(scenario).to_html(full_html=False, include_plotlyjs=True))
+    parts.append("<h2>Parameters and margins of error</h2>")
+    if scenario.kind == "phsafe":
+        assert scenario.phsafe is not None
+        parts.append(
+            f"<p>privacy_defn = {scenario.phsafe.privacy_defn}; state filter = "
+            f"{list(scenario.phsafe.state_filter or []) or 'all states'}; "
+            f"confidence = {scenario.phsafe.confidence:.0%}. MOE bound = ⌊1.645σ⌋, exact MOE from the "
+            "discrete-Gaussian pmf (PHSafe §7.1).</p>"
+        )
+        cols = [
+            "table",
+            "geo_level",
+            "iteration_level",
+            "tau",
+            "sensitivity",
+            "rho_unbounded",
+            "rho_bounded",
+            "sigma",
+            "moe_target",
+            "moe_bound",
+            "moe_exact",
+        ]
+    else:
+        parts.append(
+            "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B); "
+            "errors after estimation depend on the data — see run results.</p>"
+        )
+        cols = [
+            "run",
+            "geolevel",
+            "query",
+            "cells",
+            "share_level",
+            "share_query",
+            "rho_query",
+            "sigma",
+            "moe90",
+        ]
+    parts.append(f"<div id='moe-table'>{_table_html(scenario.moe_rows(), cols)}</div>")
+    parts.append(
+        f"<details><summary>Summary (JSON)</summary><pre>{html.escape(str(summary))}</pre></details>"
+    )
+    if runs:
+        parts.append("<h2>Run results</h2>")
+        parts.append(
+            "<p class='note'>Comparisons of DP output with the confidential truth are possible only "
+            "for non-confidential test data such as the shipped samples.</p>"
+        )
+        for i, metrics in enumerate(runs, 1):
+            label = f"Run {i}: {metrics.get('engine', '?')} on {metrics.get('data', '?')}"
+            parts.append(f"<h3>{html.escape(label)}</h3>")
+            mae_rows = [
+                {"geolevel": lv, "query": q, "mae": v}
+                for lv, qs in (metrics.get("mae") or {}).items()
+                if isinstance(qs, Mapping)
+                for q, v in qs.items()
+                if not isinstance(v, Mapping)
+            ]
+            parts.append(_table_html(mae_rows))
+            fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE by geolevel")
+            if fig is not None:
+                parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+    parts.append("<h2>Provenance</h2>")
+    parts.append(_provenance(scenario, runs, when))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _privacy_table(scenario: Scenario) -> str:
+    from phexplore.moe_tables import epsilons
+
+    rows = []
+    if scenario.kind == "phsafe":
+        assert scenario.phsafe is not None
+        pairs = [
+            ("unbounded ρ", scenario.phsafe.total_unbounded()),
+            ("bounded ρ (2×)", scenario.phsafe.total_bounded()),
+        ]
+    else:
+        assert scenario.topdown is not None
+        pairs = [(f"ρ {run}", float(a.rho)) for run, a in scenario.topdown.items()]
+        pairs.append(("ρ total", sum(p for _, p in pairs)))
+    for label, rho in pairs:
+        row: dict[str, Any] = {"quantity": label, "rho": rho}
+        eps = (
+            epsilons(rho, scenario.delta)
+            if math.isfinite(rho)
+            else dict.fromkeys(CONVERSIONS, math.inf)
+        )
+        row.update({f"ε {c}": eps[c] for c in CONVERSIONS})
+        rows.append(row)
+    return _table_html(rows)
+
+
+def _provenance(scenario: Scenario, runs: Sequence[Mapping[str, Any]], when: str) -> str:
+    items = [
+        ("PHExplore version", phexplore_version()),
+        ("generated", when),
+        ("scenario", scenario.name),
+        ("δ", f"{scenario.delta:g}"),
+        ("conversion quoted", CONVERSION_LABELS[scenario.conversion]),
+    ]
+    if scenario.phsafe is not None and scenario.phsafe.citation:
+        items.append(("parameters from", scenario.phsafe.citation))
+    if scenario.topdown:
+        cite = next(iter(scenario.topdown.values())).citation
+        if cite:
+            items.append(("parameters from", cite))
+    for i, m in enumerate(runs, 1):
+        items.append(
+            (
+                f"run {i}",
+                f"engine={m.get('engine', '?')}, data={m.get('data', '?')}, seed={m.get('seed', '?')}, "
+                f"licence={m.get('licence', m.get('data_licence', 'see data/samples'))}",
+            )
+        )
+    body = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in items
+    )
+    return f"<table class='prov'>{body}</table>"

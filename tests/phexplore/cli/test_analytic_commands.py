@@ -1,0 +1,128 @@
+"""The analytic CLI contracts: privacy, moe phsafe/topdown, presets, plan, report (issues 2, 10)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from phexplore.cli import main
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_privacy_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "privacy", "--rho", "1.095", "--delta", "1e-10", "--format", "json")
+    assert out["rho"] == 1.095
+    assert set(out["conversions"]) == {"bun_steinke", "cks", "gaussian"}
+    assert round(out["conversions"]["bun_steinke"]["epsilon"], 2) == 11.14
+    out = _json(capsys, "privacy", "--rho", "0.1885", "--format", "json")
+    assert round(out["conversions"]["bun_steinke"]["epsilon"], 2) == 4.36
+    out = _json(capsys, "privacy", "--rho", "1", "--epsilon", "10", "--format", "json")
+    assert 0 < out["conversions"]["cks"]["delta"] < 1e-9
+
+
+def test_moe_phsafe_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "moe", "phsafe", "--preset", "phsafe-2020", "--format", "json")
+    keys = {
+        "table", "geo_level", "iteration_level", "tau", "sensitivity", "rho_unbounded",
+        "rho_bounded", "sigma", "moe_target", "moe_bound", "moe_exact",
+    }  # fmt: skip
+    assert keys <= set(out["rows"][0])
+    assert round(out["summary"]["rho_total_unbounded"], 6) == 1.257281
+    assert set(out["summary"]["epsilon_bounded"]) == {"bun_steinke", "cks", "gaussian"}
+
+
+def test_moe_phsafe_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "moe", "phsafe", "--tau", "PH3=8", "--drop-level", "Nation",
+        "--rho", "PH1_num:State:A-G=0.5", "--confidence", "0.95", "--format", "json",
+    )  # fmt: skip
+    assert all(r["geo_level"] == "State" for r in out["rows"])
+    ph3 = next(r for r in out["rows"] if r["table"] == "PH3")
+    assert ph3["tau"] == 8 and ph3["sensitivity"] == 18
+    ph1 = next(r for r in out["rows"] if r["table"] == "PH1_num" and r["iteration_level"] == "A-G")
+    assert ph1["rho_unbounded"] == 0.5
+
+
+def test_moe_topdown_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--format", "json")
+    assert {"run", "geolevel", "query", "cells", "rho_query", "sigma", "moe90"} <= set(
+        out["rows"][0]
+    )
+    levels = {r["geolevel"] for r in out["rows"]}
+    assert levels == {"US", "State", "County", "Tract", "Block_Group", "Block"}
+    state_total = next(
+        r
+        for r in out["rows"]
+        if (r["run"], r["geolevel"], r["query"]) == ("persons", "State", "TOTAL")
+    )
+    assert round(state_total["sigma"], 2) == 1.10
+    assert round(out["summary"]["runs"]["persons"]["epsilon"]["cks"], 2) == 17.14
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["privacy", "--rho", "0"], "ρ must be a positive, finite number; got 0.0"),
+        (["privacy", "--rho", "1", "--delta", "2"], "δ must satisfy 0 < δ < 1"),
+        (["moe", "phsafe", "--tau", "PH3=x"], "--tau 'PH3=x': τ must be a whole number"),
+        (["moe", "phsafe", "--drop-level", "County"], "unknown level 'County'"),
+        (["moe", "phsafe", "--preset", "nope"], "unknown preset 'nope'"),
+        (["moe", "topdown", "--config", "missing.json"], "missing.json: file not found"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_plan_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = _json(capsys, "plan", "phsafe", "--targets", "phsafe-2020", "--format", "json")
+    assert round(out["summary"]["rho_total_unbounded_rounded"], 6) == 1.257281
+    out = _json(
+        capsys, "plan", "phsafe", "--targets", "phsafe-2020", "--rho-cap", "0.6", "--format", "json"
+    )
+    assert out["summary"]["rho_total_unbounded"] == pytest.approx(0.6)
+    out = _json(
+        capsys, "plan", "topdown", "--targets", "topdown-2020-production", "--denominator", "4097",
+        "--format", "json",
+    )  # fmt: skip
+    assert out["summary"]["shares_sum_to_one"] is True
+    assert round(out["summary"]["runs"]["persons"]["rho"], 4) == 2.5562
+    targets = tmp_path / "t.json"
+    targets.write_text(
+        json.dumps({"runs": {"persons": {"geolevels": ["State", "County"],
+                    "moe90": {"State": {"TOTAL": 5}, "County": {"TOTAL": 10, "DETAILED": 20}}}}})
+    )  # fmt: skip
+    out = _json(capsys, "plan", "topdown", "--targets", str(targets), "--format", "json")
+    moes = {(r["geolevel"], r["query"]): r["moe90"] for r in out["rows"]}
+    assert moes[("County", "TOTAL")] == pytest.approx(10)
+
+
+def test_report_command_writes_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"engine": "topdown", "data": "ri2010", "seed": 3,
+                                   "mae": {"County": {"TOTAL": 1.5}}}))  # fmt: skip
+    out = tmp_path / "report.html"
+    assert (
+        main(["report", "--preset", "phsafe-2020", "--results", str(metrics), "--out", str(out)])
+        == 0
+    )
+    text = out.read_text(encoding="utf-8")
+    assert "id='moe-table'" in text and "PH1_num" in text and "(ε, δ) curves" in text
+    assert "seed=3" in text and "PHExplore version" in text
+
+
+def test_presets_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["presets", "list"]) == 0
+    assert "topdown-2020-production" in capsys.readouterr().out
+    shown = _json(capsys, "presets", "show", "topdown-2021-04")
+    assert shown["runs"]["persons"]["query_shares"]["Block_Group"]["TOTAL"] == "143/256"

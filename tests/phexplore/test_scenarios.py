@@ -1,0 +1,47 @@
+"""Scenarios: JSON round trip, duplication, comparison, and the HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phexplore.errors import ValidationError
+from phexplore.report import build_report_html
+from phexplore.scenarios import Scenario, compare, scenario_from_preset
+
+
+def test_round_trip_and_duplicate(tmp_path: Path) -> None:
+    for preset in ("phsafe-2020", "topdown-2020-production", "e2e-2018-1940"):
+        s = scenario_from_preset(preset).with_result(
+            {"engine": "x", "mae": {"County": {"TOTAL": 1}}}
+        )
+        path = s.save(tmp_path / f"{preset}.json")
+        again = Scenario.load(path)
+        assert again.to_dict() == s.to_dict()
+        dup = again.duplicate("copy")
+        assert dup.name == "copy" and dup.results == ()
+
+
+def test_compare_shows_differences() -> None:
+    a = scenario_from_preset("phsafe-2020")
+    b = Scenario(name="b", kind="phsafe", phsafe=a.phsafe.with_rho("PH3", "state_A-G", 1.0))
+    cmp = compare(a, b)
+    diff = [r for r in cmp["moe"] if r["difference"]]
+    assert len(diff) == 1 and diff[0]["table"] == "PH3" and diff[0]["difference"] < 0
+    assert cmp["totals"][0]["difference"] > 0
+
+
+def test_bad_scenarios() -> None:
+    with pytest.raises(ValidationError, match="not a PHExplore scenario"):
+        Scenario.from_dict({"name": "x"})
+    with pytest.raises(ValidationError, match="not valid JSON"):
+        Scenario.from_json("{oops", source="upload.json")
+    with pytest.raises(ValidationError, match="a scenario needs a non-empty name"):
+        Scenario(name=" ", kind="phsafe")
+
+
+def test_report_contains_tables_and_chart() -> None:
+    html = build_report_html(scenario_from_preset("topdown-2020-production"))
+    assert html.startswith("<!DOCTYPE html>") and "Provenance" in html
+    assert "Block_Group" in html and "plotly" in html.lower()
