@@ -1,0 +1,58 @@
+"""Tests of the shared input checks: sources, delimiters, encodings and located column checks."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from engine.data.errors import DataValidationError
+from engine.data.ri2010 import COLUMNS, load_ri2010
+from engine.data.validate import detect_delimiter, int_column, read_csv_table
+
+ROW = ["440010301001000", "1", "0", "1", *["0"] * 6, "1", "0", "1", *["0"] * 6]
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+def test_bom_crlf_and_any_common_delimiter_load(delimiter):
+    text = "\ufeff" + delimiter.join(COLUMNS) + "\r\n" + delimiter.join(ROW) + "\r\n"
+    histogram = load_ri2010(text.encode())
+    assert histogram.total == 1
+
+
+def test_detect_delimiter_prefers_the_split_that_finds_the_columns():
+    assert detect_delimiter("a;b|c;d", ["a", "b|c", "d"]) == ";"
+    assert detect_delimiter('"GEOID"\t"pop"', ["GEOID", "pop"]) == "\t"
+
+
+def test_named_file_like_and_text_stream_sources():
+    upload = io.BytesIO((",".join(COLUMNS) + "\n" + ",".join(ROW) + "\n").encode())
+    upload.name = "my_blocks.csv"
+    assert load_ri2010(upload).total == 1
+    text = io.StringIO(",".join(COLUMNS) + "\n" + ",".join(ROW) + "\n")
+    assert load_ri2010(text).total == 1
+
+
+def test_missing_path_and_directory(tmp_path):
+    for path in (tmp_path / "nope.csv", tmp_path):
+        with pytest.raises(DataValidationError, match="no such file"):
+            load_ri2010(path)
+
+
+def test_oversized_field_is_a_located_parse_problem():
+    data = (",".join(COLUMNS) + "\n" + "1" * 200_000 + "," + ",".join(ROW[1:]) + "\n").encode()
+    with pytest.raises(DataValidationError) as caught:
+        load_ri2010(data)
+    (problem,) = caught.value.problems
+    assert "cannot parse the row" in problem.message and problem.row == 1
+
+
+def test_int_column_bounds_and_unicode_digits():
+    table = read_csv_table(b"n\n5\n\xd9\xa3\n-2\n200\n", ["n"])
+    values, problems = int_column(table, "n", minimum=0, maximum=100, what="age")
+    assert values.tolist() == [5, 0, 0, 0]
+    assert [(p.row, p.message) for p in problems] == [
+        (2, "'\u0663' is not a whole number"),
+        (3, "negative age -2"),
+        (4, "age 200 is above 100"),
+    ]
