@@ -1,0 +1,169 @@
+"""The spine and entity options of ``phexplore run topdown`` (SPN §1, §4–§7).
+
+``add_spine_arguments(parser)`` adds::
+
+    --spine conventional|aian|optimized   the spine TopDown measures on (default conventional)
+    --entities NAME|CSV                   off-spine entity sets to report (repeatable);
+                                          NAME: providence-wards (the shipped sample), or a
+                                          block → entity CSV (columns GEOID, entity[, entity_set])
+    --special-areas NAME|CSV|none         the areas of the AIAN-style branch (default for aian and
+                                          optimized: the union of the --entities sets)
+    --fanout-cutoff X                     optimized block groups/tract groups hold ≤ √n + X units
+    --tract-groups                        add Algorithm 2's greedy tract groups (optimized only)
+    --bypass / --no-bypass                bypass single-child parents (default: optimized only)
+
+``apply_spine_options(args, hist, allocation)`` returns a :class:`SpinePlan`: the built spine,
+the keyword arguments for :func:`engine.topdown.run.run_topdown` (tree, node budgets, invariant
+options) and :meth:`SpinePlan.metrics`, the ``conventional_mae`` / ``entity_mae`` / ``osed``
+sections of metrics.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.data.histogram import BlockHistogram
+from engine.topdown.run import TopDownOptions, TopDownResult
+from engine.topdown.spine.build import SPINE_KINDS, BuiltSpine, build_spine
+from engine.topdown.spine.entities import EntitySet, block_ids_of, load_entities
+from engine.topdown.spine.optimized import DEFAULT_FANOUT_CUTOFF
+from engine.topdown.spine.runner import run_query_names, spine_options, spine_report
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import ValidationError
+
+NO_SPECIAL_AREAS = "none"
+
+
+def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the spine/entity options to ``phexplore run topdown``."""
+    group = parser.add_argument_group("geographic spine (SPN)")
+    group.add_argument(
+        "--spine",
+        choices=SPINE_KINDS,
+        default="conventional",
+        help="spine TopDown measures on: conventional tabulation spine, AIAN-style inside/outside "
+        "branch of --special-areas, or optimized block groups around the --entities (default "
+        "conventional)",
+    )
+    group.add_argument(
+        "--entities",
+        action="append",
+        default=[],
+        metavar="NAME|CSV",
+        help="off-spine entity sets whose MAE and OSED are reported and that the optimized spine "
+        "targets: 'providence-wards' (shipped: the city of Providence and its 15 wards, ODbL) or "
+        "a block → entity CSV with columns GEOID, entity[, entity_set]; repeatable",
+    )
+    group.add_argument(
+        "--special-areas",
+        default=None,
+        metavar="NAME|CSV|none",
+        help="areas of the AIAN-style branch (same formats as --entities; their union is used). "
+        "Default for --spine aian/optimized: the union of the --entities sets; 'none' builds the "
+        "optimized spine without the branch",
+    )
+    group.add_argument(
+        "--fanout-cutoff",
+        type=float,
+        default=DEFAULT_FANOUT_CUTOFF,
+        metavar="X",
+        help=f"optimized block groups hold at most sqrt(n) + X blocks of their tract (default "
+        f"{DEFAULT_FANOUT_CUTOFF}, the DAS default)",
+    )
+    group.add_argument(
+        "--tract-groups",
+        action="store_true",
+        help="optimized spine: add greedy tract groups between county and tract (SPN Algorithm 2)",
+    )
+    group.add_argument(
+        "--bypass",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bypass single-child parents, moving their budget to the child (SPN Algorithm 3); "
+        "default: on for the optimized spine only, as in SPN §7",
+    )
+
+
+@dataclass(frozen=True)
+class SpinePlan:
+    """What the spine options resolve to for one run."""
+
+    built: BuiltSpine
+    entity_sets: tuple[EntitySet, ...]
+    special_areas: str | None
+
+    def run_kwargs(
+        self, allocation: TopDownAllocation, options: TopDownOptions | None = None
+    ) -> dict[str, Any]:
+        """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.run.run_topdown`."""
+        run_options = spine_options(self.built, options)
+        return {
+            "tree": self.built.tree,
+            "node_budgets": self.built.budget(allocation, run_query_names(allocation, run_options)),
+            "options": run_options,
+        }
+
+    def metrics(self, result: TopDownResult, hist: BlockHistogram) -> dict[str, Any]:
+        """The metrics.json sections ``conventional_mae``, ``entity_mae``, ``osed`` and ``spine``."""
+        sections = spine_report(result, hist, self.entity_sets, self.built)
+        sections["spine"] = {
+            **self.built.summary(),
+            "special_areas": self.special_areas,
+            "entity_sets": {s.name: s.n_entities for s in self.entity_sets},
+        }
+        return sections
+
+
+def apply_spine_options(
+    args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
+) -> SpinePlan:
+    """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan`."""
+    block_ids = block_ids_of(hist.geography, hist.levels[-1])
+    entity_sets = _load_all(args.entities, block_ids)
+    names = [s.name for s in entity_sets]
+    if len(set(names)) != len(names):
+        raise ValidationError(f"entity set names repeat across --entities: {names}")
+    special: np.ndarray | None = None
+    special_label: str | None = None
+    if args.spine in ("aian", "optimized"):
+        if args.special_areas is None:
+            if entity_sets:
+                special = np.logical_or.reduce([s.union() for s in entity_sets])
+                special_label = "union of " + ", ".join(names)
+            elif args.spine == "aian":
+                raise ValidationError(
+                    "--spine aian needs --special-areas (or --entities, whose union is used)"
+                )
+        elif args.special_areas.lower() != NO_SPECIAL_AREAS:
+            areas = _load_all([args.special_areas], block_ids)
+            special = np.logical_or.reduce([s.union() for s in areas])
+            special_label = args.special_areas
+        elif args.spine == "aian":
+            raise ValidationError("--spine aian cannot run with --special-areas none")
+    elif args.special_areas is not None:
+        raise ValidationError("--special-areas applies to --spine aian or optimized only")
+    if args.tract_groups and args.spine != "optimized":
+        raise ValidationError("--tract-groups applies to --spine optimized only")
+    built = build_spine(
+        hist,
+        args.spine,
+        allocation,
+        special_areas=special,
+        entities=entity_sets,
+        fanout_cutoff=args.fanout_cutoff,
+        tract_groups_enabled=args.tract_groups,
+        bypass=args.bypass,
+    )
+    return SpinePlan(built=built, entity_sets=tuple(entity_sets), special_areas=special_label)
+
+
+def _load_all(sources: Sequence[str], block_ids: np.ndarray) -> list[EntitySet]:
+    out: list[EntitySet] = []
+    for source in sources:
+        out.extend(load_entities(source, block_ids))
+    return out

@@ -1,0 +1,96 @@
+"""OSED (SPN Algorithm 1, eq. 2–5) on small hand-made spines."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from engine.topdown.spine.levels import SpineLevels
+from engine.topdown.spine.osed import entity_osed, lexicographic_le, osed_reduced, reduce_osed
+from phexplore.errors import ValidationError
+
+# US > State {A, B} > County {A1: blocks 0,1; A2: 2,3; B1: 4,5} > Block
+TOY = SpineLevels.from_block_labels(
+    ("US", "State", "County", "Block"),
+    [
+        ["US"] * 6,
+        ["A", "A", "A", "A", "B", "B"],
+        ["A1", "A1", "A2", "A2", "B1", "B1"],
+        [f"b{i}" for i in range(6)],
+    ],
+)
+
+
+def member(*blocks: int) -> np.ndarray:
+    out = np.zeros(6, dtype=bool)
+    out[list(blocks)] = True
+    return out
+
+
+@pytest.mark.parametrize(
+    ("blocks", "expected"),
+    [
+        ((0, 1), 1),  # a county
+        ((0, 1, 2, 3), 1),  # a state
+        ((0, 1, 2, 3, 4, 5), 1),  # the root
+        ((3,), 1),  # a block
+        ((2, 3, 4, 5), 2),  # complement of county A1: US − A1
+        ((4, 5, 0, 1), 2),  # union of two counties in different states
+        ((0, 2), 2),  # two blocks
+        ((0, 1, 2), 2),  # state A minus one block
+        ((0, 1, 2, 4), 3),  # A − b3 + b4
+        ((), 0),  # empty entity
+    ],
+)
+def test_osed_of_geounits_complements_and_unions(blocks, expected):
+    assert entity_osed(TOY, member(*blocks)[:, None])[0] == expected
+
+
+def brute_force_osed(spine: SpineLevels, target: np.ndarray) -> int:
+    """Smallest number of geounits combined with signs ±1 that give the target indicator."""
+    rows = []
+    for level in range(spine.n_levels):
+        for unit in range(spine.n_units(level)):
+            rows.append((spine.codes[level] == unit).astype(int))
+    rows = np.unique(np.array(rows), axis=0)
+    for size in range(0, 5):
+        for combo in itertools.combinations(range(len(rows)), size):
+            for signs in itertools.product((1, -1), repeat=size):
+                total = sum(
+                    (s * rows[i] for s, i in zip(signs, combo, strict=True)), np.zeros(6, int)
+                )
+                if np.array_equal(total, target.astype(int)):
+                    return size
+    raise AssertionError("no decomposition with ≤ 4 geounits")
+
+
+def test_osed_matches_brute_force_for_every_entity_of_the_toy_spine():
+    entities = np.array(list(itertools.product((0, 1), repeat=6)), dtype=bool)
+    values = entity_osed(TOY, entities.T)
+    for entity, value in zip(entities[::7], values[::7], strict=True):
+        assert value == brute_force_osed(TOY, entity)
+
+
+def test_complement_symmetry_and_reduces():
+    k = member(0, 2)
+    values = entity_osed(TOY, np.stack([k, ~k, member(0, 1)], axis=1))
+    assert values.tolist() == [2, 3, 1]  # ~k = {1,3,4,5}: US − b0 − b2
+    assert reduce_osed(values, "mean") == pytest.approx(2.0)
+    assert reduce_osed(values, "max") == 3.0
+    assert reduce_osed(values, "sorted") == (3, 2, 1)
+    assert osed_reduced(TOY, member(0, 1), "max") == 1.0
+
+
+def test_lexicographic_order_accepts_ties():
+    assert lexicographic_le((3, 2, 1), (3, 2, 1))
+    assert lexicographic_le((3, 1, 9), (3, 2, 0))
+    assert not lexicographic_le((4, 0, 0), (3, 9, 9))
+
+
+def test_membership_shape_is_checked():
+    with pytest.raises(ValidationError, match="one row per block"):
+        entity_osed(TOY, np.zeros((5, 1), dtype=bool))
+    with pytest.raises(ValidationError, match="unknown OSED reduce"):
+        reduce_osed(np.array([1]), "median")  # type: ignore[arg-type]
