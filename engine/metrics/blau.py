@@ -2,8 +2,11 @@
 
 * Blau index of a geounit: ``1 − Σ_k p_k²`` over the eight race–ethnicity groups (Hispanic;
   non-Hispanic White, Black, AIAN, Asian, NHPI, Some Other Race alone; Two or more races), on the
-  true data. 0 for a one-group geounit, 1 − 1/8 for an even mix; undefined (NaN) for an empty one,
-  which is left out of the quintiles.
+  true data. 0 for a one-group geounit, 1 − 1/8 for an even mix. An empty geounit has no mix at
+  all; :func:`blau_table` scores it 0 (maximally homogeneous, as PF's homogeneity index does: all
+  its cells are zero) by default, or leaves it out of the quintiles with ``empty_blau=None``.
+  Scoring empty blocks 0 matches TDA Table 13, whose block quintiles 1 and 2 are merged because
+  ties at 0 (empty and one-group blocks, over 40% of US blocks) fill both.
 * Quintiles per geolevel by rank (ties broken by geounit id), so the five groups have equal counts
   (±1) even when many geounits share a Blau index of 0 — TDA Table 13 merges block quintiles 1 and 2
   for this reason.
@@ -158,11 +161,17 @@ def raceeth_counts_from_histogram(
     return pd.concat(frames, ignore_index=True)
 
 
-def blau_table(counts: pd.DataFrame, *, groups: Sequence[str] = RACEETH_GROUPS) -> pd.DataFrame:
+def blau_table(
+    counts: pd.DataFrame,
+    *,
+    groups: Sequence[str] = RACEETH_GROUPS,
+    empty_blau: float | None = 0.0,
+) -> pd.DataFrame:
     """Per geounit: geolevel, geounit, population, blau and its quintile within the geolevel.
 
     ``counts`` is the output of :func:`raceeth_counts_from_tidy` or
-    :func:`raceeth_counts_from_histogram`. Empty geounits get blau NaN and quintile 0.
+    :func:`raceeth_counts_from_histogram`. Empty geounits get blau ``empty_blau`` (default 0, the
+    most homogeneous); with ``empty_blau=None`` they get NaN and quintile 0 (unranked).
     """
     missing = [c for c in ("geolevel", "geounit", *groups) if c not in counts.columns]
     if missing:
@@ -172,6 +181,8 @@ def blau_table(counts: pd.DataFrame, *, groups: Sequence[str] = RACEETH_GROUPS) 
     out["geounit"] = out["geounit"].astype(str)
     out["population"] = values.sum(axis=1)
     out["blau"] = blau_index(values)
+    if empty_blau is not None:
+        out.loc[out["population"] == 0, "blau"] = float(empty_blau)
     out["quintile"] = 0
     for _, idx in out.groupby("geolevel", sort=False).groups.items():
         sub = out.loc[idx]

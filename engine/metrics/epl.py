@@ -118,10 +118,27 @@ def _kde(x: np.ndarray, values: np.ndarray, weights: np.ndarray, h: float) -> np
     return out
 
 
-def _core(sorted_e: np.ndarray, values: np.ndarray, counts: np.ndarray) -> _Core:
-    """EPL of residuals given sorted (``sorted_e``) and as distinct ``values`` with ``counts``."""
+def _counted_percentiles(values: np.ndarray, counts: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """NumPy's linear percentiles of the sample holding ``counts[i]`` copies of sorted ``values[i]``."""
+    n = int(counts.sum())
+    position = np.asarray(q, dtype=np.float64) / 100.0 * (n - 1)
+    below = np.floor(position)
+    ends = np.cumsum(counts)  # rank r (0-based) holds values[searchsorted(ends, r, 'right')]
+    lo = values[np.searchsorted(ends, below, side="right")]
+    hi = values[np.searchsorted(ends, np.minimum(below + 1, n - 1), side="right")]
+    return lo + (hi - lo) * (position - below)
+
+
+def _core(
+    values: np.ndarray, counts: np.ndarray, percentiles: tuple[float, float] | None = None
+) -> _Core:
+    """EPL of the residuals given as sorted distinct ``values`` with multiplicities ``counts``.
+
+    ``percentiles`` are (P1, P99) when already known (NumPy's, on the raw residuals); otherwise
+    they are computed from the counts with the same linear rule.
+    """
     empty = np.zeros(0)
-    n = int(sorted_e.size)
+    n = int(counts.sum())
     if n == 0:
         return _Core(math.nan, "no residuals", math.nan, math.nan, empty, empty, empty)
     if not values.any():
@@ -147,7 +164,10 @@ def _core(sorted_e: np.ndarray, values: np.ndarray, counts: np.ndarray) -> _Core
     mean = float(counts @ values) / n
     var = float(counts @ (values - mean) ** 2) / (n - 1)
     h = BANDWIDTH_FACTOR * math.sqrt(var)
-    p1, p99 = np.percentile(sorted_e, [1, 99])
+    if percentiles is None:
+        p1, p99 = _counted_percentiles(values, counts, np.array([1.0, 99.0]))
+    else:
+        p1, p99 = percentiles
     bnd = BOUND_FACTOR * max(abs(float(p1)), abs(float(p99)))
     edges = np.arange(-bnd, bnd, 1)
     if edges.size < 3:
@@ -180,11 +200,22 @@ def _core(sorted_e: np.ndarray, values: np.ndarray, counts: np.ndarray) -> _Core
     return _Core(float(np.max(np.abs(curve[ok]))), None, h, bnd, x, density, curve)
 
 
+def _distinct(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    values, counts = np.unique(e, return_counts=True)
+    return values, counts.astype(np.float64)
+
+
+def _percentiles(e: np.ndarray) -> tuple[float, float] | None:
+    if e.size == 0:
+        return None
+    p1, p99 = np.percentile(e, [1, 99])
+    return float(p1), float(p99)
+
+
 def empirical_privacy_loss(residuals: ArrayLike) -> float:
     """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`)."""
-    e = np.sort(_as_residuals(residuals))
-    values, counts = np.unique(e, return_counts=True)
-    return _core(e, values, counts.astype(np.float64)).value
+    e = _as_residuals(residuals)
+    return _core(*_distinct(e), _percentiles(e)).value
 
 
 def epl_details(
@@ -203,9 +234,9 @@ def epl_details(
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
     if not (isinstance(level, float | int) and 0.0 < float(level) < 1.0):
         raise ValidationError(f"level must lie strictly between 0 and 1; got {level!r}")
-    e = np.sort(_as_residuals(residuals))
-    values, counts = np.unique(e, return_counts=True)
-    core = _core(e, values, counts.astype(np.float64))
+    e = _as_residuals(residuals)
+    values, counts = _distinct(e)
+    core = _core(values, counts, _percentiles(e))
     low = high = math.nan
     if core.reason is None and n_boot > 0:
         generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -215,7 +246,7 @@ def epl_details(
             c = generator.multinomial(e.size, p)
             keep = c > 0
             vb, cb = values[keep], c[keep]
-            boots[b] = _core(np.repeat(vb, cb), vb, cb.astype(np.float64)).value
+            boots[b] = _core(vb, cb.astype(np.float64)).value
         finite = boots[np.isfinite(boots)]
         if finite.size:
             alpha = (1.0 - float(level)) / 2.0

@@ -115,3 +115,13 @@ def test_homogeneity_index_tidy_and_histogram_agree(histogram) -> None:
     assert int(b.set_index("geounit").loc[empty_block, "homogeneity_index"]) == 16
     bias = homogeneity_bias(tidy.assign(estimate=tidy["true"] + 3), b)
     assert np.allclose(bias["mean_signed_error"], 3.0)
+
+
+def test_empty_geounits_are_homogeneous_by_default(histogram) -> None:
+    counts = raceeth_counts_from_histogram(histogram)
+    default = blau_table(counts)
+    excluded = blau_table(counts, empty_blau=None)
+    empty = default["population"] == 0
+    assert empty.any()
+    assert (default.loc[empty, "blau"] == 0).all() and (default.loc[empty, "quintile"] >= 1).all()
+    assert excluded.loc[empty, "blau"].isna().all() and (excluded.loc[empty, "quintile"] == 0).all()

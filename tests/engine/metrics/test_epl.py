@@ -130,3 +130,14 @@ def test_epl_table_per_group() -> None:
     assert county["epl"] == pytest.approx(empirical_privacy_loss(noise[:n]))
     assert county["n_residuals"] == n and county["reason"] is None
     assert math.isnan(state["epl"]) and "zero" in state["reason"]
+
+
+def test_counted_percentiles_match_numpy() -> None:
+    from engine.metrics.epl import _counted_percentiles
+
+    rng = np.random.default_rng(0)
+    q = np.array([0.0, 1.0, 37.5, 99.0, 100.0])
+    for _ in range(100):
+        e = rng.integers(-5, 6, int(rng.integers(1, 300))) * rng.choice([1.0, 0.37])
+        values, counts = np.unique(e, return_counts=True)
+        assert np.allclose(_counted_percentiles(values, counts, q), np.percentile(e, q))
