@@ -33,7 +33,12 @@ import numpy as np
 import pandas as pd
 
 from engine.data.errors import DataValidationError, Problem
-from engine.data.geography import BLOCK_LEVELS, ID_LENGTHS, geography_from_components
+from engine.data.geography import (
+    BLOCK_LEVELS,
+    COMPONENT_WIDTHS,
+    ID_LENGTHS,
+    geography_from_components,
+)
 from engine.data.histogram import BlockHistogram
 from engine.data.schemas import PL94171_SCHEMA
 from engine.data.validate import (
@@ -463,27 +468,25 @@ def _nesting_problems(
         if not mask.any():
             continue
         records = table.subset(mask)
-        width = ID_LENGTHS[level]
-        ids = pd.Series(
-            [
-                "".join(records.columns[GEO_COLUMNS[lv]][i] for lv in BLOCK_LEVELS[:-1])[:width]
-                for i in range(records.n_rows)
-            ]
-        )
+        ids = pd.Series("", index=range(records.n_rows), dtype=object)
+        for lv in BLOCK_LEVELS[:-1]:
+            ids = ids + pd.Series(records.columns[GEO_COLUMNS[lv]], dtype=object).astype(
+                str
+            ).str.zfill(COMPONENT_WIDTHS[lv])
+        ids = ids.str.slice(0, ID_LENGTHS[level])
         sums = pd.Series(block_pop).groupby(geography[level].to_numpy()).sum()
-        for i, geoid in enumerate(ids):
-            expected = int(cells["P0010001"][mask][i])
-            actual = int(sums.get(geoid, 0))
-            if actual != expected:
-                problems.append(
-                    Problem(
-                        table.file,
-                        f"the blocks of {level} {geoid} sum to {actual:,} persons but its record "
-                        f"says {expected:,}: blocks are missing or do not nest",
-                        int(records.rows[i]),
-                        "P0010001",
-                    )
+        expected = cells["P0010001"][mask]
+        actual = sums.reindex(ids.to_numpy()).fillna(0).to_numpy(dtype=np.int64)
+        for i in np.flatnonzero(actual != expected)[:MAX_PROBLEMS_PER_CHECK]:
+            problems.append(
+                Problem(
+                    table.file,
+                    f"the blocks of {level} {ids.iloc[i]} sum to {actual[i]:,} persons but its "
+                    f"record says {expected[i]:,}: blocks are missing or do not nest",
+                    int(records.rows[i]),
+                    "P0010001",
                 )
+            )
         orphans = sorted(set(geography[level]) - set(ids))
         for geoid in orphans[:MAX_PROBLEMS_PER_CHECK]:
             problems.append(
