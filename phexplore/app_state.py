@@ -22,7 +22,14 @@ import pandas as pd
 import streamlit as st
 
 from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
-from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
+from phexplore.budget import (
+    LEVEL_KEYS,
+    LEVEL_LABELS,
+    PHSafeBudget,
+    TopDownAllocation,
+    allowed_levels,
+)
+from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_bound, sigma2_for_rho
 from phexplore.moe_tables import (
     DEFAULT_DELTA,
     phsafe_rows,
@@ -121,6 +128,34 @@ def phsafe_frames(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per-(table, level) rows of :func:`phexplore.moe_tables.phsafe_rows` as a frame, and totals."""
     return pd.DataFrame(phsafe_rows(budget, confidence)), phsafe_summary(budget, delta)
+
+
+def phsafe_grid_frame(budget: PHSafeBudget, mode: str) -> pd.DataFrame:
+    """Planner grid: one row per table, τ and one column per level (ρ, or the MOE it targets).
+
+    Cells of skipped or non-existent levels are empty. In ``"moe"`` mode a cell shows its MOE
+    target, or the MOE bound its ρ implies when it has no target.
+    """
+    rows = []
+    for table in PHSAFE_TABLES:
+        tau = None if table in PHSAFE_DENOMINATOR_TABLES else budget.tau.get(table)
+        row: dict[str, Any] = {"τ": tau}
+        targets = budget.moe_targets.get(table, {})
+        for level in LEVEL_KEYS:
+            rho = budget.rho(table, level)
+            if level not in allowed_levels(table) or rho <= 0:
+                row[level] = None
+            elif mode == "rho":
+                row[level] = rho
+            elif level in targets:
+                row[level] = float(targets[level])
+            elif math.isinf(rho):
+                row[level] = 0.0
+            else:
+                sigma = math.sqrt(sigma2_for_rho(rho, budget.sensitivity(table)))
+                row[level] = float(moe_bound(sigma, budget.confidence))
+        rows.append(row)
+    return pd.DataFrame(rows, index=pd.Index(PHSAFE_TABLES, name="Table"))
 
 
 def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:

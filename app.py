@@ -1,0 +1,74 @@
+"""PHExplore Streamlit app: wires the pages in ``pages/`` with ``st.navigation``.
+
+Start it with ``make run`` or ``phexplore app`` (both serve on 127.0.0.1). The sidebar holds the
+settings shared by every page — the scenario name, the δ at which ε is reported and the
+ρ → (ε, δ) conversion used for headline numbers — kept in the session while moving between pages.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from phexplore import app_state as S
+from phexplore.accounting import CONVERSIONS
+
+PAGES = {
+    "Plan": [
+        st.Page("pages/phsafe_planner.py", title="PHSafe planner", icon="🧮", default=True),
+        st.Page("pages/topdown_planner.py", title="TopDown planner", icon="🗺️"),
+        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon="🔐"),
+    ],
+}
+
+
+def _sync_delta() -> None:
+    """Copy the sidebar δ to the session (and to the Privacy-loss page's own δ picker)."""
+    s = st.session_state
+    s[S.DELTA] = float(s["sb_delta"])
+    if "pl_delta" in s:
+        s["pl_delta"] = s[S.DELTA]
+
+
+def _sidebar() -> None:
+    """Settings shared by all pages (persisted across page changes)."""
+    s = st.session_state
+    with st.sidebar:
+        S.persist_widget("sb_scenario_name", S.SCENARIO_NAME)
+        st.text_input(
+            "Scenario name",
+            key="sb_scenario_name",
+            on_change=lambda: s.__setitem__(S.SCENARIO_NAME, s["sb_scenario_name"] or "Scenario"),
+            help="Labels every chart and download of this session.",
+        )
+        S.persist_widget("sb_delta", S.DELTA)
+        st.select_slider(
+            "δ for reported ε",
+            options=list(S.DELTA_CHOICES),
+            format_func=lambda d: f"1e{round(math.log10(d))}",
+            key="sb_delta",
+            on_change=_sync_delta,
+            help=S.HELP_DELTA,
+        )
+        S.persist_widget("sb_conversion", S.CONVERSION)
+        st.selectbox(
+            "Reported ρ → ε conversion",
+            list(CONVERSIONS),
+            format_func=S.conversion_label,
+            key="sb_conversion",
+            on_change=lambda: s.__setitem__(S.CONVERSION, s["sb_conversion"]),
+            help=S.HELP_CONVERSION,
+        )
+
+
+def main() -> None:
+    """Configure the page, initialise the session and run the selected page."""
+    st.set_page_config(page_title="PHExplore", page_icon="🧮", layout="wide")
+    S.init_state()
+    nav = st.navigation(PAGES)
+    _sidebar()
+    nav.run()
+
+
+main()

@@ -1,0 +1,386 @@
+"""PHSafe planner page: ρ or MOE target per table × population-group level, τ per table.
+
+Thin page: every number comes from :mod:`phexplore.moe_tables` / :mod:`phexplore.moe` and every
+edit goes through the :class:`~phexplore.budget.PHSafeBudget` API (``with_rho``,
+``with_moe_target``, ``with_tau``, ``without_levels``), whose validation messages are shown in place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from phexplore import app_state as S
+from phexplore.budget import LEVEL_KEYS, PHSafeBudget, allowed_levels
+from phexplore.errors import PHExploreError
+from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_bound, sigma2_for_rho
+from phexplore.presets import load_phsafe_preset, phsafe_from_dict
+
+ERROR_KEY = "phsafe_error"
+GRID_MODES = {"rho": "ρ (unbounded) per cell", "moe": "MOE target per cell"}
+
+
+def _set_budget(budget: PHSafeBudget) -> None:
+    st.session_state[S.PHSAFE] = budget
+    st.session_state[ERROR_KEY] = None
+
+
+def _fail(exc: Exception) -> None:
+    st.session_state[ERROR_KEY] = str(exc)
+
+
+def _apply_grid(editor_key: str, mode: str) -> bool:
+    """Apply the data editor's pending cell edits to the budget; True when there were any.
+
+    Errors (a ValidationError naming the table and level) are kept for display in place and the
+    last valid budget is kept.
+    """
+    edits = st.session_state.get(editor_key, {}).get("edited_rows", {})
+    if not edits:
+        return False
+    budget: PHSafeBudget = st.session_state[S.PHSAFE]
+    try:
+        for row_index, changes in edits.items():
+            table = PHSAFE_TABLES[int(row_index)]
+            for column, value in changes.items():
+                if column == "τ":
+                    if value is None:
+                        continue
+                    budget = budget.with_tau(table, int(value))
+                elif value is None or (isinstance(value, float) and math.isnan(value)):
+                    budget = budget.with_rho(table, column, 0.0)
+                elif mode == "rho" or float(value) == 0:
+                    budget = budget.with_rho(table, column, float(value))
+                else:
+                    budget = budget.with_moe_target(table, column, float(value))
+        _set_budget(budget)
+    except (PHExploreError, ValueError) as exc:
+        _fail(exc)
+    S.bump_editor_version()
+    return True
+
+
+def _sync_cell_inputs(budget: PHSafeBudget) -> None:
+    """Show the selected cell's current ρ, MOE and τ in the single-cell inputs."""
+    s = st.session_state
+    table, level = s["ps_table"], s["ps_level"]
+    rho = budget.rho(table, level)
+    s["ps_rho"] = float(rho) if math.isfinite(rho) else 0.0
+    target = budget.moe_targets.get(table, {}).get(level)
+    if target is None and rho > 0 and math.isfinite(rho):
+        target = moe_bound(math.sqrt(sigma2_for_rho(rho, budget.sensitivity(table))))
+    s["ps_moe"] = float(target or 0.0)
+    if table not in PHSAFE_DENOMINATOR_TABLES:
+        s["ps_tau"] = int(budget.tau.get(table, 1))
+
+
+def _on_rho() -> None:
+    s = st.session_state
+    try:
+        _set_budget(s[S.PHSAFE].with_rho(s["ps_table"], s["ps_level"], float(s["ps_rho"])))
+    except PHExploreError as exc:
+        _fail(exc)
+    S.bump_editor_version()
+
+
+def _on_moe() -> None:
+    s = st.session_state
+    try:
+        moe = float(s["ps_moe"])
+        budget = s[S.PHSAFE]
+        if moe == 0:
+            _set_budget(budget.with_rho(s["ps_table"], s["ps_level"], 0.0))
+        else:
+            _set_budget(budget.with_moe_target(s["ps_table"], s["ps_level"], moe))
+    except PHExploreError as exc:
+        _fail(exc)
+    S.bump_editor_version()
+
+
+def _on_tau() -> None:
+    s = st.session_state
+    try:
+        _set_budget(s[S.PHSAFE].with_tau(s["ps_table"], int(s["ps_tau"])))
+    except PHExploreError as exc:
+        _fail(exc)
+    S.bump_editor_version()
+
+
+def _on_levels() -> None:
+    enabled = st.session_state["ps_enabled_levels"]
+    st.session_state[S.PHSAFE_DISABLED] = [k for k in LEVEL_KEYS if k not in enabled]
+
+
+def _load_preset() -> None:
+    try:
+        _set_budget(load_phsafe_preset(st.session_state["ps_preset"]))
+        st.session_state[S.PHSAFE_DISABLED] = []
+        st.session_state.pop("ps_enabled_levels", None)
+    except PHExploreError as exc:
+        _fail(exc)
+    S.bump_editor_version()
+
+
+def _import_config() -> None:
+    upload = st.session_state.get("ps_upload")
+    if upload is None:
+        return
+    try:
+        data = json.loads(upload.getvalue().decode("utf-8"))
+        _set_budget(phsafe_from_dict(data, name=upload.name))
+        st.session_state[S.PHSAFE_DISABLED] = []
+        st.session_state.pop("ps_enabled_levels", None)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        _fail(f"{upload.name} is not valid JSON: {exc}")
+    except PHExploreError as exc:
+        _fail(exc)
+    S.bump_editor_version()
+
+
+def _moe_vs_rho_figure(
+    budget: PHSafeBudget, table: str, rows: pd.DataFrame, scenario: str
+) -> go.Figure:
+    """MOE bound against ρ for the table's sensitivity, with the enabled levels marked."""
+    delta_sens = budget.sensitivity(table)
+    grid = np.logspace(-5, 1, 160)
+    moes = [moe_bound(math.sqrt(sigma2_for_rho(r, delta_sens)), budget.confidence) for r in grid]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=grid, y=moes, mode="lines", name=f"MOE bound, Δ = {delta_sens}"))
+    sel = rows[rows["table"] == table] if not rows.empty else rows
+    if not sel.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=sel["rho_unbounded"],
+                y=sel["moe_bound"],
+                mode="markers+text",
+                text=[
+                    f"{g} {i}"
+                    for g, i in zip(sel["geo_level"], sel["iteration_level"], strict=True)
+                ],
+                textposition="top right",
+                marker={"size": 10},
+                name="enabled levels",
+            )
+        )
+    fig.update_xaxes(type="log", exponentformat="power", title="ρ per level (unbounded)")
+    fig.update_yaxes(type="log", exponentformat="power", title="90% MOE (persons or households)")
+    fig.update_layout(
+        title=f"{scenario}: MOE vs ρ for {table}",
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    s.setdefault(ERROR_KEY, None)
+    mode = s.get("ps_grid_mode", "rho")
+    t0 = time.perf_counter()
+    _apply_grid(f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}", mode)
+    budget = S.effective_phsafe()
+    delta = float(s[S.DELTA])
+    conversion = s[S.CONVERSION]
+    confidence = float(s.get("ps_confidence", 0.90))
+    rows, summary = S.phsafe_frames(budget, delta, confidence)
+    grid = S.phsafe_grid_frame(budget, mode)
+    compute_ms = (time.perf_counter() - t0) * 1000
+
+    st.title("PHSafe planner")
+    st.caption(
+        "Plan the S-DHC budget: each measured table × population-group level gets a share of ρ "
+        "(or a 90% MOE target, from which ρ follows: ρ = z²Δ²/(2·MOE²), z = 1.645). "
+        "Edit a cell and every number below updates."
+    )
+    if s[ERROR_KEY]:
+        st.error(f"Not applied: {s[ERROR_KEY]}")
+
+    eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))
+    m = st.columns(4)
+    m[0].metric(
+        "Total ρ (unbounded neighbours)",
+        f"{summary['rho_total_unbounded']:.4f}",
+        help=S.HELP_RHO
+        + " Unbounded: neighbouring datasets differ by adding or removing a person.",
+    )
+    m[1].metric(
+        "Total ρ (bounded, = 2×)",
+        f"{summary['rho_total_bounded']:.4f}",
+        help="Bounded neighbours change one person's record; the guarantee is exactly twice the "
+        "unbounded ρ (PHS Thm 3–4).",
+    )
+    m[2].metric(
+        f"ε at δ = {delta:.0e} (bounded)",
+        f"{eps:.2f}",
+        help=f"{S.conversion_label(conversion)}. " + S.HELP_DELTA,
+    )
+    m[3].metric(
+        "Measured cells",
+        f"{len(rows)}",
+        help="Number of (table, population-group level) measurements with a positive budget.",
+    )
+
+    left, right = st.columns([0.48, 0.52])
+    with left:
+        c1, c2 = st.columns([0.7, 0.3])
+        options = S.preset_options("phsafe")
+        c1.selectbox(
+            "Preset",
+            list(options),
+            format_func=options.get,
+            key="ps_preset",
+            help="Shipped PHSafe parameter sets (PHS Table 10: production 2020 S-DHC).",
+        )
+        c2.button("Load preset", on_click=_load_preset, width="stretch")
+        if "ps_enabled_levels" not in s:
+            s["ps_enabled_levels"] = [k for k in LEVEL_KEYS if k not in s[S.PHSAFE_DISABLED]]
+        st.multiselect(
+            "Measured population-group levels",
+            list(LEVEL_KEYS),
+            format_func=S.level_label,
+            key="ps_enabled_levels",
+            on_change=_on_levels,
+            help="Switch whole population-group levels on or off. Budgets of switched-off levels "
+            "are kept and come back when you switch them on again.",
+        )
+        st.radio(
+            "The grid shows",
+            list(GRID_MODES),
+            format_func=GRID_MODES.get,
+            horizontal=True,
+            key="ps_grid_mode",
+            help=S.HELP_RHO + " " + S.HELP_MOE,
+        )
+        editor_key = f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}"
+        value_col = st.column_config.NumberColumn(
+            format="%.6f" if mode == "rho" else "%.0f",
+            min_value=0.0,
+            help=(
+                "ρ of this cell; 0 or empty skips the level."
+                if mode == "rho"
+                else "90% MOE target; ρ follows. 0 or empty skips the level."
+            ),
+        )
+        st.data_editor(
+            grid,
+            key=editor_key,
+            width="stretch",
+            column_config={
+                "τ": st.column_config.NumberColumn(
+                    "τ", min_value=1, max_value=100, step=1, format="%d", help=S.HELP_TAU
+                ),
+                **{k: value_col for k in LEVEL_KEYS},
+            },
+        )
+        st.caption(
+            "Empty cells are not measured (PH2 and PH6 exist only at the Unattributed levels; "
+            "denominator tables PH1_denom, PH5_denom, PH8_denom count households and have no τ)."
+        )
+        with st.expander("Edit one cell", expanded=True):
+            e1, e2 = st.columns(2)
+            table = e1.selectbox(
+                "Table", PHSAFE_TABLES, key="ps_table", help="Also selects the plot's table."
+            )
+            levels = allowed_levels(table)
+            if s.get("ps_level") not in levels:
+                s["ps_level"] = levels[0]
+            e2.selectbox(
+                "Population-group level", levels, format_func=S.level_label, key="ps_level"
+            )
+            _sync_cell_inputs(s[S.PHSAFE])
+            e3, e4, e5 = st.columns(3)
+            e3.number_input(
+                "ρ (unbounded)",
+                min_value=0.0,
+                step=0.001,
+                format="%.6f",
+                key="ps_rho",
+                on_change=_on_rho,
+                help=S.HELP_RHO + " 0 skips the level.",
+            )
+            e4.number_input(
+                "MOE target (90%)",
+                min_value=0.0,
+                step=1.0,
+                format="%.0f",
+                key="ps_moe",
+                on_change=_on_moe,
+                help=S.HELP_MOE + " Setting it recomputes ρ.",
+            )
+            e5.number_input(
+                "τ of the table",
+                min_value=1,
+                max_value=100,
+                step=1,
+                key="ps_tau",
+                on_change=_on_tau,
+                disabled=table in PHSAFE_DENOMINATOR_TABLES,
+                help=S.HELP_TAU,
+            )
+
+    with right:
+        st.subheader("Noise and margins of error")
+        st.dataframe(
+            S.phsafe_display(rows),
+            hide_index=True,
+            width="stretch",
+            height=320,
+            column_config={
+                "ρ unbounded": st.column_config.NumberColumn(format="%.6f"),
+                "ρ bounded (2×)": st.column_config.NumberColumn(format="%.6f"),
+                "σ (persons)": st.column_config.NumberColumn(format="%.2f"),
+            },
+        )
+        st.caption(
+            f"σ = Δ/√(2ρ); MOE bound ⌊z·σ⌋; exact MOE from the discrete-Gaussian pmf. "
+            f"Recomputed in {compute_ms:.1f} ms."
+        )
+        st.plotly_chart(
+            _moe_vs_rho_figure(s[S.PHSAFE], table, rows, s[S.SCENARIO_NAME]),
+            width="stretch",
+            config={"toImageButtonOptions": {"filename": "phsafe_moe_vs_rho"}},
+        )
+
+    st.divider()
+    b1, b2, b3, b4 = st.columns(4)
+    b1.select_slider(
+        "Confidence level of the displayed MOEs",
+        options=[0.80, 0.90, 0.95, 0.99],
+        value=0.90,
+        key="ps_confidence",
+        help="MOE columns are shown at this confidence; MOE targets are defined at 90%.",
+    )
+    b2.file_uploader(
+        "Import official config.json",
+        type=["json"],
+        key="ps_upload",
+        on_change=_import_config,
+        help="The official PHSafe configuration (privacy_budget, tau, ...) or a PHExplore PHSafe JSON.",
+    )
+    b3.download_button(
+        "Export official config.json",
+        S.json_bytes(budget.to_official_config()),
+        file_name="config.json",
+        mime="application/json",
+        help="The official PHSafe layout, ready for the PHSafe engine.",
+    )
+    b4.download_button(
+        "Export PHExplore JSON (with MOE targets)",
+        S.json_bytes(budget.to_dict()),
+        file_name=f"{budget.name}.phsafe.json",
+        mime="application/json",
+    )
+    if budget.citation:
+        st.caption(f"Source: {budget.citation}")
+
+
+render()

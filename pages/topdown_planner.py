@@ -1,0 +1,308 @@
+"""TopDown planner page: total ρ per universe, geolevel shares and per-level query shares.
+
+Thin page: shares are edited as exact fractions ("447/4099") or decimals and validated by
+:class:`~phexplore.budget.TopDownAllocation` (messages shown in place, naming the level and the
+actual sum); σ and MOE per query come from :func:`phexplore.moe_tables.topdown_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from phexplore import app_state as S
+from phexplore.budget import TopDownAllocation, format_fraction
+from phexplore.errors import PHExploreError
+from phexplore.presets import load_topdown_preset
+
+BASE_KEY = "td_base"
+ERROR_KEY = "td_rho_error"
+HELP_LEVEL_SHARE = (
+    "Share c of the run's ρ spent at this geolevel. Shares must add up to exactly 1 along the "
+    "spine (US → block). Write fractions like 447/4099 or decimals like 0.25."
+)
+HELP_QUERY_SHARE = (
+    "Share d of the level's budget spent on each query group; each level's shares must add up "
+    "to exactly 1. Leave a cell empty when the query is not measured at that level."
+)
+
+
+def _editor_keys(universe: str) -> tuple[str, str]:
+    version = st.session_state[S.EDITOR_VERSION]
+    return f"td_levels_{universe}_{version}", f"td_queries_{universe}_{version}"
+
+
+def _load_preset() -> None:
+    s = st.session_state
+    try:
+        s[S.TOPDOWN] = load_topdown_preset(s["td_preset_pick"])
+        s[S.TOPDOWN_PRESET] = s["td_preset_pick"]
+        s[ERROR_KEY] = None
+    except PHExploreError as exc:
+        s[ERROR_KEY] = str(exc)
+    s.pop(BASE_KEY, None)
+    S.bump_editor_version()
+
+
+def _on_rho(universe: str) -> None:
+    s = st.session_state
+    try:
+        runs = dict(s[S.TOPDOWN])
+        runs[universe] = runs[universe].with_rho(s[f"td_rho_{universe}"])
+        s[S.TOPDOWN] = runs
+        s[ERROR_KEY] = None
+    except PHExploreError as exc:
+        s[ERROR_KEY] = str(exc)
+
+
+def _level_frame(alloc: TopDownAllocation) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "geolevel": list(alloc.geolevels),
+            "share": [format_fraction(alloc.level_shares[lv]) for lv in alloc.geolevels],
+        }
+    )
+
+
+def _query_frame(alloc: TopDownAllocation) -> pd.DataFrame:
+    queries: dict[str, None] = {}
+    for lv in alloc.geolevels:
+        for q in alloc.query_shares.get(lv, {}):
+            queries.setdefault(q, None)
+    data: dict[str, list[Any]] = {"query": list(queries)}
+    for lv in alloc.geolevels:
+        shares = alloc.query_shares.get(lv, {})
+        data[lv] = [format_fraction(shares[q]) if q in shares else None for q in queries]
+    return pd.DataFrame(data)
+
+
+def _draft(alloc: TopDownAllocation, levels: pd.DataFrame, queries: pd.DataFrame) -> dict[str, Any]:
+    """The allocation's JSON dict with the edited shares (validated by ``from_dict``)."""
+    draft = alloc.to_dict()
+    draft["level_shares"] = {
+        str(r.geolevel): ("0" if r.share is None or str(r.share).strip() == "" else str(r.share))
+        for r in levels.itertuples(index=False)
+    }
+    qs: dict[str, dict[str, str]] = {lv: {} for lv in alloc.geolevels}
+    for _, row in queries.iterrows():
+        for lv in alloc.geolevels:
+            value = row.get(lv)
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            if str(value).strip() == "":
+                continue
+            qs[lv][str(row["query"])] = str(value).strip()
+    draft["query_shares"] = qs
+    return draft
+
+
+def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
+    """Geolevel × query heatmap of σ or MOE (colour on a log scale, numbers printed)."""
+    pivot = rows.pivot_table(index="geolevel", columns="query", values=value, sort=False)
+    order = list(dict.fromkeys(rows["geolevel"]))
+    pivot = pivot.reindex(order)
+    z = np.log10(pivot.to_numpy(dtype=float))
+    text = [[("" if math.isnan(v) else f"{v:,.1f}") for v in row] for row in pivot.to_numpy()]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(pivot.columns),
+            y=list(pivot.index),
+            text=text,
+            texttemplate="%{text}",
+            colorscale="Viridis",
+            colorbar={"title": f"log₁₀ {value.split(' ')[0]}"},
+            hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", title="Geolevel")
+    fig.update_xaxes(title="Query group", tickangle=-35)
+    fig.update_layout(title=title, height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    s.setdefault(ERROR_KEY, None)
+    runs: dict[str, TopDownAllocation] = dict(s[S.TOPDOWN])
+    delta = float(s[S.DELTA])
+    conversion = s[S.CONVERSION]
+
+    st.title("TopDown planner")
+    st.caption(
+        "Split each run's total ρ over geolevels and, within a level, over query groups. A query "
+        "answered with ρ·c·d gets discrete-Gaussian noise with σ² = 1/(ρ·c·d) (TDA App. B); its "
+        "90% MOE is 1.645·σ (noisy measurements, before post-processing)."
+    )
+
+    top = st.columns([0.34, 0.16, 0.25, 0.25])
+    options = S.preset_options("topdown")
+    if "td_preset_pick" not in s:
+        s["td_preset_pick"] = s[S.TOPDOWN_PRESET]
+    top[0].selectbox(
+        "Preset",
+        list(options),
+        format_func=options.get,
+        key="td_preset_pick",
+        help="Production 2020 (TDA Tables 6–8), April 2021 demonstration (Tables 3–5), the 2018 "
+        "End-to-End test on 1940 data (pure DP, PF) and their RI 2010 adaptations.",
+    )
+    top[1].button("Load preset", on_click=_load_preset, width="stretch")
+    if s.get("td_universe") not in runs:
+        s["td_universe"] = next(iter(runs))
+    universe = top[2].radio(
+        "Universe",
+        list(runs),
+        horizontal=True,
+        key="td_universe",
+        help="Persons and housing units are separate runs with their own budgets; ρ adds.",
+    )
+    alloc = runs[universe]
+    what = "ε" if alloc.mechanism == "puredp" else "ρ"
+    rho_key = f"td_rho_{universe}"
+    s[rho_key] = float(alloc.rho)
+    top[3].number_input(
+        f"Total {what} of the {universe} run",
+        min_value=1e-6,
+        step=0.01,
+        format="%.4f",
+        key=rho_key,
+        on_change=_on_rho,
+        args=(universe,),
+        help=(S.HELP_RHO if what == "ρ" else "Pure-DP budget ε (two-sided geometric noise).")
+        + " Shares stay as they are; every query's budget scales with it.",
+    )
+
+    if s[ERROR_KEY]:
+        st.error(f"Not applied: {s[ERROR_KEY]}")
+
+    level_key, query_key = _editor_keys(universe)
+    base_all = s.setdefault(BASE_KEY, {})
+    if level_key not in s and query_key not in s or universe not in base_all:
+        base_all[universe] = alloc
+    base: TopDownAllocation = base_all[universe]
+
+    left, right = st.columns([0.42, 0.58])
+    with left:
+        st.subheader("Shares")
+        edited_levels = st.data_editor(
+            _level_frame(base),
+            key=level_key,
+            hide_index=True,
+            width="stretch",
+            disabled=["geolevel"],
+            column_config={
+                "geolevel": st.column_config.TextColumn("Geolevel"),
+                "share": st.column_config.TextColumn("Level share c", help=HELP_LEVEL_SHARE),
+            },
+        )
+        edited_queries = st.data_editor(
+            _query_frame(base),
+            key=query_key,
+            hide_index=True,
+            width="stretch",
+            disabled=["query"],
+            column_config={
+                "query": st.column_config.TextColumn("Query group"),
+                **{
+                    lv: st.column_config.TextColumn(lv, help=HELP_QUERY_SHARE)
+                    for lv in base.geolevels
+                },
+            },
+        )
+        try:
+            alloc = TopDownAllocation.from_dict(
+                _draft(alloc, edited_levels, edited_queries), name=alloc.name
+            )
+            runs[universe] = alloc
+            s[S.TOPDOWN] = runs
+        except PHExploreError as exc:
+            st.error(
+                f"Invalid shares — not applied (numbers show the last valid allocation): {exc}"
+            )
+        S.persist_widget("td_spine", S.SPINE)
+        st.radio(
+            "Geographic spine for runs",
+            list(S.SPINES),
+            format_func=S.SPINES.get,
+            key="td_spine",
+            on_change=lambda: s.__setitem__(S.SPINE, s["td_spine"]),
+            help="The hierarchy TopDown works down. The AIAN-style spine adds a branch for "
+            "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
+            "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
+        )
+
+    rows, summary = S.topdown_frames(runs, delta)
+    with right:
+        m = st.columns(len(runs) + 1)
+        for i, (name, entry) in enumerate(summary["runs"].items()):
+            eps = (
+                entry["epsilon"] if entry["mechanism"] == "puredp" else entry["epsilon"][conversion]
+            )
+            label = "ε (pure DP)" if entry["mechanism"] == "puredp" else "ρ"
+            value = entry.get("rho", entry["epsilon"]) if label == "ρ" else entry["epsilon"]
+            m[i].metric(
+                f"{name}: {label}",
+                f"{value:.4f}",
+                delta=None if entry["mechanism"] == "puredp" else f"ε {eps:.2f} at δ={delta:.0e}",
+                delta_color="off",
+                help=S.HELP_RHO,
+            )
+        if "rho_total" in summary:
+            m[-1].metric(
+                "All runs: total ρ",
+                f"{summary['rho_total']:.4f}",
+                delta=f"ε {summary['epsilon_total'][conversion]:.2f} at δ={delta:.0e}",
+                delta_color="off",
+                help=f"ρ adds over runs. ε by {S.conversion_label(conversion)}.",
+            )
+        else:
+            m[-1].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
+        show = st.radio(
+            "Heatmap shows",
+            ["moe90", "sigma"],
+            format_func={"moe90": "90% MOE (persons)", "sigma": "σ (persons)"}.get,
+            horizontal=True,
+            key="td_heat_value",
+            help=S.HELP_MOE,
+        )
+        sub = rows[rows["run"] == universe]
+        label = "90% MOE" if show == "moe90" else "σ"
+        st.plotly_chart(
+            _heatmap(
+                sub, show, f"{s[S.SCENARIO_NAME]} — {alloc.name}: {label} by geolevel × query"
+            ),
+            config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
+        )
+        with st.expander("All queries (table)"):
+            st.dataframe(
+                sub.rename(
+                    columns={
+                        "rho_query": "ρ of query",
+                        "share_level": "c",
+                        "share_query": "d",
+                        "sigma": "σ",
+                        "moe90": "90% MOE",
+                    }
+                ),
+                hide_index=True,
+                width="stretch",
+            )
+            st.download_button(
+                "Download allocation JSON",
+                S.json_bytes({u: a.to_dict() for u, a in runs.items()}),
+                file_name=f"{s[S.TOPDOWN_PRESET]}.topdown.json",
+                mime="application/json",
+            )
+    if alloc.citation:
+        st.caption(f"Source: {alloc.citation}")
+
+
+render()

@@ -1,0 +1,188 @@
+"""AppTest checks of the planning pages: PHSafe planner, TopDown planner, Privacy loss."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from phexplore import app_state as S
+from phexplore.presets import load_phsafe_preset
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 60
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _no_problems(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture()
+def app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    _no_problems(at)
+    return at
+
+
+def test_phsafe_planner_loads_production_preset(app: AppTest) -> None:
+    m = _metrics(app)
+    assert m["Total ρ (unbounded neighbours)"] == "1.2573"
+    assert m["Total ρ (bounded, = 2×)"] == "2.5146"
+    assert m["Measured cells"] == "46"
+    shown = [df.value for df in app.dataframe]
+    moe = next(df for df in shown if "MOE exact" in df.columns)
+    assert len(moe) == 46
+    assert set(moe["Table"]) >= {"PH1_num", "PH3", "PH8_denom"}
+    assert app.get("plotly_chart"), "the MOE vs ρ chart is shown"
+
+
+def test_phsafe_tau_change_updates_numbers(app: AppTest) -> None:
+    before = _metrics(app)["Total ρ (unbounded neighbours)"]
+    app.selectbox(key="ps_table").set_value("PH1_num").run()
+    app.number_input(key="ps_tau").set_value(8).run()
+    _no_problems(app)
+    after = _metrics(app)["Total ρ (unbounded neighbours)"]
+    assert after != before
+    # MOE targets are kept; ρ follows the new sensitivity Δ = 2·8 + 2.
+    expected = load_phsafe_preset("phsafe-2020").with_tau("PH1_num", 8).total_unbounded()
+    assert after == f"{expected:.4f}"
+    moe = next(df.value for df in app.dataframe if "MOE exact" in df.value.columns)
+    assert set(moe.loc[moe["Table"] == "PH1_num", "Sensitivity Δ"]) == {18}
+
+
+def test_phsafe_rho_and_moe_follow_each_other(app: AppTest) -> None:
+    app.selectbox(key="ps_table").set_value("PH3").run()
+    app.selectbox(key="ps_level").set_value("state_A-G").run()
+    assert app.number_input(key="ps_moe").value == 20
+    app.number_input(key="ps_rho").set_value(0.5).run()
+    _no_problems(app)
+    # σ = Δ/√(2ρ) = 14/1 → MOE bound ⌊1.645·14⌋ = 23
+    assert app.number_input(key="ps_moe").value == 23
+    app.number_input(key="ps_moe").set_value(40).run()
+    _no_problems(app)
+    rho = app.number_input(key="ps_rho").value
+    assert rho == pytest.approx(1.645**2 * 14**2 / (2 * 40**2), rel=1e-5)
+
+
+def test_phsafe_grid_edit_and_invalid_cell(app: AppTest) -> None:
+    version = app.session_state[S.EDITOR_VERSION]
+    key = f"ps_grid_{version}_rho"
+    app.session_state[key] = {
+        "edited_rows": {0: {"usa_*": 0.5}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    app.run()
+    _no_problems(app)
+    budget = app.session_state[S.PHSAFE]
+    assert budget.rho("PH1_num", "usa_*") == 0.5
+    # PH2 is tabulated only at the Unattributed levels: the budget API refuses, message in place.
+    version = app.session_state[S.EDITOR_VERSION]
+    app.session_state[f"ps_grid_{version}_rho"] = {
+        "edited_rows": {2: {"state_A-G": 0.1}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    app.run()
+    assert not app.exception
+    assert any("only tabulated at the Unattributed levels" in e.value for e in app.error)
+    assert app.session_state[S.PHSAFE].rho("PH1_num", "usa_*") == 0.5  # state kept
+
+
+def test_phsafe_disable_levels(app: AppTest) -> None:
+    app.multiselect(key="ps_enabled_levels").set_value(["state_*", "state_A-G", "state_H,I"]).run()
+    _no_problems(app)
+    assert _metrics(app)["Measured cells"] == "23"
+
+
+def test_topdown_planner_rho_and_shares(app: AppTest) -> None:
+    app.switch_page("pages/topdown_planner.py").run()
+    _no_problems(app)
+    m = _metrics(app)
+    assert m["persons: ρ"] == "2.5562"
+    assert app.get("plotly_chart"), "heatmap shown"
+    app.number_input(key="td_rho_persons").set_value(1.0).run()
+    _no_problems(app)
+    assert _metrics(app)["persons: ρ"] == "1.0000"
+    # A valid share edit: move budget from Block_Group to Block (still sums to 1).
+    version = app.session_state[S.EDITOR_VERSION]
+    app.session_state[f"td_levels_persons_{version}"] = {
+        "edited_rows": {4: {"share": "656/4099"}, 5: {"share": "765/4099"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    app.run()
+    _no_problems(app)
+    alloc = app.session_state[S.TOPDOWN]["persons"]
+    assert str(alloc.level_shares["Block"]) == "765/4099"
+    # Invalid: the column no longer sums to 1 → the message names the sum, state kept.
+    app.session_state[f"td_levels_persons_{version}"] = {
+        "edited_rows": {2: {"share": "104/4099"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    app.run()
+    assert not app.exception
+    msgs = [e.value for e in app.error]
+    assert any("sum to exactly 1" in msg and "3756/4099" in msg for msg in msgs), msgs
+    assert str(app.session_state[S.TOPDOWN]["persons"].level_shares["Block"]) == "765/4099"
+
+
+def test_topdown_preset_switch(app: AppTest) -> None:
+    app.switch_page("pages/topdown_planner.py").run()
+    app.selectbox(key="td_preset_pick").set_value("e2e-2018-1940").run()
+    app.button[0].click().run()
+    _no_problems(app)
+    assert "persons: ε (pure DP)" in _metrics(app)
+
+
+def test_privacy_loss_page(app: AppTest) -> None:
+    app.switch_page("pages/privacy_loss.py").run()
+    _no_problems(app)
+    frames = [df.value for df in app.dataframe]
+    refs = next(df for df in frames if "Point" in df.columns)
+    prod = refs[refs["Point"].str.startswith("Production persons")]
+    assert round(float(prod["ε"].iloc[0]), 2) == 17.14
+    eps = next(df for df in frames if "Scenario" in df.columns)
+    before = float(eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (tight)"].iloc[0])
+    app.select_slider(key="pl_delta").set_value(1e-5).run()
+    _no_problems(app)
+    eps = next(df.value for df in app.dataframe if "Scenario" in df.value.columns)
+    after = float(eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (tight)"].iloc[0])
+    assert after < before
+    assert app.session_state[S.DELTA] == pytest.approx(1e-5)
+    assert app.get("plotly_chart")
+
+
+def test_state_kept_between_pages(app: AppTest) -> None:
+    app.selectbox(key="ps_table").set_value("PH3").run()
+    app.number_input(key="ps_tau").set_value(4).run()
+    changed = _metrics(app)["Total ρ (unbounded neighbours)"]
+    app.switch_page("pages/topdown_planner.py").run()
+    app.switch_page("pages/phsafe_planner.py").run()
+    _no_problems(app)
+    assert _metrics(app)["Total ρ (unbounded neighbours)"] == changed
+
+
+def test_phsafe_recompute_under_100_ms() -> None:
+    """The planner's recomputation after an edit (edit + MOE table + totals + grid)."""
+    budget = load_phsafe_preset("phsafe-2020")
+    timings = []
+    for tau in (6, 7, 8, 9, 10, 11, 12):
+        t0 = time.perf_counter()
+        edited = budget.with_tau("PH1_num", tau)
+        rows, summary = S.phsafe_frames(edited, 1e-10)
+        S.phsafe_display(rows)
+        S.phsafe_grid_frame(edited, "moe")
+        timings.append(time.perf_counter() - t0)
+    assert len(rows) == 46 and summary["rho_total_unbounded"] > 0
+    assert statistics.median(timings) < 0.100, timings
