@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.data.cef_types import CefExtract
 from engine.data.errors import DataValidationError, Problem
@@ -108,6 +110,14 @@ class TableTabulation:
 
 
 def _to_int(frame: pd.DataFrame, column: str, label: str) -> np.ndarray:
+    """Integer codes of a string column (Arrow cast; located problems when a value is not a number)."""
+    try:
+        arrow = pc.utf8_trim_whitespace(pa.Array.from_pandas(frame[column].astype("string")))
+        cast = pc.cast(arrow, pa.int64())
+        if cast.null_count == 0:
+            return cast.to_numpy(zero_copy_only=False).astype(np.int64)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass
     values = pd.to_numeric(frame[column].astype(str).str.strip(), errors="coerce")
     bad = np.flatnonzero(values.isna().to_numpy())
     if bad.size:
