@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from engine.topdown.spine.bypass import node_depths
 from engine.topdown.spine.levels import SpineLevels
 from phexplore.errors import ValidationError
 
@@ -81,6 +82,45 @@ def entity_osed(spine: SpineLevels, membership: np.ndarray) -> np.ndarray:
         levels = osed_by_level(spine, member[:, start:stop])
         result[start:stop] = levels[0][0][0]
     return result
+
+
+def tree_osed(parent: np.ndarray, block_node: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """Algorithm 1 on a general rooted tree (children may skip levels, e.g. after bypassing).
+
+    ``parent[n]`` is node n's parent (``-1`` for the root) and ``block_node[b]`` the leaf of block
+    b; every leaf must hold exactly one block. Returns the OSED of each column of ``membership``.
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    block_node = np.asarray(block_node, dtype=np.int64)
+    member = np.asarray(membership)
+    if member.ndim == 1:
+        member = member[:, None]
+    if member.shape[0] != block_node.size:
+        raise ValidationError(
+            f"entity membership must have one row per block ({block_node.size}); "
+            f"got shape {member.shape}"
+        )
+    n_nodes = parent.size
+    is_leaf = np.ones(n_nodes, dtype=bool)
+    is_leaf[parent[parent >= 0]] = False
+    if np.bincount(block_node, minlength=n_nodes)[is_leaf].tolist() != [1] * int(is_leaf.sum()):
+        raise ValidationError("OSED on a tree needs exactly one block per leaf")
+    depth = node_depths(parent)
+    k = member.shape[1]
+    sum_in = np.zeros((n_nodes, k), dtype=np.int64)
+    sum_out = np.zeros((n_nodes, k), dtype=np.int64)
+    c_in = np.zeros((n_nodes, k), dtype=np.int64)
+    c_out = np.zeros((n_nodes, k), dtype=np.int64)
+    c_in[block_node] = member.astype(np.int64)
+    c_out[block_node] = 1 - c_in[block_node]
+    for d in range(int(depth.max()), -1, -1):
+        nodes = np.flatnonzero(depth == d)
+        inner = nodes[~is_leaf[nodes]]
+        c_in[inner], c_out[inner] = osed_recursion_step(sum_in[inner], sum_out[inner])
+        if d > 0:
+            np.add.at(sum_in, parent[nodes], c_in[nodes])
+            np.add.at(sum_out, parent[nodes], c_out[nodes])
+    return c_in[int(np.flatnonzero(parent == -1)[0])]
 
 
 def reduce_osed(values: np.ndarray, how: Reduce) -> float | tuple[int, ...]:

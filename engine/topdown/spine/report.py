@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from engine.topdown.geography import GeoTree
 from engine.topdown.spine.entities import EntitySet
 from engine.topdown.spine.levels import SpineLevels
-from engine.topdown.spine.osed import entity_osed
+from engine.topdown.spine.osed import entity_osed, tree_osed
 from phexplore.errors import ValidationError
 
 
@@ -51,7 +52,7 @@ def entity_total_mae(
 
 def spine_metrics(
     conventional: SpineLevels,
-    used: SpineLevels,
+    used: SpineLevels | GeoTree,
     entity_sets: Sequence[EntitySet],
     true_totals: np.ndarray,
     estimated_totals: np.ndarray,
@@ -59,16 +60,22 @@ def spine_metrics(
     """The three metrics.json sections: ``conventional_mae``, ``entity_mae`` and ``osed``.
 
     ``conventional`` is the tabulation spine, ``used`` the spine the run measured on (its OSEDs
-    are reported; bypassing single-child parents does not change an OSED).
+    are reported), as nested levels or as the run's tree (after bypassing).
     """
     if conventional.n_blocks != used.n_blocks:
         raise ValidationError("the conventional and the run's spine cover different blocks")
+
+    def mean_osed(entity_set: EntitySet) -> float:
+        if isinstance(used, GeoTree):
+            return float(tree_osed(used.parent, used.block_node, entity_set.membership()).mean())
+        return float(entity_osed(used, entity_set.membership()).mean())
+
     return {
         "conventional_mae": level_total_mae(conventional, true_totals, estimated_totals),
         "entity_mae": {
             s.name: entity_total_mae(s, true_totals, estimated_totals) for s in entity_sets
         },
-        "osed": {s.name: float(entity_osed(used, s.membership()).mean()) for s in entity_sets},
+        "osed": {s.name: mean_osed(s) for s in entity_sets},
     }
 
 

@@ -80,11 +80,13 @@ def spine_report(
 ) -> dict[str, Any]:
     """``conventional_mae``, ``entity_mae`` and ``osed`` of a run (metrics.json sections).
 
-    ``built`` is the spine the run used (its OSEDs are reported); without it the run's tree is
-    taken to be the conventional spine.
+    The OSEDs are computed on the tree the run measured on (``result.tree``, after any bypass;
+    ``built`` is accepted for symmetry with :func:`run_on_spine` and must be that tree's spine).
     """
     conventional = SpineLevels.from_geography(hist.geography, hist.levels)
-    used = built.levels if built is not None else conventional
+    if built is not None and built.tree is not result.tree:
+        raise ValidationError("the result was not produced on this spine")
+    used = result.tree
     estimated = result.block_histogram().sum(axis=1)
     truth = np.asarray(hist.counts).sum(axis=1)
     return spine_metrics(conventional, used, entity_sets, truth, estimated)

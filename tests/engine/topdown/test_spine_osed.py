@@ -7,8 +7,15 @@ import itertools
 import numpy as np
 import pytest
 
+from engine.topdown.spine.bypass import bypass_geounits
 from engine.topdown.spine.levels import SpineLevels
-from engine.topdown.spine.osed import entity_osed, lexicographic_le, osed_reduced, reduce_osed
+from engine.topdown.spine.osed import (
+    entity_osed,
+    lexicographic_le,
+    osed_reduced,
+    reduce_osed,
+    tree_osed,
+)
 from phexplore.errors import ValidationError
 
 # US > State {A, B} > County {A1: blocks 0,1; A2: 2,3; B1: 4,5} > Block
@@ -94,3 +101,34 @@ def test_membership_shape_is_checked():
         entity_osed(TOY, np.zeros((5, 1), dtype=bool))
     with pytest.raises(ValidationError, match="unknown OSED reduce"):
         reduce_osed(np.array([1]), "median")  # type: ignore[arg-type]
+
+
+# TOY as a tree: 0 US; 1 A, 2 B; 3 A1, 4 A2, 5 B1; blocks 6..11
+TOY_PARENT = np.array([-1, 0, 0, 1, 1, 2, 3, 3, 4, 4, 5, 5])
+TOY_BLOCK_NODE = np.arange(6, 12)
+ALL_ENTITIES = np.array(list(itertools.product((0, 1), repeat=6)), dtype=bool).T
+
+
+def compact(parent: np.ndarray, kept: np.ndarray, block_node: np.ndarray):
+    keep = np.flatnonzero(kept)
+    index = np.full(parent.size, -1)
+    index[keep] = np.arange(keep.size)
+    return np.where(parent[keep] >= 0, index[parent[keep]], -1), index[block_node]
+
+
+def test_tree_osed_equals_level_osed_and_survives_zcdp_bypass():
+    by_levels = entity_osed(TOY, ALL_ENTITIES)
+    assert np.array_equal(tree_osed(TOY_PARENT, TOY_BLOCK_NODE, ALL_ENTITIES), by_levels)
+    result = bypass_geounits(TOY_PARENT, np.full(12, 0.25))
+    assert np.flatnonzero(~result.kept).tolist() == [2]  # state B has the single county B1
+    parent, block_node = compact(result.parent, result.kept, TOY_BLOCK_NODE)
+    assert np.array_equal(tree_osed(parent, block_node, ALL_ENTITIES), by_levels)
+
+
+def test_pure_dp_bypass_of_a_two_child_parent_can_raise_an_osed():
+    result = bypass_geounits(TOY_PARENT, np.full(12, 0.25), pure_dp=True)
+    assert not result.kept[3]  # county A1: 0.25 ≥ (2 − 1)·0.25/2
+    parent, block_node = compact(result.parent, result.kept, TOY_BLOCK_NODE)
+    a1 = member(0, 1)[:, None]
+    assert entity_osed(TOY, a1)[0] == 1
+    assert tree_osed(parent, block_node, a1)[0] > 1
