@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,7 @@ MAX_PROBLEMS_PER_CHECK = 10
 
 DELIMITERS = (",", "\t", ";", "|")
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
+_ENCODING_NAMES = {"utf-8-sig": "UTF-8", "utf-8": "UTF-8", "latin-1": "Latin-1"}
 
 DataSource = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
 """A path, the bytes of a file, or a binary file-like object (e.g. a Streamlit upload)."""
@@ -71,6 +72,8 @@ def read_source(source: DataSource, *, max_bytes: int, name: str | None = None) 
     elif isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
     else:
+        if getattr(source, "seekable", lambda: False)():
+            source.seek(0)  # an upload may have been read before (e.g. for a preview)
         data = source.read(max_bytes + 1)
         if isinstance(data, str):
             data = data.encode("utf-8")
@@ -94,7 +97,7 @@ def _too_large(size: int, max_bytes: int) -> str:
     )
 
 
-def _fail(label: str, message: str, row: int | None = None, column: str | None = None) -> None:
+def _fail(label: str, message: str, row: int | None = None, column: str | None = None) -> NoReturn:
     raise DataValidationError([Problem(label, message, row, column)])
 
 
@@ -113,7 +116,8 @@ def decode_text(data: bytes, label: str, encodings: Sequence[str] = ("utf-8-sig"
         [
             Problem(
                 label,
-                f"the file is not valid {', '.join(encodings)} text: byte 0x{bad} at offset "
+                f"the file is not valid {' or '.join(_ENCODING_NAMES.get(e, e) for e in encodings)} "
+                f"text: byte 0x{bad} at offset "
                 f"{first_error.start:,}; save it as UTF-8 (e.g. 'CSV UTF-8' in a spreadsheet)",
                 row=line,
             )

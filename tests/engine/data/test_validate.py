@@ -56,3 +56,9 @@ def test_int_column_bounds_and_unicode_digits():
         (3, "negative age -2"),
         (4, "age 200 is above 100"),
     ]
+
+
+def test_an_upload_read_before_is_rewound():
+    upload = io.BytesIO((",".join(COLUMNS) + "\n" + ",".join(ROW) + "\n").encode())
+    upload.read()  # e.g. the app showed a preview first
+    assert load_ri2010(upload).total == 1
