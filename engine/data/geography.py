@@ -7,13 +7,13 @@ the block group is the first digit of the block number (Census Bureau geographic
 ``Tract="44007000100"``, ``Block_Group="440070001001"``, ``Block="440070001001000"``.
 
 Ids built from prefixes nest by construction; the checks here report the inputs that cannot nest:
-malformed ids, a block group code that differs from the block's first digit, a geounit listed under
-two parents, and repeated blocks.
+malformed ids, a block group code that differs from the block's first digit, a full id that does not
+start with its parent's id, and repeated blocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -140,33 +140,10 @@ def geography_from_components(
     return geography_from_block_ids(block_ids.to_numpy(dtype=object)), problems
 
 
-def nesting_problems(
-    table: CsvTable, geography: pd.DataFrame, columns: dict[str, str]
+def _capped(
+    table: CsvTable, column: str, mask: np.ndarray, describe: Callable[[int], str], what: str
 ) -> list[Problem]:
-    """Problems for explicit full-id level columns that do not nest (id must extend its parent's)."""
-    problems: list[Problem] = []
-    for parent, child in zip(BLOCK_LEVELS[:-1], BLOCK_LEVELS[1:], strict=True):
-        p = geography[parent].astype(str)
-        c = geography[child].astype(str)
-        bad = ~np.fromiter(
-            (ci.startswith(pi) for ci, pi in zip(c.tolist(), p.tolist(), strict=True)),
-            dtype=bool,
-            count=len(c),
-        )
-        problems += _capped(
-            table,
-            table.found.get(columns[child], columns[child]),
-            bad,
-            lambda i, c=c, p=p, child=child, parent=parent: (
-                f"{child} {c.iloc[i]} does not nest in "
-                f"{parent} {p.iloc[i]} (its id must start with the {parent} id)"
-            ),
-            f"whose {child} does not nest",
-        )
-    return problems
-
-
-def _capped(table: CsvTable, column: str, mask: np.ndarray, describe, what: str) -> list[Problem]:
+    """Problems for the rows selected by ``mask`` (``describe`` gets the row index), capped."""
     hits = np.flatnonzero(mask)
     out = [
         Problem(table.file, describe(int(i)), int(table.rows[i]), column)
