@@ -1,0 +1,162 @@
+"""run_phsafe: levels, Puerto Rico, derived tables, determinism, progress/cancel, metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from engine.phsafe.config import PHSafeConfig, preset
+from engine.phsafe.run import PHSafeCancelled, run_phsafe
+from phexplore.cli._output import dumps_json
+from phexplore.errors import ValidationError
+
+
+def _small(cef, state: str = "44"):
+    persons, units, geos = [], [], []
+    sizes = [1, 2, 3, 4, 5, 7, 9, 12]
+    for i, n in enumerate(sizes):
+        ages = [45, 43, 16, 14, 12, 10, 8, 6, 4, 3, 2, 1][:n]
+        p, u, g = cef.household(100_000_001 + i, ages, state=state, ten=1 + i % 4)
+        persons += p
+        units.append(u)
+        geos.append(g)
+    return cef.extract(persons, units, geos)
+
+
+def _config(state: str = "44", **budgets: float) -> PHSafeConfig:
+    cfg = preset("production-us").to_dict()
+    cfg["state_filter"] = [state]
+    for key, value in budgets.items():
+        table, level = key.split("__")
+        cfg["privacy_budget"][table][level.replace("ALL", "*").replace("AG", "A-G")] = value
+    return PHSafeConfig.from_json(cfg)
+
+
+def test_disabled_levels_and_unattributed_only_tables(cef) -> None:
+    config = _config(PH1_num__usa_ALL=0.0, PH1_num__state_AG=0.0)
+    result = run_phsafe(_small(cef), config, seed=1)
+    levels = set(result.measurements.loc[result.measurements["table"] == "PH1_num", "level"])
+    assert levels == {"usa_A-G", "usa_H,I", "state_*", "state_H,I"}
+    ph2 = result.official["PH2"]
+    assert list(ph2.columns) == [
+        "REGION_ID",
+        "REGION_TYPE",
+        "PH2_DATA_CELL",
+        "NOISE_DISTRIBUTION",
+        "VARIANCE",
+        "COUNT",
+    ]
+
+
+def test_derived_ph5_and_ph8_numerators(cef) -> None:
+    result = run_phsafe(_small(cef), _config(), seed=2, trials=3)
+    m = result.measurements.set_index(["table", "level", "region_id", "iteration_code", "cell"])
+    ph4 = m.loc["PH4"]
+    assert (m.loc["PH5_num"]["noisy"] == ph4["noisy"]).all()
+    ph7, ph8 = m.loc["PH7"], m.loc["PH8_num"]
+    key = ("state_*", "44", "*")
+    assert ph8.loc[(*key, 2), "noisy"] == ph7.loc[(*key, 2), "noisy"] + ph7.loc[(*key, 3), "noisy"]
+    assert ph8.loc[(*key, 2), "variance"] == pytest.approx(2 * ph7.loc[(*key, 2), "variance"])
+    assert ph8.loc[(*key, 3), "noisy"] == ph7.loc[(*key, 4), "noisy"]
+
+
+def test_same_seed_same_noise_and_trials_reuse_counts(cef) -> None:
+    ex = _small(cef)
+    a = run_phsafe(ex, _config(), seed=9, trials=4)
+    b = run_phsafe(ex, _config(), seed=9, trials=4)
+    c = run_phsafe(ex, _config(), seed=10, trials=4)
+    assert all(np.array_equal(x.noise, y.noise) for x, y in zip(a.levels, b.levels, strict=True))
+    assert any(
+        not np.array_equal(x.noise, y.noise) for x, y in zip(a.levels, c.levels, strict=True)
+    )
+    for level in a.levels:
+        assert level.noise.shape[0] == 4
+        assert not np.array_equal(level.noise[0], level.noise[1]) or level.noise[0].size < 3
+
+
+def test_truncation_error_and_noise_decomposition(cef) -> None:
+    result = run_phsafe(_small(cef), _config(), seed=3)
+    e = result.cell_errors
+    assert (e["total_error"] == e["noise_error"] + e["truncation_error"]).all()
+    ph1 = e[(e["table"] == "PH1_num") & (e["level"] == "usa_*")]
+    # households of 12 persons lose 2 people at τ = 10
+    assert int(ph1["truncation_error"].sum()) == -2
+    assert result.truncation_stats["PH1_num"].persons_dropped == 2
+
+
+def test_puerto_rico_run_has_no_nation_level(cef) -> None:
+    result = run_phsafe(_small(cef, state="72"), preset("production-pr"), seed=4)
+    assert set(result.measurements["region_type"]) == {"STATE"}
+    assert result.states == ("72",)
+    nonprivate = run_phsafe(
+        _small(cef, state="72"), preset("production-pr"), seed=4, non_private=True
+    )
+    assert all(set(f["REGION_TYPE"]) <= {"STATE"} for f in nonprivate.official.values())
+
+
+def test_progress_and_cancel(cef) -> None:
+    seen: list[tuple[str, float]] = []
+    run_phsafe(_small(cef), _config(), seed=1, progress=lambda label, f: seen.append((label, f)))
+    fractions = [f for _, f in seen]
+    assert fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert fractions == sorted(fractions)
+    calls = {"n": 0}
+
+    def cancel() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    with pytest.raises(PHSafeCancelled):
+        run_phsafe(_small(cef), _config(), seed=1, cancel=cancel)
+
+
+@pytest.mark.parametrize("trials", [0, -1, 1.5, True])
+def test_bad_trials_rejected(cef, trials) -> None:
+    with pytest.raises(ValidationError, match="trials"):
+        run_phsafe(_small(cef), _config(), seed=1, trials=trials)
+
+
+def test_metrics_payload_is_strict_json(cef) -> None:
+    result = run_phsafe(_small(cef), _config(), seed=5, trials=2)
+    metrics = json.loads(dumps_json(result.metrics()))
+    for key in (
+        "engine",
+        "runtime_s",
+        "seed",
+        "trials",
+        "rho",
+        "rho_total_unbounded",
+        "rho_total_bounded",
+        "mae",
+        "noise_variance",
+        "empirical_moe",
+        "analytic_moe",
+        "truncation",
+    ):
+        assert key in metrics, key
+    assert metrics["engine"] == "phsafe"
+    assert math.isclose(metrics["rho_total_unbounded"], 1.257281, abs_tol=1e-9)
+    assert metrics["rho_total_bounded"] == pytest.approx(2 * 1.257281)
+    assert metrics["truncation"]["PH1_num"]["persons_dropped"] == 2
+    assert set(metrics["noise_variance"]["PH3"]["state_A-G"]) == {"analytic", "empirical"}
+
+
+def test_published_tables_are_non_negative_and_add_up(cef) -> None:
+    result = run_phsafe(_small(cef), _config(), seed=6)
+    pub = result.published
+    counts = pub[pub["kind"] == "count"]
+    assert (counts["estimate"] >= 0).all()
+    assert (counts["ci90_low"] <= counts["estimate"]).all()
+    assert (counts["estimate"] <= counts["ci90_high"]).all()
+    ph2 = counts[(counts["table"] == "PH2") & (counts["level"] == "state_*")]
+    total = ph2.loc[ph2["cell"] == 1, "estimate"].item()
+    assert total == ph2.loc[ph2["is_basis"], "estimate"].sum()
+    averages = pub[pub["kind"] == "average"]
+    assert set(averages["table"]) == {"PH1", "PH5", "PH8"}
+    bad = averages["denominator"] <= 0
+    assert averages.loc[bad, "estimate"].isna().all()
+    assert (averages.loc[bad, "average_flag"] == "denominator is zero").all()
+    assert (averages.loc[~bad, "estimate"] >= 0).all()

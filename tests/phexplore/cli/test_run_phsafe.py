@@ -1,0 +1,47 @@
+"""``phexplore run phsafe``: official outputs, metrics.json and summary on the official fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from phexplore.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
+
+
+def _sorted_lines(path: Path) -> tuple[str, list[str]]:
+    lines = path.read_text().splitlines()
+    return lines[0], sorted(lines[1:])
+
+
+@pytest.mark.parametrize(("case", "flags"), [("e2e_test1", ["--non-private"]), ("e2e_test2", [])])
+def test_cli_reproduces_fixture(case: str, flags: list[str], tmp_path: Path, capsys) -> None:
+    data = FIXTURES / case
+    out = tmp_path / "out"
+    code = main(
+        ["run", "phsafe", "--data", str(data), "--config", str(data / "config.json"), "--seed", "7"]
+        + flags
+        + ["--out", str(out)]
+    )
+    assert code == 0
+    for expected in sorted((data / "expected_outputs").iterdir()):
+        assert _sorted_lines(out / expected.name) == _sorted_lines(expected), expected.name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["engine"] == "phsafe" and metrics["seed"] == 7
+    assert metrics["non_private"] is bool(flags)
+    assert (out / "summary.txt").read_text().startswith("PHSafe run")
+    assert "PHSafe run" in capsys.readouterr().out
+
+
+def test_cli_reports_bad_config(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text('{"privacy_budget": {}, "tau": {}, "state_filter": ["06"]}')
+    code = main(
+        ["run", "phsafe", "--data", str(FIXTURES / "e2e_test1"), "--config", str(bad)]
+        + ["--out", str(tmp_path / "o")]
+    )
+    assert code != 0
+    assert "tau is missing" in capsys.readouterr().err
