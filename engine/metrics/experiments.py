@@ -1,0 +1,470 @@
+"""Experiments: an engine over a grid of budgets × seeds, with PF's SRS baseline on the same axes.
+
+What it computes (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9 Tables 11–13):
+
+* per (budget, seed, geolevel, query): MAE, median AE, mean signed error and EPL with its bootstrap
+  interval and number of residuals (``runs``), plus signed-error quantiles (``error_quantiles``) for
+  the distribution of errors across seeds;
+* per (budget, seed, geolevel, Blau quintile): mean signed error of the total population
+  (``blau_bias``, TDA Table 13) and per homogeneity index (``homogeneity_bias``, PF Fig. 3);
+* per (budget, seed, geolevel, query): empirical coverage of the noisy measurements by their 90%
+  MOE (``moe_coverage``): the analytic z·σ bound (SPEC §2, z = 1.645) and the exact integer MOE of
+  the discrete Gaussian / two-sided geometric noise actually drawn; invariant answers are left out;
+* the SRS sweep over sample fractions (``srs``), and the MAE–EPL trade-off table of both designs on
+  the same axes (:meth:`ExperimentResult.tradeoff`, PF Fig. 2).
+
+Reused across the grid: the data, the spine, the true Blau and homogeneity tables, the SRS sweep
+(it does not depend on the budget). Each run uses its seed as the engine seed, so any cell of the
+grid can be re-run alone. For a pure-DP allocation (PF's 2018 E2E setting) the ``rho`` column holds
+ε (``ExperimentResult.budget_name`` says which).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.data.histogram import BlockHistogram
+from engine.metrics.blau import (
+    blau_quintile_bias,
+    blau_table,
+    homogeneity_bias,
+    homogeneity_index_from_histogram,
+    raceeth_counts_from_histogram,
+)
+from engine.metrics.epl import epl_table
+from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
+from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
+from phexplore.distributions import discrete_gaussian_moe, geometric_moe
+from phexplore.errors import ValidationError
+
+ENGINES: tuple[str, ...] = ("topdown",)
+DEFAULT_PRESET = "ri2010-production-like"
+MOE_Z = 1.645
+"""z of the analytic 90% MOE z·σ (SPEC §2)."""
+Progress = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """Tidy results of :func:`run_experiment` (see the module docstring for each table)."""
+
+    engine: str
+    data: str
+    preset: str
+    mechanism: str
+    rhos: tuple[float, ...]
+    seeds: tuple[int, ...]
+    runs: pd.DataFrame
+    srs: pd.DataFrame
+    blau_bias: pd.DataFrame
+    homogeneity_bias: pd.DataFrame
+    error_quantiles: pd.DataFrame
+    moe_coverage: pd.DataFrame
+    runtime_s: pd.DataFrame
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def budget_name(self) -> str:
+        """``"rho"`` for zCDP runs, ``"epsilon"`` for pure-DP runs (the ``rho`` column's meaning)."""
+        return "epsilon" if self.mechanism == "puredp" else "rho"
+
+    def summary(self) -> pd.DataFrame:
+        """Per (rho, geolevel, query), across seeds: mean and range of MAE, median AE and EPL.
+
+        ``epl_seed_low``/``epl_seed_high`` are the smallest and largest per-seed EPL;
+        ``epl_boot_low``/``epl_boot_high`` the mean bootstrap bounds; ``n_residuals`` per seed.
+        """
+        return _across_seeds(self.runs, "rho")
+
+    def srs_summary(self) -> pd.DataFrame:
+        """Per (fraction, geolevel, query), across seeds, like :meth:`summary`."""
+        return _across_seeds(self.srs, "fraction") if not self.srs.empty else self.srs
+
+    def blau_summary(self) -> pd.DataFrame:
+        """Mean signed error by rho × geolevel × Blau quintile, averaged over seeds (TDA Table 13)."""
+        g = self.blau_bias.groupby(["rho", "geolevel", "quintile"], sort=False, observed=True)
+        out = g.agg(
+            n_geounits=("n_geounits", "first"),
+            blau_low=("blau_low", "first"),
+            blau_high=("blau_high", "first"),
+            mean_signed_error=("mean_signed_error", "mean"),
+            seed_low=("mean_signed_error", "min"),
+            seed_high=("mean_signed_error", "max"),
+        )
+        return out.reset_index()
+
+    def tradeoff(self, geolevel: str, query: str, *, error: str = "median_ae") -> pd.DataFrame:
+        """MAE–EPL trade-off of the engine (over rho) and SRS (over fraction) on one axis pair.
+
+        Columns: design, parameter, error (the ``error`` statistic averaged over seeds), epl,
+        epl_low, epl_high (across-seed range with several seeds, else the bootstrap interval),
+        n_residuals.
+        """
+        if error not in ("mae", "median_ae"):
+            raise ValidationError(f"error must be 'mae' or 'median_ae'; got {error!r}")
+        frames = []
+        for design, table, key in (
+            (self.engine, self.summary(), "rho"),
+            ("srs", self.srs_summary(), "fraction"),
+        ):
+            if table.empty:
+                continue
+            rows = table[(table["geolevel"] == geolevel) & (table["query"] == query)]
+            several = rows["n_seeds"] > 1
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "design": design,
+                        "parameter": rows[key].to_numpy(float),
+                        "error": rows[f"{error}_mean"].to_numpy(float),
+                        "epl": rows["epl_mean"].to_numpy(float),
+                        "epl_low": np.where(several, rows["epl_seed_low"], rows["epl_boot_low"]),
+                        "epl_high": np.where(several, rows["epl_seed_high"], rows["epl_boot_high"]),
+                        "n_residuals": rows["n_residuals"].to_numpy(),
+                    }
+                )
+            )
+        if not frames or all(f.empty for f in frames):
+            raise ValidationError(
+                f"no results for geolevel {geolevel!r} and query {query!r}; levels: "
+                f"{sorted(self.runs['geolevel'].unique())}, queries: "
+                f"{sorted(self.runs['query'].unique())}"
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table by the file stem :meth:`write` uses."""
+        return {
+            "runs": self.runs,
+            "summary": self.summary(),
+            "srs": self.srs,
+            "srs_summary": self.srs_summary(),
+            "blau_bias": self.blau_bias,
+            "blau_summary": self.blau_summary(),
+            "homogeneity_bias": self.homogeneity_bias,
+            "error_quantiles": self.error_quantiles,
+            "moe_coverage": self.moe_coverage,
+            "runtime": self.runtime_s,
+        }
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write every table as CSV plus ``experiment.json`` (settings and file list) to ``out_dir``."""
+        folder = Path(out_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValidationError(f"cannot create output folder {folder}: {exc.strerror}") from None
+        written = []
+        for stem, table in self.tables().items():
+            path = folder / f"{stem}.csv"
+            table.to_csv(path, index=False)
+            written.append(path)
+        meta = {
+            "engine": self.engine,
+            "data": self.data,
+            "preset": self.preset,
+            "mechanism": self.mechanism,
+            "budget_name": self.budget_name,
+            "rhos": list(self.rhos),
+            "seeds": list(self.seeds),
+            "files": [p.name for p in written],
+            "notes": self.notes,
+        }
+        path = folder / "experiment.json"
+        path.write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+        written.append(path)
+        return written
+
+
+def _across_seeds(table: pd.DataFrame, key: str) -> pd.DataFrame:
+    g = table.groupby([key, "geolevel", "query"], sort=True, observed=True)
+    out = g.agg(
+        n_seeds=("seed", "nunique"),
+        mae_mean=("mae", "mean"),
+        mae_low=("mae", "min"),
+        mae_high=("mae", "max"),
+        median_ae_mean=("median_ae", "mean"),
+        epl_mean=("epl", "mean"),
+        epl_seed_low=("epl", "min"),
+        epl_seed_high=("epl", "max"),
+        epl_boot_low=("epl_low", "mean"),
+        epl_boot_high=("epl_high", "mean"),
+        n_residuals=("n_residuals", "first"),
+    )
+    return out.reset_index()
+
+
+def _check_grid(
+    rhos: Sequence[float], seeds: Sequence[int]
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    if not rhos:
+        raise ValidationError("give at least one budget value (rho, or epsilon for pure DP)")
+    checked = []
+    for r in rhos:
+        value = (
+            float(r)
+            if isinstance(r, int | float | np.number) and not isinstance(r, bool)
+            else math.nan
+        )
+        if not math.isfinite(value) or value <= 0:
+            raise ValidationError(f"budget values must be positive numbers; got {r!r}")
+        checked.append(value)
+    if not seeds:
+        raise ValidationError("give at least one seed")
+    if any(isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0 for s in seeds):
+        raise ValidationError(f"seeds must be non-negative integers; got {list(seeds)!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValidationError(f"seeds must be distinct; got {list(seeds)!r}")
+    return tuple(checked), tuple(int(s) for s in seeds)
+
+
+def error_quantile_table(
+    tidy: pd.DataFrame, quantiles: Sequence[float] = SIGNED_ERROR_QUANTILES
+) -> pd.DataFrame:
+    """Signed-error quantiles per geolevel × query (one ``q<quantile>`` column each)."""
+    errors = error_table(tidy)
+    g = errors.groupby(["geolevel", "query"], sort=True, observed=True)["error"]
+    out = pd.DataFrame({f"q{q:g}": g.quantile(q) for q in quantiles})
+    return out.reset_index()
+
+
+def moe_coverage_table(
+    measurements: pd.DataFrame, *, mechanism: str, confidence: float = 0.90
+) -> pd.DataFrame:
+    """Share of noisy measurements within their MOE, per geolevel × query (SPEC §2, §5).
+
+    ``measurements`` has geolevel, geounit, query, cell, noisy, true, variance and budget (the
+    query's ρ·c·d, or ε·c·d for pure DP). ``moe_normal`` = 1.645·sqrt(variance) (the analytic
+    TopDown MOE); ``moe_exact`` = the smallest integer m with P(|noise| ≤ m) ≥ ``confidence`` for the
+    noise drawn (σ² = 1/budget, or z = budget/2). Invariant rows (variance 0) are left out.
+    """
+    needed = ["geolevel", "query", "noisy", "true", "variance", "budget"]
+    missing = [c for c in needed if c not in measurements.columns]
+    if missing:
+        raise ValidationError(f"measurement table lacks column(s) {missing}")
+    if mechanism not in ("zcdp", "puredp"):
+        raise ValidationError(f"mechanism must be 'zcdp' or 'puredp'; got {mechanism!r}")
+    rows = measurements[measurements["variance"] > 0]
+    abs_error = np.abs(rows["noisy"].to_numpy(float) - rows["true"].to_numpy(float))
+    budgets = rows["budget"].to_numpy(float)
+    exact_by_budget = {}
+    for b in np.unique(budgets):
+        if mechanism == "zcdp":
+            exact_by_budget[b] = discrete_gaussian_moe(1.0 / b, confidence)
+        else:
+            exact_by_budget[b] = geometric_moe(b / 2.0, confidence)
+    moe_exact = np.array([exact_by_budget[b] for b in budgets], dtype=float)
+    moe_normal = MOE_Z * np.sqrt(rows["variance"].to_numpy(float))
+    frame = rows[["geolevel", "query"]].assign(
+        moe_normal=moe_normal,
+        moe_exact=moe_exact,
+        covered_normal=abs_error <= moe_normal,
+        covered_exact=abs_error <= moe_exact,
+    )
+    g = frame.groupby(["geolevel", "query"], sort=True, observed=True)
+    out = g.agg(
+        n_cells=("moe_exact", "size"),
+        moe_normal=("moe_normal", "mean"),
+        moe_exact=("moe_exact", "mean"),
+        coverage_normal=("covered_normal", "mean"),
+        coverage_exact=("covered_exact", "mean"),
+    )
+    return out.reset_index()
+
+
+def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
+    """The run's measurements joined with the true answers and the per-node query budget."""
+    measured = result.measurements
+    budgets = []
+    ids = np.asarray(result.tree.node_id, dtype=object)
+    levels = np.asarray(result.tree.level_names, dtype=object)
+    for j, group in enumerate(result.queries):
+        b = result.measured.budget[:, j]
+        nodes = np.flatnonzero(np.isfinite(result.measured.noisy[j][:, 0]))
+        budgets.append(
+            pd.DataFrame(
+                {
+                    "geolevel": levels[nodes],
+                    "geounit": ids[nodes],
+                    "query": group.name,
+                    "budget": b[nodes],
+                }
+            )
+        )
+    budget = pd.concat(budgets, ignore_index=True)
+    measured = measured.merge(budget, on=["geolevel", "geounit", "query"], how="left")
+    truth = tidy[["geolevel", "geounit", "query", "cell", "true"]]
+    return measured.merge(truth, on=["geolevel", "geounit", "query", "cell"], how="inner")
+
+
+def _topdown_allocation(preset: str, universe: str) -> Any:
+    from phexplore.presets import load_topdown_preset
+
+    allocations = load_topdown_preset(preset)
+    if universe not in allocations:
+        raise ValidationError(
+            f"preset {preset!r} has no {universe!r} allocation; it has {sorted(allocations)}"
+        )
+    return allocations[universe]
+
+
+def _load_data(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
+    if isinstance(data, BlockHistogram):
+        return "custom histogram", data
+    if not isinstance(data, str):
+        raise ValidationError(f"data must be a sample name or a BlockHistogram; got {data!r}")
+    from engine.data.samples import load_topdown_sample
+
+    return data, load_topdown_sample(data)
+
+
+def run_experiment(
+    engine: str = "topdown",
+    data: str | BlockHistogram = "ri2010",
+    rhos: Sequence[float] = (0.1, 1.0, 10.0),
+    seeds: Sequence[int] = (0, 1, 2),
+    *,
+    preset: str = DEFAULT_PRESET,
+    universe: str = "persons",
+    queries: Sequence[str] | None = None,
+    srs_fractions: Sequence[float] | None = DEFAULT_FRACTIONS,
+    n_boot: int = 100,
+    workers: int = 1,
+    progress: Progress | None = None,
+    cancel: Callable[[], bool] | None = None,
+    data_name: str | None = None,
+) -> ExperimentResult:
+    """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed, plus the SRS sweep.
+
+    ``data`` is a shipped sample name (``"ri2010"``) or a :class:`BlockHistogram`; ``preset`` names
+    the allocation whose shares are rescaled to each budget (``"ri2010-e2e-1940-like"`` gives PF's
+    pure-DP setting, where the budgets are ε). ``queries`` default to the schema's queries.
+    ``srs_fractions=None`` skips the SRS baseline. ``progress(message, fraction)`` is called after
+    each run; ``cancel()`` is forwarded to the engine. ``data_name`` labels a histogram passed
+    directly.
+    """
+    if engine not in ENGINES:
+        raise ValidationError(
+            f"unknown engine {engine!r} for experiments; available: {', '.join(ENGINES)}"
+        )
+    budgets, seed_list = _check_grid(rhos, seeds)
+    from engine.topdown.queries import SCHEMA_QUERIES
+    from engine.topdown.run import default_tree, run_topdown
+
+    name, hist = _load_data(data)
+    name = data_name or name
+    base = _topdown_allocation(preset, universe)
+    query_names = (
+        tuple(queries)
+        if queries is not None
+        else SCHEMA_QUERIES.get(hist.schema.name, ("TOTAL", "DETAILED"))
+    )
+    report = progress or (lambda message, fraction: None)
+    tree = default_tree(hist, base)
+    has_raceeth = "RACEETH" in hist.schema.names
+    blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
+    homogeneity = homogeneity_index_from_histogram(hist)
+
+    runs, blau_rows, homog_rows, quantile_rows, coverage_rows, timing_rows = [], [], [], [], [], []
+    n_total = len(budgets) * len(seed_list)
+    for i, budget in enumerate(budgets):
+        allocation = base.with_rho(budget)
+        for k, seed in enumerate(seed_list):
+            result = run_topdown(
+                hist, allocation, seed=seed, tree=tree, workers=workers, cancel=cancel
+            )
+            tidy = result.to_tidy(query_names)
+            keys = {"rho": budget, "seed": seed}
+            errors = mae_table(tidy)
+            epl = epl_table(tidy, n_boot=n_boot, rng=np.random.default_rng([seed, i]))
+            runs.append(_prefix(errors.merge(epl, on=["geolevel", "query"], how="left"), keys))
+            quantile_rows.append(_prefix(error_quantile_table(tidy), keys))
+            if blau is not None:
+                blau_rows.append(_prefix(blau_quintile_bias(tidy, blau), keys))
+            homog_rows.append(_prefix(homogeneity_bias(tidy, homogeneity), keys))
+            measured = _measurements_with_truth(result, tidy)
+            coverage_rows.append(
+                _prefix(moe_coverage_table(measured, mechanism=allocation.mechanism), keys)
+            )
+            timing_rows.append({**keys, "runtime_s": float(result.runtime_s)})
+            done = i * len(seed_list) + k + 1
+            report(
+                f"{engine} run {done}/{n_total} ({base.name}, budget {budget:g}, seed {seed})",
+                done / n_total,
+            )
+    srs = (
+        srs_sweep(
+            hist,
+            srs_fractions,
+            seed_list,
+            query_names,
+            levels=tree_levels(tree, hist),
+            n_boot=n_boot,
+        )
+        if srs_fractions
+        else pd.DataFrame()
+    )
+    runtime = pd.DataFrame(timing_rows)
+    run_table = pd.concat(runs, ignore_index=True).merge(runtime, on=["rho", "seed"], how="left")
+    return ExperimentResult(
+        engine=engine,
+        data=name,
+        preset=base.name,
+        mechanism=base.mechanism,
+        rhos=budgets,
+        seeds=seed_list,
+        runs=run_table,
+        srs=srs,
+        blau_bias=pd.concat(blau_rows, ignore_index=True) if blau_rows else pd.DataFrame(),
+        homogeneity_bias=pd.concat(homog_rows, ignore_index=True),
+        error_quantiles=pd.concat(quantile_rows, ignore_index=True),
+        moe_coverage=pd.concat(coverage_rows, ignore_index=True),
+        runtime_s=runtime,
+        notes={
+            "queries": list(query_names),
+            "n_boot": n_boot,
+            "levels": list(tree_levels(tree, hist)),
+        },
+    )
+
+
+def subset_histogram(hist: BlockHistogram, level: str, units: Sequence[str]) -> BlockHistogram:
+    """The blocks of ``hist`` inside the geounits ``units`` of ``level`` (for quick experiments)."""
+    if level not in hist.levels:
+        raise ValidationError(f"unknown geolevel {level!r}; the data has {list(hist.levels)}")
+    wanted = {str(u) for u in units}
+    ids = hist.geography[level].astype(str)
+    unknown = sorted(wanted - set(ids))
+    if unknown:
+        raise ValidationError(f"{level} {unknown[:5]} not in the data; e.g. {sorted(set(ids))[:5]}")
+    keep = ids.isin(wanted).to_numpy()
+    return BlockHistogram(
+        schema=hist.schema,
+        levels=hist.levels,
+        geography=hist.geography[keep].reset_index(drop=True),
+        counts=hist.counts[keep],
+        source=hist.source,
+        licence=hist.licence,
+        units=None if hist.units is None else hist.units[keep],
+        extra=dict(hist.extra),
+    )
+
+
+def tree_levels(tree: Any, hist: BlockHistogram) -> tuple[str, ...]:
+    """The spine's levels that are geography columns of the data (SRS tabulates those)."""
+    return tuple(lv for lv in tree.levels if lv in hist.levels)
+
+
+def _prefix(table: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:
+    out = table.copy()
+    for position, (key, value) in enumerate(keys.items()):
+        out.insert(position, key, value)
+    return out
