@@ -16,9 +16,16 @@ from phexplore.accounting import CONVERSIONS
 
 PAGES = {
     "Plan": [
-        st.Page("pages/phsafe_planner.py", title="PHSafe planner", icon="🧮", default=True),
-        st.Page("pages/topdown_planner.py", title="TopDown planner", icon="🗺️"),
-        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon="🔐"),
+        st.Page(
+            "pages/phsafe_planner.py",
+            title="PHSafe planner",
+            icon=":material/calculate:",
+            default=True,
+        ),
+        st.Page(
+            "pages/topdown_planner.py", title="TopDown planner", icon=":material/account_tree:"
+        ),
+        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon=":material/lock:"),
     ],
 }
 
@@ -64,7 +71,7 @@ def _sidebar() -> None:
 
 def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
-    st.set_page_config(page_title="PHExplore", page_icon="🧮", layout="wide")
+    st.set_page_config(page_title="PHExplore", page_icon=":material/calculate:", layout="wide")
     S.init_state()
     nav = st.navigation(PAGES)
     _sidebar()

@@ -11,7 +11,6 @@ import json
 import math
 import time
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -148,22 +147,30 @@ def _moe_vs_rho_figure(
 ) -> go.Figure:
     """MOE bound against ρ for the table's sensitivity, with the enabled levels marked."""
     delta_sens = budget.sensitivity(table)
-    grid = np.logspace(-5, 1, 160)
-    moes = [moe_bound(math.sqrt(sigma2_for_rho(r, delta_sens)), budget.confidence) for r in grid]
+    curve = S.moe_curve(float(delta_sens), budget.confidence)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=grid, y=moes, mode="lines", name=f"MOE bound, Δ = {delta_sens}"))
+    fig.add_trace(
+        go.Scatter(
+            x=curve["rho"], y=curve["moe_bound"], mode="lines", name=f"MOE bound, Δ = {delta_sens}"
+        )
+    )
     sel = rows[rows["table"] == table] if not rows.empty else rows
     if not sel.empty:
         fig.add_trace(
             go.Scatter(
                 x=sel["rho_unbounded"],
                 y=sel["moe_bound"],
-                mode="markers+text",
-                text=[
-                    f"{g} {i}"
-                    for g, i in zip(sel["geo_level"], sel["iteration_level"], strict=True)
+                mode="markers",
+                hovertext=[
+                    f"{g} · {it}: ρ={r:.6f}, MOE={m}"
+                    for g, it, r, m in zip(
+                        sel["geo_level"],
+                        sel["iteration_level"],
+                        sel["rho_unbounded"],
+                        sel["moe_bound"],
+                        strict=True,
+                    )
                 ],
-                textposition="top right",
                 marker={"size": 10},
                 name="enabled levels",
             )
@@ -192,7 +199,7 @@ def render() -> None:
     conversion = s[S.CONVERSION]
     confidence = float(s.get("ps_confidence", 0.90))
     rows, summary = S.phsafe_frames(budget, delta, confidence)
-    grid = S.phsafe_grid_frame(budget, mode)
+    grid = S.phsafe_grid_frame(budget, mode, rows)
     compute_ms = (time.perf_counter() - t0) * 1000
 
     st.title("PHSafe planner")
@@ -233,6 +240,9 @@ def render() -> None:
     with left:
         c1, c2 = st.columns([0.7, 0.3])
         options = S.preset_options("phsafe")
+        if s.get("ps_preset") not in options:
+            current = s[S.PHSAFE].name
+            s["ps_preset"] = current if current in options else S.DEFAULT_PHSAFE_PRESET
         c1.selectbox(
             "Preset",
             list(options),

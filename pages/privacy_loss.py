@@ -103,12 +103,18 @@ def _figure(chosen: dict[str, float], delta: float, reported: str, scenario: str
     )
     fig.add_vline(x=delta, line_dash="dot", line_color="gray")
     fig.update_xaxes(type="log", exponentformat="power", title="δ", dtick=1)
-    fig.update_yaxes(type="log", exponentformat="power", title="ε")
+    fig.update_yaxes(
+        type="log",
+        exponentformat="power",
+        title="ε",
+        tickvals=[0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100],
+        ticktext=["0.1", "0.2", "0.5", "1", "2", "3", "5", "10", "20", "30", "50", "100"],
+    )
     fig.update_layout(
         title=f"{scenario}: (ε, δ) curves — line style = conversion, thick = reported",
-        height=480,
+        height=560,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        legend={"font": {"size": 10}},
+        legend={"font": {"size": 10}, "orientation": "h", "y": -0.2},
     )
     return fig
 

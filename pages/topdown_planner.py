@@ -116,7 +116,7 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
             text=text,
             texttemplate="%{text}",
             colorscale="Viridis",
-            colorbar={"title": f"log₁₀ {value.split(' ')[0]}"},
+            colorbar={"title": {"moe90": "log₁₀ MOE", "sigma": "log₁₀ σ"}.get(value, value)},
             hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
         )
     )

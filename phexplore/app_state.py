@@ -130,13 +130,25 @@ def phsafe_frames(
     return pd.DataFrame(phsafe_rows(budget, confidence)), phsafe_summary(budget, delta)
 
 
-def phsafe_grid_frame(budget: PHSafeBudget, mode: str) -> pd.DataFrame:
+def phsafe_grid_frame(
+    budget: PHSafeBudget, mode: str, rows: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Planner grid: one row per table, τ and one column per level (ρ, or the MOE it targets).
 
     Cells of skipped or non-existent levels are empty. In ``"moe"`` mode a cell shows its MOE
-    target, or the MOE bound its ρ implies when it has no target.
+    target, or else the MOE bound of its ρ — taken from ``rows`` (the output of
+    :func:`phexplore.moe_tables.phsafe_rows` for ``budget``) when given, so nothing is recomputed.
     """
-    rows = []
+    bounds: dict[tuple[str, str], float] = {}
+    if mode == "moe":
+        if rows is None:
+            rows = pd.DataFrame(phsafe_rows(budget))
+        if not rows.empty:
+            bounds = {
+                (t, k): float(m)
+                for t, k, m in zip(rows["table"], rows["level_key"], rows["moe_bound"], strict=True)
+            }
+    out = []
     for table in PHSAFE_TABLES:
         tau = None if table in PHSAFE_DENOMINATOR_TABLES else budget.tau.get(table)
         row: dict[str, Any] = {"τ": tau}
@@ -149,13 +161,10 @@ def phsafe_grid_frame(budget: PHSafeBudget, mode: str) -> pd.DataFrame:
                 row[level] = rho
             elif level in targets:
                 row[level] = float(targets[level])
-            elif math.isinf(rho):
-                row[level] = 0.0
             else:
-                sigma = math.sqrt(sigma2_for_rho(rho, budget.sensitivity(table)))
-                row[level] = float(moe_bound(sigma, budget.confidence))
-        rows.append(row)
-    return pd.DataFrame(rows, index=pd.Index(PHSAFE_TABLES, name="Table"))
+                row[level] = bounds.get((table, level))
+        out.append(row)
+    return pd.DataFrame(out, index=pd.Index(PHSAFE_TABLES, name="Table"))
 
 
 def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:
@@ -200,6 +209,14 @@ def topdown_frames(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Per-(run, geolevel, query) rows of :func:`phexplore.moe_tables.topdown_rows`, and totals."""
     return pd.DataFrame(topdown_rows(runs, confidence)), topdown_summary(runs, delta)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def moe_curve(sensitivity: float, confidence: float = 0.90) -> pd.DataFrame:
+    """MOE bound ⌊zσ⌋ over a log grid of ρ for one sensitivity Δ (cached per Δ and confidence)."""
+    grid = np.logspace(-5, 1, 160)
+    moes = [moe_bound(math.sqrt(sigma2_for_rho(r, sensitivity)), confidence) for r in grid]
+    return pd.DataFrame({"rho": grid, "moe_bound": moes})
 
 
 @st.cache_data(show_spinner=False, max_entries=128)

@@ -182,7 +182,7 @@ def test_phsafe_recompute_under_100_ms() -> None:
         edited = budget.with_tau("PH1_num", tau)
         rows, summary = S.phsafe_frames(edited, 1e-10)
         S.phsafe_display(rows)
-        S.phsafe_grid_frame(edited, "moe")
+        S.phsafe_grid_frame(edited, "moe", rows)
         timings.append(time.perf_counter() - t0)
     assert len(rows) == 46 and summary["rho_total_unbounded"] > 0
     assert statistics.median(timings) < 0.100, timings

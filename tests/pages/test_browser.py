@@ -1,0 +1,202 @@
+"""Real-browser end-to-end test: Debian chromium driven by Playwright against `phexplore app`.
+
+One Streamlit server (started through the ``phexplore app`` command on a free 127.0.0.1 port) and
+one browser page for the whole module. For each page: open it from the sidebar navigation, check
+that real numbers and plots are shown, change a control and see a number change, and save a
+screenshot under ``test-output/screenshots/``. The Run page runs the RI 2010 TopDown sample on a
+small subset to completion.
+
+Skipped only when /usr/bin/chromium is absent and the ``CI`` environment variable is unset; under
+CI a missing browser is a failure (``make test`` installs Debian's chromium first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+STARTUP_TIMEOUT_S = 90
+UI_TIMEOUT_MS = 60_000
+
+
+def _require_chromium() -> None:
+    if CHROMIUM.is_file():
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{CHROMIUM} is missing under CI; `make test` installs Debian's chromium")
+    pytest.skip(f"{CHROMIUM} not installed (run `make browser`); skipped outside CI")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """Start `phexplore app` on a free loopback port; always terminate its process group."""
+    _require_chromium()
+    port = _free_port()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    log_path = SCREENSHOTS.parent / "streamlit-server.log"
+    log = log_path.open("w", encoding="utf-8")
+    code = (
+        f"import sys; from phexplore.cli import main; sys.exit(main(['app', '--port', '{port}']))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited early; see {log_path}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"the app did not become healthy in {STARTUP_TIMEOUT_S}s; see {log_path}"
+                )
+            time.sleep(0.5)
+        yield url
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server: str):  # type: ignore[no-untyped-def]
+    """One chromium page on the app for the whole module (session state carries across pages)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            context = browser.new_context(viewport={"width": 1600, "height": 1250})
+            pg = context.new_page()
+            pg.set_default_timeout(UI_TIMEOUT_MS)
+            pg.goto(server)
+            pg.get_by_role("heading", name="PHSafe planner").wait_for()
+            yield pg
+        finally:
+            browser.close()
+
+
+def _idle(pg) -> None:  # type: ignore[no-untyped-def]
+    """Wait until Streamlit has finished rerunning the script."""
+    pg.wait_for_timeout(300)
+    pg.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
+
+
+def _goto(pg, title: str, heading: str) -> None:  # type: ignore[no-untyped-def]
+    pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+    pg.get_by_role("heading", name=heading).wait_for()
+    _idle(pg)
+
+
+def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
+    box = pg.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def _wait_plot(pg) -> None:  # type: ignore[no-untyped-def]
+    pg.locator(".js-plotly-plot .main-svg").first.wait_for()
+
+
+def _set_number(pg, label: str, value: str) -> None:  # type: ignore[no-untyped-def]
+    box = pg.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+    _idle(pg)
+
+
+def _shot(pg, name: str) -> None:  # type: ignore[no-untyped-def]
+    pg.evaluate(
+        "for (const el of document.querySelectorAll('[data-testid=\"stMain\"], section.main'))"
+        " { el.scrollTop = 0; }"
+    )
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _wait_changed(pg, label: str, before: str) -> str:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        now = _metric(pg, label)
+        if now != before:
+            return now
+        pg.wait_for_timeout(250)
+    raise AssertionError(f"metric {label!r} stayed at {before!r}")
+
+
+def test_phsafe_planner(page) -> None:  # type: ignore[no-untyped-def]
+    _idle(page)
+    _wait_plot(page)
+    label = "Total ρ (unbounded neighbours)"
+    before = _metric(page, label)
+    assert before == "1.2573"
+    _set_number(page, "τ of the table", "8")
+    after = _wait_changed(page, label, before)
+    assert float(after) < float(before)
+    _shot(page, "01_phsafe_planner")
+
+
+def test_topdown_planner(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "TopDown planner", "TopDown planner")
+    _wait_plot(page)
+    label = "persons: ρ"
+    before = _metric(page, label)
+    assert before == "2.5562"
+    _set_number(page, "Total ρ of the persons run", "1.5")
+    assert _wait_changed(page, label, before) == "1.5000"
+    _shot(page, "02_topdown_planner")
+
+
+def test_privacy_loss(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Privacy loss (ε, δ)", "Privacy loss (ε, δ)")
+    _wait_plot(page)
+    page.get_by_text("Production persons (certificate): ε=17.14").first.wait_for()
+    _shot(page, "03_privacy_loss")
