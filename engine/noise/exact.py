@@ -3,8 +3,9 @@
 OpenDP's ``make_gaussian`` on an integer vector domain samples the discrete Gaussian N_Z(0, σ²) with
 the exact rational-arithmetic algorithm of Canonne, Kamath & Steinke 2020 (Algorithms 1–3; SPEC §1),
 and ``make_laplace`` on integers samples the discrete Laplace P(k) ∝ e^{−|k|/b}, which is the
-two-sided geometric G(z) of SPEC §4 with b = 1/z. Both draw their bits from a cryptographically
-secure OS-seeded generator in the Rust core, so they cannot be seeded or reproduced.
+two-sided geometric G(z) of SPEC §4 with b = 1/z. Both draw their random bits in the Rust core
+through OpenDP's ``fill_bytes`` (OpenSSL's CSPRNG under its ``use-openssl`` feature, otherwise the
+OS generator), so they cannot be seeded or reproduced.
 
 Why OpenDP rather than our own implementation: it is the peer-reviewed, maintained implementation
 of CKS 2020 (with proofs), it runs in Rust (≈ 0.06–0.1 million draws/s here, 4–6× the Census

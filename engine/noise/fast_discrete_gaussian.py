@@ -4,8 +4,8 @@ Every route draws N_Z(0, σ²) (SPEC §1; Canonne, Kamath & Steinke 2020) by rej
 continuous Gaussian, exact up to floating-point rounding; they differ only in speed:
 
 - ``TABLE``: :func:`engine.noise.dg_cell_table.sample`, per-integer acceptance looked up in a table
-  of ≈ 39σ entries (acceptance ≥ 0.87 for every σ). Used for σ² ≤ ``TABLE_MAX_SIGMA2`` drawn often
-  enough to pay for building the table.
+  of ≈ 39σ entries (acceptance ≥ 0.856 for every σ, lowest near σ = 0.42). Used for
+  σ² ≤ ``TABLE_MAX_SIGMA2`` drawn often enough to pay for building the table.
 - ``CELL``: :func:`engine.noise.dg_cell_table.sample_untabled`, the same acceptance evaluated per
   proposal. Used for rarely drawn σ² < ``CONTINUOUS_MIN_SIGMA2``.
 - ``CONTINUOUS``: :mod:`engine.noise.dg_continuous`, a closed-form test (acceptance ≈ 1 − 1/(2σ)).
