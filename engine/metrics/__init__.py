@@ -37,13 +37,24 @@ from engine.metrics.errors import (
     size_class_table,
     within_k_table,
 )
+from engine.metrics.experiments import (
+    ExperimentResult,
+    moe_coverage_table,
+    run_experiment,
+    subset_histogram,
+)
 from engine.metrics.metrics_json import build_metrics_json, validate_metrics_json
+from engine.metrics.reference import (
+    load_petti_flaxman_homogeneity_bias,
+    load_petti_flaxman_tradeoff,
+)
 from engine.metrics.srs import sample_counts, srs_estimate, srs_sweep, srs_tidy, tabulate_tidy
 
 __all__ = [
     "BLOCK_SIZE_CLASSES",
     "COUNTY_SIZE_CLASSES",
     "EPLResult",
+    "ExperimentResult",
     "TIDY_COLUMNS",
     "blau_index",
     "blau_quintile_bias",
@@ -58,16 +69,21 @@ __all__ = [
     "homogeneity_bias",
     "homogeneity_index_from_histogram",
     "homogeneity_index_from_tidy",
+    "load_petti_flaxman_homogeneity_bias",
+    "load_petti_flaxman_tradeoff",
     "mae_table",
+    "moe_coverage_table",
     "raceeth_counts_from_histogram",
     "raceeth_counts_from_tidy",
     "rank_quintiles",
     "relative_error_table",
+    "run_experiment",
     "sample_counts",
     "size_class_table",
     "srs_estimate",
     "srs_sweep",
     "srs_tidy",
+    "subset_histogram",
     "tabulate_tidy",
     "validate_metrics_json",
     "within_k_table",
