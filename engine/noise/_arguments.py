@@ -113,8 +113,8 @@ def check_scale(
                 f"{name} has shape {arr.shape}, which does not broadcast to size {shape}; pass a "
                 f"scalar, an array of shape {shape}, or size=None to draw one value per element"
             )
-    if arr.ndim == 0 or arr.size == 1:
-        return ScaleArray(np.asarray(arr.reshape(()).item()), shape)
+    if arr.size == 1 or (arr.size and arr.min() == arr.max()):  # one value: draw as a scalar
+        return ScaleArray(np.asarray(arr.reshape(-1)[0]), shape)
     return ScaleArray(np.ascontiguousarray(np.broadcast_to(arr, shape)).reshape(-1), shape)
 
 

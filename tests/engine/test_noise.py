@@ -322,6 +322,8 @@ def test_broadcasting_and_shapes() -> None:
     assert discrete_gaussian(2.0, np.int64(5), rng).shape == (5,)
     assert two_sided_geometric([0.5, 1.0], (7, 2), rng).shape == (7, 2)
     assert two_sided_geometric(0.5, 0, rng).dtype == np.int64
+    assert discrete_gaussian(np.array([]), None, rng).shape == (0,)
+    assert two_sided_geometric(np.ones((0, 3)), None, rng).shape == (0, 3)
 
 
 @settings(max_examples=40, deadline=None)
@@ -427,3 +429,12 @@ def test_check_scale_returns_flat_values_in_c_order() -> None:
     scale = check_scale(np.array([[1.0], [2.0]]), (2, 3), name="x", lower=0.0, upper=10.0, hint="")
     assert scale.shape == (2, 3) and scale.count == 6 and not scale.is_scalar
     np.testing.assert_array_equal(scale.values, [1, 1, 1, 2, 2, 2])
+
+
+def test_constant_array_is_drawn_like_its_scalar() -> None:
+    """An array holding one σ² repeated gives exactly the noise of the scalar (same stream)."""
+    a = discrete_gaussian(np.full((4, 1), 2.0), (4, 1000), np.random.default_rng(6))
+    b = discrete_gaussian(2.0, (4, 1000), np.random.default_rng(6))
+    np.testing.assert_array_equal(a, b)
+    scale = check_scale(np.full((4, 1), 2.0), (4, 3), name="x", lower=0.0, upper=10.0, hint="")
+    assert scale.is_scalar and scale.count == 12
