@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.errors import Problem
-from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable
+from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip
 
 BLOCK_LEVELS: tuple[str, ...] = ("State", "County", "Tract", "Block_Group", "Block")
 """Geolevel column names of every BlockHistogram, root (state) first."""
@@ -59,7 +59,7 @@ def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Pro
         name,
         bad,
         lambda i: (
-            f"{series.iloc[i]!r} is not a 15-digit block id "
+            f"{clip(series.iloc[i])!r} is not a 15-digit block id "
             "(state 2 + county 3 + tract 6 + block 4 digits)"
         ),
         "with malformed block ids",
@@ -76,6 +76,8 @@ def repeated_block_problems(
     dup = series.duplicated(keep="first").to_numpy()
     if valid is not None:
         dup = dup & valid
+    if not dup.any():
+        return []
     first: dict[str, int] = {}
     for v, r in zip(series.tolist(), table.rows.tolist(), strict=True):
         first.setdefault(v, r)
@@ -112,7 +114,7 @@ def geography_from_components(
             table.found.get(column, column),
             ~good,
             lambda i, raw=raw, width=width, level=level: (
-                f"{raw.iloc[i]!r} is not a {level} code of at most {width} digit(s)"
+                f"{clip(raw.iloc[i])!r} is not a {level} code of at most {width} digit(s)"
             ),
             f"with malformed {level} codes",
         )
@@ -188,7 +190,7 @@ def geography_from_level_columns(
             shown,
             bad,
             lambda i, raw=raw, level=level: (
-                f"{raw.iloc[i]!r} is neither a full {level} id "
+                f"{clip(raw.iloc[i])!r} is neither a full {level} id "
                 f"({ID_LENGTHS[level]} digits) nor a {level} code (at most {COMPONENT_WIDTHS[level]} "
                 "digits)"
             ),

@@ -34,6 +34,7 @@ from engine.data.validate import (
     MAX_PROBLEMS_PER_CHECK,
     CsvTable,
     DataSource,
+    clip,
     code_column,
     int_column,
     raise_if,
@@ -126,7 +127,7 @@ def _hhgq(table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
     problems = [
         Problem(
             table.file,
-            f"unknown GQTYPE {raw.iloc[i]!r} (expected 000 for a household or a 3-digit GQ type "
+            f"unknown GQTYPE {clip(raw.iloc[i])!r} (expected 000 for a household or a 3-digit GQ type "
             "101–999)",
             int(table.rows[i]),
             column,
@@ -174,7 +175,7 @@ def _unit_problems(table: CsvTable, rtype: np.ndarray, hhgq: np.ndarray) -> list
             Problem(
                 table.file,
                 f"person in a housing unit (RTYPE 3) with group-quarters type "
-                f"{table.columns['GQTYPE_PL'][i]!r}: RTYPE and GQ type disagree",
+                f"{clip(table.columns['GQTYPE_PL'][i])!r}: RTYPE and GQ type disagree",
                 int(table.rows[i]),
                 gq_column,
             )

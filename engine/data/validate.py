@@ -24,6 +24,9 @@ from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from engine.data.errors import DataValidationError, Problem
 
@@ -35,6 +38,8 @@ MAX_PROBLEMS_PER_CHECK = 10
 
 DELIMITERS = (",", "\t", ";", "|")
 _DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
+_BLANKS = " \t\r\n\x0b\x0c"
+"""Characters stripped from both ends of every value (ASCII white space), by either reader."""
 _ENCODING_NAMES = {"utf-8-sig": "UTF-8", "utf-8": "UTF-8", "latin-1": "Latin-1"}
 
 DataSource = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
@@ -220,6 +225,9 @@ def read_csv_table(
     if problems:
         raise DataValidationError(problems, summary=f"{label}: the header is not usable")
 
+    fast = _fast_table(label, text, delimiter, header, wanted, found, skip_rows=1)
+    if fast is not None and tuple(h.strip() for h in _split_line(header_line, delimiter)) == header:
+        return fast
     return _collect_records(
         reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
     )
@@ -254,16 +262,70 @@ def read_headerless_table(
         )
     header = tuple(field_names)
     index = {n: i for i, n in enumerate(header)}
+    columns = {w: index[w] for w in wanted}
+    found = {w: w for w in wanted}
+    fast = _fast_table(label, text, delimiter, header, columns, found, skip_rows=0)
+    if fast is not None:
+        return fast
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     return _collect_records(
-        reader,
-        label,
-        delimiter,
-        header,
-        {w: index[w] for w in wanted},
-        {w: w for w in wanted},
-        line_offset=0,
-        what="the record layout",
+        reader, label, delimiter, header, columns, found, line_offset=0, what="the record layout"
+    )
+
+
+def _split_line(line: str, delimiter: str) -> list[str]:
+    return next(csv.reader([line], delimiter=delimiter), [])
+
+
+def _fast_table(
+    label: str,
+    text: str,
+    delimiter: str,
+    header: tuple[str, ...],
+    wanted: dict[str, int],
+    found: dict[str, str],
+    *,
+    skip_rows: int,
+) -> CsvTable | None:
+    """Read the wanted columns with Arrow's CSV reader, or ``None`` if the file is irregular.
+
+    Any irregularity (a blank line, a wrong field count, a quoted newline, an over-long row) makes
+    Arrow fail, and the caller falls back to the row-by-row reader, which locates the problem. On a
+    regular file both readers give the same strings and row numbers (row *n* = *n*-th record).
+    """
+    if len(header) < 2 or text.startswith(("\n", "\r\n")) or "\n\n" in text or "\n\r\n" in text:
+        return None  # blank lines: Arrow would read them as records; the fallback skips them
+    names = [f"f{i}" for i in range(len(header))]
+    keep = sorted({names[i] for i in wanted.values()})
+    try:
+        arrow = pacsv.read_csv(
+            io.BytesIO(text.encode("utf-8")),
+            read_options=pacsv.ReadOptions(skip_rows=skip_rows, column_names=names),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=False, ignore_empty_lines=False
+            ),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=keep,
+                column_types={n: pa.string() for n in keep},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    if arrow.num_rows == 0:
+        return None
+    columns = {
+        key: pc.utf8_trim(arrow.column(names[i]), characters=_BLANKS).to_numpy(zero_copy_only=False)
+        for key, i in wanted.items()
+    }
+    return CsvTable(
+        file=label,
+        delimiter=delimiter,
+        header=header,
+        columns={k: np.asarray(v, dtype=object) for k, v in columns.items()},
+        found=found,
+        rows=np.arange(1, arrow.num_rows + 1, dtype=np.int64),
     )
 
 
@@ -304,7 +366,7 @@ def _collect_records(
                 continue
             rows.append(row_no)
             for key, idx in wanted.items():
-                values[key].append(record[idx].strip())
+                values[key].append(record[idx].strip(_BLANKS))
     except csv.Error as exc:
         ragged.append(Problem(label, f"cannot parse the row: {exc}", reader.line_num - line_offset))
     if n_ragged > MAX_PROBLEMS_PER_CHECK:
@@ -323,6 +385,11 @@ def _collect_records(
         found=found,
         rows=np.asarray(rows, dtype=np.int64),
     )
+
+
+def clip(value: str, limit: int = 40) -> str:
+    """``value`` cut to ``limit`` characters (with an ellipsis) for quoting in a problem message."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def _alternatives(spec: ColumnSpec) -> tuple[str, ...]:
@@ -354,7 +421,7 @@ def _located(
     hits = np.flatnonzero(mask)
     name = table.found.get(column, column)
     out = [
-        Problem(table.file, describe(table.columns[column][i]), int(table.rows[i]), name)
+        Problem(table.file, describe(clip(table.columns[column][i])), int(table.rows[i]), name)
         for i in hits[:MAX_PROBLEMS_PER_CHECK]
     ]
     if hits.size > MAX_PROBLEMS_PER_CHECK:
@@ -374,11 +441,11 @@ def int_column(
 
     Invalid entries are returned as 0 alongside their problems.
     """
-    raw = pd.Series(table.columns[column], dtype=object).astype(str)
-    ok = raw.str.fullmatch(r"[+-]?[0-9]{1,18}").to_numpy(dtype=bool)
-    out = np.zeros(len(raw), dtype=np.int64)
-    if ok.any():
-        out[ok] = raw[ok].astype(np.int64).to_numpy()
+    raw = pa.array(table.columns[column], type=pa.string())
+    valid = pc.match_substring_regex(raw, r"^[+-]?[0-9]{1,18}$")
+    ok = valid.to_numpy(zero_copy_only=False).astype(bool)
+    digits = pc.replace_substring_regex(pc.if_else(valid, raw, "0"), r"^\+", "")
+    out = pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
     problems = _located(
         table,
         column,
