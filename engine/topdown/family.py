@@ -1,0 +1,117 @@
+"""The data of a batch of parent→children estimation problems (TDA §6, eq. 7.2; SPEC §4).
+
+TopDown estimates the children of each fixed parent jointly (TDA eq. 7.2, 7.4); the families of one
+depth of the spine are independent, so the engine batches many of them into one problem (a
+block-diagonal system) and hands batches to worker processes. :class:`FamilyBatch` is that unit of
+work: the parents' already-rounded histograms, the children's noisy query answers with their
+weights (inverse noise variances) and the children's invariants. It is plain data (NumPy arrays)
+so it pickles cheaply to a process pool. The root is a batch of one family without a parent
+(TDA eq. 7.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A query group reduced to what the solvers need: its name and partition index."""
+
+    name: str
+    cell_index: np.ndarray
+    size: int
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.cell_index.size)
+
+    @property
+    def is_detailed(self) -> bool:
+        return self.size == self.n_cells
+
+    def matrix(self) -> sp.csr_matrix:
+        """The ``(size, n_cells)`` 0/1 query matrix (one 1 per column: a partition)."""
+        n = self.n_cells
+        return sp.csr_matrix(
+            (np.ones(n), (self.cell_index, np.arange(n))), shape=(self.size, n), dtype=np.float64
+        )
+
+    def answer(self, x: np.ndarray) -> np.ndarray:
+        """Answers ``(K, size)`` of histograms ``x`` of shape ``(K, n_cells)``."""
+        if self.is_detailed and np.array_equal(self.cell_index, np.arange(self.n_cells)):
+            return np.asarray(x, dtype=np.float64)
+        return np.asarray(self.matrix() @ np.asarray(x, dtype=np.float64).T).T
+
+
+@dataclass(frozen=True)
+class FamilyBatch:
+    """``F`` families with ``K`` children in total; children of family ``f`` are rows
+    ``child_ptr[f]:child_ptr[f+1]`` of every per-child array.
+
+    ``parent`` is ``(F, n_cells)`` (non-negative integers) or ``None`` for the root problem.
+    ``noisy[q]`` is ``(K, size_q)``; ``weight`` is ``(K, n_queries)`` with 0 where a child has no
+    noisy answer for the query; ``invariant[q]`` is ``(K, size_q)`` with NaN where the answer is
+    free (or ``None`` when query ``q`` is nowhere invariant). ``family_id`` / ``child_id`` /
+    ``child_level`` name the geounits for diagnostics.
+    """
+
+    queries: tuple[QuerySpec, ...]
+    parent: np.ndarray | None
+    child_ptr: np.ndarray
+    noisy: tuple[np.ndarray, ...]
+    weight: np.ndarray
+    invariant: tuple[np.ndarray | None, ...]
+    family_id: tuple[str, ...]
+    child_id: tuple[str, ...]
+    family_level: str = ""
+    child_level: str = ""
+
+    @property
+    def n_families(self) -> int:
+        return int(self.child_ptr.size - 1)
+
+    @property
+    def n_children(self) -> int:
+        return int(self.child_ptr[-1])
+
+    @property
+    def n_cells(self) -> int:
+        return self.queries[0].n_cells
+
+    @property
+    def child_family(self) -> np.ndarray:
+        """Family index of every child."""
+        return np.repeat(np.arange(self.n_families), np.diff(self.child_ptr))
+
+    def query_position(self, name: str) -> int:
+        for k, q in enumerate(self.queries):
+            if q.name == name:
+                return k
+        raise KeyError(name)
+
+    def subset(self, families: Sequence[int] | np.ndarray) -> FamilyBatch:
+        """The batch restricted to ``families`` (in the given order)."""
+        families = np.asarray(families, dtype=np.int64)
+        sizes = np.diff(self.child_ptr)[families]
+        rows = (
+            np.concatenate([np.arange(self.child_ptr[f], self.child_ptr[f + 1]) for f in families])
+            if families.size
+            else np.zeros(0, dtype=np.int64)
+        )
+        return FamilyBatch(
+            queries=self.queries,
+            parent=None if self.parent is None else self.parent[families],
+            child_ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            noisy=tuple(m[rows] for m in self.noisy),
+            weight=self.weight[rows],
+            invariant=tuple(None if t is None else t[rows] for t in self.invariant),
+            family_id=tuple(self.family_id[f] for f in families),
+            child_id=tuple(self.child_id[r] for r in rows),
+            family_level=self.family_level,
+            child_level=self.child_level,
+        )

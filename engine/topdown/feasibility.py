@@ -1,0 +1,129 @@
+"""Feasibility diagnostics for the parent→children problems (TDA §6.2, §7.3; SPEC §4).
+
+Every TopDown subproblem must admit a non-negative histogram for each child such that the children
+sum to the (already rounded) parent cell by cell and every invariant holds. Invariants derived from
+the same data are consistent once their right-hand sides are summed up the tree (an invariant at a
+level is also held at every level above it, SPEC §4), but a hand-made tree, an allocation with
+invariants below noisy levels or a corrupt input can break this. :func:`check_batch` tests the
+necessary conditions *before* solving and reports, in words, which geounit and which constraint
+fails; :func:`describe_family_failure` turns a solver failure into such a sentence by re-testing each
+family with a small feasibility LP. Users never see a bare solver trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from engine.topdown.family import FamilyBatch
+from phexplore.errors import PHExploreError
+
+MAX_REPORTED = 5
+_TOL = 1e-6
+
+
+class TopDownInfeasible(PHExploreError):
+    """A parent→children problem has no solution; the message names the geounit and constraint."""
+
+
+def _family_name(batch: FamilyBatch, f: int) -> str:
+    level = batch.family_level or "geounit"
+    if batch.parent is None:
+        return f"the root {level} {batch.family_id[f]}"
+    return f"the {batch.child_level or 'child'} geounits of {level} {batch.family_id[f]}"
+
+
+def check_batch(batch: FamilyBatch) -> list[str]:
+    """Necessary conditions for feasibility of every family; one sentence per violation."""
+    problems: list[str] = []
+    if batch.parent is not None:
+        parent = batch.parent
+        if np.any(parent < 0) or np.any(np.abs(parent - np.round(parent)) > _TOL):
+            f = int(
+                np.flatnonzero(
+                    np.any((parent < 0) | (np.abs(parent - np.round(parent)) > _TOL), axis=1)
+                )[0]
+            )
+            problems.append(
+                f"{batch.family_level} {batch.family_id[f]}: its estimate must be a non-negative "
+                "integer histogram before its children are estimated"
+            )
+    for q, target in enumerate(batch.invariant):
+        if target is None:
+            continue
+        spec = batch.queries[q]
+        if np.any(target[np.isfinite(target)] < 0):
+            k = int(np.flatnonzero(np.any(np.nan_to_num(target, nan=0.0) < 0, axis=1))[0])
+            problems.append(
+                f"{batch.child_level} {batch.child_id[k]}: invariant {spec.name} is negative, "
+                "but counts are non-negative"
+            )
+        if batch.parent is None:
+            continue
+        parent_answer = spec.answer(batch.parent)
+        fixed = np.isfinite(target)
+        sums = np.zeros((batch.n_families, spec.size))
+        np.add.at(sums, batch.child_family, np.where(fixed, target, 0.0))
+        n_fixed = np.zeros((batch.n_families, spec.size), dtype=np.int64)
+        np.add.at(n_fixed, batch.child_family, fixed.astype(np.int64))
+        all_fixed = n_fixed == np.diff(batch.child_ptr)[:, None]
+        too_big = sums > parent_answer + _TOL
+        unequal = all_fixed & (np.abs(sums - parent_answer) > _TOL)
+        for f, a in np.argwhere(too_big | unequal)[:MAX_REPORTED]:
+            relation = "equal" if all_fixed[f, a] else "be at most"
+            problems.append(
+                f"{_family_name(batch, int(f))}: their invariant {spec.name} "
+                f"[{a}] sums to {sums[f, a]:g}, but it must {relation} the parent's estimate "
+                f"{parent_answer[f, a]:g} (children sum to the parent)"
+            )
+    return problems[: 4 * MAX_REPORTED]
+
+
+def family_is_feasible(batch: FamilyBatch, f: int) -> bool:
+    """Whether family ``f`` alone admits x ≥ 0 with children summing to the parent and invariants."""
+    one = batch.subset([f])
+    n_cells, k = one.n_cells, one.n_children
+    rows: list[sp.spmatrix] = []
+    rhs: list[np.ndarray] = []
+    if one.parent is not None:
+        rows.append(sp.hstack([sp.identity(n_cells)] * k, format="csr"))
+        rhs.append(one.parent[0].astype(np.float64))
+    for q, target in enumerate(one.invariant):
+        if target is None:
+            continue
+        flat = target.reshape(-1)
+        fixed = np.flatnonzero(np.isfinite(flat))
+        if fixed.size:
+            stacked = sp.kron(sp.identity(k), one.queries[q].matrix(), format="csr")[fixed]
+            rows.append(stacked)
+            rhs.append(flat[fixed])
+    if not rows:
+        return True
+    result = linprog(
+        np.zeros(k * n_cells),
+        A_eq=sp.vstack(rows, format="csr"),
+        b_eq=np.concatenate(rhs),
+        bounds=(0, None),
+        method="highs",
+    )
+    return result.status != 2
+
+
+def describe_family_failure(batch: FamilyBatch, what: str, status: str) -> str:
+    """A sentence explaining a failed solve of ``what`` for ``batch`` (which family, which rule)."""
+    bad = [f for f in range(batch.n_families) if not family_is_feasible(batch, f)]
+    if bad:
+        names = "; ".join(_family_name(batch, f) for f in bad[:MAX_REPORTED])
+        more = f" (and {len(bad) - MAX_REPORTED} more)" if len(bad) > MAX_REPORTED else ""
+        return (
+            f"{what} is infeasible for {names}{more}: no non-negative histogram lets the children "
+            "sum to the parent while meeting their invariants. Check that invariants are held at "
+            "every level above the one where they are set."
+        )
+    return (
+        f"{what} failed numerically (solver status {status}) for {batch.n_families} "
+        f"famil{'y' if batch.n_families == 1 else 'ies'} under {batch.family_level} "
+        f"{batch.family_id[0]}…; the constraints are feasible, so retry with fewer workers or "
+        "report the input that triggers it"
+    )

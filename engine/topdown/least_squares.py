@@ -1,0 +1,392 @@
+"""Multi-pass non-negative weighted least squares for batches of families (TDA §7.1–7.2).
+
+For each family (a fixed parent histogram x̂_γ and its children) pass k solves TDA eq. 7.5:
+
+    min_x  Σ_children Σ_{q ∈ pass k} w_{c,q} ‖A_q x_c − m̃_{c,q}‖²
+    s.t.   x ≥ 0;  Σ_c x_c = x̂_γ (children sum to the parent, cell by cell);
+           A_q x_c = invariant answers (e.g. state totals);
+           |B^(j) (x − x̃^(j))| ≤ τ̂^(j) + 0.1   for every earlier pass j,
+
+with weights w = 1/Var (inverse noise variances) and B^(j) the stacked query groups of pass j. The
+slack τ̂^(j) is the smallest feasible one, eq. 7.6. For pass 1, x̃^(1) itself attains slack 0, so
+τ̂^(1) = 0 exactly; for later passes we solve the linear program 7.6. The root problem (eq. 7.1) is
+the same without the parent constraint. Production used pass 1 = TOTAL, pass 2 = every other query
+(SPEC §4).
+
+Solver: the families of a batch are independent, so the batch is one sparse block-diagonal convex
+QP handed directly to Clarabel (an interior-point solver; cvxpy's default QP backend) without the
+modelling layer. Query answers enter as auxiliary variables z = A_q x so the Hessian is diagonal and
+the constraint matrix has O(cells) non-zeros per child — no dense Kronecker matrix is formed. The
+benchmark (``benchmarks/topdown.py``) checks the objective values against a per-family cvxpy + SCS
+formulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import clarabel
+import numpy as np
+import scipy.sparse as sp
+
+from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
+from engine.topdown.family import FamilyBatch
+from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
+
+PASS_TOLERANCE = 0.1
+"""Added to the solved slack τ̂ when an earlier pass is held (SPEC §4: slack + 0.1)."""
+
+
+@dataclass(frozen=True)
+class Band:
+    """Hold query ``query`` of every child within ``tol[family]`` of ``target`` (eq. 7.5)."""
+
+    query: int
+    target: np.ndarray
+    tol: np.ndarray
+
+
+@dataclass(frozen=True)
+class PassSolution:
+    """Solution of one pass: ``x`` ``(K, n_cells)`` and the objective of each family ``(F,)``."""
+
+    x: np.ndarray
+    objective: np.ndarray
+
+
+class _Builder:
+    """Accumulate the rows of a Clarabel problem (zero cone first, then non-negative cone)."""
+
+    def __init__(self, n_vars: int) -> None:
+        self.n_vars = n_vars
+        self.eq_blocks: list[sp.spmatrix] = []
+        self.eq_rhs: list[np.ndarray] = []
+        self.ineq_blocks: list[sp.spmatrix] = []
+        self.ineq_rhs: list[np.ndarray] = []
+
+    def add_eq(self, rows: sp.spmatrix, rhs: np.ndarray) -> None:
+        if rows.shape[0]:
+            self.eq_blocks.append(sp.csr_matrix(rows))
+            self.eq_rhs.append(np.asarray(rhs, dtype=np.float64))
+
+    def add_le(self, rows: sp.spmatrix, rhs: np.ndarray) -> None:
+        if rows.shape[0]:
+            self.ineq_blocks.append(sp.csr_matrix(rows))
+            self.ineq_rhs.append(np.asarray(rhs, dtype=np.float64))
+
+    def matrices(self) -> tuple[sp.csc_matrix, np.ndarray, list[object]]:
+        blocks = self.eq_blocks + self.ineq_blocks
+        a = sp.vstack(blocks, format="csc") if blocks else sp.csc_matrix((0, self.n_vars))
+        b = np.concatenate(self.eq_rhs + self.ineq_rhs) if blocks else np.zeros(0)
+        n_eq = int(sum(m.shape[0] for m in self.eq_blocks))
+        n_in = int(sum(m.shape[0] for m in self.ineq_blocks))
+        cones: list[object] = []
+        if n_eq:
+            cones.append(clarabel.ZeroConeT(n_eq))
+        if n_in:
+            cones.append(clarabel.NonnegativeConeT(n_in))
+        return a, b, cones
+
+
+def _pad(block: sp.spmatrix, left: int, total: int) -> sp.csr_matrix:
+    """Place ``block`` at column offset ``left`` of a matrix with ``total`` columns."""
+    block = sp.coo_matrix(block)
+    return sp.csr_matrix((block.data, (block.row, block.col + left)), shape=(block.shape[0], total))
+
+
+def _stacked_query(batch: FamilyBatch, q: int, rows: np.ndarray | None = None) -> sp.csr_matrix:
+    """``kron(I_K, A_q)`` restricted to the answer rows ``rows`` (None: all)."""
+    a_q = batch.queries[q].matrix()
+    full = sp.kron(sp.identity(batch.n_children, format="csr"), a_q, format="csr")
+    return full if rows is None else full[rows]
+
+
+def _common_constraints(batch: FamilyBatch, builder: _Builder, n_x: int) -> None:
+    """Children sum to the parent; invariants; non-negativity (rows shared by eq. 7.5 and 7.6)."""
+    n_cells, total = batch.n_cells, builder.n_vars
+    if batch.parent is not None:
+        membership = sp.csr_matrix(
+            (np.ones(batch.n_children), (batch.child_family, np.arange(batch.n_children))),
+            shape=(batch.n_families, batch.n_children),
+        )
+        rows = sp.kron(membership, sp.identity(n_cells, format="csr"), format="csr")
+        builder.add_eq(_pad(rows, 0, total), batch.parent.reshape(-1).astype(np.float64))
+    for q, target in enumerate(batch.invariant):
+        if target is None:
+            continue
+        flat = target.reshape(-1)
+        fixed = np.flatnonzero(np.isfinite(flat))
+        if fixed.size:
+            builder.add_eq(_pad(_stacked_query(batch, q, fixed), 0, total), flat[fixed])
+    builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), np.zeros(n_x))
+
+
+def _band_rows(
+    batch: FamilyBatch, band: Band, builder: _Builder, tau_column: np.ndarray | None
+) -> None:
+    """|A_q x_c − target| ≤ tol (fixed slack) or ≤ τ_family (``tau_column`` given, eq. 7.6)."""
+    stacked = _pad(_stacked_query(batch, band.query), 0, builder.n_vars)
+    size = batch.queries[band.query].size
+    target = band.target.reshape(-1)
+    family_of_row = np.repeat(batch.child_family, size)
+    if tau_column is None:
+        tol = band.tol[family_of_row]
+        builder.add_le(stacked, target + tol)
+        builder.add_le(-stacked, -target + tol)
+    else:
+        tau = sp.csr_matrix(
+            (np.ones(target.size), (np.arange(target.size), tau_column[family_of_row])),
+            shape=(target.size, builder.n_vars),
+        )
+        builder.add_le(stacked - tau, target)
+        builder.add_le(-stacked - tau, -target)
+
+
+def _solve(
+    p: sp.csc_matrix, c: np.ndarray, builder: _Builder, batch: FamilyBatch, what: str
+) -> np.ndarray:
+    a, b, cones = builder.matrices()
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = 1e-9
+    settings.tol_gap_rel = 1e-10
+    settings.tol_feas = 1e-10
+    settings.max_iter = 400
+    solver = clarabel.DefaultSolver(sp.triu(p, format="csc"), c, a, b, cones, settings)
+    solution = solver.solve()
+    status = str(solution.status)
+    if status not in ("Solved", "AlmostSolved"):
+        raise TopDownInfeasible(describe_family_failure(batch, what, status))
+    return np.asarray(solution.x)
+
+
+def _has_child_invariants(batch: FamilyBatch) -> bool:
+    return any(t is not None and np.isfinite(t).any() for t in batch.invariant)
+
+
+def solve_pass(
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band] = (),
+    *,
+    method: str = "auto",
+) -> PassSolution:
+    """One least-squares pass (TDA eq. 7.5) for every family of ``batch`` at once.
+
+    ``method``: ``"batched"`` (the structure-exploiting interior point of
+    :mod:`engine.topdown.batched_qp`; small schemas, no child invariants), ``"clarabel"`` (sparse
+    QP) or ``"auto"`` (batched when applicable, Clarabel otherwise or if it does not converge).
+    """
+    if method == "auto" and _is_total_only(batch, pass_queries, bands):
+        x = _water_fill_totals(batch, pass_queries[0])
+        return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+    usable = batch.n_cells <= MAX_DENSE_CELLS and not _has_child_invariants(batch)
+    if method == "batched" or (method == "auto" and usable):
+        try:
+            x = solve_family_qp(_dense_problem(batch, pass_queries, bands))
+            return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+        except (QPNotConverged, np.linalg.LinAlgError):
+            if method == "batched":
+                raise
+    return _solve_pass_clarabel(batch, pass_queries, bands)
+
+
+def _is_total_only(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]) -> bool:
+    """A first pass on the total alone, every child measured, no invariants below the parent."""
+    return (
+        batch.parent is not None
+        and len(pass_queries) == 1
+        and batch.queries[pass_queries[0]].size == 1
+        and not bands
+        and not _has_child_invariants(batch)
+        and bool(np.all(batch.weight[:, pass_queries[0]] > 0))
+    )
+
+
+def _water_fill_totals(batch: FamilyBatch, q: int) -> np.ndarray:
+    """Closed form of a TOTAL-only pass: min Σ_c w_c (t_c − m_c)² s.t. Σ_c t_c = P, t ≥ 0.
+
+    KKT: t_c = max(0, m_c − λ/(2 w_c)) with λ chosen so the totals sum to the parent's P (found by
+    vectorised bisection on the monotone sum, then solved exactly on the final support). Any x_c ≥ 0
+    with 1ᵀx_c = t_c and Σ_c x_c = x̂_γ is optimal; we take x_c = t_c · x̂_γ / P.
+    """
+    w = batch.weight[:, q]
+    m = batch.noisy[q][:, 0]
+    fam = batch.child_family
+    total = batch.parent.sum(axis=1).astype(np.float64)
+    starts = batch.child_ptr[:-1]
+    lo = np.minimum.reduceat(2.0 * w * (m - total[fam]), starts) - 1.0  # Σ t ≥ P
+    hi = np.maximum.reduceat(2.0 * w * m, starts) + 1.0  # Σ t = 0 ≤ P
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        sums = np.add.reduceat(np.maximum(0.0, m - mid[fam] / (2.0 * w)), starts)
+        above = sums > total
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+    lam = 0.5 * (lo + hi)
+    support = (m - lam[fam] / (2.0 * w)) > 0
+    num = np.add.reduceat(np.where(support, m, 0.0), starts) - total
+    den = np.add.reduceat(np.where(support, 1.0 / (2.0 * w), 0.0), starts)
+    lam = np.where(den > 0, num / np.where(den > 0, den, 1.0), lam)
+    t = np.maximum(0.0, m - lam[fam] / (2.0 * w))
+    share = t / np.where(total[fam] > 0, total[fam], 1.0)
+    return share[:, None] * batch.parent[fam]
+
+
+def _dense_problem(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> FamilyQP:
+    """The pass as a :class:`FamilyQP`: H_c = 2 Σ_q w A_qᵀA_q, g_c = −2 Σ_q w A_qᵀ m̃."""
+    n = batch.n_cells
+    hess = np.zeros((batch.n_children, n, n))
+    grad = np.zeros((batch.n_children, n))
+    for q in pass_queries:
+        spec = batch.queries[q]
+        w = batch.weight[:, q]
+        same = (spec.cell_index[:, None] == spec.cell_index[None, :]).astype(np.float64)
+        hess += 2.0 * w[:, None, None] * same[None]
+        grad += -2.0 * w[:, None] * batch.noisy[q][:, spec.cell_index]
+    if bands:
+        b_rows = np.concatenate([batch.queries[b.query].matrix().toarray() for b in bands])
+        target = np.concatenate([b.target for b in bands], axis=1)
+        tol = np.concatenate(
+            [np.repeat(b.tol[batch.child_family, None], b.target.shape[1], 1) for b in bands],
+            axis=1,
+        )
+    else:
+        b_rows = np.zeros((0, n))
+        target = tol = np.zeros((batch.n_children, 0))
+    return FamilyQP(
+        H=hess,
+        g=grad,
+        family=batch.child_family,
+        parent=None if batch.parent is None else batch.parent.astype(np.float64),
+        B=b_rows,
+        lo=target - tol,
+        hi=target + tol,
+    )
+
+
+def _solve_pass_clarabel(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> PassSolution:
+    """The pass as one sparse QP for Clarabel (answers as auxiliary variables z = A_q x)."""
+    n_cells, n_children = batch.n_cells, batch.n_children
+    n_x = n_children * n_cells
+    # Objective pieces: detailed queries act on x directly, the others through z = A_q x.
+    diag_x = np.zeros(n_x)
+    lin_x = np.zeros(n_x)
+    z_parts: list[tuple[int, np.ndarray]] = []  # (query, stacked answer rows with weight > 0)
+    n_z = 0
+    for q in pass_queries:
+        spec = batch.queries[q]
+        w = batch.weight[:, q]
+        if not np.any(w > 0):
+            continue
+        if spec.is_detailed:
+            m = batch.noisy[q][:, spec.cell_index]  # answer of cell i is m[cell_index[i]]
+            wx = np.repeat(w, n_cells)
+            diag_x += 2.0 * wx
+            lin_x += -2.0 * wx * m.reshape(-1)
+        else:
+            children = np.flatnonzero(w > 0)
+            rows = (children[:, None] * spec.size + np.arange(spec.size)).reshape(-1)
+            z_parts.append((q, rows))
+            n_z += rows.size
+    total = n_x + n_z
+    builder = _Builder(total)
+    diag = np.concatenate([diag_x, np.zeros(n_z)])
+    lin = np.concatenate([lin_x, np.zeros(n_z)])
+    offset = n_x
+    for q, rows in z_parts:
+        spec = batch.queries[q]
+        w = np.repeat(batch.weight[:, q], spec.size)[rows]
+        m = batch.noisy[q].reshape(-1)[rows]
+        diag[offset : offset + rows.size] = 2.0 * w
+        lin[offset : offset + rows.size] = -2.0 * w * m
+        link = sp.hstack(
+            [-_stacked_query(batch, q, rows), sp.csr_matrix((rows.size, offset - n_x))], "csr"
+        )
+        link = _pad(link, 0, total) + _pad(sp.identity(rows.size, format="csr"), offset, total)
+        builder.add_eq(link, np.zeros(rows.size))
+        offset += rows.size
+    _common_constraints(batch, builder, n_x)
+    for band in bands:
+        _band_rows(batch, band, builder, None)
+    p = sp.diags(diag, format="csc")
+    raw = _solve(p, lin, builder, batch, "weighted least squares (TDA eq. 7.5)")
+    x = np.maximum(raw[:n_x].reshape(n_children, n_cells), 0.0)
+    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[int]) -> np.ndarray:
+    """Σ_c Σ_q w_{c,q} ‖A_q x_c − m̃_{c,q}‖² of each family (the objective of eq. 7.5)."""
+    per_child = np.zeros(batch.n_children)
+    for q in pass_queries:
+        w = batch.weight[:, q]
+        if not np.any(w > 0):
+            continue
+        resid = batch.queries[q].answer(x) - batch.noisy[q]
+        per_child += w * np.sum(resid**2, axis=1)
+    return np.bincount(batch.child_family, weights=per_child, minlength=batch.n_families)
+
+
+def minimal_slack(batch: FamilyBatch, bands: Sequence[Band]) -> np.ndarray:
+    """τ̂ of TDA eq. 7.6 for each family: the smallest τ with |B^(j)(x − x̃^(j))| ≤ τ for all j."""
+    n_x = batch.n_children * batch.n_cells
+    total = n_x + batch.n_families
+    builder = _Builder(total)
+    _common_constraints(batch, builder, n_x)
+    tau_column = n_x + np.arange(batch.n_families)
+    for band in bands:
+        _band_rows(batch, band, builder, tau_column)
+    c = np.concatenate([np.zeros(n_x), np.ones(batch.n_families)])
+    p = sp.csc_matrix((total, total))
+    raw = _solve(p, c, builder, batch, "minimal slack of earlier passes (TDA eq. 7.6)")
+    return np.maximum(raw[n_x:], 0.0)
+
+
+def multipass_least_squares(
+    batch: FamilyBatch, passes: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Run the passes of TDA eq. 7.5–7.6; return x̃^(K) ``(K, n_cells)`` and each pass's objective.
+
+    Passes whose queries have no noisy answers in this batch are skipped. The answers of every
+    earlier pass are held within τ̂ + 0.1 (τ̂ from eq. 7.6; 0 for the first pass, which attains it).
+    """
+    held: list[list[Band]] = []  # bands of each solved pass, in order
+    x: np.ndarray | None = None
+    objectives: list[np.ndarray] = []
+    for pass_queries in passes:
+        measured = [q for q in pass_queries if np.any(batch.weight[:, q] > 0)]
+        if not measured:
+            continue
+        if len(held) >= 2:
+            # τ̂ of the latest pass from eq. 7.6 (over all passes so far); pass 1's is 0.
+            exact = [Band(b.query, b.target, np.zeros(batch.n_families)) for p in held for b in p]
+            tau = minimal_slack(batch, exact)
+            held[-1] = [Band(b.query, b.target, tau + PASS_TOLERANCE) for b in held[-1]]
+        solution = solve_pass(batch, measured, [b for p in held for b in p])
+        x = solution.x
+        objectives.append(solution.objective)
+        held.append(
+            [
+                Band(q, batch.queries[q].answer(x), np.full(batch.n_families, PASS_TOLERANCE))
+                for q in measured
+            ]
+        )
+    if x is None:
+        x = _split_parent_evenly(batch)
+    return x, objectives
+
+
+def _split_parent_evenly(batch: FamilyBatch) -> np.ndarray:
+    """Without any noisy answer the children share the parent equally (any split is optimal)."""
+    if batch.parent is None:
+        raise TopDownInfeasible(
+            "the root geounit has no noisy measurement and no invariant to estimate it from; "
+            "give its level a positive share"
+        )
+    sizes = np.diff(batch.child_ptr)
+    return batch.parent[batch.child_family] / sizes[batch.child_family, None]

@@ -1,0 +1,181 @@
+"""Measurement phase: noisy answers to every query group at every geounit (TDA §6.1, App. B).
+
+Per-node per-query budgets come from the allocation (:func:`node_query_budget`): the query budget of
+node n for query q is ρ·c_level·d_{level,q} (TDA App. B Thm 2; SPEC §1). zCDP runs add discrete
+Gaussian noise with σ² = 1/budget (bounded neighbours: L2 sensitivity √2, so σ² = Δ²/(2ρ_q) =
+1/ρ_q); pure-DP runs (2018 E2E test, PF) add two-sided geometric noise with z = budget/2 (L1
+sensitivity 2). Noise comes from :mod:`engine.noise`, driven by one explicit Generator, drawn query
+by query in node order, so a run is reproducible from its seed.
+
+Invariants (TDA §5.2) bypass noise: by default the TOTAL of the US and of every state. An invariant
+set at one level is also held at every level above it (its right-hand side summed up the tree,
+SPEC §4), which keeps every parent→children problem feasible.
+
+A spine other than the conventional one (SPN: AIAN branches, optimized block groups, bypassed
+single-child parents) supplies its own tree and, if it moves budget between nodes, its own
+``(n_nodes, n_queries)`` budget array; :func:`node_query_budget` is the conventional rule, including
+the one documented level rule: an allocation root level the data lack (e.g. ``US`` for a one-state
+file) whose single child is the tree's root is bypassed, its per-query budgets added to the child's
+(SPN Algorithm 3, Observation 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import noise
+from engine.topdown.geography import GeoTree
+from engine.topdown.queries import QueryGroup
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import ValidationError
+
+DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": ("TOTAL",), "State": ("TOTAL",)}
+"""Levels whose query answers are published exactly (TDA §5.2: US and state total population)."""
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """Noisy answers of a run: per query ``(n_nodes, size_q)`` arrays, NaN where not measured.
+
+    ``variance[n, q]`` is the noise variance of node n's answers to query q (0 for an invariant,
+    NaN where not measured); ``invariant[q]`` holds the exact answers where query q is invariant
+    (NaN elsewhere) or is ``None``; ``budget`` is the per-node per-query ρ (or ε) used.
+    """
+
+    queries: tuple[QueryGroup, ...]
+    noisy: tuple[np.ndarray, ...]
+    variance: np.ndarray
+    invariant: tuple[np.ndarray | None, ...]
+    budget: np.ndarray
+    mechanism: str
+
+    def weight(self) -> np.ndarray:
+        """Least-squares weights 1/Var ``(n_nodes, n_queries)``; 0 for unmeasured or invariant."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = 1.0 / self.variance
+        return np.where(np.isfinite(w) & (self.variance > 0), w, 0.0)
+
+
+def allocation_levels(tree: GeoTree, allocation: TopDownAllocation) -> dict[str, tuple[str, ...]]:
+    """For each tree level, the allocation levels whose budgets it receives.
+
+    Each tree level must be an allocation level. Allocation levels missing from the tree are an
+    error, except the allocation's root when the tree's root is its child (single-child bypass,
+    SPN Algorithm 3): its budgets are added to the tree root's level.
+    """
+    alloc_levels = tuple(allocation.geolevels)
+    missing_in_alloc = [lv for lv in tree.levels if lv not in alloc_levels]
+    if missing_in_alloc:
+        raise ValidationError(
+            f"allocation {allocation.name!r} has no share for level(s) {', '.join(missing_in_alloc)} "
+            f"of the spine; its levels are {', '.join(alloc_levels)}"
+        )
+    out: dict[str, tuple[str, ...]] = {lv: (lv,) for lv in tree.levels}
+    for lv in alloc_levels:
+        if lv in tree.levels:
+            continue
+        root_level = tree.levels[int(tree.level[0])]
+        if lv == alloc_levels[0] and len(alloc_levels) > 1 and alloc_levels[1] == root_level:
+            out[root_level] = (lv, *out[root_level])
+            continue
+        raise ValidationError(
+            f"allocation {allocation.name!r} has level {lv!r}, which the data's spine lacks "
+            f"(spine levels: {', '.join(tree.levels)}); only a root level with a single child can "
+            "be bypassed (SPN Algorithm 3)"
+        )
+    return out
+
+
+def node_query_budget(
+    tree: GeoTree, allocation: TopDownAllocation, query_names: Sequence[str]
+) -> np.ndarray:
+    """``(n_nodes, n_queries)`` budgets ρ·c·d (ε·c·d for pure DP); 0 where not measured."""
+    mapping = allocation_levels(tree, allocation)
+    per_level = np.zeros((len(tree.levels), len(query_names)))
+    for i, level in enumerate(tree.levels):
+        for source in mapping[level]:
+            measured = allocation.queries(source)
+            for j, q in enumerate(query_names):
+                if q in measured:
+                    per_level[i, j] += allocation.query_budget(source, q)
+    return per_level[tree.level]
+
+
+def invariant_mask(
+    tree: GeoTree, invariants: Mapping[str, Sequence[str]], query_names: Sequence[str]
+) -> np.ndarray:
+    """``(n_nodes, n_queries)`` bool: answers held exactly (levels listed and every ancestor)."""
+    mask = np.zeros((tree.n_nodes, len(query_names)), dtype=bool)
+    for level, names in invariants.items():
+        if level not in tree.levels:
+            continue
+        nodes = tree.nodes_at_level(level)
+        for name in names:
+            if name not in query_names:
+                raise ValidationError(f"invariant query {name!r} is not a query of this run")
+            mask[nodes, list(query_names).index(name)] = True
+    depth = tree.depth
+    for d in range(int(depth.max()), 0, -1):  # an invariant below implies one above (summed RHS)
+        nodes = np.flatnonzero(depth == d)
+        np.logical_or.at(mask, tree.parent[nodes], mask[nodes])
+    return mask
+
+
+def measure(
+    truth: np.ndarray,
+    queries: Sequence[QueryGroup],
+    budget: np.ndarray,
+    invariant: np.ndarray,
+    mechanism: str,
+    rng: np.random.Generator,
+    *,
+    method: noise.Method = "fast",
+) -> Measurements:
+    """Noisy answers for every (node, query) with positive budget that is not invariant."""
+    if budget.shape != (truth.shape[0], len(queries)):
+        raise ValidationError(
+            f"budget array must have shape {(truth.shape[0], len(queries))}; got {budget.shape}"
+        )
+    if np.any(~np.isfinite(budget)) or np.any(budget < 0):
+        raise ValidationError("per-node query budgets must be finite and non-negative")
+    if mechanism not in ("zcdp", "puredp"):
+        raise ValidationError(f"unknown mechanism {mechanism!r}; use 'zcdp' or 'puredp'")
+    n_nodes = truth.shape[0]
+    noisy: list[np.ndarray] = []
+    exact: list[np.ndarray | None] = []
+    variance = np.full((n_nodes, len(queries)), np.nan)
+    for j, group in enumerate(queries):
+        answers = group.answer(truth).astype(np.float64)
+        out = np.full_like(answers, np.nan)
+        measured = np.flatnonzero((budget[:, j] > 0) & ~invariant[:, j])
+        if measured.size:
+            b = budget[measured, j][:, None]
+            shape = (measured.size, group.size)
+            if mechanism == "zcdp":
+                draw = noise.discrete_gaussian(1.0 / b, shape, rng, method=method)
+                variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
+            else:
+                draw = noise.two_sided_geometric(b / 2.0, shape, rng, method=method)
+                variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
+            out[measured] = answers[measured] + draw
+        held = np.flatnonzero(invariant[:, j])
+        if held.size:
+            out[held] = answers[held]
+            variance[held, j] = 0.0
+            fixed = np.full_like(answers, np.nan)
+            fixed[held] = answers[held]
+            exact.append(fixed)
+        else:
+            exact.append(None)
+        noisy.append(out)
+    return Measurements(
+        queries=tuple(queries),
+        noisy=tuple(noisy),
+        variance=variance,
+        invariant=tuple(exact),
+        budget=budget,
+        mechanism=mechanism,
+    )

@@ -1,0 +1,182 @@
+"""Multi-pass controlled rounding to non-negative integers (TDA §7.1 eq. 7.3–7.4, §7.3 eq. 7.7).
+
+Given the least-squares solution x̃ of a family, x̂ = ⌊x̃⌋ + y with y ∈ {0, 1}, such that the children
+sum to the parent cell by cell, invariants hold, and — pass by pass along a nested chain of
+marginals Q^(1) ⊂ … ⊂ Q^(K) = DETAILED (e.g. TOTAL → VOTINGAGE → DETAILED) — the L1 distance
+1ᵀ|Q^(k)(x̃ − x̂)| is minimised while the answers Q^(j) x̂^(j) of earlier passes are frozen (eq. 7.7).
+
+Each pass is a linear program over a totally unimodular constraint matrix: the "sum to the parent"
+rows form one laminar family, the per-child marginals of a nested chain another, and the union of
+two laminar families is a network matrix (TDA §7.3). The L1 objective on a marginal answer
+v = Q x̂ (an integer) is replaced by its piecewise-linear interpolation at the integers, written with
+unit segment variables v = Q⌊x̃⌋ + Σ_j s_j (0 ≤ s_j ≤ 1, segment j costing |L+j+1−a| − |L+j−a|),
+which appends unit columns and keeps the matrix TUM and the objective exact at integer points. For
+the DETAILED pass the cost is linear in y: |f − y| = f + (1 − 2f) y for y ∈ {0, 1}. A vertex solution
+(HiGHS dual simplex via SciPy) is therefore integral; we verify it and fall back to a MILP if not.
+All families of a batch are solved as one block-diagonal LP per pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+from engine.topdown.family import FamilyBatch, QuerySpec
+from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
+
+INTEGRALITY_TOL = 1e-6
+SNAP_TOL = 1e-6
+
+
+def _stacked(spec: QuerySpec, n_children: int) -> sp.csr_matrix:
+    return sp.kron(sp.identity(n_children, format="csr"), spec.matrix(), format="csr")
+
+
+class _LPFailed(Exception):
+    """The rounding LP (or MILP) reported no solution."""
+
+
+def _solve_lp(
+    c: np.ndarray, a_eq: sp.csr_matrix, b_eq: np.ndarray, n_int: int
+) -> tuple[np.ndarray, bool]:
+    """Solve min cᵀv, A v = b, 0 ≤ v ≤ 1 at a vertex; MILP fallback if not integral.
+
+    Returns the solution and whether the MILP fallback was needed.
+    """
+    result = linprog(c, A_eq=a_eq, b_eq=b_eq, bounds=(0.0, 1.0), method="highs-ds")
+    if result.status != 0:
+        raise _LPFailed(result.message)
+    v = result.x
+    if np.all(np.abs(v - np.round(v)) <= INTEGRALITY_TOL):
+        return v, False
+    integrality = np.zeros(c.size)
+    integrality[:n_int] = 1
+    mres = milp(
+        c,
+        constraints=LinearConstraint(a_eq, b_eq, b_eq),
+        bounds=Bounds(0.0, 1.0),
+        integrality=integrality,
+    )
+    if mres.status != 0:
+        raise _LPFailed(mres.message)
+    return mres.x, True
+
+
+def round_batch(
+    batch: FamilyBatch, x_tilde: np.ndarray, chain: Sequence[QuerySpec]
+) -> tuple[np.ndarray, int]:
+    """Round ``x_tilde`` ``(K, n_cells)`` of every family (TDA eq. 7.7); returns int64 ``(K, n)``
+    and the number of passes that needed the MILP fallback (0 when every LP vertex was integral).
+
+    Cells whose least-squares value is already an integer (within 1e-6; most block cells are 0)
+    keep it: x̃ itself lies in the restricted polytope, so it stays non-empty and totally
+    unimodular, and the LPs shrink several-fold. Should the restricted problem fail numerically,
+    the full problem (every cell free to move up by one) is solved instead.
+    """
+    try:
+        return _round(batch, x_tilde, chain, restrict=True)
+    except _LPFailed:
+        pass
+    try:
+        return _round(batch, x_tilde, chain, restrict=False)
+    except _LPFailed as exc:
+        raise TopDownInfeasible(
+            describe_family_failure(batch, "controlled rounding (TDA eq. 7.7)", str(exc))
+        ) from None
+
+
+def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
+    """Columns ``cols`` of the stacked rows; drop rows left empty (their rhs must be 0)."""
+    if not rows:
+        return sp.csr_matrix((0, cols.size)), np.zeros(0)
+    a = sp.vstack(rows, format="csc")[:, cols].tocsr()
+    b = np.concatenate(rhs)
+    nonempty = np.diff(a.indptr) > 0
+    if np.any(np.abs(b[~nonempty]) > 1e-9):
+        raise _LPFailed("a constraint has no free cell left but is not yet met")
+    return a[nonempty], b[nonempty]
+
+
+def _round(
+    batch: FamilyBatch, x_tilde: np.ndarray, chain: Sequence[QuerySpec], *, restrict: bool
+) -> tuple[np.ndarray, int]:
+    n_children, n_cells = x_tilde.shape
+    n_y = n_children * n_cells
+    x_tilde = np.maximum(x_tilde, 0.0)
+    nearest = np.round(x_tilde)
+    near = np.abs(x_tilde - nearest) <= SNAP_TOL
+    base = np.where(near, nearest, np.floor(x_tilde))
+    frac = np.where(near, 0.0, x_tilde - base)
+    free = ~near if restrict else np.ones_like(near)
+    cols = np.flatnonzero(free.reshape(-1))
+    # Equality rows shared by every pass: children sum to the parent; invariants.
+    base_rows: list[sp.spmatrix] = []
+    base_rhs: list[np.ndarray] = []
+    if batch.parent is not None:
+        membership = sp.csr_matrix(
+            (np.ones(n_children), (batch.child_family, np.arange(n_children))),
+            shape=(batch.n_families, n_children),
+        )
+        base_rows.append(sp.kron(membership, sp.identity(n_cells, format="csr"), format="csr"))
+        base_sum = np.add.reduceat(base, batch.child_ptr[:-1], axis=0)
+        base_rhs.append((batch.parent - base_sum).reshape(-1))
+    for q, target in enumerate(batch.invariant):
+        if target is None:
+            continue
+        flat = target.reshape(-1)
+        fixed = np.flatnonzero(np.isfinite(flat))
+        if fixed.size:
+            spec = batch.queries[q]
+            base_rows.append(_stacked(spec, n_children)[fixed])
+            base_rhs.append(flat[fixed] - spec.answer(base).reshape(-1)[fixed])
+    frozen_rows: list[sp.spmatrix] = []
+    frozen_rhs: list[np.ndarray] = []
+    y = np.zeros(n_y)
+    fallbacks = 0
+    n_free = cols.size
+    for spec in chain:
+        a_eq, b_eq = _select(base_rows + frozen_rows, base_rhs + frozen_rhs, cols)
+        if spec.is_detailed:
+            c = (1.0 - 2.0 * frac).reshape(-1)[cols]
+            v, used = _solve_lp(c, a_eq, b_eq, n_free) if n_free else (np.zeros(0), False)
+        else:
+            stacked = _stacked(spec, n_children)
+            lower = spec.answer(base).reshape(-1)  # L = Q x_base per (child, answer cell)
+            target = spec.answer(x_tilde).reshape(-1)  # a = Q x̃
+            seg_count = np.rint(stacked @ free.reshape(-1).astype(np.float64)).astype(np.int64)
+            seg_owner = np.repeat(np.arange(seg_count.size), seg_count)
+            seg_step = np.arange(seg_owner.size) - np.repeat(
+                np.cumsum(seg_count) - seg_count, seg_count
+            )
+            level = lower[seg_owner] + seg_step
+            cost = np.abs(level + 1 - target[seg_owner]) - np.abs(level - target[seg_owner])
+            n_s = seg_owner.size
+            # Link rows: Q y − Σ segments = 0 for every (child, answer cell) with a free cell.
+            link = sp.hstack(
+                [
+                    stacked[:, cols],
+                    -sp.csr_matrix(
+                        (np.ones(n_s), (seg_owner, np.arange(n_s))), shape=(seg_count.size, n_s)
+                    ),
+                ],
+                format="csr",
+            )[seg_count > 0]
+            a_full = sp.vstack(
+                [sp.hstack([a_eq, sp.csr_matrix((a_eq.shape[0], n_s))], format="csr"), link],
+                format="csr",
+            )
+            b_full = np.concatenate([b_eq, np.zeros(link.shape[0])])
+            c = np.concatenate([np.zeros(n_free), cost])
+            v, used = _solve_lp(c, a_full, b_full, c.size) if n_free else (np.zeros(0), False)
+        fallbacks += int(used)
+        y = np.zeros(n_y)
+        y[cols] = np.round(v[:n_free])
+        if not spec.is_detailed:
+            stacked = _stacked(spec, n_children)
+            frozen_rows.append(stacked)
+            frozen_rhs.append(stacked @ y)
+    x_hat = (base + y.reshape(n_children, n_cells)).astype(np.int64)
+    return x_hat, fallbacks

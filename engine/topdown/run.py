@@ -1,0 +1,457 @@
+"""Orchestration of a TopDown run: measure, then estimate top-down (TDA §6, §7; SPEC §4).
+
+1. Build the spine (:class:`~engine.topdown.geography.GeoTree`) and aggregate the true block
+   histogram to every geounit.
+2. Measurement phase (:mod:`engine.topdown.measure`): noisy answers for every geounit and query
+   group, per-node per-query budgets from the allocation; invariants bypass noise.
+3. Estimation phase, depth by depth from the root: each parent's children form a family solved as
+   one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
+   :mod:`engine.topdown.least_squares`) then multi-pass controlled rounding (eq. 7.7,
+   :mod:`engine.topdown.rounding`). The root is solved alone (eq. 7.1, 7.3). Families of one depth
+   are independent: they are batched into chunks of about ``chunk_cells`` variables and the chunks
+   run in a process pool (``workers``); feasibility is checked before solving
+   (:mod:`engine.topdown.feasibility`). Chunking does not depend on ``workers``, so results are
+   identical for any number of workers.
+
+``progress(message, fraction)`` is called as chunks finish; ``cancel()`` is polled between chunks and
+a ``True`` answer stops the run with :class:`RunCancelled`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from engine.data.histogram import BlockHistogram, Schema
+from engine.topdown.family import FamilyBatch, QuerySpec
+from engine.topdown.feasibility import TopDownInfeasible, check_batch
+from engine.topdown.geography import US, GeoTree
+from engine.topdown.least_squares import multipass_least_squares
+from engine.topdown.measure import (
+    DEFAULT_INVARIANTS,
+    Measurements,
+    invariant_mask,
+    measure,
+    node_query_budget,
+)
+from engine.topdown.queries import TOTAL, QueryGroup, query_group, rounder_chain
+from engine.topdown.rounding import round_batch
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import PHExploreError, ValidationError
+
+Progress = Callable[[str, float], None]
+
+
+class RunCancelled(PHExploreError):
+    """The user cancelled a TopDown run (raised between chunks; no partial result)."""
+
+
+@dataclass(frozen=True)
+class TopDownOptions:
+    """Estimation settings; the defaults follow production (SPEC §4).
+
+    ``ls_passes``: query names of each least-squares pass (default: TOTAL, then every other
+    measured query). ``rounder_chain``: nested marginals of the rounder (default:
+    :func:`~engine.topdown.queries.rounder_chain`). ``invariants``: level → exact queries.
+    """
+
+    invariants: Mapping[str, Sequence[str]] = field(
+        default_factory=lambda: dict(DEFAULT_INVARIANTS)
+    )
+    ls_passes: tuple[tuple[str, ...], ...] | None = None
+    rounder_chain: tuple[str, ...] | None = None
+    noise_method: str = "fast"
+    chunk_cells: int = 60_000
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a worker returns for one chunk of families."""
+
+    x: np.ndarray
+    least_squares_s: float
+    rounding_s: float
+    milp_fallbacks: int
+
+
+def estimate_batch(
+    batch: FamilyBatch, passes: Sequence[Sequence[int]], chain: Sequence[QuerySpec]
+) -> BatchOutcome:
+    """Least squares then rounding for every family of ``batch`` (runs in a worker process)."""
+    t0 = time.perf_counter()
+    x_tilde, _ = multipass_least_squares(batch, passes)
+    t1 = time.perf_counter()
+    x_hat, fallbacks = round_batch(batch, x_tilde, chain)
+    t2 = time.perf_counter()
+    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks)
+
+
+@dataclass
+class TopDownResult:
+    """Everything a run produced. ``estimates`` / ``truth`` are int64 ``(n_nodes, n_cells)``
+    indexed like ``tree`` (node metadata: :attr:`nodes`)."""
+
+    tree: GeoTree
+    schema: Schema
+    allocation_name: str
+    mechanism: str
+    queries: tuple[QueryGroup, ...]
+    estimates: np.ndarray
+    truth: np.ndarray
+    measured: Measurements
+    timings: dict[str, float]
+    runtime_s: float
+    seed: int
+    rho: float
+    diagnostics: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def query_names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.queries)
+
+    @cached_property
+    def nodes(self) -> pd.DataFrame:
+        """node, geolevel, geounit, parent, depth of every node."""
+        return self.tree.nodes_frame()
+
+    @cached_property
+    def measurements(self) -> pd.DataFrame:
+        """Tidy noisy measurements: geolevel, geounit, query, cell, noisy, variance (0 = invariant)."""
+        frames = []
+        level = self.tree.level_names
+        ids = np.asarray(self.tree.node_id, dtype=object)
+        for j, group in enumerate(self.queries):
+            values = self.measured.noisy[j]
+            nodes = np.flatnonzero(np.isfinite(values[:, 0]))
+            if not nodes.size:
+                continue
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "geolevel": np.repeat(level[nodes], group.size),
+                        "geounit": np.repeat(ids[nodes], group.size),
+                        "query": group.name,
+                        "cell": np.tile(np.asarray(group.labels, dtype=object), nodes.size),
+                        "noisy": values[nodes].reshape(-1),
+                        "variance": np.repeat(self.measured.variance[nodes, j], group.size),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def to_tidy(self, queries: Sequence[str] | None = None) -> pd.DataFrame:
+        """Columns [geolevel, geounit, query, cell, true, estimate] for every node and query cell.
+
+        ``queries`` default: the run's query groups; any query name valid on the schema works.
+        """
+        names = self.query_names if queries is None else tuple(queries)
+        level = self.tree.level_names
+        ids = np.asarray(self.tree.node_id, dtype=object)
+        frames = []
+        for name in names:
+            group = query_group(self.schema, name)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "geolevel": np.repeat(level, group.size),
+                        "geounit": np.repeat(ids, group.size),
+                        "query": name,
+                        "cell": np.tile(np.asarray(group.labels, dtype=object), self.tree.n_nodes),
+                        "true": group.answer(self.truth).reshape(-1),
+                        "estimate": group.answer(self.estimates).reshape(-1),
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+    def level_histogram(self, level: str) -> np.ndarray:
+        """Estimated histograms ``(n_units, n_cells)`` of ``level``, in :meth:`level_ids` order."""
+        return self.estimates[self.tree.nodes_at_level(level)]
+
+    def level_ids(self, level: str) -> tuple[str, ...]:
+        return tuple(self.tree.node_id[i] for i in self.tree.nodes_at_level(level))
+
+    def block_histogram(self) -> np.ndarray:
+        """Estimated block histograms ``(n_blocks, n_cells)`` in the input's block order.
+
+        Requires a spine whose leaves are the blocks (one block per leaf).
+        """
+        counts = np.bincount(self.tree.block_node, minlength=self.tree.n_nodes)
+        if np.any(counts[self.tree.block_node] != 1):
+            raise ValidationError(
+                "this run's spine stops above the block level, so it has no block estimates; "
+                f"use level_histogram({self.tree.levels[-1]!r})"
+            )
+        return self.estimates[self.tree.block_node]
+
+
+# --------------------------------------------------------------------------- spine and budgets
+def default_tree(hist: BlockHistogram, allocation: TopDownAllocation) -> GeoTree:
+    """The conventional spine for ``allocation`` on ``hist``'s geography.
+
+    Levels are the allocation's levels present in the data. An allocation root absent from the data
+    becomes a synthetic root when the data's top level has several geounits (a ``US`` over states),
+    and is bypassed (its budget folded into its single child) otherwise.
+    """
+    present = [lv for lv in allocation.geolevels if lv in hist.geography.columns]
+    if not present:
+        raise ValidationError(
+            f"none of the allocation's levels ({', '.join(allocation.geolevels)}) are geography "
+            f"columns of the data ({', '.join(hist.levels)})"
+        )
+    root = allocation.geolevels[0]
+    if root not in present and hist.geography[present[0]].nunique() > 1:
+        if root != US:
+            raise ValidationError(
+                f"the data have several {present[0]} geounits but no {root!r} column to join them"
+            )
+        present = [US, *present]
+    return GeoTree.from_histogram(hist, present)
+
+
+def _query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
+    names = list(allocation.all_queries())
+    for level_names in options.invariants.values():
+        for name in level_names:
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _passes(names: Sequence[str], options: TopDownOptions) -> list[list[int]]:
+    if options.ls_passes is None:
+        first = [TOTAL] if TOTAL in names else []
+        spec: Sequence[Sequence[str]] = [first, [n for n in names if n != TOTAL]]
+    else:
+        spec = options.ls_passes
+        unknown = [n for p in spec for n in p if n not in names]
+        if unknown:
+            raise ValidationError(
+                f"least-squares passes name queries this run does not measure: {unknown}"
+            )
+    return [[names.index(n) for n in p] for p in spec if p]
+
+
+# --------------------------------------------------------------------------- batching
+def _build_batch(
+    parents: np.ndarray,
+    tree: GeoTree,
+    estimates: np.ndarray,
+    specs: tuple[QuerySpec, ...],
+    measured: Measurements,
+    weight: np.ndarray,
+    *,
+    root: bool = False,
+) -> FamilyBatch:
+    ptr, idx = tree.children_ptr
+    if root:
+        kids = np.array([0])
+        child_ptr = np.array([0, 1])
+    else:
+        sizes = ptr[parents + 1] - ptr[parents]
+        kids = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
+        child_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    levels = tree.level_names
+    return FamilyBatch(
+        queries=specs,
+        parent=None if root else estimates[parents].astype(np.float64),
+        child_ptr=child_ptr,
+        noisy=tuple(np.nan_to_num(m[kids], nan=0.0) for m in measured.noisy),
+        weight=weight[kids],
+        invariant=tuple(None if t is None else t[kids] for t in measured.invariant),
+        family_id=tuple(tree.node_id[p] for p in (parents if not root else [0])),
+        child_id=tuple(tree.node_id[k] for k in kids),
+        family_level="/".join(sorted(set(levels[parents]))) if not root else str(levels[0]),
+        child_level="/".join(sorted(set(levels[kids]))),
+    )
+
+
+def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    start, acc = 0, 0
+    for i, s in enumerate(sizes):
+        acc += int(s) * n_cells
+        if acc >= limit:
+            out.append(parents[start : i + 1])
+            start, acc = i + 1, 0
+    if start < parents.size:
+        out.append(parents[start:])
+    return out
+
+
+# --------------------------------------------------------------------------- the run
+def run_topdown(
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    *,
+    seed: int,
+    tree: GeoTree | None = None,
+    workers: int = 1,
+    progress: Progress | None = None,
+    cancel: Callable[[], bool] | None = None,
+    node_budgets: np.ndarray | None = None,
+    options: TopDownOptions | None = None,
+) -> TopDownResult:
+    """Run TopDown on ``hist`` with ``allocation`` (see the module docstring).
+
+    ``tree`` replaces the conventional spine; ``node_budgets`` (``(n_nodes, n_queries)`` in the
+    order of ``allocation.all_queries()`` followed by any invariant-only queries) replaces
+    :func:`~engine.topdown.measure.node_query_budget`.
+    """
+    options = options or TopDownOptions()
+    if not isinstance(seed, int | np.integer):
+        raise ValidationError(f"seed must be an integer; got {seed!r}")
+    if workers < 1:
+        raise ValidationError(f"workers must be at least 1; got {workers}")
+    started = time.perf_counter()
+    report = progress or (lambda message, fraction: None)
+    is_cancelled = cancel or (lambda: False)
+    if allocation.universe != "persons":
+        raise ValidationError(
+            f"allocation {allocation.name!r} is for {allocation.universe}; this engine estimates "
+            "person histograms — use the persons allocation"
+        )
+    tree = tree if tree is not None else default_tree(hist, allocation)
+    if tree.n_blocks != hist.n_blocks:
+        raise ValidationError(
+            f"the spine covers {tree.n_blocks} blocks but the data have {hist.n_blocks}"
+        )
+    names = _query_names(allocation, options)
+    queries = tuple(query_group(hist.schema, n) for n in names)
+    specs = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in queries)
+    chain_groups = rounder_chain(hist.schema, options.rounder_chain)
+    chain = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in chain_groups)
+    passes = _passes(names, options)
+    timings: dict[str, float] = {}
+
+    report("Aggregating the true histogram", 0.0)
+    t0 = time.perf_counter()
+    truth = tree.aggregate(hist.counts.astype(np.int64))
+    if node_budgets is None:
+        budget = node_query_budget(tree, allocation, names)
+    else:
+        budget = np.asarray(node_budgets, dtype=np.float64)
+    mask = invariant_mask(tree, options.invariants, names)
+    rng = np.random.default_rng(seed)
+    measured = measure(
+        truth, queries, budget, mask, allocation.mechanism, rng, method=options.noise_method
+    )
+    weight = measured.weight()
+    timings["measurement"] = time.perf_counter() - t0
+    report("Measured noisy query answers", 0.02)
+
+    n_cells = hist.schema.size
+    estimates = np.full((tree.n_nodes, n_cells), -1, dtype=np.int64)
+    ls_total = rounding_total = 0.0
+    fallbacks = 0
+
+    # Root problem (TDA eq. 7.1, 7.3).
+    t_level = time.perf_counter()
+    root_batch = _build_batch(np.array([0]), tree, estimates, specs, measured, weight, root=True)
+    problems = check_batch(root_batch)
+    if problems:
+        raise TopDownInfeasible("; ".join(problems))
+    outcome = estimate_batch(root_batch, passes, chain)
+    estimates[0] = outcome.x[0]
+    ls_total += outcome.least_squares_s
+    rounding_total += outcome.rounding_s
+    fallbacks += outcome.milp_fallbacks
+    timings[str(tree.level_names[0])] = time.perf_counter() - t_level
+
+    ptr, idx = tree.children_ptr
+    n_sizes = np.diff(ptr)
+    total_children = max(tree.n_nodes - 1, 1)
+    done_children = 0
+    executor: ProcessPoolExecutor | None = None
+    if workers > 1:
+        executor = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        )
+    try:
+        for parents in tree.families_by_depth():
+            if is_cancelled():
+                raise RunCancelled("TopDown run cancelled")
+            t_level = time.perf_counter()
+            kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
+            level_name = "/".join(sorted(set(tree.level_names[kids_all])))
+            parent_est = estimates[parents]
+            trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
+            easy = parents[trivial]
+            if easy.size:
+                batch = _build_batch(easy, tree, estimates, specs, measured, weight)
+                problems = check_batch(batch)
+                if problems:
+                    raise TopDownInfeasible("; ".join(problems))
+                estimates[idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in easy])]] = (
+                    batch.parent[batch.child_family].astype(np.int64) if batch.n_children else 0
+                )
+                done_children += batch.n_children
+            hard = parents[~trivial]
+            chunks = _chunks(hard, n_sizes[hard], n_cells, options.chunk_cells)
+            batches = [_build_batch(c, tree, estimates, specs, measured, weight) for c in chunks]
+            for batch in batches:
+                problems = check_batch(batch)
+                if problems:
+                    raise TopDownInfeasible("; ".join(problems))
+            results: list[BatchOutcome | None] = [None] * len(batches)
+            if executor is None:
+                for k, batch in enumerate(batches):
+                    if is_cancelled():
+                        raise RunCancelled("TopDown run cancelled")
+                    results[k] = estimate_batch(batch, passes, chain)
+                    done_children += batch.n_children
+                    report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
+            else:
+                futures: list[Future[BatchOutcome]] = [
+                    executor.submit(estimate_batch, b, passes, chain) for b in batches
+                ]
+                for k, fut in enumerate(futures):
+                    while True:
+                        if is_cancelled():
+                            for f in futures:
+                                f.cancel()
+                            raise RunCancelled("TopDown run cancelled")
+                        try:
+                            results[k] = fut.result(timeout=0.2)
+                            break
+                        except TimeoutError:
+                            continue
+                    done_children += batches[k].n_children
+                    report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
+            for chunk, res in zip(chunks, results, strict=True):
+                assert res is not None
+                kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in chunk])]
+                estimates[kids] = res.x
+                ls_total += res.least_squares_s
+                rounding_total += res.rounding_s
+                fallbacks += res.milp_fallbacks
+            timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+    timings["least_squares_cpu"] = ls_total
+    timings["rounding_cpu"] = rounding_total
+    runtime = time.perf_counter() - started
+    report("Done", 1.0)
+    return TopDownResult(
+        tree=tree,
+        schema=hist.schema,
+        allocation_name=allocation.name,
+        mechanism=allocation.mechanism,
+        queries=queries,
+        estimates=estimates,
+        truth=truth,
+        measured=measured,
+        timings=timings,
+        runtime_s=runtime,
+        seed=int(seed),
+        rho=float(allocation.rho),
+        diagnostics={"milp_fallbacks": fallbacks, "workers": workers},
+    )
