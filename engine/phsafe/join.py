@@ -167,6 +167,20 @@ def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> Prepare
     state_mafids = np.unique(geo_mafid[in_states])
     housing_geo = in_states & ~np.isin(geo_rtype, (4, 5))
     states = tuple(sorted(set(geo_state[housing_geo].tolist())))
+    if not states:
+        present = sorted(set(geo_state.tolist()))
+        raise DataValidationError(
+            [
+                Problem(
+                    "geo",
+                    f"no housing-unit geography for state_filter {sorted(states_wanted)}; the extract "
+                    f"has states {', '.join(present[:20]) or '(none)'}",
+                    None,
+                    "TABBLKST",
+                )
+            ],
+            summary="nothing to tabulate",
+        )
     state_index = {s: i for i, s in enumerate(states)}
     geo_map = pd.DataFrame(
         {

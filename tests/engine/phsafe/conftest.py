@@ -83,3 +83,9 @@ def household(mafid: int, ages: Sequence[int], state: str = "44", **unit_kwargs)
 def cef() -> SimpleNamespace:
     """Builders of hand-made extracts: ``person``, ``unit``, ``geo``, ``household``, ``extract``."""
     return SimpleNamespace(person=person, unit=unit, geo=geo, household=household, extract=extract)
+
+
+@pytest.fixture(scope="session")
+def cef_builders() -> SimpleNamespace:
+    """Session-scoped twin of ``cef`` (for Hypothesis tests, which reject function-scoped fixtures)."""
+    return SimpleNamespace(person=person, unit=unit, geo=geo, household=household, extract=extract)

@@ -160,3 +160,27 @@ def test_published_tables_are_non_negative_and_add_up(cef) -> None:
     assert averages.loc[bad, "estimate"].isna().all()
     assert (averages.loc[bad, "average_flag"] == "denominator is zero").all()
     assert (averages.loc[~bad, "estimate"] >= 0).all()
+
+
+def test_state_filter_without_data_is_a_located_error(cef) -> None:
+    from engine.data.errors import DataValidationError
+
+    with pytest.raises(DataValidationError, match="no housing-unit geography") as info:
+        run_phsafe(_small(cef, state="44"), _config(state="06"), seed=1)
+    assert info.value.problems[0].column == "TABBLKST"
+
+
+def test_puredp_run_reports_geometric_variance(cef) -> None:
+    from phexplore.distributions import geometric_variance
+
+    raw = _config().to_dict()
+    raw["privacy_defn"] = "puredp"
+    config = PHSafeConfig.from_json(raw)
+    result = run_phsafe(_small(cef), config, seed=8)
+    ph7 = result.official["PH7"]
+    assert set(ph7["NOISE_DISTRIBUTION"]) == {"Two-Sided Geometric"}
+    expected = geometric_variance(config.budget("PH7", "state_*") / (2 * config.tau["PH7"] + 2))
+    rows = result.measurements[
+        (result.measurements["table"] == "PH7") & (result.measurements["level"] == "state_*")
+    ]
+    assert np.allclose(rows["variance"], expected)
