@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
@@ -375,9 +377,9 @@ def _sample_race(
     probs = table["person_share"].to_numpy(dtype=float)
     pick = rng.choice(probs.size, size=n, p=probs / probs.sum())
     races = table["race"].to_numpy(dtype=str)
-    major = np.array([0 if r == "two" else int(r) for r in races])[pick]
-    detailed = rng.choice(two_codes, size=n, p=two_probs)
-    race = np.where(major == 0, detailed, major)
+    race = np.array([0 if r == "two" else int(r) for r in races])[pick]
+    multiracial = race == 0
+    race[multiracial] = rng.choice(two_codes, size=int(multiracial.sum()), p=two_probs)
     return race, table["cenhisp"].to_numpy(dtype=np.int64)[pick]
 
 
@@ -595,7 +597,33 @@ def _household_types(hh: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _code_strings(width: int, count: int) -> np.ndarray:
     """Lookup table: integer i → zero-padded decimal string of ``width`` digits."""
-    return np.array([f"{i:0{width}d}" for i in range(count)])
+    return np.array([f"{i:0{width}d}" for i in range(count)], dtype=object)
+
+
+def _string_dtype() -> pd.StringDtype:
+    """pandas' pyarrow-backed string dtype (``str`` in pandas 3) for the CEF code columns."""
+    try:
+        return pd.StringDtype("pyarrow", na_value=np.nan)
+    except TypeError:  # pandas < 2.3 has no na_value argument
+        return pd.StringDtype("pyarrow")
+
+
+def _coded(codes: np.ndarray, labels: np.ndarray) -> pd.Series:
+    """The strings ``labels[codes]`` as a string column (an Arrow take, no Python objects)."""
+    taken = pa.array(np.asarray(labels, dtype=object), type=pa.string()).take(
+        pa.array(np.asarray(codes, dtype=np.int64))
+    )
+    return pd.Series(taken, dtype=_string_dtype())
+
+
+def _decimal(values: np.ndarray) -> pd.Series:
+    """Unpadded decimal strings of non-negative integers as a string column (Arrow take or cast)."""
+    values = np.asarray(values, dtype=np.int64)
+    if values.size and int(values.max()) < 1000:
+        return _coded(
+            values, np.array([str(i) for i in range(int(values.max()) + 1)], dtype=object)
+        )
+    return pd.Series(pc.cast(pa.array(values), pa.string()), dtype=_string_dtype())
 
 
 def _assemble(
@@ -636,7 +664,7 @@ def _assemble(
 
     mafid_of_unit = np.empty(n_units, dtype=np.int64)
     mafid_of_unit[final_units] = 100_000_001 + np.arange(n_units)
-    mafid_str = (100_000_001 + np.arange(n_units)).astype(str)
+    mafid_str = _decimal(100_000_001 + np.arange(n_units))
 
     # Units table (in MAFID order).
     hht, hht2, cplt = _household_types(hh)
@@ -648,39 +676,43 @@ def _assemble(
         return np.where(is_hh, values[hh_of], fill)
 
     two = _code_strings(2, 64)
+    rtype_unit = _coded(is_gq.astype(np.int64), np.array(["2", "4"], dtype=object))
     units = pd.DataFrame(
         {
-            "RTYPE": np.where(is_gq, "4", "2"),
+            "RTYPE": rtype_unit,
             "MAFID": mafid_str,
-            "FINAL_POP": unit_pop[final_units].astype(str),
-            "NPF": hh_field(hh["npf"], 0).astype(str),
-            "HHSPAN": hh_field(persons["head_hisp"], 0).astype(str),
-            "HHRACE": two[hh_field(persons["head_race"], 0)],
-            "TEN": hh_field(hh["ten"], 0).astype(str),
-            "HHT": hh_field(hht, 0).astype(str),
-            "HHT2": two[hh_field(hht2, 0)],
-            "CPLT": hh_field(cplt, 0).astype(str),
+            "FINAL_POP": _decimal(unit_pop[final_units]),
+            "NPF": _decimal(hh_field(hh["npf"], 0)),
+            "HHSPAN": _decimal(hh_field(persons["head_hisp"], 0)),
+            "HHRACE": _coded(hh_field(persons["head_race"], 0), two),
+            "TEN": _decimal(hh_field(hh["ten"], 0)),
+            "HHT": _decimal(hh_field(hht, 0)),
+            "HHT2": _coded(hh_field(hht2, 0), two),
+            "CPLT": _decimal(hh_field(cplt, 0)),
         },
         columns=list(UNIT_COLUMNS),
     )
 
     # Geo table.
-    tract_codes = _code_strings(6, (TRACTS_PER_COUNTY + 1) * 100)
+    block_group_code = block_group % BLOCK_GROUPS_PER_TRACT + 1
     geo = pd.DataFrame(
         {
-            "RTYPE": units["RTYPE"].to_numpy(),
+            "RTYPE": rtype_unit,
             "MAFID": mafid_str,
-            "TABBLKST": states.fips[unit_state],
-            "TABBLKCOU": _code_strings(3, 2 * MAX_COUNTIES_PER_STATE + 1)[2 * county + 1],
-            "TABTRACTCE": tract_codes[(tract % TRACTS_PER_COUNTY + 1) * 100],
-            "TABBLK": _code_strings(4, 10_000)[
-                (block_group % BLOCK_GROUPS_PER_TRACT + 1) * 1000 + block % BLOCKS_PER_BLOCK_GROUP
-            ],
-            "TABBLKGRPCE": (block_group % BLOCK_GROUPS_PER_TRACT + 1).astype(str),
-            "REGIONCE": states.region[unit_state],
-            "DIVISIONCE": states.division[unit_state],
-            "PLACEFP": np.full(n_units, "99999"),
-            "AIANNHCE": np.full(n_units, "9999"),
+            "TABBLKST": _coded(unit_state, states.fips),
+            "TABBLKCOU": _coded(2 * county + 1, _code_strings(3, 2 * MAX_COUNTIES_PER_STATE + 1)),
+            "TABTRACTCE": _coded(
+                (tract % TRACTS_PER_COUNTY + 1) * 100,
+                _code_strings(6, (TRACTS_PER_COUNTY + 1) * 100),
+            ),
+            "TABBLK": _coded(
+                block_group_code * 1000 + block % BLOCKS_PER_BLOCK_GROUP, _code_strings(4, 10_000)
+            ),
+            "TABBLKGRPCE": _decimal(block_group_code),
+            "REGIONCE": _coded(unit_state, states.region),
+            "DIVISIONCE": _coded(unit_state, states.division),
+            "PLACEFP": _coded(np.zeros(n_units, dtype=np.int64), np.array(["99999"], dtype=object)),
+            "AIANNHCE": _coded(np.zeros(n_units, dtype=np.int64), np.array(["9999"], dtype=object)),
         },
         columns=list(GEO_COLUMNS),
     )
@@ -690,18 +722,15 @@ def _assemble(
     person_mafid = mafid_of_unit[person_unit]
     person_order = np.argsort(person_mafid, kind="stable")
     n_hu_persons = persons["hh_id"].size
-    rtype = np.where(np.arange(person_unit.size) < n_hu_persons, "3", "5")
-    ages = _code_strings(1, MAX_AGE + 1)
+    in_gq = (person_order >= n_hu_persons).astype(np.int64)
     person_df = pd.DataFrame(
         {
-            "RTYPE": rtype[person_order],
-            "MAFID": person_mafid[person_order].astype(str),
-            "QAGE": ages[np.concatenate([persons["age"], gq["age"]])[person_order]],
-            "CENHISP": np.concatenate([persons["hisp"], gq["hisp"]])[person_order].astype(str),
-            "CENRACE": two[np.concatenate([persons["race"], gq["race"]])[person_order]],
-            "RELSHIP": np.concatenate([persons["relship"], gq["relship"]])[person_order].astype(
-                str
-            ),
+            "RTYPE": _coded(in_gq, np.array(["3", "5"], dtype=object)),
+            "MAFID": _decimal(person_mafid[person_order]),
+            "QAGE": _decimal(np.concatenate([persons["age"], gq["age"]])[person_order]),
+            "CENHISP": _decimal(np.concatenate([persons["hisp"], gq["hisp"]])[person_order]),
+            "CENRACE": _coded(np.concatenate([persons["race"], gq["race"]])[person_order], two),
+            "RELSHIP": _decimal(np.concatenate([persons["relship"], gq["relship"]])[person_order]),
         },
         columns=list(PERSON_COLUMNS),
     )

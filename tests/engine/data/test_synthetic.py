@@ -56,19 +56,20 @@ def households(small: CefExtract) -> pd.DataFrame:
     p["age"] = p["QAGE"].astype(int)
     p["own_child"] = p["RELSHIP"].isin(["25", "26", "27"]) & (p["age"] < 18)
     p["family"] = p["RELSHIP"].isin(FAMILY_RELSHIPS)
-    g = p.groupby("MAFID")
-    members = pd.DataFrame(
+    rel = p["RELSHIP"]
+    flags = pd.DataFrame(
         {
-            "n": g.size(),
-            "householders": g["RELSHIP"].apply(lambda s: int((s == "20").sum())),
-            "spouse": g["RELSHIP"].apply(lambda s: s.isin(["21", "23"]).sum()),
-            "same_sex_spouse": g["RELSHIP"].apply(lambda s: (s == "23").sum()),
-            "partner": g["RELSHIP"].apply(lambda s: s.isin(["22", "24"]).sum()),
-            "same_sex_partner": g["RELSHIP"].apply(lambda s: (s == "24").sum()),
-            "relatives": g["family"].sum(),
-            "own_children": g["own_child"].sum(),
+            "n": 1,
+            "householders": rel == "20",
+            "spouse": rel.isin(["21", "23"]),
+            "same_sex_spouse": rel == "23",
+            "partner": rel.isin(["22", "24"]),
+            "same_sex_partner": rel == "24",
+            "relatives": p["family"],
+            "own_children": p["own_child"],
         }
-    )
+    ).astype(int)
+    members = flags.groupby(p["MAFID"].to_numpy()).sum()
     heads = p[p["RELSHIP"] == "20"].set_index("MAFID")
     units = small.units[small.units["RTYPE"] == "2"].set_index("MAFID")
     occupied = units[units["FINAL_POP"] != "0"]
