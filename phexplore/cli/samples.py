@@ -15,6 +15,8 @@ from engine.data.samples import get_sample, list_samples, load_topdown_sample
 from phexplore.cli._output import add_format_option, dumps_json, print_rows
 
 LIST_FIELDS: tuple[str, ...] = ("name", "kind", "rows", "geography", "licence")
+TABLE_WIDTH = 60
+"""Longest geography text shown by ``samples list`` in table format (licence: 40)."""
 
 
 def register(subparsers: Any) -> None:
@@ -51,6 +53,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _list(args: argparse.Namespace) -> int:
     samples = list_samples()
     rows = [{k: s.summary()[k] for k in LIST_FIELDS} for s in samples]
+    if args.format == "table":  # keep the table readable; 'samples show' prints the full text
+        rows = [
+            {
+                **r,
+                "geography": _clip(r["geography"], TABLE_WIDTH),
+                "licence": _clip(r["licence"], 40),
+            }
+            for r in rows
+        ]
     print_rows(rows, {"samples": len(rows)}, args.format)
     return 0
 
@@ -86,6 +97,10 @@ def _show(args: argparse.Namespace) -> int:
     else:
         print_rows([], details, "table")
     return 0
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _size(path: Any) -> str:
