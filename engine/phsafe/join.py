@@ -55,6 +55,8 @@ class PreparedExtract:
     of the units joined to non-group-quarters geography (``u_state`` indexes :attr:`states`)."""
     person_order: np.ndarray
     """Persons sorted by (MAFID, record hash, attributes): the truncation order of Algorithm 3."""
+    state_filter: tuple[str, ...] = ()
+    """The ``state_filter`` this extract was prepared for (sorted)."""
 
     @property
     def n_persons(self) -> int:
@@ -214,7 +216,13 @@ def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> Prepare
             persons["p_mafid"],
         )
     )
-    return PreparedExtract(states=states, persons=persons, units=units, person_order=order)
+    return PreparedExtract(
+        states=states,
+        persons=persons,
+        units=units,
+        person_order=order,
+        state_filter=tuple(sorted(states_wanted)),
+    )
 
 
 @dataclass(frozen=True)

@@ -186,13 +186,16 @@ def run_phsafe(
     non_private: bool = False,
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
+    prepared: PreparedExtract | None = None,
 ) -> PHSafeResult:
     """Run PHSafe on ``extract`` with ``config``.
 
     ``seed`` seeds the noise generator (``None``: fresh OS entropy); ``trials`` ≥ 1 noise draws reuse
     one join (trial 0 is the published run; all trials feed the error analysis). ``progress`` is
     called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
-    :class:`PHSafeCancelled` when it returns True.
+    :class:`PHSafeCancelled` when it returns True. ``prepared`` (from
+    :func:`~engine.phsafe.join.prepare_extract` for the same extract and ``state_filter``) skips the
+    preparation step, so an app can re-run new budgets or τ on a cached extract.
     """
     _check_args(trials, seed)
     if not isinstance(config, PHSafeConfig):
@@ -200,7 +203,13 @@ def run_phsafe(
     t0 = time.perf_counter()
     if progress is not None:
         progress("preparing the extract", 0.0)
-    prepared = prepare_extract(extract, config.state_filter)
+    if prepared is None:
+        prepared = prepare_extract(extract, config.state_filter)
+    elif prepared.state_filter != tuple(sorted(config.state_filter)):
+        raise ValidationError(
+            "the prepared extract was made for state_filter "
+            f"{list(prepared.state_filter)}, not {sorted(config.state_filter)}; prepare it again"
+        )
     t_prep = time.perf_counter()
     tabulations = tabulate_all(
         prepared, config, non_private=non_private, progress=progress, cancel=cancel

@@ -58,32 +58,6 @@ def register(engines: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _resolve_data(spec: str) -> Path:
-    path = Path(spec)
-    if path.is_dir():
-        return path
-    from engine.data.samples import get_sample
-
-    return get_sample(spec).path
-
-
-def _resolve_config(spec: str | None, data_dir: Path) -> Any:
-    from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
-    from phexplore.errors import ValidationError
-
-    if spec is None:
-        candidate = data_dir / "config.json"
-        if not candidate.is_file():
-            raise ValidationError(
-                f"no --config given and {candidate} does not exist; pass a config.json or one of "
-                + ", ".join(PRESET_NAMES)
-            )
-        return PHSafeConfig.from_json(candidate)
-    if spec in PRESET_NAMES:
-        return preset(spec)
-    return PHSafeConfig.from_json(spec)
-
-
 def summary_lines(result: Any, out_dir: Path) -> list[str]:
     """A readable summary of a run (what the CLI prints and writes to summary.txt)."""
     cfg = result.config
@@ -127,17 +101,13 @@ def summary_lines(result: Any, out_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.data.cef import load_cef_extract
     from engine.data.validate import DEFAULT_MAX_BYTES
+    from engine.phsafe.inputs import load_inputs
     from engine.phsafe.outputs import write_official
     from engine.phsafe.run import run_phsafe
 
-    data_dir = _resolve_data(args.data)
-    config = _resolve_config(args.config, data_dir)
-    extract = load_cef_extract(
-        data_dir,
-        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
-        state_filter=config.state_filter,
+    extract, config = load_inputs(
+        args.data, args.config, max_bytes=args.max_bytes or DEFAULT_MAX_BYTES
     )
     seed = args.seed
     if seed is None:
