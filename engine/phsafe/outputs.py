@@ -176,16 +176,11 @@ def nonprivate_official_frames(
                 continue
             expanded = _expand_totals(table, ph8_final_pop)
         else:
-            src = measurements[
-                (measurements["table"] == table) & ~measurements["derived"].astype(bool)
-            ]
-            if table == "PH5_num":
-                src = measurements[measurements["table"] == "PH5_num"]
+            src = measurements[measurements["table"] == table]
             if src.empty:
                 continue
-            expanded = _expand_totals(
-                table, src[[*keys, "cell"]].assign(count=src["true"].to_numpy())
-            )
+            counts = src[[*keys, "cell"]].assign(count=src["true"].to_numpy())
+            expanded = _expand_totals(table, counts)
         expanded = expanded[expanded["count"] != 0]
         frame = pd.DataFrame(
             {
