@@ -27,6 +27,10 @@ PAGES = {
         ),
         st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon=":material/lock:"),
     ],
+    "Test": [
+        st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
+        st.Page("pages/results.py", title="Results", icon=":material/bar_chart:"),
+    ],
 }
 
 

@@ -1,0 +1,411 @@
+"""Results page: what the runs of this session did — error, bias, empirical privacy loss.
+
+Thin page: every statistic comes from :mod:`engine.metrics` (MAE tables, Blau-quintile bias, EPL
+with its interval and curves, the ρ sweep and SRS trade-off) or from the PHSafe engine's error
+analysis, as kept by the Run page in :class:`phexplore.app_runs.RunRecord`. Charts are Plotly
+(download with the camera icon) and labelled with the scenario; tables download as CSV.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from phexplore import app_runs as R
+from phexplore import app_state as S
+
+LAYOUT = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 400}
+
+
+@st.cache_data(show_spinner="Computing EPL…", max_entries=64)
+def _epl(run_id: int, geolevel: str, query: str, _tidy: pd.DataFrame) -> dict[str, object]:
+    """EPL details of one (geolevel, query) of one run (cached per run id)."""
+    from engine.metrics import epl_details
+
+    part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
+    residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
+    result = epl_details(residuals, n_boot=200, rng=run_id)
+    return {
+        "residuals": residuals,
+        "value": result.value,
+        "low": result.low,
+        "high": result.high,
+        "n": result.n,
+        "reason": result.reason,
+        "x": result.x,
+        "density": result.density,
+        "curve": result.epl_curve,
+    }
+
+
+def _chart(fig: go.Figure, name: str) -> None:
+    st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": name}})
+
+
+def _csv(frame: pd.DataFrame, name: str, key: str) -> None:
+    st.download_button(
+        f"Download {name} (CSV)",
+        R.tidy_bytes(frame, "csv"),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=key,
+    )
+
+
+def _mae_section(record: R.RunRecord) -> None:
+    mae = record.tables["mae"]
+    order = list(dict.fromkeys(record.tidy["geolevel"]))
+    pivot = mae.pivot_table(index="geolevel", columns="query", values="mae", sort=False)
+    pivot = pivot.reindex([lv for lv in order if lv in pivot.index])
+    fig = go.Figure(
+        go.Heatmap(
+            z=pivot.to_numpy(float),
+            x=list(pivot.columns),
+            y=list(pivot.index),
+            text=[[f"{v:,.2f}" for v in row] for row in pivot.to_numpy(float)],
+            texttemplate="%{text}",
+            colorscale="Blues",
+            colorbar={"title": "MAE (persons)"},
+        )
+    )
+    fig.update_yaxes(autorange="reversed", title="Geolevel")
+    fig.update_xaxes(title="Query")
+    fig.update_layout(
+        title=f"{record.scenario}: mean absolute error by geolevel × query (run #{record.id})",
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_mae")
+    st.dataframe(mae, hide_index=True, width="stretch")
+    _csv(mae, f"run{record.id}_mae", f"mae_{record.id}")
+
+
+def _blau_section(record: R.RunRecord) -> None:
+    bias = record.tables.get("blau_bias")
+    if bias is None or bias.empty:
+        st.info("Blau-index bias needs the race-ethnicity attribute (RACEETH) in the data.")
+        return
+    st.caption(
+        "Blau index = 1 − Σ p² over eight race-ethnicity groups, computed on the true data; "
+        "quintile 1 = most homogeneous. TDA Table 13 found homogeneous areas biased up and "
+        "diverse areas biased down."
+    )
+    table = bias.pivot_table(
+        index="geolevel", columns="quintile", values="mean_signed_error", sort=False
+    )
+    table.columns = [f"Q{int(c)}" for c in table.columns]
+    fig = go.Figure()
+    for geolevel, part in bias.groupby("geolevel", sort=False):
+        fig.add_trace(
+            go.Bar(
+                x=[f"Q{int(q)}" for q in part["quintile"]],
+                y=part["mean_signed_error"],
+                name=str(geolevel),
+            )
+        )
+    fig.update_layout(
+        title=f"{record.scenario}: mean signed error of total population by Blau quintile (run #{record.id})",
+        barmode="group",
+        xaxis_title="Blau-index quintile (1 = homogeneous)",
+        yaxis_title="Mean signed error (persons)",
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_blau")
+    st.dataframe(table.reset_index(), hide_index=True, width="stretch")
+    _csv(bias, f"run{record.id}_blau_bias", f"blau_{record.id}")
+
+
+def _epl_section(record: R.RunRecord) -> None:
+    tidy = record.tidy
+    c1, c2 = st.columns(2)
+    levels = list(dict.fromkeys(tidy["geolevel"]))
+    default_level = next((lv for lv in ("Tract", "Block_Group") if lv in levels), levels[-1])
+    geolevel = c1.selectbox(
+        "Geolevel", levels, index=levels.index(default_level), key=f"epl_lv_{record.id}"
+    )
+    queries = list(dict.fromkeys(tidy.loc[tidy["geolevel"] == geolevel, "query"]))
+    query = c2.selectbox(
+        "Query",
+        queries,
+        index=queries.index("TOTAL") if "TOTAL" in queries else 0,
+        key=f"epl_q_{record.id}",
+    )
+    d = _epl(record.id, geolevel, query, tidy)
+    m = st.columns(3)
+    m[0].metric(
+        "EPL",
+        "undefined" if np.isnan(d["value"]) else f"{d['value']:.2f}",
+        help="Empirical privacy loss (PF): max over x of |ln f(x)/f(x+1)| for the smoothed "
+        "density f of the residuals. A noisy statistic: read it with its interval.",
+    )
+    m[1].metric(
+        "95% bootstrap interval",
+        "—" if np.isnan(d["low"]) else f"[{d['low']:.2f}, {d['high']:.2f}]",
+    )
+    m[2].metric("Residuals", f"{d['n']:,}")
+    if d["reason"]:
+        st.info(f"EPL is undefined here: {d['reason']}")
+        return
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("Residuals and smoothed density", "EPL(x) = ln f(x)/f(x+1)")
+    )
+    fig.add_trace(
+        go.Histogram(
+            x=d["residuals"],
+            histnorm="probability density",
+            name="residuals",
+            marker_color="#9ecae1",
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=d["x"], y=d["density"], mode="lines", name="KDE density", line={"color": "#08519c"}
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=d["x"][:-1], y=d["curve"], mode="lines", name="EPL(x)", line={"color": "#cb181d"}
+        ),
+        1,
+        2,
+    )
+    fig.update_xaxes(title_text="estimate − true (persons)", row=1, col=1)
+    fig.update_xaxes(title_text="x (persons)", row=1, col=2)
+    fig.update_layout(
+        title=f"{record.scenario}: EPL of {query} at {geolevel} (run #{record.id}; PF Fig. 1)",
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_epl_{geolevel}_{query}")
+    _csv(record.tables["epl"], f"run{record.id}_epl", f"epl_{record.id}")
+
+
+def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
+    exp = record.experiment
+    peers = [
+        r for r in runs if r.engine == "topdown" and r.settings["data"] == record.settings["data"]
+    ]
+    if exp is None and len(peers) < 2:
+        st.info(
+            "Run a budget sweep (Run page → 'Also run a budget sweep') or several runs on the "
+            "same data at different budgets to see EPL and error against ρ."
+        )
+        return
+    c1, c2 = st.columns(2)
+    levels = list(dict.fromkeys(record.tidy["geolevel"]))
+    default_level = next((lv for lv in ("Tract", "Block_Group") if lv in levels), levels[-1])
+    geolevel = c1.selectbox(
+        "Geolevel", levels, index=levels.index(default_level), key=f"sw_lv_{record.id}"
+    )
+    queries = list(dict.fromkeys(record.tidy["query"]))
+    query = c2.selectbox(
+        "Query",
+        queries,
+        index=queries.index("TOTAL") if "TOTAL" in queries else 0,
+        key=f"sw_q_{record.id}",
+    )
+    what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
+    fig = go.Figure()
+    if exp is not None:
+        summary = exp.summary()
+        part = summary[(summary["geolevel"] == geolevel) & (summary["query"] == query)]
+        fig.add_trace(
+            go.Scatter(
+                x=part["rho"],
+                y=part["epl_mean"],
+                mode="lines+markers",
+                name="sweep (mean over seeds)",
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (part["epl_boot_high"] - part["epl_mean"]).to_numpy(float),
+                    "arrayminus": (part["epl_mean"] - part["epl_boot_low"]).to_numpy(float),
+                },
+            )
+        )
+    if len(peers) >= 2:
+        pts = []
+        for r in peers:
+            e = r.tables["epl"]
+            row = e[(e["geolevel"] == geolevel) & (e["query"] == query)]
+            if not row.empty:
+                pts.append((r.rho, float(row["epl"].iloc[0]), r.id))
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in pts],
+                y=[p[1] for p in pts],
+                mode="markers",
+                text=[f"run #{p[2]}" for p in pts],
+                name="session runs",
+                marker={"size": 10},
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[0.01, 100],
+            y=[0.01, 100],
+            mode="lines",
+            name="EPL = budget",
+            line={"dash": "dot", "color": "gray"},
+        )
+    )
+    fig.update_xaxes(type="log", exponentformat="power", title=f"Budget {what}")
+    fig.update_yaxes(type="log", exponentformat="power", title="EPL")
+    fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
+    _chart(fig, f"run{record.id}_epl_vs_budget")
+    if exp is not None:
+        try:
+            trade = exp.tradeoff(geolevel, query, error="mae")
+        except Exception as exc:  # a ValidationError naming the missing level/query
+            st.info(str(exc))
+            return
+        fig2 = go.Figure()
+        for design, part in trade.groupby("design", sort=False):
+            fig2.add_trace(
+                go.Scatter(
+                    x=part["epl"],
+                    y=part["error"],
+                    mode="lines+markers",
+                    name=str(design).upper(),
+                    text=[
+                        f"{'fraction' if design == 'srs' else what} = {p:g}"
+                        for p in part["parameter"]
+                    ],
+                )
+            )
+        fig2.update_xaxes(title="EPL (privacy loss, empirical)")
+        fig2.update_yaxes(title="MAE (persons)")
+        fig2.update_layout(
+            title=f"{record.scenario}: error–privacy trade-off, TopDown vs simple random sampling (PF Fig. 2)",
+            **LAYOUT,
+        )
+        _chart(fig2, f"run{record.id}_tradeoff_srs")
+        _csv(trade, f"run{record.id}_tradeoff", f"trade_{record.id}")
+
+
+def _spine_section(record: R.RunRecord) -> None:
+    conv = record.metrics.get("conventional_mae")
+    ent = record.metrics.get("entity_mae")
+    if not conv and not ent:
+        st.info(
+            "Run with off-spine entities (Run page: Providence wards, with Providence County 44007 "
+            "in the subset) to compare on-spine and off-spine MAE (SPN Tables 2–3)."
+        )
+        return
+    rows = [
+        {"kind": "on-spine", "unit": str(k), "mae": v}
+        for k, v in (conv or {}).items()
+        if isinstance(v, int | float)
+    ]
+    for name, value in (ent or {}).items():
+        if isinstance(value, dict):
+            rows += [
+                {"kind": "off-spine", "unit": f"{name}: {k}", "mae": v}
+                for k, v in value.items()
+                if isinstance(v, int | float)
+            ]
+        elif isinstance(value, int | float):
+            rows.append({"kind": "off-spine", "unit": str(name), "mae": value})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        st.json({"conventional_mae": conv, "entity_mae": ent})
+        return
+    fig = go.Figure()
+    for kind, part in frame.groupby("kind", sort=False):
+        fig.add_trace(go.Bar(x=part["unit"], y=part["mae"], name=str(kind)))
+    fig.update_layout(
+        title=f"{record.scenario}: total-population MAE on and off the spine (run #{record.id})",
+        yaxis_title="MAE (persons)",
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_spine")
+    _csv(frame, f"run{record.id}_spine_mae", f"spine_{record.id}")
+
+
+def _phsafe_sections(record: R.RunRecord) -> None:
+    le = record.tables["level_errors"]
+    if le.empty or "mae_noise" not in le:
+        st.info("This PHSafe run measured nothing with noise (non-private run).")
+        return
+    le = le.assign(cell=le["table"] + " · " + le["level"].astype(str))
+    c1, c2 = st.columns(2)
+    with c1:
+        fig = go.Figure()
+        fig.add_trace(go.Bar(x=le["cell"], y=le["mae_noise"], name="noise"))
+        fig.add_trace(go.Bar(x=le["cell"], y=le["mae_truncation"], name="truncation (τ)"))
+        fig.update_layout(
+            title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
+            barmode="group",
+            yaxis_title="Mean absolute error",
+            yaxis_type="log",
+            **LAYOUT,
+        )
+        _chart(fig, f"run{record.id}_noise_vs_truncation")
+    with c2:
+        fig2 = go.Figure()
+        fig2.add_trace(
+            go.Scatter(
+                x=le["analytic_moe"],
+                y=le["empirical_moe"],
+                mode="markers",
+                text=le["cell"],
+                name="table · level",
+            )
+        )
+        top = float(max(le["analytic_moe"].max(), le["empirical_moe"].max())) * 1.1
+        fig2.add_trace(
+            go.Scatter(
+                x=[0, top],
+                y=[0, top],
+                mode="lines",
+                name="empirical = analytic",
+                line={"dash": "dot", "color": "gray"},
+            )
+        )
+        fig2.update_layout(
+            title=f"{record.scenario}: empirical vs analytic 90% MOE ({record.settings.get('trials')} trials)",
+            xaxis_title="Analytic MOE",
+            yaxis_title="Empirical MOE",
+            **LAYOUT,
+        )
+        _chart(fig2, f"run{record.id}_moe_check")
+    st.dataframe(le.drop(columns=["cell"]), hide_index=True, width="stretch")
+    _csv(record.tables["level_errors"], f"run{record.id}_level_errors", f"le_{record.id}")
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    st.title("Results")
+    runs: list[R.RunRecord] = s[S.RUNS]
+    if not runs:
+        st.info("No runs yet. Start one on the Run page; results stay in this session.")
+        st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        return
+    st.warning(R.TRUTH_NOTE, icon=":material/shield:")
+    labels = {r.id: r.label for r in runs}
+    run_id = st.selectbox("Run", list(labels)[::-1], format_func=labels.get, key="res_run")
+    record = next(r for r in runs if r.id == run_id)
+    if record.engine == "phsafe":
+        _phsafe_sections(record)
+        return
+    tabs = st.tabs(["MAE", "Blau-index bias", "EPL", "EPL vs budget · SRS", "On/off spine"])
+    with tabs[0]:
+        _mae_section(record)
+    with tabs[1]:
+        _blau_section(record)
+    with tabs[2]:
+        _epl_section(record)
+    with tabs[3]:
+        _sweep_section(record, runs)
+    with tabs[4]:
+        _spine_section(record)
+
+
+render()

@@ -1,0 +1,476 @@
+"""Run page: run TopDown or PHSafe on a shipped sample or an uploaded file, with progress and cancel.
+
+Thin page: data loading and validation are :mod:`engine.data`'s (problems listed as a readable
+list), runs and metrics go through :mod:`phexplore.app_runs` to the engines. Results are kept in
+the session (Results page) and downloadable here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from phexplore import app_runs as R
+from phexplore import app_state as S
+from phexplore.errors import PHExploreError
+from phexplore.presets import load_topdown_preset
+
+JOB = "run_job"
+UPLOAD_HIST = "run_upload_hist"
+UPLOAD_CEF = "run_upload_cef"
+UPLOAD_PROBLEMS = "run_upload_problems"
+WORKING = "__working__"
+DEFAULT_ALLOCATION = {
+    "ri2010": "ri2010-production-like",
+    "pl94171_ri2018": "ri2010-production-like",
+}
+ENTITY_SAMPLE = {"ri2010": "providence-wards"}
+
+
+def _validate_topdown_upload() -> None:
+    s = st.session_state
+    s[UPLOAD_PROBLEMS] = None
+    s.pop(UPLOAD_HIST, None)
+    try:
+        s[UPLOAD_HIST] = (
+            R.load_topdown_upload(s["run_upload_kind"], s.get("run_upload_files") or []),
+            ", ".join(f.name for f in s.get("run_upload_files") or []),
+        )
+    except PHExploreError as exc:
+        s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+
+
+def _validate_cef_upload() -> None:
+    s = st.session_state
+    s[UPLOAD_PROBLEMS] = None
+    s.pop(UPLOAD_CEF, None)
+    try:
+        files = s.get("run_cef_files") or []
+        s[UPLOAD_CEF] = (R.load_cef_upload(files), ", ".join(f.name for f in files))
+    except PHExploreError as exc:
+        s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+
+
+def _problems() -> None:
+    lines = st.session_state.get(UPLOAD_PROBLEMS)
+    if lines:
+        shown = "\n".join(f"- {line}" for line in lines[:30])
+        more = f"\n- … and {len(lines) - 30} more" if len(lines) > 30 else ""
+        st.error(f"The data did not pass validation ({len(lines)} problem(s)):\n\n{shown}{more}")
+
+
+def _next_id() -> int:
+    runs = st.session_state[S.RUNS]
+    return 1 + max((r.id for r in runs), default=0)
+
+
+def _topdown_form() -> R.RunJob | None:
+    """Controls of a TopDown run; returns a started job when Run is pressed."""
+    s = st.session_state
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        st.markdown("**Data**")
+        source = st.radio(
+            "Source",
+            ["sample", "upload"],
+            format_func={"sample": "Shipped sample", "upload": "Upload a file"}.get,
+            horizontal=True,
+            key="run_td_source",
+        )
+        hist, data_label, sample = None, "", None
+        if source == "sample":
+            samples = R.samples_of("topdown")
+            if s.get("run_td_sample") not in samples:
+                s["run_td_sample"] = "ri2010" if "ri2010" in samples else next(iter(samples))
+            sample = st.selectbox(
+                "Sample",
+                list(samples),
+                format_func=lambda n: f"{n} — {samples[n]}",
+                key="run_td_sample",
+                help="Public, non-confidential test data shipped with PHExplore.",
+            )
+            try:
+                hist, data_label = R.topdown_sample(sample), sample
+            except PHExploreError as exc:
+                s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        else:
+            st.selectbox(
+                "File type",
+                list(R.TOPDOWN_UPLOAD_KINDS),
+                format_func=R.TOPDOWN_UPLOAD_KINDS.get,
+                key="run_upload_kind",
+            )
+            st.file_uploader(
+                "Files",
+                type=["csv", "txt", "pl", "gz"],
+                accept_multiple_files=True,
+                key="run_upload_files",
+                help="Validated by the data layer; every problem is listed with its file, row "
+                "and column.",
+            )
+            st.button("Validate upload", on_click=_validate_topdown_upload)
+            if UPLOAD_HIST in s:
+                hist, data_label = s[UPLOAD_HIST]
+                st.success(f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons")
+        _problems()
+        level, units = None, []
+        if hist is not None:
+            choices = [lv for lv in hist.levels[1:-1]]
+            level = st.selectbox(
+                "Run on a subset (geolevel)",
+                ["(all data)", *choices],
+                index=1 if choices else 0,
+                key="run_td_subset_level",
+                help="A small subset (one county, a few tracts) runs in seconds; all of RI takes "
+                "minutes.",
+            )
+            if level == "(all data)":
+                level = None
+            else:
+                sizes = R.subset_units(hist, level)
+                default = [str(sizes.index[0])]
+                key = f"run_td_units_{data_label}_{level}"
+                if key not in s:
+                    s[key] = default
+                units = st.multiselect(
+                    f"{level}s to include",
+                    [str(u) for u in sizes.index],
+                    format_func=lambda u, z=sizes: f"{u} ({int(z[u]):,} blocks)",
+                    key=key,
+                )
+    with c2:
+        st.markdown("**Budget**")
+        options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}
+        default_alloc = DEFAULT_ALLOCATION.get(sample or "", WORKING)
+        if s.get("run_td_alloc_for") != data_label:
+            s["run_td_alloc"] = default_alloc
+            s["run_td_alloc_for"] = data_label
+        choice = st.selectbox(
+            "Allocation",
+            list(options),
+            format_func=options.get,
+            key="run_td_alloc",
+            help="Shares of the budget over geolevels and queries. The data's schema must have "
+            "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
+        )
+        try:
+            runs = s[S.TOPDOWN] if choice == WORKING else load_topdown_preset(choice)
+            allocation = runs.get("persons")
+        except PHExploreError as exc:
+            st.error(str(exc))
+            allocation = None
+        if allocation is None:
+            st.error("This allocation has no persons run; TopDown estimates person histograms.")
+            return None
+        what = "ε" if allocation.mechanism == "puredp" else "ρ"
+        rho_key = f"run_td_rho_{choice}"
+        if rho_key not in s:
+            s[rho_key] = float(allocation.rho)
+        rho = st.number_input(
+            f"Total {what}",
+            min_value=1e-4,
+            step=0.1,
+            format="%.4f",
+            key=rho_key,
+            help=S.HELP_RHO,
+        )
+        seed = st.number_input(
+            "Seed",
+            min_value=0,
+            step=1,
+            value=2020,
+            key="run_td_seed",
+            help="Seeds the noise: the same seed gives the same run.",
+        )
+        workers = st.number_input(
+            "Workers (processes)",
+            min_value=1,
+            max_value=8,
+            value=1,
+            key="run_td_workers",
+            help="Parallel processes for the estimation; results do not depend on it.",
+        )
+        st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
+        entity = ENTITY_SAMPLE.get(sample or "")
+        use_entities = bool(entity) and st.checkbox(
+            "Report off-spine MAE for Providence city and its wards",
+            value=False,
+            key="run_td_entities",
+            help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. "
+            "Include Providence County (44007) in the subset.",
+        )
+    with c3:
+        st.markdown("**Sweep (optional)**")
+        preset = None if choice == WORKING else choice
+        sweep = st.checkbox(
+            "Also run a budget sweep (EPL vs ρ, SRS comparison)",
+            value=False,
+            key="run_td_sweep",
+            disabled=preset is None,
+            help="Re-runs the allocation preset at several budgets × seeds and a simple random "
+            "sample baseline (PF Fig. 2). Needs a preset allocation.",
+        )
+        rhos_text = st.text_input(
+            f"Sweep budgets ({what}, comma separated)",
+            value="0.25, 1, 4",
+            key="run_td_rhos",
+            disabled=not sweep,
+        )
+        sweep_seeds = st.number_input(
+            "Seeds per budget (trials)",
+            min_value=1,
+            max_value=10,
+            value=1,
+            key="run_td_sweep_seeds",
+            disabled=not sweep,
+        )
+        srs = st.checkbox(
+            "Include the SRS baseline", value=True, key="run_td_srs", disabled=not sweep
+        )
+        go = st.button(
+            "Run TopDown",
+            type="primary",
+            disabled=hist is None or s.get(JOB) is not None,
+            key="run_td_go",
+        )
+    if not go or hist is None:
+        return None
+    try:
+        rhos = (
+            [float(x) for x in rhos_text.replace(";", ",").split(",") if x.strip()] if sweep else []
+        )
+        if any(not math.isfinite(r) or r <= 0 for r in rhos):
+            raise ValueError
+    except ValueError:
+        st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
+        return None
+    try:
+        data = R.subset(hist, level, units)
+        alloc = allocation.with_rho(rho)
+    except PHExploreError as exc:
+        st.error(str(exc))
+        return None
+    label = data_label + (f" [{level} {', '.join(units)}]" if level and units else "")
+    work = R.topdown_work(
+        run_id=_next_id(),
+        scenario=s[S.SCENARIO_NAME],
+        hist=data,
+        data_label=label,
+        allocation=alloc,
+        preset=preset,
+        seed=int(seed),
+        workers=int(workers),
+        spine=s[S.SPINE],
+        entities=[entity] if use_entities and entity else [],
+        sweep_rhos=rhos,
+        sweep_seeds=int(sweep_seeds),
+        srs=srs,
+    )
+    return R.start_job(R.RunJob(engine="topdown", label=label), work)
+
+
+def _phsafe_form() -> R.RunJob | None:
+    """Controls of a PHSafe run on the working PHSafe budget; returns a started job on Run."""
+    s = st.session_state
+    c1, c2 = st.columns(2)
+    extract, data_label = None, ""
+    with c1:
+        st.markdown("**Data (CEF extract)**")
+        source = st.radio(
+            "Source",
+            ["sample", "upload"],
+            format_func={"sample": "Shipped sample", "upload": "Upload persons/units/geo CSV"}.get,
+            horizontal=True,
+            key="run_ph_source",
+        )
+        if source == "sample":
+            samples = R.samples_of("phsafe")
+            sample = st.selectbox(
+                "Sample",
+                list(samples),
+                format_func=lambda n: f"{n} — {samples[n]}",
+                key="run_ph_sample",
+            )
+            try:
+                extract, data_label = R.phsafe_sample(sample), sample
+            except PHExploreError as exc:
+                s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        else:
+            st.file_uploader(
+                "CEF extract files (persons, units, geo)",
+                type=["csv", "gz"],
+                accept_multiple_files=True,
+                key="run_cef_files",
+            )
+            st.button("Validate upload", on_click=_validate_cef_upload, key="run_cef_validate")
+            if UPLOAD_CEF in s:
+                extract, data_label = s[UPLOAD_CEF]
+                st.success(f"Loaded {data_label}")
+        _problems()
+        states = st.text_input(
+            "States to run (2-digit FIPS, comma separated)",
+            value="44",
+            key="run_ph_states",
+            help="A subset keeps the run short (44 = Rhode Island). Leave empty for the states "
+            "of the budget's state filter.",
+        )
+    with c2:
+        budget = S.effective_phsafe()
+        st.markdown("**Budget**")
+        st.caption(
+            f"Working PHSafe budget **{budget.name}** from the PHSafe planner: total ρ "
+            f"{budget.total_unbounded():.4f} (unbounded), {len(budget.tables())} tables."
+        )
+        seed = st.number_input("Seed", min_value=0, step=1, value=2020, key="run_ph_seed")
+        trials = st.number_input(
+            "Trials (noise redraws)",
+            min_value=1,
+            max_value=200,
+            value=20,
+            key="run_ph_trials",
+            help="Several noise draws on one join give the empirical MOE next to the analytic one.",
+        )
+        go = st.button(
+            "Run PHSafe",
+            type="primary",
+            disabled=extract is None or s.get(JOB) is not None,
+            key="run_ph_go",
+        )
+    if not go or extract is None:
+        return None
+    wanted = [x.strip() for x in states.split(",") if x.strip()]
+    work = R.phsafe_work(
+        run_id=_next_id(),
+        scenario=s[S.SCENARIO_NAME],
+        extract=extract,
+        data_label=data_label + (f" [states {', '.join(wanted)}]" if wanted else ""),
+        budget=budget,
+        states=wanted,
+        seed=int(seed),
+        trials=int(trials),
+    )
+    return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)
+
+
+@st.fragment(run_every=1.0)
+def _job_panel() -> None:
+    """Progress of the running job (refreshed every second) with a Cancel button."""
+    s = st.session_state
+    job: R.RunJob | None = s.get(JOB)
+    if job is None:
+        return
+    if job.done:
+        s[JOB] = None
+        if job.record is not None:
+            s[S.RUNS] = [*s[S.RUNS], job.record]
+            s["run_last_message"] = (
+                "success",
+                f"Finished {job.record.label} in {job.elapsed():.1f} s.",
+            )
+        elif job.cancelled:
+            s["run_last_message"] = ("warning", "The run was cancelled; nothing was kept.")
+        else:
+            s["run_last_message"] = (
+                "error",
+                "The run failed:\n\n" + "\n".join(f"- {x}" for x in job.error or []),
+            )
+        st.rerun()
+    st.markdown(f"**Running {job.engine}** on {job.label} — {job.elapsed():.0f} s")
+    st.progress(job.fraction, text=f"Overall {job.fraction:.0%}")
+    stages = list(job.stages.items())
+    for i, (label, fraction) in enumerate(stages):
+        done = i < len(stages) - 1 or fraction >= 1.0
+        st.progress(
+            1.0 if done else max(min(fraction, 1.0), 0.0), text=("✓ " if done else "… ") + label
+        )
+    if st.button("Cancel run", key="run_cancel"):
+        job.cancel_event.set()
+        st.info("Cancelling after the current step…")
+
+
+def _results_list() -> None:
+    s = st.session_state
+    runs = s[S.RUNS]
+    if not runs:
+        st.info("No runs yet in this session. Results appear here and on the Results page.")
+        return
+    record = runs[-1]
+    st.subheader("Latest result")
+    st.caption(R.TRUTH_NOTE)
+    settings = record.settings
+    m = st.columns(4)
+    m[0].metric("Engine", record.engine)
+    m[1].metric("Budget" if record.engine == "phsafe" else "ρ / ε", f"{record.rho:.4g}")
+    m[2].metric("Runtime", f"{settings.get('runtime_s', 0):.1f} s")
+    if record.engine == "topdown":
+        overall = record.tables["mae"]
+        total = overall[overall["query"] == "TOTAL"]
+        m[3].metric(
+            "MAE of TOTAL (lowest level)",
+            f"{float(total['mae'].iloc[-1]):.2f}" if not total.empty else "—",
+            help="Mean absolute error of the total population at the finest geolevel.",
+        )
+    else:
+        le = record.tables["level_errors"]
+        m[3].metric(
+            "Mean noise MAE", f"{float(le['mae_noise'].mean()):.2f}" if "mae_noise" in le else "—"
+        )
+    d = st.columns(4)
+    d[0].download_button(
+        "Tidy table (CSV)",
+        R.tidy_bytes(record.tidy, "csv"),
+        file_name=f"run{record.id}_tidy.csv",
+        mime="text/csv",
+        key=f"dl_csv_{record.id}",
+    )
+    d[1].download_button(
+        "Tidy table (Parquet)",
+        R.tidy_bytes(record.tidy, "parquet"),
+        file_name=f"run{record.id}_tidy.parquet",
+        mime="application/octet-stream",
+        key=f"dl_parquet_{record.id}",
+    )
+    d[2].download_button(
+        "metrics.json",
+        R.metrics_bytes(record.metrics),
+        file_name=f"run{record.id}_metrics.json",
+        mime="application/json",
+        key=f"dl_metrics_{record.id}",
+    )
+    d[3].page_link("pages/results.py", label="Open the Results page", icon=":material/bar_chart:")
+    with st.expander(f"All runs of this session ({len(runs)})"):
+        for r in runs:
+            st.write(r.label)
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    st.title("Run an engine")
+    st.caption(
+        "Run the full TopDown or PHSafe engine on public test data and measure its error against "
+        "the truth. Start small (one county, one state): the first results appear in seconds."
+    )
+    message = s.pop("run_last_message", None)
+    if message:
+        getattr(st, message[0])(message[1])
+    engine = st.radio(
+        "Engine",
+        ["topdown", "phsafe"],
+        format_func={"topdown": "TopDown (redistricting data)", "phsafe": "PHSafe (S-DHC)"}.get,
+        horizontal=True,
+        key="run_engine",
+    )
+    busy = s.get(JOB) is not None
+    if busy:
+        st.warning("A run is in progress; wait for it or cancel it to start another.")
+    job = _topdown_form() if engine == "topdown" else _phsafe_form()
+    if job is not None and not busy:
+        s[JOB] = job
+    _job_panel()
+    _results_list()
+
+
+render()

@@ -1,0 +1,434 @@
+"""Engine-run glue for the Streamlit app: load data, run an engine in a background thread, keep results.
+
+No science here: data come from :mod:`engine.data` (whose :class:`DataValidationError` problems the
+Run page lists), runs from :func:`engine.topdown.run.run_topdown` /
+:func:`engine.topdown.spine.runner.run_on_spine` / :func:`engine.phsafe.run.run_phsafe` /
+:func:`engine.metrics.experiments.run_experiment`, metrics from :mod:`engine.metrics`. A run
+executes in a worker thread so the page can show progress per level/table and offer a Cancel
+button (the engines poll ``cancel()`` between chunks/tables); the thread never touches
+``st.session_state`` — it fills a :class:`RunJob` that the page reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine.data.errors import DataValidationError
+from engine.data.histogram import BlockHistogram
+from phexplore.budget import PHSafeBudget, TopDownAllocation
+from phexplore.errors import PHExploreError, ValidationError
+
+TOPDOWN_UPLOAD_KINDS: dict[str, str] = {
+    "ri2010": "Block CSV, ALARM/RI 2010 layout (GEOID, pop, pop_<group>…, vap…)",
+    "ppmf": "PPMF / MDF person records (CSV)",
+    "pl94171": "P.L. 94-171 2020-style file set (geo + 3 segments)",
+}
+TRUTH_NOTE = (
+    "Comparisons of DP output with the truth are only for non-confidential test data (public "
+    "samples, synthetic or already-published tables) — never compute them on confidential data "
+    "outside a secure environment."
+)
+
+
+# ------------------------------------------------------------------ data
+
+
+@st.cache_resource(show_spinner="Loading the sample…", max_entries=8)
+def topdown_sample(name: str) -> BlockHistogram:
+    """A shipped TopDown sample as a block histogram (cached for the server's lifetime)."""
+    from engine.data.samples import load_topdown_sample
+
+    return load_topdown_sample(name)
+
+
+@st.cache_resource(show_spinner="Loading the CEF extract…", max_entries=2)
+def phsafe_sample(name: str) -> Any:
+    """A shipped PHSafe CEF extract (cached)."""
+    from engine.data.cef import load_cef_extract
+    from engine.data.samples import get_sample
+
+    return load_cef_extract(get_sample(name).path)
+
+
+def samples_of(kind: str) -> dict[str, str]:
+    """``{sample name: title}`` of the shipped samples of ``kind`` ("topdown" or "phsafe")."""
+    from engine.data.samples import list_samples
+
+    return {s.name: s.title for s in list_samples() if s.kind == kind}
+
+
+def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
+    """Validate and load uploaded TopDown data of ``kind`` (raises DataValidationError)."""
+    if not files:
+        raise ValidationError("choose a file to upload first")
+    if kind == "ri2010":
+        from engine.data.ri2010 import load_ri2010
+
+        return load_ri2010(files[0], name=files[0].name)
+    if kind == "ppmf":
+        from engine.data.ppmf import load_ppmf
+
+        return load_ppmf(files[0], name=files[0].name)
+    if kind == "pl94171":
+        from engine.data.pl94171 import load_pl94171_histogram
+
+        by_name = {f.name.lower(): f for f in files}
+        geo = [f for n, f in by_name.items() if "geo" in n]
+        parts = sorted((n, f) for n, f in by_name.items() if "geo" not in n)
+        if len(geo) != 1 or len(parts) != 3:
+            raise ValidationError(
+                "a P.L. 94-171 upload needs four files: the geo header file (name containing "
+                "'geo') and segments 1, 2 and 3"
+            )
+        return load_pl94171_histogram(geo[0], parts[0][1], parts[1][1], parts[2][1])
+    raise ValidationError(f"unknown upload kind {kind!r}")
+
+
+def load_cef_upload(files: Sequence[Any]) -> Any:
+    """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
+    from engine.data.cef import load_cef_extract
+
+    found: dict[str, Any] = {}
+    for f in files:
+        lower = f.name.lower()
+        for kind in ("persons", "units", "geo"):
+            if kind in lower:
+                found[kind] = f
+    return load_cef_extract(found)
+
+
+def problem_lines(exc: BaseException) -> list[str]:
+    """A readable list for the page: each located problem of a DataValidationError, else the text."""
+    if isinstance(exc, DataValidationError):
+        return [str(p) for p in exc.problems]
+    return [str(exc)]
+
+
+def subset_units(hist: BlockHistogram, level: str) -> pd.Series:
+    """Blocks per geounit of ``level`` (smallest first), for the Run page's subset picker."""
+    return hist.geography.groupby(level).size().sort_values()
+
+
+def subset(hist: BlockHistogram, level: str | None, units: Sequence[str]) -> BlockHistogram:
+    """The blocks of the chosen geounits (all data when ``level`` is None or nothing is chosen)."""
+    if not level or not units:
+        return hist
+    from engine.metrics.experiments import subset_histogram
+
+    return subset_histogram(hist, level, units)
+
+
+# ------------------------------------------------------------------ results and jobs
+
+
+@dataclass
+class RunRecord:
+    """One finished run kept in the session: its tidy comparison table, metrics and extra tables."""
+
+    id: int
+    label: str
+    engine: str
+    scenario: str
+    settings: dict[str, Any]
+    metrics: dict[str, Any]
+    tidy: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    experiment: Any = None
+
+    @property
+    def rho(self) -> float | None:
+        """The run's total budget (ρ, or ε for pure DP)."""
+        value = self.settings.get("rho")
+        return None if value is None else float(value)
+
+
+@dataclass
+class RunJob:
+    """A run in progress: progress per stage label, a cancel flag, and the outcome when done."""
+
+    engine: str
+    label: str
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    stages: dict[str, float] = field(default_factory=dict)
+    fraction: float = 0.0
+    record: RunRecord | None = None
+    error: list[str] | None = None
+    cancelled: bool = False
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+    thread: threading.Thread | None = None
+
+    def progress(self, label: str, fraction: float) -> None:
+        """Engine progress callback: remember the stage and the overall fraction."""
+        self.stages[label] = float(fraction)
+        self.fraction = max(self.fraction, min(float(fraction), 1.0))
+
+    def cancel(self) -> bool:
+        """Engine cancel callback."""
+        return self.cancel_event.is_set()
+
+    @property
+    def done(self) -> bool:
+        """True once the worker thread has finished (successfully or not)."""
+        return self.finished is not None
+
+    def elapsed(self) -> float:
+        """Seconds since start (until finish)."""
+        return (self.finished or time.monotonic()) - self.started
+
+
+def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:
+    """Run ``work(job)`` in a daemon thread; errors become readable lines on the job."""
+
+    def target() -> None:
+        try:
+            job.record = work(job)
+        except PHExploreError as exc:
+            if type(exc).__name__ in ("RunCancelled", "PHSafeCancelled"):
+                job.cancelled = True
+            else:
+                job.error = problem_lines(exc)
+        except Exception as exc:  # an engine bug: show it in place, never a traceback page
+            job.error = [f"unexpected error in the engine: {exc!r}"] + traceback.format_exc(
+                limit=3
+            ).splitlines()[-3:]
+        finally:
+            job.finished = time.monotonic()
+
+    job.thread = threading.Thread(target=target, name=f"phexplore-{job.engine}", daemon=True)
+    job.thread.start()
+    return job
+
+
+def _spine_plan(
+    hist: BlockHistogram, allocation: TopDownAllocation, spine: str, entities: Sequence[str]
+) -> Any:
+    from engine.topdown.spine.cli_options import add_spine_arguments, apply_spine_options
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_spine_arguments(parser)
+    argv = ["--spine", spine]
+    for name in entities:
+        argv += ["--entities", name]
+    return apply_spine_options(parser.parse_args(argv), hist, allocation)
+
+
+def topdown_work(
+    *,
+    run_id: int,
+    scenario: str,
+    hist: BlockHistogram,
+    data_label: str,
+    allocation: TopDownAllocation,
+    preset: str | None,
+    seed: int,
+    workers: int,
+    spine: str,
+    entities: Sequence[str],
+    sweep_rhos: Sequence[float],
+    sweep_seeds: int,
+    srs: bool,
+    epl_boot: int = 50,
+) -> Callable[[RunJob], RunRecord]:
+    """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline)."""
+
+    def work(job: RunJob) -> RunRecord:
+        from engine.metrics import build_metrics_json, epl_table, mae_table
+        from engine.metrics.blau import (
+            blau_quintile_bias,
+            blau_table,
+            raceeth_counts_from_histogram,
+        )
+        from engine.topdown.queries import SCHEMA_QUERIES
+        from engine.topdown.run import run_topdown
+
+        queries = SCHEMA_QUERIES.get(hist.schema.name)
+        plan = None
+        if spine != "conventional" or entities:
+            job.progress("Building the spine", 0.0)
+            plan = _spine_plan(hist, allocation, spine, entities)
+            result = run_topdown(
+                hist,
+                allocation,
+                seed=seed,
+                workers=workers,
+                progress=job.progress,
+                cancel=job.cancel,
+                **plan.run_kwargs(allocation),
+            )
+        else:
+            result = run_topdown(
+                hist,
+                allocation,
+                seed=seed,
+                workers=workers,
+                progress=job.progress,
+                cancel=job.cancel,
+            )
+        job.progress("Computing metrics", 1.0)
+        tidy = result.to_tidy(queries)
+        tables: dict[str, pd.DataFrame] = {"mae": mae_table(tidy)}
+        blau = None
+        if "RACEETH" in hist.schema.names:
+            blau = blau_table(raceeth_counts_from_histogram(hist))
+            tables["blau_bias"] = blau_quintile_bias(tidy, blau)
+        tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=seed)
+        extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
+        if plan is not None:
+            sections = plan.metrics(result, hist)
+            extra.update({k: v for k, v in sections.items() if k != "spine"})
+            extra["spine"] = sections.get("spine", spine)
+        metrics = build_metrics_json(
+            engine="topdown",
+            tidy=tidy,
+            runtime_s=result.runtime_s,
+            rho=float(allocation.rho),
+            seed=seed,
+            epl_boot=0,
+            blau=blau,
+            extra=extra,
+        )
+        experiment = None
+        if sweep_rhos and preset:
+            from engine.metrics.experiments import run_experiment
+
+            job.progress(f"ρ sweep ({len(sweep_rhos)} budgets × {sweep_seeds} seeds)", 0.0)
+            experiment = run_experiment(
+                "topdown",
+                hist,
+                rhos=list(sweep_rhos),
+                seeds=list(range(seed, seed + sweep_seeds)),
+                preset=preset,
+                queries=queries,
+                srs_fractions=None if not srs else (0.01, 0.05, 0.1, 0.25, 0.5),
+                n_boot=20,
+                workers=workers,
+                progress=lambda m, f: job.progress(f"Sweep: {m}", f),
+                cancel=job.cancel,
+                data_name=data_label,
+            )
+        what = "ε" if allocation.mechanism == "puredp" else "ρ"
+        return RunRecord(
+            id=run_id,
+            label=f"#{run_id} {scenario} · TopDown · {data_label} · {what}={float(allocation.rho):.4g} · seed {seed}",
+            engine="topdown",
+            scenario=scenario,
+            settings={
+                "data": data_label,
+                "allocation": allocation.name,
+                "mechanism": allocation.mechanism,
+                "rho": float(allocation.rho),
+                "seed": seed,
+                "spine": spine,
+                "entities": list(entities),
+                "blocks": hist.n_blocks,
+                "runtime_s": result.runtime_s,
+            },
+            metrics=metrics,
+            tidy=tidy,
+            tables=tables,
+            experiment=experiment,
+        )
+
+    return work
+
+
+def phsafe_work(
+    *,
+    run_id: int,
+    scenario: str,
+    extract: Any,
+    data_label: str,
+    budget: PHSafeBudget,
+    states: Sequence[str],
+    seed: int,
+    trials: int,
+) -> Callable[[RunJob], RunRecord]:
+    """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``."""
+
+    def work(job: RunJob) -> RunRecord:
+        from engine.phsafe.config import PHSafeConfig
+        from engine.phsafe.run import build_metrics, run_phsafe
+
+        official = budget.to_official_config()
+        if states:
+            official["state_filter"] = list(states)
+        config = PHSafeConfig.from_json(official)
+        result = run_phsafe(
+            extract, config, seed=seed, trials=trials, progress=job.progress, cancel=job.cancel
+        )
+        metrics = build_metrics(result)
+        cells = result.cell_errors
+        return RunRecord(
+            id=run_id,
+            label=f"#{run_id} {scenario} · PHSafe · {data_label} · ρ={budget.total_unbounded():.4g} · seed {seed}",
+            engine="phsafe",
+            scenario=scenario,
+            settings={
+                "data": data_label,
+                "budget": budget.name,
+                "rho": budget.total_unbounded(),
+                "seed": seed,
+                "trials": trials,
+                "states": list(result.states),
+                "persons": result.n_persons,
+                "runtime_s": result.runtime_s,
+            },
+            metrics=metrics,
+            tidy=cells,
+            tables={
+                "level_errors": result.level_errors,
+                "truncation": result.truncation,
+                "measurements": result.measurements,
+            },
+        )
+
+    return work
+
+
+# ------------------------------------------------------------------ downloads
+
+
+def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """A table as CSV or Parquet bytes for ``st.download_button``."""
+    if fmt == "csv":
+        return frame.to_csv(index=False).encode("utf-8")
+    import io
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
+    """metrics.json bytes (NaN and ∞ written as null so any JSON reader accepts them)."""
+    import json
+    import math
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, Mapping):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(metrics), indent=2, default=str).encode("utf-8")
+
+
+def sample_path(name: str) -> Path:
+    """Folder of a shipped sample (for captions)."""
+    from engine.data.samples import get_sample
+
+    return get_sample(name).path

@@ -1,0 +1,125 @@
+"""AppTest checks of the Run and Results pages: small engine runs complete and show their charts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from phexplore import app_runs as R
+from phexplore import app_state as S
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+RUN_TIMEOUT_S = 150
+
+
+def _no_problems(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _wait_for_job(at: AppTest) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while at.session_state["run_job"] is not None:
+        assert time.monotonic() < deadline, "the run did not finish in time"
+        time.sleep(0.5)
+        at.run()
+
+
+@pytest.fixture()
+def run_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    at.switch_page("pages/run.py").run()
+    _no_problems(at)
+    return at
+
+
+def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
+    at = run_page
+    assert at.selectbox(key="run_td_sample").value == "ri2010"
+    assert at.selectbox(key="run_td_alloc").value == "ri2010-production-like"
+    units = at.multiselect(key="run_td_units_ri2010_County").value
+    assert units == ["44001"], "the default subset is the smallest county"
+    at.number_input(key="run_td_seed").set_value(7)
+    at.button(key="run_td_go").click().run()
+    assert not at.exception
+    _wait_for_job(at)
+    _no_problems(at)
+    assert any("Finished #1" in m.value for m in at.success)
+    runs = at.session_state[S.RUNS]
+    assert len(runs) == 1 and runs[0].engine == "topdown"
+    record = runs[0]
+    assert set(record.tidy.columns) >= {"geolevel", "geounit", "query", "cell", "true", "estimate"}
+    assert record.metrics["engine"] == "topdown" and record.metrics["seed"] == 7
+    json.loads(R.metrics_bytes(record.metrics))  # downloadable as strict JSON
+    labels = [d.label for d in at.get("download_button")]
+    assert {"Tidy table (CSV)", "Tidy table (Parquet)", "metrics.json"} <= set(labels)
+
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert any("non-confidential test data" in w.value for w in at.warning)
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3, "MAE heatmap, Blau bias and EPL charts"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Residuals"] != "0"
+    assert "EPL" in metrics
+
+
+def test_invalid_upload_lists_problems(run_page: AppTest) -> None:
+    at = run_page
+    at.radio(key="run_td_source").set_value("upload").run()
+    at.selectbox(key="run_upload_kind").set_value("ri2010").run()
+    bad = b"GEOID,pop,vap\n440010301001000,abc,1\n"
+    at.file_uploader(key="run_upload_files").set_value([("blocks.csv", bad, "text/csv")]).run()
+    next(b for b in at.button if b.label == "Validate upload").click().run()
+    assert not at.exception
+    messages = [e.value for e in at.error]
+    assert any("did not pass validation" in m and "blocks.csv" in m for m in messages), messages
+
+
+def test_phsafe_run_and_results(run_page: AppTest) -> None:
+    at = run_page
+    at.radio(key="run_engine").set_value("phsafe").run()
+    _no_problems(at)
+    at.number_input(key="run_ph_trials").set_value(5)
+    at.text_input(key="run_ph_states").set_value("44")
+    at.button(key="run_ph_go").click().run()
+    _wait_for_job(at)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.engine == "phsafe" and record.settings["states"] == ["44"]
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert len(at.get("plotly_chart")) == 2  # noise vs truncation, empirical vs analytic MOE
+
+
+def test_cancel_flag_stops_a_run() -> None:
+    from engine.data.samples import load_topdown_sample
+    from phexplore.presets import load_topdown_preset
+
+    hist = R.subset(load_topdown_sample("ri2010"), "County", ["44001"])
+    job = R.RunJob(engine="topdown", label="cancel test")
+    job.cancel_event.set()
+    work = R.topdown_work(
+        run_id=1,
+        scenario="test",
+        hist=hist,
+        data_label="ri2010",
+        allocation=load_topdown_preset("ri2010-production-like")["persons"],
+        preset=None,
+        seed=1,
+        workers=1,
+        spine="conventional",
+        entities=[],
+        sweep_rhos=[],
+        sweep_seeds=1,
+        srs=False,
+    )
+    R.start_job(job, work)
+    assert job.thread is not None
+    job.thread.join(timeout=RUN_TIMEOUT_S)
+    assert job.done and job.cancelled and job.record is None and job.error is None
