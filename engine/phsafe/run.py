@@ -294,6 +294,7 @@ def build_metrics(result: PHSafeResult) -> dict[str, Any]:
         info["mae_by_level"] = trunc_mae.get(table, {})
         info["mean_error_by_level"] = _nested(le, "mean_truncation_error").get(table, {})
     metrics: dict[str, Any] = {
+        "schema_version": 1,
         "engine": "phsafe",
         "mode": result.label,
         "non_private": result.non_private,
@@ -308,10 +309,12 @@ def build_metrics(result: PHSafeResult) -> dict[str, Any]:
         "n_persons": result.n_persons,
         "n_units": result.n_units,
         "tau": dict(config.tau),
-        "rho": budgets,
+        "rho": total if math.isfinite(total) else None,
+        "rho_by_level": budgets,
         "rho_total_unbounded": total,
         "rho_total_bounded": 2.0 * total,
         "mae": _nested(le, "mae") if not result.non_private else trunc_mae,
+        "n_cells": _nested(le, "cells"),
         "mae_noise": _nested(le, "mae_noise"),
         "noise_variance": {
             t: {

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from engine.metrics import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
 from engine.phsafe.run import PHSafeCancelled, run_phsafe
 from phexplore.cli._output import dumps_json
@@ -128,6 +129,7 @@ def test_metrics_payload_is_strict_json(cef) -> None:
         "seed",
         "trials",
         "rho",
+        "rho_by_level",
         "rho_total_unbounded",
         "rho_total_bounded",
         "mae",
@@ -137,8 +139,11 @@ def test_metrics_payload_is_strict_json(cef) -> None:
         "truncation",
     ):
         assert key in metrics, key
+    validate_metrics_json(metrics)  # the project-wide metrics.json schema (engine.metrics)
     assert metrics["engine"] == "phsafe"
+    assert metrics["rho_by_level"]["PH3"]["state_A-G"] == pytest.approx(0.662976)
     assert math.isclose(metrics["rho_total_unbounded"], 1.257281, abs_tol=1e-9)
+    assert metrics["rho"] == pytest.approx(1.257281)
     assert metrics["rho_total_bounded"] == pytest.approx(2 * 1.257281)
     assert metrics["truncation"]["PH1_num"]["persons_dropped"] == 2
     assert set(metrics["noise_variance"]["PH3"]["state_A-G"]) == {"analytic", "empirical"}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.metrics import validate_metrics_json
 from phexplore.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
@@ -30,6 +31,7 @@ def test_cli_reproduces_fixture(case: str, flags: list[str], tmp_path: Path, cap
     for expected in sorted((data / "expected_outputs").iterdir()):
         assert _sorted_lines(out / expected.name) == _sorted_lines(expected), expected.name
     metrics = json.loads((out / "metrics.json").read_text())
+    validate_metrics_json(metrics)
     assert metrics["engine"] == "phsafe" and metrics["seed"] == 7
     assert metrics["non_private"] is bool(flags)
     assert (out / "summary.txt").read_text().startswith("PHSafe run")
