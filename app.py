@@ -31,6 +31,10 @@ PAGES = {
         st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
         st.Page("pages/results.py", title="Results", icon=":material/bar_chart:"),
     ],
+    "Decide": [
+        st.Page("pages/scenarios.py", title="Scenarios", icon=":material/compare:"),
+        st.Page("pages/budget_session.py", title="Budget session", icon=":material/groups:"),
+    ],
 }
 
 

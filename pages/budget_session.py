@@ -1,0 +1,270 @@
+"""Budget-session page: plan from accuracy targets, see the trade-off curve, export a session report.
+
+Thin page over :mod:`phexplore.planning` (``plan_phsafe``, ``tradeoff_scale_phsafe``,
+``tradeoff_scale_topdown``) and :func:`phexplore.report.build_report_html`, for committees that
+want the least privacy loss that meets their accuracy targets and a self-contained record of the
+decision.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from phexplore import app_runs as R
+from phexplore import app_state as S
+from phexplore.errors import PHExploreError
+from phexplore.planning import plan_phsafe, tradeoff_scale_phsafe, tradeoff_scale_topdown
+from phexplore.report import build_report_html
+from phexplore.scenarios import Scenario
+
+OBJECTIVES = {
+    "max-ratio": "Same shortfall for every target (scale all ρ together)",
+    "weighted": "Minimise the summed shortfall (ρ ∝ (Δ/target)^⅔)",
+}
+SCALES = (0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0)
+
+
+def _use_plan() -> None:
+    plan = st.session_state.get("bs_plan")
+    if plan is not None:
+        st.session_state[S.PHSAFE] = plan["budget"]
+        st.session_state[S.PHSAFE_DISABLED] = []
+        st.session_state.pop("ps_enabled_levels", None)
+        S.bump_editor_version()
+        st.session_state["bs_flash"] = "The planned budget is now the working PHSafe budget."
+
+
+def _plan_tab() -> None:
+    s = st.session_state
+    budget = s[S.PHSAFE]
+    st.caption(
+        f"From the MOE targets of the working PHSafe budget (**{budget.name}**): the least ρ that "
+        "meets every target, or — under a total cap — the allocation that falls short of the "
+        "targets as little as possible."
+    )
+    c1, c2 = st.columns(2)
+    cap = c1.number_input(
+        "Cap on total unbounded ρ (0 = no cap: meet every target)",
+        min_value=0.0,
+        value=0.0,
+        step=0.1,
+        format="%.4f",
+        key="bs_cap",
+        help=S.HELP_RHO,
+    )
+    objective = c2.selectbox(
+        "With a cap",
+        list(OBJECTIVES),
+        format_func=OBJECTIVES.get,
+        key="bs_objective",
+        disabled=cap == 0,
+    )
+    try:
+        plan = plan_phsafe(
+            budget, rho_cap=cap or None, objective=objective, delta=float(s[S.DELTA])
+        )
+    except PHExploreError as exc:
+        st.error(str(exc))
+        return
+    s["bs_plan"] = plan
+    summary = plan["summary"]
+    conv = s[S.CONVERSION]
+    m = st.columns(4)
+    m[0].metric("Total ρ (unbounded)", f"{summary['rho_total_unbounded']:.4f}", help=S.HELP_RHO)
+    m[1].metric(
+        f"ε bounded at δ={summary['delta']:.0e}",
+        f"{summary['epsilon_bounded'][conv]:.2f}",
+        help=S.conversion_label(conv),
+    )
+    m[2].metric(
+        "Worst MOE / target",
+        f"{summary['worst_ratio']:.3f}",
+        help="1.000 means every target is met exactly; above 1 the MOE exceeds its target.",
+    )
+    m[3].metric("Targets met", "yes" if summary["targets_met"] else "no")
+    rows = pd.DataFrame(plan["rows"])
+    st.dataframe(
+        rows[
+            [
+                "table",
+                "geo_level",
+                "iteration_level",
+                "moe_target",
+                "rho_unbounded",
+                "moe_bound",
+                "moe_exact",
+                "ratio",
+                "binding",
+            ]
+        ],
+        hide_index=True,
+        width="stretch",
+        height=260,
+        column_config={
+            "rho_unbounded": st.column_config.NumberColumn("ρ unbounded", format="%.6f"),
+            "ratio": st.column_config.NumberColumn("MOE / target", format="%.3f"),
+        },
+    )
+    b1, b2 = st.columns(2)
+    b1.button("Use this plan in the PHSafe planner", on_click=_use_plan, type="primary")
+    b2.download_button(
+        "Download plan (CSV)",
+        R.tidy_bytes(rows, "csv"),
+        file_name="phsafe_plan.csv",
+        mime="text/csv",
+    )
+
+
+def _tradeoff_tab() -> None:
+    s = st.session_state
+    conv = s[S.CONVERSION]
+    engine = st.radio(
+        "Scenario part",
+        ["phsafe", "topdown"],
+        format_func={"phsafe": "PHSafe budget", "topdown": "TopDown persons run"}.get,
+        horizontal=True,
+        key="bs_trade_engine",
+    )
+    if engine == "phsafe":
+        rows = pd.DataFrame(tradeoff_scale_phsafe(S.effective_phsafe(), SCALES))
+        if rows.empty:
+            st.info("The working PHSafe budget measures nothing.")
+            return
+        rows["cell"] = rows["table"] + " · " + rows["level"]
+        cells = list(dict.fromkeys(rows["cell"]))
+        picked = st.multiselect(
+            "Tables · levels",
+            cells,
+            default=cells[:3],
+            key="bs_trade_cells",
+            help="MOE of each as every budget is scaled by the same factor (0.125× … 8×).",
+        )
+        x_col, x_title = f"epsilon_{conv}", f"ε (bounded ρ, {S.conversion_label(conv)})"
+        part = rows[rows["cell"].isin(picked)]
+        fig = go.Figure()
+        for cell, grp in part.groupby("cell", sort=False):
+            fig.add_trace(
+                go.Scatter(
+                    x=grp[x_col],
+                    y=grp["moe_exact"],
+                    mode="lines+markers",
+                    name=cell,
+                    text=[f"scale {v:g}×" for v in grp["scale"]],
+                )
+            )
+    else:
+        alloc = s[S.TOPDOWN].get("persons")
+        if alloc is None or alloc.mechanism != "zcdp":
+            st.info("The working TopDown scenario has no zCDP persons run.")
+            return
+        rhos = list(np.round(float(alloc.rho) * np.array(SCALES), 6))
+        rows = pd.DataFrame(tradeoff_scale_topdown(alloc, rhos))
+        rows["cell"] = rows["geolevel"] + " · " + rows["query"]
+        cells = list(dict.fromkeys(rows["cell"]))
+        defaults = [c for c in cells if c.endswith("· TOTAL")][:4] or cells[:3]
+        picked = st.multiselect("Geolevels · queries", cells, default=defaults, key="bs_trade_td")
+        x_col, x_title = f"epsilon_{conv}", f"ε of the persons run ({S.conversion_label(conv)})"
+        part = rows[rows["cell"].isin(picked)]
+        fig = go.Figure()
+        for cell, grp in part.groupby("cell", sort=False):
+            fig.add_trace(
+                go.Scatter(
+                    x=grp[x_col],
+                    y=grp["moe90"],
+                    mode="lines+markers",
+                    name=cell,
+                    text=[f"ρ = {v:g}" for v in grp["rho"]],
+                )
+            )
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(type="log", exponentformat="power", title="90% MOE")
+    fig.update_layout(
+        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = 1e-10)",
+        height=430,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
+    st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": f"tradeoff_{engine}"}})
+    st.download_button(
+        "Download trade-off table (CSV)",
+        R.tidy_bytes(rows, "csv"),
+        file_name=f"tradeoff_{engine}.csv",
+        mime="text/csv",
+    )
+
+
+def _report_tab() -> None:
+    s = st.session_state
+    saved: dict[str, Scenario] = s[S.SAVED]
+    options = {"__phsafe__": "Working PHSafe budget", "__topdown__": "Working TopDown allocations"}
+    options.update({name: f"Saved: {name}" for name in saved})
+    choice = st.selectbox(
+        "Scenario to report", list(options), format_func=options.get, key="bs_report_pick"
+    )
+    attach = st.checkbox(
+        "Include this session's run results",
+        value=True,
+        key="bs_report_runs",
+        help="metrics.json of the runs made with the same engine (error and EPL tables).",
+    )
+    if st.button("Build the report", key="bs_build"):
+        try:
+            if choice in saved:
+                scenario = saved[choice]
+            else:
+                kind = choice.strip("_")
+                scenario = Scenario(
+                    name=s[S.SCENARIO_NAME],
+                    kind=kind,
+                    phsafe=S.effective_phsafe() if kind == "phsafe" else None,
+                    topdown=dict(s[S.TOPDOWN]) if kind == "topdown" else None,
+                    delta=float(s[S.DELTA]),
+                    conversion=s[S.CONVERSION],
+                    spine=s[S.SPINE],
+                )
+            runs = list(scenario.results)
+            if attach:
+                runs += [r.metrics for r in s[S.RUNS] if r.engine == scenario.kind]
+            s["bs_report"] = (scenario.name, build_report_html(scenario, runs))
+        except PHExploreError as exc:
+            st.error(str(exc))
+    built = s.get("bs_report")
+    if built is not None:
+        name, html = built
+        st.download_button(
+            f"Download the report of “{name}” (HTML, {len(html) / 1024:,.0f} KB)",
+            html.encode("utf-8"),
+            file_name=f"{name}.report.html",
+            mime="text/html",
+            type="primary",
+            key="bs_report_download",
+        )
+    st.caption(
+        "The report records the scenario, its ρ and ε under all three conversions, the MOE table, "
+        "the (ε, δ) curves and the attached run results, with the software version and date."
+    )
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    st.title("Budget session")
+    st.caption(
+        "Tools for a budget-setting meeting: start from accuracy targets, see what each extra "
+        "unit of privacy loss buys, and leave with a report of the decision."
+    )
+    flash = st.session_state.pop("bs_flash", None)
+    if flash:
+        st.success(flash)
+    tabs = st.tabs(["Plan from targets", "Trade-off curve", "Session report"])
+    with tabs[0]:
+        _plan_tab()
+    with tabs[1]:
+        _tradeoff_tab()
+    with tabs[2]:
+        _report_tab()
+
+
+render()

@@ -1,0 +1,290 @@
+"""Scenarios page: name, save, load (JSON), duplicate, and compare two scenarios side by side.
+
+Thin page over :mod:`phexplore.scenarios`: a :class:`~phexplore.scenarios.Scenario` holds either
+the working PHSafe budget or the working TopDown allocations, the reporting choices and the
+``metrics.json`` of attached runs; :func:`~phexplore.scenarios.compare` gives the ρ, ε, MOE and
+run-result rows shown here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from phexplore import app_runs as R
+from phexplore import app_state as S
+from phexplore.errors import PHExploreError
+from phexplore.scenarios import Scenario, compare
+
+ERROR_KEY = "sc_error"
+KINDS = {"phsafe": "PHSafe budget (S-DHC)", "topdown": "TopDown allocations (redistricting)"}
+
+
+def _saved() -> dict[str, Scenario]:
+    return st.session_state[S.SAVED]
+
+
+def _store(scenario: Scenario) -> None:
+    st.session_state[S.SAVED] = {**_saved(), scenario.name: scenario}
+
+
+def _current(kind: str, name: str, notes: str, run_ids: list[int]) -> Scenario:
+    """The working scenario of ``kind`` with the chosen session runs attached."""
+    s = st.session_state
+    records = [r for r in s[S.RUNS] if r.id in run_ids]
+    return Scenario(
+        name=name,
+        kind=kind,
+        phsafe=S.effective_phsafe() if kind == "phsafe" else None,
+        topdown=dict(s[S.TOPDOWN]) if kind == "topdown" else None,
+        delta=float(s[S.DELTA]),
+        conversion=s[S.CONVERSION],
+        spine=s[S.SPINE],
+        notes=notes,
+        results=tuple(r.metrics for r in records),
+    )
+
+
+def _on_save() -> None:
+    s = st.session_state
+    try:
+        scenario = _current(
+            s["sc_kind"],
+            (s.get("sc_name") or "").strip(),
+            s.get("sc_notes", ""),
+            s.get("sc_runs", []),
+        )
+        _store(scenario)
+        s[S.SCENARIO_NAME] = scenario.name
+        s["sb_scenario_name"] = scenario.name
+        s[ERROR_KEY] = None
+        s["sc_flash"] = f"Saved “{scenario.name}” ({KINDS[scenario.kind]})."
+    except PHExploreError as exc:
+        s[ERROR_KEY] = str(exc)
+
+
+def _on_load(name: str) -> None:
+    """Make a saved scenario the working one (planners, δ, conversion, spine, name)."""
+    s = st.session_state
+    scenario = _saved()[name]
+    if scenario.kind == "phsafe" and scenario.phsafe is not None:
+        s[S.PHSAFE] = scenario.phsafe
+        s[S.PHSAFE_DISABLED] = []
+        s.pop("ps_enabled_levels", None)
+    elif scenario.topdown:
+        s[S.TOPDOWN] = dict(scenario.topdown)
+        s.pop("td_base", None)
+    s[S.DELTA] = scenario.delta
+    s[S.CONVERSION] = scenario.conversion
+    s[S.SPINE] = scenario.spine
+    s[S.SCENARIO_NAME] = scenario.name
+    for key, value in (
+        ("sb_delta", scenario.delta),
+        ("sb_conversion", scenario.conversion),
+        ("sb_scenario_name", scenario.name),
+    ):
+        s[key] = value
+    s.pop("pl_delta", None)
+    s.pop("td_spine", None)
+    S.bump_editor_version()
+    s[ERROR_KEY] = None
+    s["sc_flash"] = f"Loaded “{name}” into the planners."
+
+
+def _on_duplicate(name: str) -> None:
+    s = st.session_state
+    new = (s.get("sc_dup_name") or "").strip() or f"{name} (copy)"
+    try:
+        if new in _saved():
+            raise PHExploreError(f"a scenario named “{new}” already exists; pick another name")
+        _store(_saved()[name].duplicate(new))
+        s[ERROR_KEY] = None
+        s["sc_flash"] = f"Duplicated “{name}” as “{new}”."
+    except PHExploreError as exc:
+        s[ERROR_KEY] = str(exc)
+
+
+def _on_delete(name: str) -> None:
+    saved = dict(_saved())
+    saved.pop(name, None)
+    st.session_state[S.SAVED] = saved
+
+
+def _on_upload() -> None:
+    s = st.session_state
+    upload = s.get("sc_upload")
+    if upload is None:
+        return
+    try:
+        scenario = Scenario.from_json(upload.getvalue(), source=upload.name)
+        _store(scenario)
+        s[ERROR_KEY] = None
+        s["sc_flash"] = f"Loaded “{scenario.name}” from {upload.name}; it is in the saved list."
+    except PHExploreError as exc:
+        s[ERROR_KEY] = str(exc)
+
+
+def _comparison(a: Scenario, b: Scenario) -> None:
+    rows = compare(a, b)
+    totals = pd.DataFrame(rows["totals"]).rename(columns={"a": a.name, "b": b.name})
+    c1, c2 = st.columns([0.4, 0.6])
+    with c1:
+        st.markdown("**Privacy loss**")
+        st.dataframe(
+            totals,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                col: st.column_config.NumberColumn(format="%.4f")
+                for col in (a.name, b.name, "difference")
+            },
+        )
+        st.download_button(
+            "Download totals (CSV)",
+            R.tidy_bytes(totals, "csv"),
+            file_name="comparison_totals.csv",
+            mime="text/csv",
+        )
+    with c2:
+        moe = pd.DataFrame(rows["moe"])
+        if moe.empty:
+            st.info("MOEs are compared between scenarios of the same kind (PHSafe or TopDown).")
+        else:
+            keys = [c for c in moe.columns if c not in ("moe_a", "moe_b", "difference")]
+            label = moe[keys].astype(str).agg(" · ".join, axis=1)
+            fig = go.Figure()
+            fig.add_trace(go.Bar(x=label, y=moe["moe_a"], name=a.name))
+            fig.add_trace(go.Bar(x=label, y=moe["moe_b"], name=b.name))
+            fig.update_layout(
+                title=f"90% MOE: {a.name} vs {b.name}",
+                barmode="group",
+                yaxis_type="log",
+                yaxis_title="90% MOE",
+                height=380,
+                margin={"l": 10, "r": 10, "t": 40, "b": 10},
+            )
+            st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": "comparison_moe"}})
+    if not pd.DataFrame(rows["moe"]).empty:
+        with st.expander("MOE rows"):
+            moe = pd.DataFrame(rows["moe"]).rename(columns={"moe_a": a.name, "moe_b": b.name})
+            st.dataframe(moe, hide_index=True, width="stretch")
+    results = pd.DataFrame(rows["results"])
+    st.markdown("**Run results (latest attached run of each)**")
+    if results.empty:
+        st.caption("Attach runs when saving (both scenarios need one) to compare their MAE.")
+    else:
+        st.caption(R.TRUTH_NOTE)
+        st.dataframe(
+            results.rename(columns={"mae_a": f"MAE {a.name}", "mae_b": f"MAE {b.name}"}),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    s.setdefault(ERROR_KEY, None)
+    st.title("Scenarios")
+    st.caption(
+        "A scenario is a named set of budget choices (a PHSafe budget or TopDown allocations, with "
+        "δ, the reported conversion and the spine) plus the results of runs made with it. Save "
+        "several, compare them side by side, and download them as JSON to share or reload later."
+    )
+    flash = s.pop("sc_flash", None)
+    if flash:
+        st.success(flash)
+    if s[ERROR_KEY]:
+        st.error(s[ERROR_KEY])
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Save the working scenario")
+        if "sc_name" not in s:
+            s["sc_name"] = s[S.SCENARIO_NAME]
+        st.text_input("Name", key="sc_name", help="Saving under an existing name replaces it.")
+        st.radio("What to save", list(KINDS), format_func=KINDS.get, horizontal=True, key="sc_kind")
+        kind = s["sc_kind"]
+        runs = [r for r in s[S.RUNS] if r.engine == kind]
+        ids = [r.id for r in runs]
+        s["sc_runs"] = [i for i in s["sc_runs"] if i in ids] if "sc_runs" in s else ids
+        st.multiselect(
+            "Attach run results",
+            ids,
+            format_func={r.id: r.label for r in runs}.get,
+            key="sc_runs",
+            help="Runs of this session made with this kind of engine; their metrics are saved "
+            "with the scenario.",
+        )
+        st.text_area(
+            "Notes", key="sc_notes", height=68, help="Why this scenario; shown in reports."
+        )
+        st.button("Save scenario", type="primary", on_click=_on_save)
+        st.file_uploader(
+            "Load a scenario JSON",
+            type=["json"],
+            key="sc_upload",
+            on_change=_on_upload,
+            help="A file downloaded from this page or written by `phexplore`.",
+        )
+    with right:
+        st.subheader("Saved scenarios")
+        saved = _saved()
+        if not saved:
+            st.info("Nothing saved yet.")
+        else:
+            summary = pd.DataFrame(
+                [
+                    {
+                        "Scenario": sc.name,
+                        "Kind": sc.kind,
+                        "ρ": sc.headline()["rho"],
+                        f"ε ({sc.conversion}) at δ": sc.headline()["epsilon"],
+                        "δ": sc.delta,
+                        "Runs": len(sc.results),
+                    }
+                    for sc in saved.values()
+                ]
+            )
+            summary.columns = ["Scenario", "Kind", "ρ", "ε", "δ", "Runs"]
+            st.dataframe(
+                summary,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    "ρ": st.column_config.NumberColumn(format="%.4f"),
+                    "ε": st.column_config.NumberColumn(format="%.2f"),
+                },
+            )
+            name = st.selectbox("Scenario", list(saved), key="sc_pick")
+            b1, b2, b3 = st.columns(3)
+            b1.button("Load into planners", on_click=_on_load, args=(name,), width="stretch")
+            b2.download_button(
+                "Download JSON",
+                saved[name].to_json().encode("utf-8"),
+                file_name=f"{name}.scenario.json",
+                mime="application/json",
+                width="stretch",
+            )
+            b3.button("Delete", on_click=_on_delete, args=(name,), width="stretch")
+            d1, d2 = st.columns([0.65, 0.35])
+            d1.text_input("Name of the copy", key="sc_dup_name", placeholder=f"{name} (copy)")
+            d2.button("Duplicate", on_click=_on_duplicate, args=(name,), width="stretch")
+
+    saved = _saved()
+    if len(saved) >= 2:
+        st.divider()
+        st.subheader("Compare two scenarios")
+        names = list(saved)
+        c1, c2 = st.columns(2)
+        a = c1.selectbox("Scenario A", names, index=0, key="sc_cmp_a")
+        b = c2.selectbox("Scenario B", names, index=1, key="sc_cmp_b")
+        if a == b:
+            st.info("Pick two different scenarios.")
+        else:
+            _comparison(saved[a], saved[b])
+
+
+render()

@@ -1,0 +1,122 @@
+"""AppTest checks of the Scenarios and Budget-session pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from phexplore import app_state as S
+from phexplore.scenarios import Scenario
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def _no_problems(at: AppTest) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _click(at: AppTest, label: str) -> None:
+    next(b for b in at.button if b.label == label).click().run()
+
+
+def _metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+@pytest.fixture()
+def app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    _no_problems(at)
+    return at
+
+
+def test_save_change_load_round_trip(app: AppTest) -> None:
+    at = app
+    original = _metric(at, "Total ρ (unbounded neighbours)")
+    at.switch_page("pages/scenarios.py").run()
+    _no_problems(at)
+    at.text_input(key="sc_name").set_value("Production").run()
+    at.radio(key="sc_kind").set_value("phsafe").run()
+    _click(at, "Save scenario")
+    _no_problems(at)
+    assert "Production" in at.session_state[S.SAVED]
+
+    # Change the working budget, then load the saved scenario back.
+    at.switch_page("pages/phsafe_planner.py").run()
+    at.selectbox(key="ps_table").set_value("PH3").run()
+    at.number_input(key="ps_tau").set_value(3).run()
+    assert _metric(at, "Total ρ (unbounded neighbours)") != original
+    at.switch_page("pages/scenarios.py").run()
+    at.selectbox(key="sc_pick").set_value("Production").run()
+    _click(at, "Load into planners")
+    _no_problems(at)
+    at.switch_page("pages/phsafe_planner.py").run()
+    _no_problems(at)
+    assert _metric(at, "Total ρ (unbounded neighbours)") == original
+
+
+def test_json_download_upload_round_trip(app: AppTest) -> None:
+    at = app
+    at.switch_page("pages/scenarios.py").run()
+    at.text_input(key="sc_name").set_value("TD production").run()
+    at.radio(key="sc_kind").set_value("topdown").run()
+    _click(at, "Save scenario")
+    saved: Scenario = at.session_state[S.SAVED]["TD production"]
+    text = saved.to_json()
+    assert Scenario.from_json(text).to_dict() == saved.to_dict()
+    # Upload the JSON under another name: it appears in the saved list unchanged.
+    renamed = text.replace('"name": "TD production"', '"name": "Uploaded"', 1)
+    at.file_uploader(key="sc_upload").set_value(
+        [("uploaded.scenario.json", renamed.encode("utf-8"), "application/json")]
+    ).run()
+    _no_problems(at)
+    uploaded = at.session_state[S.SAVED]["Uploaded"]
+    assert uploaded.topdown["persons"].to_dict() == saved.topdown["persons"].to_dict()
+    # Two scenarios → the comparison appears.
+    frames = [df.value for df in at.dataframe]
+    totals = next(f for f in frames if "measure" in f.columns)
+    assert set(totals["difference"]) == {0.0}
+    # A broken file gives a message, not a traceback.
+    at.file_uploader(key="sc_upload").set_value(
+        [("bad.json", b"{not json", "application/json")]
+    ).run()
+    assert not at.exception
+    assert any("not valid JSON" in e.value for e in at.error)
+
+
+def test_duplicate_and_compare(app: AppTest) -> None:
+    at = app
+    at.switch_page("pages/scenarios.py").run()
+    at.text_input(key="sc_name").set_value("Base").run()
+    at.radio(key="sc_kind").set_value("phsafe").run()
+    _click(at, "Save scenario")
+    at.text_input(key="sc_dup_name").set_value("Base copy").run()
+    _click(at, "Duplicate")
+    _no_problems(at)
+    assert set(at.session_state[S.SAVED]) == {"Base", "Base copy"}
+    assert at.get("plotly_chart"), "MOE comparison chart"
+
+
+def test_budget_session_plan_tradeoff_report(app: AppTest) -> None:
+    at = app
+    at.switch_page("pages/budget_session.py").run()
+    _no_problems(at)
+    assert _metric(at, "Targets met") == "yes"
+    assert _metric(at, "Total ρ (unbounded)") == "1.2573"
+    at.number_input(key="bs_cap").set_value(0.5).run()
+    _no_problems(at)
+    assert _metric(at, "Targets met") == "no"
+    assert _metric(at, "Total ρ (unbounded)") == "0.5000"
+    _click(at, "Use this plan in the PHSafe planner")
+    assert at.session_state[S.PHSAFE].total_unbounded() == pytest.approx(0.5)
+    assert at.get("plotly_chart"), "trade-off curve"
+    at.radio(key="bs_trade_engine").set_value("topdown").run()
+    _no_problems(at)
+    _click(at, "Build the report")
+    _no_problems(at)
+    name, html = at.session_state["bs_report"]
+    assert html.startswith("<!DOCTYPE html>") and name == "Working scenario"
