@@ -384,7 +384,8 @@ def run_experiment(
             tidy = result.to_tidy(query_names)
             keys = {"rho": budget, "seed": seed}
             errors = mae_table(tidy)
-            epl = epl_table(tidy, n_boot=n_boot, rng=np.random.default_rng([seed, i]))
+            boot_rng = np.random.default_rng([seed, round(budget * 1_000_000)])
+            epl = epl_table(tidy, n_boot=n_boot, rng=boot_rng)
             runs.append(_prefix(errors.merge(epl, on=["geolevel", "query"], how="left"), keys))
             quantile_rows.append(_prefix(error_quantile_table(tidy), keys))
             if blau is not None:
