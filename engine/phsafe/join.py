@@ -158,42 +158,56 @@ def record_hash(persons: Mapping[str, np.ndarray]) -> np.ndarray:
         return _mix64(h ^ _mix64(occurrence + HASH_SALT))
 
 
+def truncation_order(persons: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Persons sorted by MAFID, then record hash, then (only for equal hashes) record attributes."""
+    h = record_hash(persons)
+    mafid = persons["p_mafid"]
+    order = np.lexsort((h, mafid))
+    hs, ms = h[order], mafid[order]
+    if np.any((hs[1:] == hs[:-1]) & (ms[1:] == ms[:-1])):
+        keys = ("p_relship", "p_race", "p_hisp", "p_age", "p_rtype")
+        order = np.lexsort((*(persons[k] for k in keys), h, mafid))
+    return order
+
+
 def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> PreparedExtract:
     """Filter to ``state_filter``, drop group-quarters geography, join units to states, encode."""
-    states_wanted = {str(s) for s in state_filter}
+    states_wanted = sorted({str(s) for s in state_filter})
     geo = extract.geo
-    geo_state = geo["TABBLKST"].astype(str).str.strip()
-    in_states = geo_state.isin(states_wanted).to_numpy()
+    geo_state_code = _to_int(geo, "TABBLKST", "geo")
+    wanted_codes = np.array([int(s) for s in states_wanted if s.isdigit()], dtype=np.int64)
+    in_states = np.isin(geo_state_code, wanted_codes)
     geo_mafid = _to_int(geo, "MAFID", "geo")
     geo_rtype = _to_int(geo, "RTYPE", "geo")
-    state_mafids = np.unique(geo_mafid[in_states])
-    housing_geo = in_states & ~np.isin(geo_rtype, (4, 5))
-    states = tuple(sorted(set(geo_state[housing_geo].tolist())))
-    if not states:
-        present = sorted(set(geo_state.tolist()))
+    housing_geo = in_states & (geo_rtype != 4) & (geo_rtype != 5)
+    state_codes = np.unique(geo_state_code[housing_geo])
+    if state_codes.size == 0:
+        present = [f"{c:02d}" for c in np.unique(geo_state_code)[:20]]
         raise DataValidationError(
             [
                 Problem(
                     "geo",
-                    f"no housing-unit geography for state_filter {sorted(states_wanted)}; the extract "
-                    f"has states {', '.join(present[:20]) or '(none)'}",
+                    f"no housing-unit geography for state_filter {states_wanted}; the extract "
+                    f"has states {', '.join(present) or '(none)'}",
                     None,
                     "TABBLKST",
                 )
             ],
             summary="nothing to tabulate",
         )
-    state_index = {s: i for i, s in enumerate(states)}
+    states = tuple(f"{c:02d}" for c in state_codes)
     geo_map = pd.DataFrame(
         {
             "u_mafid": geo_mafid[housing_geo],
-            "u_state": geo_state[housing_geo].map(state_index).to_numpy(dtype=np.int64),
+            "u_state": np.searchsorted(state_codes, geo_state_code[housing_geo]).astype(np.int64),
         }
     )
+    every_state = bool(in_states.all())
+    state_mafids = geo_mafid[in_states]
 
     units_raw = extract.units
     u = {f"u_{c.lower()}": _to_int(units_raw, c, "units") for c in _UNIT_CODES}
-    keep_u = np.isin(u["u_mafid"], state_mafids)
+    keep_u = slice(None) if every_state else np.isin(u["u_mafid"], state_mafids)
     unit_frame = pd.DataFrame({k: v[keep_u] for k, v in u.items()})
     unit_frame = unit_frame.merge(geo_map, on="u_mafid", how="inner", sort=False)
     units = {k: unit_frame[k].to_numpy(dtype=np.int64) for k in unit_frame.columns}
@@ -202,26 +216,15 @@ def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> Prepare
     names = {"RTYPE": "p_rtype", "MAFID": "p_mafid", "QAGE": "p_age", "CENHISP": "p_hisp"}
     names |= {"CENRACE": "p_race", "RELSHIP": "p_relship"}
     p = {names[c]: _to_int(persons_raw, c, "persons") for c in _PERSON_CODES}
-    keep_p = np.isin(p["p_mafid"], state_mafids)
+    keep_p = slice(None) if every_state else np.isin(p["p_mafid"], state_mafids)
     persons = {k: v[keep_p] for k, v in p.items()}
-    h = record_hash(persons)
-    order = np.lexsort(
-        (
-            persons["p_relship"],
-            persons["p_race"],
-            persons["p_hisp"],
-            persons["p_age"],
-            persons["p_rtype"],
-            h,
-            persons["p_mafid"],
-        )
-    )
+    order = truncation_order(persons)
     return PreparedExtract(
         states=states,
         persons=persons,
         units=units,
         person_order=order,
-        state_filter=tuple(sorted(states_wanted)),
+        state_filter=tuple(states_wanted),
     )
 
 
