@@ -89,7 +89,12 @@ class ExperimentResult:
         return _across_seeds(self.srs, "fraction") if not self.srs.empty else self.srs
 
     def blau_summary(self) -> pd.DataFrame:
-        """Mean signed error by rho × geolevel × Blau quintile, averaged over seeds (TDA Table 13)."""
+        """Mean signed error by rho × geolevel × Blau quintile, averaged over seeds (TDA Table 13).
+
+        Empty when the schema has no RACEETH attribute (no Blau groups).
+        """
+        if self.blau_bias.empty:
+            return self.blau_bias
         g = self.blau_bias.groupby(["rho", "geolevel", "quintile"], sort=False, observed=True)
         out = g.agg(
             n_geounits=("n_geounits", "first"),
