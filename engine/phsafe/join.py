@@ -21,7 +21,7 @@ Everything here runs once per run; repeated noise trials reuse the counts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,8 @@ class PreparedExtract:
     """Persons sorted by (MAFID, record hash, attributes): the truncation order of Algorithm 3."""
     state_filter: tuple[str, ...] = ()
     """The ``state_filter`` this extract was prepared for (sorted)."""
+    household_start: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """For each position of :attr:`person_order`, the position where its MAFID's run starts."""
 
     @property
     def n_persons(self) -> int:
@@ -219,12 +221,18 @@ def prepare_extract(extract: CefExtract, state_filter: Sequence[str]) -> Prepare
     keep_p = slice(None) if every_state else np.isin(p["p_mafid"], state_mafids)
     persons = {k: v[keep_p] for k, v in p.items()}
     order = truncation_order(persons)
+    mafid_sorted = persons["p_mafid"][order]
+    run_start = (
+        np.r_[True, mafid_sorted[1:] != mafid_sorted[:-1]] if order.size else np.zeros(0, bool)
+    )
+    household_start = np.maximum.accumulate(np.where(run_start, np.arange(order.size), 0))
     return PreparedExtract(
         states=states,
         persons=persons,
         units=units,
         person_order=order,
         state_filter=tuple(states_wanted),
+        household_start=household_start,
     )
 
 
@@ -248,12 +256,10 @@ def truncate_and_join(
     order = prepared.person_order
     assert table.person_filter is not None
     pmask_sorted = table.person_filter(persons)[order]
-    mafid_sorted = persons["p_mafid"][order]
     n = order.size
     if n:
-        group_start = np.r_[True, mafid_sorted[1:] != mafid_sorted[:-1]]
+        start = prepared.household_start
         csum = np.cumsum(pmask_sorted, dtype=np.int64)
-        start = np.maximum.accumulate(np.where(group_start, np.arange(n), 0))
         rank = csum - (csum[start] - pmask_sorted[start]) - 1
     else:
         rank = np.zeros(0, dtype=np.int64)
@@ -279,12 +285,38 @@ def truncate_and_join(
     )
 
 
-def _records(prepared: PreparedExtract, joined: JoinedRecords | None) -> dict[str, np.ndarray]:
+class _Gathered(Mapping[str, np.ndarray]):
+    """Columns of the joined records, gathered from persons/units on first use (then cached)."""
+
+    def __init__(
+        self, sources: Mapping[str, tuple[np.ndarray, np.ndarray | slice]], size: int
+    ) -> None:
+        self._sources = sources
+        self._cache: dict[str, np.ndarray] = {}
+        self._size = size
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._cache:
+            column, index = self._sources[key]
+            self._cache[key] = column[index]
+        return self._cache[key]
+
+    def __iter__(self):
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+
+def _records(
+    prepared: PreparedExtract, joined: JoinedRecords | None, unit_rows: np.ndarray | None = None
+) -> _Gathered:
     if joined is None:
-        return dict(prepared.units)
-    recs = {k: v[joined.person_index] for k, v in prepared.persons.items()}
-    recs |= {k: v[joined.unit_index] for k, v in prepared.units.items()}
-    return recs
+        assert unit_rows is not None
+        return _Gathered({k: (v, unit_rows) for k, v in prepared.units.items()}, unit_rows.size)
+    sources = {k: (v, joined.person_index) for k, v in prepared.persons.items()}
+    sources |= {k: (v, joined.unit_index) for k, v in prepared.units.items()}
+    return _Gathered(sources, joined.person_index.size)
 
 
 def _level_counts(
@@ -295,6 +327,7 @@ def _level_counts(
     cell: np.ndarray,
     kept: np.ndarray,
     final_pop: np.ndarray | None,
+    iterations: Mapping[str, np.ndarray],
 ) -> LevelCounts:
     geo, iteration_level = level.split("_", 1)
     if geo == "usa":
@@ -303,11 +336,7 @@ def _level_counts(
     else:
         region_type, region_ids = "STATE", states
         region = recs["u_state"]
-    if table.person_iteration:
-        race, hisp = recs["p_race"], recs["p_hisp"]
-    else:
-        race, hisp = recs["u_hhrace"], recs["u_hhspan"]
-    it = iteration_index(iteration_level, race, hisp)
+    it = iterations[iteration_level]
     codes = ITERATION_CODES[iteration_level]
     basis = np.asarray(table.basis)
     cell_pos = np.full(max(int(basis.max()), 1) + 2, -1, dtype=np.int64)
@@ -369,14 +398,22 @@ def tabulate_table(
         kept = joined.kept
         truncation = _truncation_stats(table_name, tau, joined, prepared.n_units)
     else:
-        umask = table.unit_filter(prepared.units)
-        recs = {k: v[umask] for k, v in prepared.units.items()}
-        kept = np.ones(int(umask.sum()), dtype=bool)
+        unit_rows = np.flatnonzero(table.unit_filter(prepared.units))
+        recs = _records(prepared, None, unit_rows)
+        kept = np.ones(unit_rows.size, dtype=bool)
         truncation = None
     cell = table.cell_of(recs)
     final_pop = recs["u_final_pop"] if table_name == "PH8_denom" else None
+    if table.person_iteration:
+        race, hisp = recs["p_race"], recs["p_hisp"]
+    else:
+        race, hisp = recs["u_hhrace"], recs["u_hhspan"]
+    iterations = {
+        it_level: iteration_index(it_level, race, hisp)
+        for it_level in sorted({level.split("_", 1)[1] for level in levels})
+    }
     counts = {
-        level: _level_counts(table, level, prepared.states, recs, cell, kept, final_pop)
+        level: _level_counts(table, level, prepared.states, recs, cell, kept, final_pop, iterations)
         for level in levels
     }
     return TableTabulation(
