@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.cef_types import CefExtract
+from phexplore.errors import ValidationError
 
 #: Category labels shared by both profiles.
 NPF_LABELS = ("not in family", "2", "3", "4", "5", "6", "7+")
@@ -37,48 +38,55 @@ PROFILE_VARIABLES = ("npf", "noc", "tenure", "age", "race", "hispanic")
 _OWN_CHILD_RELSHIPS = ("25", "26", "27")
 
 
-def _npf_label(npf: np.ndarray) -> np.ndarray:
-    labels = np.array(NPF_LABELS, dtype=object)
-    index = np.where(npf < 2, 0, np.minimum(npf, 7) - 1)
-    return labels[index]
+def _categorical(codes: np.ndarray, labels: tuple[str, ...]) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=list(labels))
 
 
-def _noc_label(noc: np.ndarray, in_gq: np.ndarray) -> np.ndarray:
-    labels = np.array(NOC_LABELS, dtype=object)
-    return np.where(in_gq, "GQ", labels[np.minimum(noc, 5) + 1])
+def _npf_codes(npf: np.ndarray) -> np.ndarray:
+    return np.where(npf < 2, 0, np.minimum(npf, 7) - 1)
 
 
-def _age_label(age: np.ndarray) -> np.ndarray:
-    index = np.searchsorted(np.array(AGE_BINS), age, side="right") - 1
-    return np.array(AGE_LABELS, dtype=object)[index]
+def _noc_codes(noc: np.ndarray, in_gq: np.ndarray) -> np.ndarray:
+    return np.where(in_gq, 0, np.minimum(noc, 5) + 1)
+
+
+def _age_codes(age: np.ndarray) -> np.ndarray:
+    return np.searchsorted(np.array(AGE_BINS), age, side="right") - 1
+
+
+def _ints(values: pd.Series) -> np.ndarray:
+    return values.astype("int64").to_numpy(dtype=np.int64)
 
 
 def extract_person_profile(extract: CefExtract) -> pd.DataFrame:
     """One row per person of ``extract`` with the categories in :data:`PROFILE_VARIABLES`."""
     persons, units = extract.persons, extract.units
-    child = persons["RELSHIP"].isin(_OWN_CHILD_RELSHIPS).to_numpy() & (
-        persons["QAGE"].astype(int).to_numpy() < 18
-    )
-    noc_by_unit = pd.Series(child.astype(np.int64)).groupby(persons["MAFID"].to_numpy()).sum()
-    unit_info = units.set_index("MAFID")
-    mafid = persons["MAFID"].to_numpy()
-    npf = unit_info["NPF"].astype(int).reindex(mafid).to_numpy()
-    ten = unit_info["TEN"].reindex(mafid).to_numpy()
-    noc = noc_by_unit.reindex(mafid).to_numpy()
-    in_gq = persons["RTYPE"].to_numpy() == "5"
-    tenure = np.where(in_gq, "GQ", np.where(np.isin(ten, ["1", "2"]), "owner", "renter"))
-    race_code = persons["CENRACE"].astype(int).to_numpy()
-    race = np.array(RACE_LABELS, dtype=object)[np.minimum(race_code, 7) - 1]
-    hispanic = np.where(persons["CENHISP"].to_numpy() == "2", "Hispanic", "not Hispanic")
+    unit_mafid = _ints(units["MAFID"])
+    order = np.argsort(unit_mafid, kind="stable")
+    person_mafid = _ints(persons["MAFID"])
+    position = np.searchsorted(unit_mafid[order], person_mafid)
+    unit_of_person = order[np.minimum(position, order.size - 1)]
+    if not np.array_equal(unit_mafid[unit_of_person], person_mafid):
+        raise ValidationError("persons reference MAFIDs that are not in the units table")
+    age = _ints(persons["QAGE"])
+    own_child = persons["RELSHIP"].isin(_OWN_CHILD_RELSHIPS).to_numpy() & (age < 18)
+    noc_of_unit = np.bincount(unit_of_person, weights=own_child, minlength=unit_mafid.size)
+    noc = noc_of_unit[unit_of_person].astype(np.int64)
+    npf = _ints(units["NPF"])[unit_of_person]
+    ten = _ints(units["TEN"])[unit_of_person]
+    in_gq = (persons["RTYPE"] == "5").to_numpy()
+    tenure = np.where(in_gq, 2, np.where(np.isin(ten, [1, 2]), 0, 1))
+    race = np.minimum(_ints(persons["CENRACE"]), 7) - 1
+    hispanic = (persons["CENHISP"] == "2").to_numpy().astype(np.int64)
     return pd.DataFrame(
         {
-            "npf": _npf_label(np.where(in_gq, 0, npf)),
-            "noc": _noc_label(noc, in_gq),
-            "tenure": tenure,
-            "age": _age_label(persons["QAGE"].astype(int).to_numpy()),
-            "race": race,
-            "hispanic": hispanic,
-            "weight": 1.0,
+            "npf": _categorical(_npf_codes(np.where(in_gq, 0, npf)), NPF_LABELS),
+            "noc": _categorical(_noc_codes(noc, in_gq), NOC_LABELS),
+            "tenure": _categorical(tenure, TENURE_LABELS),
+            "age": _categorical(_age_codes(age), AGE_LABELS),
+            "race": _categorical(race, RACE_LABELS),
+            "hispanic": _categorical(hispanic, HISPANIC_LABELS),
+            "weight": np.ones(len(persons)),
         }
     )
 
@@ -89,17 +97,17 @@ def acs_person_profile(records: pd.DataFrame) -> pd.DataFrame:
     npf = records["NPF"].fillna(0).astype(int).to_numpy()
     noc = records["NOC"].fillna(0).astype(int).to_numpy()
     own_rent = records["OWN_RENT"].to_numpy()
-    tenure = np.where(in_gq, "GQ", np.where(own_rent == 1, "owner", "renter"))
+    tenure = np.where(in_gq, 2, np.where(own_rent == 1, 0, 1))
     rac1p = records["RAC1P"].astype(int).to_numpy()
-    race_index = np.array([0, 0, 1, 2, 2, 2, 3, 4, 5, 6])[rac1p]
+    race = np.array([0, 0, 1, 2, 2, 2, 3, 4, 5, 6])[rac1p]
     return pd.DataFrame(
         {
-            "npf": _npf_label(npf),
-            "noc": _noc_label(noc, in_gq),
-            "tenure": tenure,
-            "age": _age_label(records["AGEP"].astype(int).to_numpy()),
-            "race": np.array(RACE_LABELS, dtype=object)[race_index],
-            "hispanic": np.where(records["HISP"].to_numpy() > 0, "Hispanic", "not Hispanic"),
+            "npf": _categorical(_npf_codes(npf), NPF_LABELS),
+            "noc": _categorical(_noc_codes(noc, in_gq), NOC_LABELS),
+            "tenure": _categorical(tenure, TENURE_LABELS),
+            "age": _categorical(_age_codes(records["AGEP"].astype(int).to_numpy()), AGE_LABELS),
+            "race": _categorical(race, RACE_LABELS),
+            "hispanic": _categorical((records["HISP"].to_numpy() > 0).astype(int), HISPANIC_LABELS),
             "weight": records["PWGTP"].astype(float).to_numpy(),
         }
     )
@@ -117,7 +125,7 @@ _LABELS = {
 
 def shares(profile: pd.DataFrame, variable: str) -> pd.Series:
     """Weighted shares (0–1) of ``variable``'s categories, in label order (missing → 0)."""
-    totals = profile.groupby(variable)["weight"].sum()
+    totals = profile.groupby(variable, observed=False)["weight"].sum()
     return (totals / totals.sum()).reindex(list(_LABELS[variable]), fill_value=0.0)
 
 

@@ -6,11 +6,14 @@ The ACS targets are recomputed here from the NIST ACS 2019 national excerpt copi
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.data.synthetic import (
@@ -395,3 +398,42 @@ def test_missing_acs_file_raises(tmp_path: Path) -> None:
         read_acs_records(tmp_path / "absent.csv")
     with pytest.raises(ValidationError, match="calibration table missing"):
         load_calibration(tmp_path)
+
+
+# -- properties and the 10^6 acceptance run ---------------------------------------------------------
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    n=st.integers(min_value=1_000, max_value=3_000),
+    seed=st.integers(min_value=0, max_value=2**32),
+    states=st.one_of(
+        st.none(), st.lists(st.sampled_from(["RI", "CA", "WY", "DC", "72", "48"]), min_size=1)
+    ),
+)
+def test_invariants_hold_for_any_seed_and_states(
+    n: int, seed: int, states: list[str] | None
+) -> None:
+    extract = generate_households(n, seed=seed, states=states)
+    persons, units = extract.persons, extract.units
+    assert len(persons) == n
+    assert units["MAFID"].is_unique
+    final_pop = units.set_index("MAFID")["FINAL_POP"].astype(int)
+    counts = persons.groupby("MAFID").size().reindex(final_pop.index, fill_value=0)
+    assert (counts == final_pop).all()
+    housing = persons[persons["RTYPE"] == "3"]
+    heads = (housing["RELSHIP"] == "20").groupby(housing["MAFID"]).sum()
+    assert (heads == 1).all()
+    if states is not None:
+        fips = {"RI": "44", "CA": "06", "WY": "56", "DC": "11", "72": "72", "48": "48"}
+        assert set(extract.geo["TABBLKST"]) <= {fips[s] for s in states}
+
+
+@pytest.mark.slow
+def test_million_persons_under_a_minute_and_within_two_points(acs_records: pd.DataFrame) -> None:
+    start = time.perf_counter()
+    extract = generate_households(1_000_000, seed=1)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 60.0
+    for variable in ("npf", "noc", "tenure"):
+        assert _pp_gaps(extract, acs_records, variable).abs().max() <= 2.0
