@@ -207,7 +207,7 @@ def generate_households(
         )
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValidationError(f"seed must be a non-negative integer, got {seed!r}")
-    if not 0.0 <= vacancy_rate < 0.9:
+    if not isinstance(vacancy_rate, int | float) or not 0.0 <= vacancy_rate < 0.9:
         raise ValidationError(f"vacancy_rate must be in [0, 0.9), got {vacancy_rate!r}")
     cal = calibration if calibration is not None else load_calibration()
     state_table = load_state_table()

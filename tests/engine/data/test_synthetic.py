@@ -385,6 +385,7 @@ def test_distribution_is_sensitive_to_calibration(acs_records: pd.DataFrame) -> 
         {"n_persons": 5_000, "seed": 1, "states": []},
         {"n_persons": 5_000, "seed": 1, "states": "RI"},
         {"n_persons": 5_000, "seed": 1, "vacancy_rate": 0.95},
+        {"n_persons": 5_000, "seed": 1, "vacancy_rate": "0.1"},
     ],
 )
 def test_bad_input_raises_validation_error(kwargs: dict) -> None:
