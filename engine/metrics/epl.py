@@ -16,6 +16,11 @@ have no spread, or when the grid is too short to hold two points. It is a noisy 
 thousand residuals it can overshoot ε several-fold — so :func:`epl_details` also returns a bootstrap
 interval and the number of residuals; the app shows them with every EPL.
 
+With few, gappy residuals the grid can reach far into the KDE's tails, where the density is below
+the smallest normal float64 (≈ 2e−308) and the log-ratio — and so EPL — is decided by floating-point
+rounding (in SciPy as here). Such EPLs are huge and meaningless; the bootstrap interval and ``n``
+expose them.
+
 The KDE is evaluated here directly (sum of Gaussian kernels over the distinct residual values,
 weighted by their multiplicities), which equals SciPy's one-dimensional ``gaussian_kde`` and lets the
 bootstrap resample multiplicities instead of raw residuals.
