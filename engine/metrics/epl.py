@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from engine.metrics.errors import check_tidy
 from phexplore.errors import ValidationError
 
 BANDWIDTH_FACTOR = 0.1
@@ -286,8 +287,6 @@ def epl_table(
     Returns one row per group: the ``by`` columns, ``epl``, ``epl_low``, ``epl_high``,
     ``n_residuals`` and ``reason`` (``None`` when EPL is defined).
     """
-    from engine.metrics.errors import check_tidy
-
     check_tidy(tidy, by=by, true_col=true_col, estimate_col=estimate_col)
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     residual = tidy[estimate_col].to_numpy(np.float64) - tidy[true_col].to_numpy(np.float64)
