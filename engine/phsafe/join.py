@@ -319,38 +319,45 @@ def _records(
     return _Gathered(sources, joined.person_index.size)
 
 
+def basis_positions(table: MeasuredTable, cell: np.ndarray) -> np.ndarray:
+    """Index of each record's cell within ``table.basis`` (−1 for records matching no basis cell)."""
+    basis = np.asarray(table.basis)
+    lookup = np.full(int(basis.max()) + 2, -1, dtype=np.int64)
+    lookup[basis] = np.arange(basis.size)
+    return np.where(cell >= 0, lookup[np.clip(cell, 0, lookup.size - 1)], -1)
+
+
 def _level_counts(
     table: MeasuredTable,
     level: str,
     states: tuple[str, ...],
     recs: Mapping[str, np.ndarray],
-    cell: np.ndarray,
-    kept: np.ndarray,
+    pos: np.ndarray,
+    dropped: np.ndarray,
     final_pop: np.ndarray | None,
     iterations: Mapping[str, np.ndarray],
 ) -> LevelCounts:
+    """Counts of one level; ``dropped`` holds the record indices truncation removed (few)."""
     geo, iteration_level = level.split("_", 1)
-    if geo == "usa":
-        region_type, region_ids = "USA", ("1",)
-        region = np.zeros(cell.shape, dtype=np.int64)
-    else:
-        region_type, region_ids = "STATE", states
-        region = recs["u_state"]
     it = iterations[iteration_level]
     codes = ITERATION_CODES[iteration_level]
-    basis = np.asarray(table.basis)
-    cell_pos = np.full(max(int(basis.max()), 1) + 2, -1, dtype=np.int64)
-    cell_pos[basis] = np.arange(basis.size)
-    pos = np.where(cell >= 0, cell_pos[np.clip(cell, 0, cell_pos.size - 1)], -1)
+    n_basis = len(table.basis)
+    if geo == "usa":
+        region_type, region_ids = "USA", ("1",)
+        flat = it * n_basis + pos
+    else:
+        region_type, region_ids = "STATE", states
+        flat = (recs["u_state"] * len(codes) + it) * n_basis + pos
     valid = (it >= 0) & (pos >= 0)
-    shape = (len(region_ids), len(codes), basis.size)
-    flat = (region * len(codes) + it) * basis.size + pos
+    shape = (len(region_ids), len(codes), n_basis)
     size = int(np.prod(shape))
-    full = np.bincount(flat[valid], minlength=size).reshape(shape)
-    trunc = np.bincount(flat[valid & kept], minlength=size).reshape(shape)
+    flat_valid = flat[valid]
+    full = np.bincount(flat_valid, minlength=size)
+    lost = dropped[valid[dropped]]
+    trunc = full - np.bincount(flat[lost], minlength=size)
     fp = None
     if final_pop is not None:
-        fp = np.bincount(flat[valid], weights=final_pop[valid], minlength=size)
+        fp = np.bincount(flat_valid, weights=final_pop[valid], minlength=size)
         fp = np.rint(fp).astype(np.int64).reshape(shape)
     return LevelCounts(
         table=table.name,
@@ -359,8 +366,8 @@ def _level_counts(
         region_ids=region_ids,
         iteration_codes=codes,
         basis=table.basis,
-        true_truncated=trunc.astype(np.int64),
-        true_full=full.astype(np.int64),
+        true_truncated=trunc.astype(np.int64).reshape(shape),
+        true_full=full.astype(np.int64).reshape(shape),
         final_pop=fp,
     )
 
@@ -412,8 +419,12 @@ def tabulate_table(
         it_level: iteration_index(it_level, race, hisp)
         for it_level in sorted({level.split("_", 1)[1] for level in levels})
     }
+    pos = basis_positions(table, cell)
+    dropped = np.flatnonzero(~kept)
     counts = {
-        level: _level_counts(table, level, prepared.states, recs, cell, kept, final_pop, iterations)
+        level: _level_counts(
+            table, level, prepared.states, recs, pos, dropped, final_pop, iterations
+        )
         for level in levels
     }
     return TableTabulation(
