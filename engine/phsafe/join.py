@@ -20,7 +20,7 @@ Everything here runs once per run; repeated noise trials reuse the counts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -301,7 +301,7 @@ class _Gathered(Mapping[str, np.ndarray]):
             self._cache[key] = column[index]
         return self._cache[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._sources)
 
     def __len__(self) -> int:
