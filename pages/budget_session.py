@@ -104,8 +104,17 @@ def _plan_tab() -> None:
         width="stretch",
         height=260,
         column_config={
+            "table": "Table",
+            "geo_level": "Geography",
+            "iteration_level": "Iteration",
+            "moe_target": st.column_config.NumberColumn("MOE target", format="%.0f"),
             "rho_unbounded": st.column_config.NumberColumn("ρ unbounded", format="%.6f"),
+            "moe_bound": "MOE bound ⌊zσ⌋",
+            "moe_exact": "MOE exact",
             "ratio": st.column_config.NumberColumn("MOE / target", format="%.3f"),
+            "binding": st.column_config.CheckboxColumn(
+                "Binding", help="This target sets the worst shortfall."
+            ),
         },
     )
     b1, b2 = st.columns(2)

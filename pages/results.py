@@ -41,6 +41,12 @@ def _epl(run_id: int, geolevel: str, query: str, _tidy: pd.DataFrame) -> dict[st
     }
 
 
+def _most_residuals(tidy: pd.DataFrame) -> str:
+    """The geolevel whose TOTAL query has the most geounits (EPL is steadier with more residuals)."""
+    part = tidy[tidy["query"] == "TOTAL"] if (tidy["query"] == "TOTAL").any() else tidy
+    return str(part.groupby("geolevel", sort=False).size().idxmax())
+
+
 def _chart(fig: go.Figure, name: str) -> None:
     st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": name}})
 
@@ -121,7 +127,7 @@ def _epl_section(record: R.RunRecord) -> None:
     tidy = record.tidy
     c1, c2 = st.columns(2)
     levels = list(dict.fromkeys(tidy["geolevel"]))
-    default_level = next((lv for lv in ("Tract", "Block_Group") if lv in levels), levels[-1])
+    default_level = _most_residuals(record.tidy)
     geolevel = c1.selectbox(
         "Geolevel", levels, index=levels.index(default_level), key=f"epl_lv_{record.id}"
     )
@@ -198,7 +204,7 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         return
     c1, c2 = st.columns(2)
     levels = list(dict.fromkeys(record.tidy["geolevel"]))
-    default_level = next((lv for lv in ("Tract", "Block_Group") if lv in levels), levels[-1])
+    default_level = _most_residuals(record.tidy)
     geolevel = c1.selectbox(
         "Geolevel", levels, index=levels.index(default_level), key=f"sw_lv_{record.id}"
     )

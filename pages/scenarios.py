@@ -209,7 +209,10 @@ def render() -> None:
         kind = s["sc_kind"]
         runs = [r for r in s[S.RUNS] if r.engine == kind]
         ids = [r.id for r in runs]
-        s["sc_runs"] = [i for i in s["sc_runs"] if i in ids] if "sc_runs" in s else ids
+        if s.get("sc_runs_kind") != kind or "sc_runs" not in s:
+            s["sc_runs"], s["sc_runs_kind"] = ids, kind
+        else:
+            s["sc_runs"] = [i for i in s["sc_runs"] if i in ids]
         st.multiselect(
             "Attach run results",
             ids,

@@ -178,6 +178,7 @@ def test_phsafe_planner(page) -> None:  # type: ignore[no-untyped-def]
     label = "Total ρ (unbounded neighbours)"
     before = _metric(page, label)
     assert before == "1.2573"
+    page.get_by_role("heading", name="PHSafe planner").wait_for()
     _set_number(page, "τ of the table", "8")
     after = _wait_changed(page, label, before)
     assert float(after) < float(before)
@@ -200,3 +201,63 @@ def test_privacy_loss(page) -> None:  # type: ignore[no-untyped-def]
     _wait_plot(page)
     page.get_by_text("Production persons (certificate): ε=17.14").first.wait_for()
     _shot(page, "03_privacy_loss")
+
+
+def test_run_ri_topdown_small(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Run", "Run an engine")
+    # Default: the RI 2010 sample, subset = its smallest county, the RI production-like shares.
+    page.get_by_text("44001 (1,092 blocks)").first.wait_for()
+    page.get_by_role("button", name="Run TopDown").click()
+    page.get_by_text("Finished #1").first.wait_for(timeout=180_000)
+    _idle(page)
+    mae = _metric(page, "MAE of TOTAL (lowest level)")
+    assert float(mae) > 0
+    _shot(page, "04_run")
+
+
+def test_results(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Results", "Results")
+    _wait_plot(page)
+    page.get_by_text("non-confidential test data").first.wait_for()
+    page.get_by_role("tab", name="EPL", exact=True).click()
+    _idle(page)
+    epl = _metric(page, "EPL")
+    assert epl != "undefined" and float(epl) > 0
+    _shot(page, "05_results_epl")
+    page.get_by_role("tab", name="Blau-index bias").click()
+    _idle(page)
+    _shot(page, "05_results_blau")
+
+
+def test_scenarios(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Scenarios", "Scenarios")
+    name = page.get_by_label("Name", exact=True)
+    name.fill("Production PHSafe")
+    name.press("Enter")
+    _idle(page)
+    page.get_by_role("button", name="Save scenario").click()
+    page.get_by_text("Saved “Production PHSafe”").first.wait_for()
+    name.fill("RI TopDown")
+    name.press("Enter")
+    _idle(page)
+    page.get_by_text("TopDown allocations (redistricting)").first.click()
+    _idle(page)
+    radio = page.get_by_role("radio", name="TopDown allocations (redistricting)").first
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while not radio.is_checked():
+        assert time.monotonic() < deadline, "the TopDown radio did not become checked"
+        page.wait_for_timeout(200)
+    page.get_by_role("button", name="Save scenario").click()
+    page.get_by_text("Saved “RI TopDown”").first.wait_for()
+    page.get_by_role("heading", name="Compare two scenarios").wait_for()
+    _idle(page)
+    _shot(page, "06_scenarios")
+
+
+def test_budget_session(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Budget session", "Budget session")
+    label = "Total ρ (unbounded)"
+    before = _metric(page, label)
+    _set_number(page, "Cap on total unbounded ρ (0 = no cap: meet every target)", "0.8")
+    assert _wait_changed(page, label, before) == "0.8000"
+    _shot(page, "07_budget_session")
