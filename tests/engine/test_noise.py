@@ -235,6 +235,7 @@ def test_geometric_with_per_element_scale() -> None:
 # ----------------------------------------------------------------------------- exact (OpenDP)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", SIGMAS)
 def test_exact_discrete_gaussian_fits_exact_pmf(sigma: float) -> None:
     pytest.importorskip("opendp")
@@ -264,6 +265,7 @@ def _binned_dg(sigma2: float, width: int) -> Callable[[np.ndarray], np.ndarray]:
     return pmf
 
 
+@pytest.mark.slow
 def test_exact_per_element_sigma2_and_geometric() -> None:
     pytest.importorskip("opendp")
     sigma2 = np.repeat([1.0, 100.0], 10_000).reshape(2, 10_000)
