@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,14 @@ def microdata_frame(result: TopDownResult) -> pd.DataFrame:
     return pd.DataFrame(frame)
 
 
-def metrics_payload(result: TopDownResult) -> dict[str, Any]:
-    """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`)."""
+def metrics_payload(
+    result: TopDownResult, extra_sections: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
+
+    ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
+    top-level keys.
+    """
     pure = result.mechanism == "puredp"
     extra: dict[str, Any] = {
         "allocation": result.allocation_name,
@@ -87,6 +94,7 @@ def metrics_payload(result: TopDownResult) -> dict[str, Any]:
         "diagnostics": result.diagnostics,
         "n_blocks": result.tree.n_blocks,
         "n_geounits": {lv: int(result.tree.nodes_at_level(lv).size) for lv in result.tree.levels},
+        **(extra_sections or {}),
     }
     if pure:
         extra["epsilon"] = result.rho
@@ -119,6 +127,7 @@ def write_outputs(
     *,
     microdata: bool = True,
     measurements: bool = True,
+    extra_sections: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Write estimates.csv, measurements.csv, microdata.csv and metrics.json into ``out_dir``."""
     out = Path(out_dir)
@@ -133,6 +142,6 @@ def write_outputs(
         paths["microdata"] = out / "microdata.csv"
         microdata_frame(result).to_csv(paths["microdata"], index=False)
     paths["metrics"] = out / "metrics.json"
-    text = json.dumps(_strict(metrics_payload(result)), indent=2, allow_nan=False)
+    text = json.dumps(_strict(metrics_payload(result, extra_sections)), indent=2, allow_nan=False)
     paths["metrics"].write_text(text + "\n", encoding="utf-8")
     return paths

@@ -147,16 +147,21 @@ def _solve(
     p: sp.csc_matrix, c: np.ndarray, builder: _Builder, batch: FamilyBatch, what: str
 ) -> np.ndarray:
     a, b, cones = builder.matrices()
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = 1e-9
-    settings.tol_gap_rel = 1e-10
-    settings.tol_feas = 1e-10
-    settings.max_iter = 400
-    solver = clarabel.DefaultSolver(sp.triu(p, format="csc"), c, a, b, cones, settings)
-    solution = solver.solve()
-    status = str(solution.status)
-    if status not in ("Solved", "AlmostSolved"):
+    status = ""
+    for strict in (True, False):  # tight tolerances first, Clarabel's defaults as a retry
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        if strict:
+            settings.tol_gap_abs = 1e-9
+            settings.tol_gap_rel = 1e-10
+            settings.tol_feas = 1e-10
+        settings.max_iter = 400
+        solver = clarabel.DefaultSolver(sp.triu(p, format="csc"), c, a, b, cones, settings)
+        solution = solver.solve()
+        status = str(solution.status)
+        if status in ("Solved", "AlmostSolved"):
+            break
+    else:
         raise TopDownInfeasible(describe_family_failure(batch, what, status))
     return np.asarray(solution.x)
 

@@ -43,6 +43,10 @@ class Measurements:
     ``variance[n, q]`` is the noise variance of node n's answers to query q (0 for an invariant,
     NaN where not measured); ``invariant[q]`` holds the exact answers where query q is invariant
     (NaN elsewhere) or is ``None``; ``budget`` is the per-node per-query ρ (or ε) used.
+    ``nominal_variance`` is the scale the estimator weights by (TDA §7.1: W = inverse noise
+    variances): σ² = 1/ρ_q for zCDP, the Laplace-equivalent 2/z² for pure DP. It equals the exact
+    variance for σ ≥ 3 but, unlike it, does not collapse to ~0 at very large budgets (the discrete
+    Gaussian's variance at σ² = 0.001 is ~1e-217), which would make the least squares ill-posed.
     """
 
     queries: tuple[QueryGroup, ...]
@@ -51,12 +55,14 @@ class Measurements:
     invariant: tuple[np.ndarray | None, ...]
     budget: np.ndarray
     mechanism: str
+    nominal_variance: np.ndarray
 
     def weight(self) -> np.ndarray:
-        """Least-squares weights 1/Var ``(n_nodes, n_queries)``; 0 for unmeasured or invariant."""
+        """Least-squares weights 1/σ² ``(n_nodes, n_queries)``; 0 for unmeasured or invariant."""
+        v = self.nominal_variance
         with np.errstate(divide="ignore", invalid="ignore"):
-            w = 1.0 / self.variance
-        return np.where(np.isfinite(w) & (self.variance > 0), w, 0.0)
+            w = 1.0 / v
+        return np.where(np.isfinite(w) & (v > 0), w, 0.0)
 
 
 def allocation_levels(tree: GeoTree, allocation: TopDownAllocation) -> dict[str, tuple[str, ...]]:
@@ -147,6 +153,7 @@ def measure(
     noisy: list[np.ndarray] = []
     exact: list[np.ndarray | None] = []
     variance = np.full((n_nodes, len(queries)), np.nan)
+    nominal = np.full((n_nodes, len(queries)), np.nan)
     for j, group in enumerate(queries):
         answers = group.answer(truth).astype(np.float64)
         out = np.full_like(answers, np.nan)
@@ -157,14 +164,17 @@ def measure(
             if mechanism == "zcdp":
                 draw = noise.discrete_gaussian(1.0 / b, shape, rng, method=method)
                 variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
+                nominal[measured, j] = 1.0 / b[:, 0]
             else:
                 draw = noise.two_sided_geometric(b / 2.0, shape, rng, method=method)
                 variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
+                nominal[measured, j] = 2.0 / (b[:, 0] / 2.0) ** 2
             out[measured] = answers[measured] + draw
         held = np.flatnonzero(invariant[:, j])
         if held.size:
             out[held] = answers[held]
             variance[held, j] = 0.0
+            nominal[held, j] = 0.0
             fixed = np.full_like(answers, np.nan)
             fixed[held] = answers[held]
             exact.append(fixed)
@@ -178,4 +188,5 @@ def measure(
         invariant=tuple(exact),
         budget=budget,
         mechanism=mechanism,
+        nominal_variance=nominal,
     )

@@ -318,6 +318,12 @@ def run_topdown(
             f"allocation {allocation.name!r} is for {allocation.universe}; this engine estimates "
             "person histograms — use the persons allocation"
         )
+    if np.any(hist.counts < 0):
+        row = int(np.flatnonzero(np.any(hist.counts < 0, axis=1))[0])
+        raise ValidationError(
+            f"block {row} ({hist.geography.iloc[row, -1]}) has a negative count; "
+            "histogram counts must be non-negative"
+        )
     tree = tree if tree is not None else default_tree(hist, allocation)
     if tree.n_blocks != hist.n_blocks:
         raise ValidationError(

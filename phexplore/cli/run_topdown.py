@@ -14,6 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.topdown.spine.cli_options import (
+    add_spine_arguments,
+    apply_spine_options,
+    spine_options_given,
+)
 from phexplore.cli._output import dumps_json
 from phexplore.errors import ValidationError
 
@@ -54,9 +59,17 @@ def register(engines: Any) -> None:
         help="comma-separated spine levels, root first (default: the allocation's levels present "
         "in the data)",
     )
+    parser.add_argument(
+        "--filter",
+        default=None,
+        metavar="LEVEL=ID[,ID…]",
+        help="keep only the blocks inside these geounits, e.g. County=44001 or "
+        "Tract=44007000100,44007000200",
+    )
     parser.add_argument("--no-microdata", action="store_true", help="do not write microdata.csv")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.add_argument("--out", required=True, help="output directory")
+    add_spine_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -72,6 +85,32 @@ def _load_data(spec: str) -> Any:
         return load_topdown_sample(spec)
     raise ValidationError(
         f"--data {spec!r} is neither a file nor a TopDown sample; samples: {', '.join(known)}"
+    )
+
+
+def _filter(hist: Any, spec: str) -> Any:
+    """The blocks of ``hist`` inside the geounits named by ``LEVEL=ID[,ID…]``."""
+    from engine.data.histogram import BlockHistogram
+
+    level, sep, ids = spec.partition("=")
+    level = level.strip()
+    wanted = {i.strip() for i in ids.split(",") if i.strip()}
+    if not sep or not wanted:
+        raise ValidationError(f"--filter {spec!r}: expected LEVEL=ID[,ID…], e.g. County=44001")
+    if level not in hist.geography.columns:
+        raise ValidationError(
+            f"--filter: the data have no level {level!r}; levels: {', '.join(hist.levels)}"
+        )
+    keep = hist.geography[level].astype(str).isin(wanted).to_numpy()
+    if not keep.any():
+        raise ValidationError(f"--filter {spec!r} matches no block of the data")
+    return BlockHistogram(
+        hist.schema,
+        hist.levels,
+        hist.geography[keep].reset_index(drop=True),
+        hist.counts[keep],
+        source=hist.source,
+        licence=hist.licence,
     )
 
 
@@ -111,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     from engine.topdown.run import run_topdown
 
     hist = _load_data(args.data)
+    if args.filter:
+        hist = _filter(hist, args.filter)
     allocation = _load_allocation(args)
     tree = None
     if args.levels:
@@ -122,12 +163,22 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
 
+    run_kwargs: dict[str, Any] = {"tree": tree}
+    spine_plan = None
+    if spine_options_given(args):
+        if tree is not None:
+            raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
+        spine_plan = apply_spine_options(args, hist, allocation)
+        run_kwargs = spine_plan.run_kwargs(allocation)
     result = run_topdown(
-        hist, allocation, seed=args.seed, tree=tree, workers=args.workers, progress=progress
+        hist, allocation, seed=args.seed, workers=args.workers, progress=progress, **run_kwargs
     )
     if not args.quiet:
         print(file=sys.stderr)
-    paths = write_outputs(result, args.out, microdata=not args.no_microdata)
+    spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
+    paths = write_outputs(
+        result, args.out, microdata=not args.no_microdata, extra_sections=spine_sections
+    )
     payload = metrics_payload(result)
     print(
         f"TopDown run on {args.data} with {allocation.name} (ρ = {float(allocation.rho):g}, "
@@ -136,6 +187,14 @@ def run(args: argparse.Namespace) -> int:
     for level, per_query in payload["mae"].items():
         cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
         print(f"  MAE {level}: {cells}")
+    if spine_sections is not None:
+        print(f"  spine {spine_sections['spine']['kind']}: total-population MAE")
+        for key in ("conventional_mae", "entity_mae"):
+            cells = ", ".join(f"{k} {v:.3g}" for k, v in spine_sections[key].items())
+            print(f"    {key}: {cells}")
+        if spine_sections["osed"]:
+            cells = ", ".join(f"{k} {v:.3g}" for k, v in spine_sections["osed"].items())
+            print(f"    mean OSED: {cells}")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.quiet:
         return 0

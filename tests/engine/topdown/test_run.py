@@ -1,0 +1,200 @@
+"""End-to-end TopDown runs: consistency, invariants, determinism, cancel, errors, error vs ρ."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from engine.data.histogram import BlockHistogram
+from engine.topdown.family import FamilyBatch, QuerySpec
+from engine.topdown.feasibility import TopDownInfeasible, check_batch
+from engine.topdown.geography import GeoTree
+from engine.topdown.run import RunCancelled, TopDownOptions, estimate_batch, run_topdown
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import ValidationError
+from phexplore.presets import load_topdown_preset
+from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
+
+
+@pytest.fixture(scope="module")
+def ri_small():
+    return ri_subset(n_tracts_per_county=2, counties=2)
+
+
+@pytest.fixture(scope="module")
+def ri_allocation():
+    return load_topdown_preset("ri2010-production-like")["persons"]
+
+
+@pytest.fixture(scope="module")
+def ri_result(ri_small, ri_allocation):
+    return run_topdown(ri_small, ri_allocation, seed=7)
+
+
+def assert_consistent(result):
+    est = result.estimates
+    assert est.dtype == np.int64 and np.all(est >= 0)
+    ptr, idx = result.tree.children_ptr
+    for node in range(result.tree.n_nodes):
+        kids = idx[ptr[node] : ptr[node + 1]]
+        if kids.size:
+            assert np.array_equal(est[kids].sum(axis=0), est[node]), result.tree.node_id[node]
+
+
+def test_ri_subset_is_consistent_with_exact_state_total(ri_result, ri_small):
+    assert_consistent(ri_result)
+    assert ri_result.estimates[0].sum() == ri_small.total  # state total invariant
+    assert ri_result.block_histogram().shape == ri_small.counts.shape
+    assert ri_result.block_histogram().sum() == ri_small.total
+    assert set(ri_result.timings) >= {"measurement", "County", "Tract", "Block_Group", "Block"}
+    assert ri_result.diagnostics["milp_fallbacks"] == 0
+
+
+def test_tidy_and_measurement_tables(ri_result):
+    tidy = ri_result.to_tidy(["TOTAL", "RACEETH"])
+    assert list(tidy.columns) == ["geolevel", "geounit", "query", "cell", "true", "estimate"]
+    state = tidy[(tidy.geolevel == "State") & (tidy["query"] == "TOTAL")]
+    assert (state["true"] == state["estimate"]).all()
+    meas = ri_result.measurements
+    assert list(meas.columns) == ["geolevel", "geounit", "query", "cell", "noisy", "variance"]
+    state_total = meas[(meas.geolevel == "State") & (meas["query"] == "TOTAL")]
+    assert (state_total["variance"] == 0).all()
+    block_detail = meas[(meas.geolevel == "Block") & (meas["query"] == "DETAILED")]
+    # σ² = 1/(ρ c d): ρ 2.56, Block share 165/4099, DETAILED 4042/4097 (SPEC §1, §4).
+    expected = 1.0 / (2.56 * 165 / 4099 * 4042 / 4097)
+    assert block_detail["variance"].iloc[0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_run_is_deterministic_for_a_seed_and_independent_of_workers(ri_small, ri_allocation):
+    one = run_topdown(ri_small, ri_allocation, seed=3)
+    again = run_topdown(ri_small, ri_allocation, seed=3)
+    other = run_topdown(ri_small, ri_allocation, seed=4)
+    assert np.array_equal(one.estimates, again.estimates)
+    assert not np.array_equal(one.estimates, other.estimates)
+    small_chunks = TopDownOptions(chunk_cells=2000)
+    serial = run_topdown(ri_small, ri_allocation, seed=3, options=small_chunks)
+    parallel = run_topdown(ri_small, ri_allocation, seed=3, workers=2, options=small_chunks)
+    assert np.array_equal(serial.estimates, parallel.estimates)
+    assert_consistent(parallel)
+
+
+def test_progress_and_cancel(ri_small, ri_allocation):
+    seen: list[float] = []
+    run_topdown(ri_small, ri_allocation, seed=1, progress=lambda msg, frac: seen.append(frac))
+    assert seen[-1] == 1.0 and seen == sorted(seen)
+    calls = {"n": 0}
+
+    def cancel_after_two() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    with pytest.raises(RunCancelled):
+        run_topdown(ri_small, ri_allocation, seed=1, cancel=cancel_after_two)
+
+
+def test_tiny_run_and_level_rules():
+    hist = tiny_histogram()
+    result = run_topdown(hist, tiny_allocation(), seed=0)
+    assert_consistent(result)
+    assert result.estimates[0].sum() == 21
+    # An allocation with a US root is bypassed into the single state (SPN Algorithm 3).
+    with_us = tiny_allocation(levels=("US", "State", "County", "Block"))
+    assert_consistent(run_topdown(hist, with_us, seed=0))
+    # A level the data lack, below the root, is an error naming it.
+    with_tract = tiny_allocation(levels=("State", "County", "Tract", "Block"))
+    with pytest.raises(ValidationError, match="Tract"):
+        run_topdown(hist, with_tract, seed=0)
+    # A spine level without a share is an error.
+    tree = GeoTree.from_histogram(hist, ("State", "County", "Block"))
+    with pytest.raises(ValidationError, match="no share"):
+        run_topdown(hist, tiny_allocation(levels=("State", "Block")), seed=0, tree=tree)
+
+
+def test_county_invariants_propagate_up_and_negative_counts_are_rejected():
+    hist = tiny_histogram()
+    allocation = tiny_allocation()
+    options = TopDownOptions(invariants={"County": ("TOTAL",)})
+    result = run_topdown(hist, allocation, seed=0, options=options)
+    assert result.estimates[1].sum() == 11 and result.estimates[2].sum() == 10
+    assert result.estimates[0].sum() == 21  # held at the state too (summed up the tree)
+    hacked = hist.counts.copy()
+    hacked[0] = [-3, 1]
+    broken = BlockHistogram(hist.schema, hist.levels, hist.geography, hacked)
+    with pytest.raises(ValidationError, match="negative"):
+        run_topdown(broken, allocation, seed=0)
+
+
+def two_by_two_batch(parent, invariant_va, invariant_r) -> FamilyBatch:
+    cells = np.arange(4)
+    specs = (
+        QuerySpec("VOTINGAGE", cells // 2, 2),
+        QuerySpec("RACE", cells % 2, 2),
+        QuerySpec("DETAILED", cells, 4),
+    )
+    return FamilyBatch(
+        queries=specs,
+        parent=np.array([parent], dtype=float),
+        child_ptr=np.array([0, 2]),
+        noisy=(np.zeros((2, 2)), np.zeros((2, 2)), np.ones((2, 4))),
+        weight=np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]]),
+        invariant=(np.array(invariant_va, float), np.array(invariant_r, float), None),
+        family_id=("4400100",),
+        child_id=("440010001", "440010002"),
+        family_level="Tract",
+        child_level="Block",
+    )
+
+
+def test_infeasible_families_are_named_in_words():
+    # Children's invariants sum to more than the parent's estimate.
+    batch = two_by_two_batch([1, 0, 0, 1], [[1, 0], [1, 1]], [[np.nan, np.nan], [np.nan, np.nan]])
+    problems = check_batch(batch)
+    assert problems and "Tract 4400100" in problems[0] and "VOTINGAGE" in problems[0]
+    # Marginals consistent, but no non-negative split exists (a 3-way transportation problem):
+    # child 1 needs cell (VA0, R1), which the parent does not have.
+    batch = two_by_two_batch([1, 0, 0, 1], [[1, 0], [0, 1]], [[0, 1], [1, 0]])
+    assert check_batch(batch) == []
+    with pytest.raises(
+        TopDownInfeasible, match="Tract 4400100.*infeasible|infeasible.*Tract 4400100"
+    ):
+        estimate_batch(batch, [[2]], (batch.queries[2],))
+
+
+def test_pure_dp_geometric_run():
+    allocation = TopDownAllocation(
+        name="pure",
+        universe="persons",
+        rho=Fraction(4),
+        geolevels=("State", "County", "Block"),
+        level_shares={lv: Fraction(1, 3) for lv in ("State", "County", "Block")},
+        query_shares={lv: {"DETAILED": Fraction(1)} for lv in ("State", "County", "Block")},
+        mechanism="puredp",
+    )
+    result = run_topdown(tiny_histogram(), allocation, seed=2)
+    assert_consistent(result)
+    meas = result.measurements
+    county = meas[(meas.geolevel == "County")]
+    z = 4 / 3 / 2
+    assert county["variance"].iloc[0] == pytest.approx(2 * np.exp(-z) / (1 - np.exp(-z)) ** 2)
+
+
+def test_error_falls_as_rho_grows(ri_allocation):
+    hist = ri_subset(n_tracts_per_county=2, counties=5)
+    levels = ("County", "Tract", "Block_Group")
+    mae = {}
+    for rho in ("1/10", "1", "10"):
+        per_seed = []
+        for seed in (0, 1):
+            res = run_topdown(hist, ri_allocation.with_rho(rho), seed=seed)
+            tidy = res.to_tidy(["TOTAL"])
+            err = (tidy["estimate"] - tidy["true"]).abs()
+            per_seed.append(err.groupby(tidy["geolevel"]).mean())
+        mae[rho] = sum(per_seed) / len(per_seed)
+    for level in levels:
+        assert mae["1/10"][level] > mae["1"][level] > mae["10"][level], (level, mae)
+    high = run_topdown(hist, ri_allocation.with_rho(1000), seed=0).to_tidy(["TOTAL"])
+    high_mae = (high["estimate"] - high["true"]).abs().groupby(high["geolevel"]).mean()
+    for level in levels:
+        assert high_mae[level] < 0.5, (level, high_mae)

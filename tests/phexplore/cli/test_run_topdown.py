@@ -1,0 +1,84 @@
+"""``phexplore run topdown`` writes estimates, microdata and metrics.json (RI and PPMF inputs)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.data.samples import get_sample
+from phexplore.cli import main
+
+
+def test_ri_county_run_writes_outputs(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(
+        [
+            "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100,44001030200",
+            "--preset", "ri2010-production-like", "--rho", "2.56", "--seed", "5", "--out", str(out),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
+    assert metrics["runtime_s"] > 0 and metrics["allocation"] == "ri2010-production-like"
+    assert set(metrics["mae"]) == {"State", "County", "Tract", "Block_Group", "Block"}
+    assert metrics["mae"]["State"]["TOTAL"] == 0.0
+    tidy = pd.read_csv(out / "estimates.csv", dtype={"geounit": str})
+    assert list(tidy.columns) == ["geolevel", "geounit", "query", "cell", "true", "estimate"]
+    micro = pd.read_csv(out / "microdata.csv", dtype=str)
+    state_total = tidy[(tidy.geolevel == "State") & (tidy["query"] == "TOTAL")]["true"].iloc[0]
+    assert len(micro) == state_total
+    assert set(micro["VOTING_AGE"]) <= {"1", "2"}
+    assert (micro["TABBLKST"] == "44").all() and (micro["TABBLKCOU"] == "001").all()
+    assert "MAE Block" in capsys.readouterr().out
+
+
+def test_ppmf_file_with_2016_cell_schema(tmp_path):
+    persons = get_sample("ppmf_perry_al").path / "ppmf_perry_al_persons.csv"
+    frame = pd.read_csv(persons, dtype=str)
+    small = frame[
+        frame["TABBLK"].isin(["1000", "1001", "1002"]) & (frame["TABTRACTCE"] == "686800")
+    ]
+    path = tmp_path / "ppmf.csv"
+    small.to_csv(path, index=False)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "run", "topdown", "--data", str(path), "--preset", "topdown-2021-04", "--seed", "1",
+            "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    micro = pd.read_csv(out / "microdata.csv", dtype=str)
+    assert len(micro) == len(small)  # the state total is invariant
+    assert list(micro.columns[-5:]) == ["RTYPE", "GQTYPE_PL", "VOTING_AGE", "CENHISP", "CENRACE"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "VOTINGAGE*HISPANIC*CENRACE" in metrics["mae"]["Block"]
+    assert np.isfinite(metrics["mae"]["Block"]["DETAILED"])
+
+
+def test_bad_arguments_are_errors_in_words(tmp_path, capsys):
+    code = main(
+        [
+            "run",
+            "topdown",
+            "--data",
+            "nope",
+            "--preset",
+            "ri2010-production-like",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 1 and "neither a file nor a TopDown sample" in capsys.readouterr().err
+    code = main(
+        [
+            "run", "topdown", "--data", "ri2010", "--filter", "Tract=0", "--preset",
+            "ri2010-production-like", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert code == 1 and "matches no block" in capsys.readouterr().err
