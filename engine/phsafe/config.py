@@ -5,8 +5,9 @@ in ``/work/shared/data/README.md``, "config.json"): ``privacy_budget`` maps each
 tables (PHS §3.2) to a budget per population-group level (PHS §2.3) keyed ``usa_*``, ``usa_A-G``,
 ``usa_H,I``, ``state_*``, ``state_A-G``, ``state_H,I``; a budget of 0 skips that level and
 ``Infinity`` means no noise. ``tau`` holds the truncation threshold τ of the six Algorithm-1 tables
-(PHS Algorithm 1, 3); ``state_filter`` lists the state FIPS codes to process (``["72"]`` is the
-separate Puerto Rico run without a Nation level, PHS §6.6); ``privacy_defn`` is ``zcdp`` (budgets
+(PHS Algorithm 1, 3; required for every table that is measured); ``state_filter`` lists the state
+FIPS codes to process (``["72"]`` is the separate Puerto Rico run without a Nation level, PHS §6.6;
+an empty list means the 50 states and DC); ``privacy_defn`` is ``zcdp`` (budgets
 are ρ, discrete Gaussian noise) or ``puredp`` (budgets are ε, two-sided geometric noise).
 
 Presets reproduce PHS Table 10 (the production US parameters) and the Puerto Rico counterpart.
@@ -54,6 +55,10 @@ VALID_STATE_CODES: frozenset[str] = frozenset(
 
 PRIVACY_DEFNS: tuple[str, ...] = ("zcdp", "puredp")
 
+US_STATES: tuple[str, ...] = tuple(sorted(VALID_STATE_CODES - {PUERTO_RICO}))
+"""The 50 states and DC; an empty ``state_filter`` means these (a PHExplore convention — the
+official configuration requires an explicit list)."""
+
 
 def levels_of(table: str) -> tuple[str, ...]:
     """The level keys a table may be released at."""
@@ -73,6 +78,8 @@ class PHSafeConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.state_filter, list | tuple) and len(self.state_filter) == 0:
+            object.__setattr__(self, "state_filter", list(US_STATES))
         _validate(self)
 
     @property
@@ -110,7 +117,7 @@ class PHSafeConfig:
             "privacy_budget": {
                 t: {lvl: self.budget(t, lvl) for lvl in levels_of(t)} for t in MEASURED_TABLES
             },
-            "tau": {t: int(self.tau[t]) for t in TRUNCATED_TABLES},
+            "tau": {t: int(self.tau[t]) for t in TRUNCATED_TABLES if t in self.tau},
             "state_filter": list(self.state_filter),
             "reader": self.extra.get("reader", "csv"),
             "privacy_defn": self.privacy_defn,
@@ -207,7 +214,7 @@ def _validate(config: PHSafeConfig) -> None:
                     f"privacy_budget[{table!r}][{level!r}] must be ≥ 0 (0 skips the level); "
                     f"got {budget!r}"
                 )
-    missing_tau = [t for t in TRUNCATED_TABLES if t not in config.tau]
+    missing_tau = [t for t in TRUNCATED_TABLES if t not in config.tau and config.enabled_levels(t)]
     if missing_tau:
         raise ValidationError(f"tau is missing for {', '.join(missing_tau)}")
     for table, value in config.tau.items():
@@ -282,14 +289,13 @@ _TABLE10_RHO: dict[str, dict[str, float]] = {
     "PH6": {"usa_*": 0.001061, "state_*": 0.006630},
 }
 _TABLE10_TAU: dict[str, int] = {"PH1_num": 10, "PH2": 10, "PH3": 6, "PH4": 10, "PH6": 6, "PH7": 10}
-_US_STATES: list[str] = sorted(VALID_STATE_CODES - {PUERTO_RICO})
 
 
 def preset(name: str) -> PHSafeConfig:
     """A named configuration: ``production-us`` (PHS Table 10) or ``production-pr`` (its PR run)."""
     if name == "production-us":
         budgets = {t: dict(levels) for t, levels in _TABLE10_RHO.items()}
-        states = list(_US_STATES)
+        states = list(US_STATES)
     elif name == "production-pr":
         budgets = {
             t: {lvl: (0.0 if lvl.startswith("usa_") else rho) for lvl, rho in levels.items()}

@@ -63,3 +63,23 @@ def test_invalid_configs_raise_named_errors(mutate, message: str) -> None:
 def test_unknown_preset_lists_choices() -> None:
     with pytest.raises(ValidationError, match="production-us"):
         preset("nope")
+
+
+def test_empty_state_filter_means_states_and_dc_and_tau_only_for_measured_tables() -> None:
+    raw = _raw()
+    raw["state_filter"] = []
+    raw["privacy_budget"]["PH3"] = {lvl: 0.0 for lvl in raw["privacy_budget"]["PH3"]}
+    raw["tau"].pop("PH3")
+    config = PHSafeConfig.from_json(raw)
+    assert len(config.state_filter) == 51 and "11" in config.state_filter
+    assert "72" not in config.state_filter
+    assert "PH3" not in config.to_dict()["tau"]
+
+
+def test_phexplore_budget_presets_convert() -> None:
+    from phexplore.presets import load_phsafe_preset
+
+    us = PHSafeConfig.from_json(load_phsafe_preset("phsafe-2020").to_official_config())
+    assert us.total_budget() == pytest.approx(preset("production-us").total_budget())
+    pr = PHSafeConfig.from_json(load_phsafe_preset("phsafe-2020-pr").to_official_config())
+    assert pr.is_puerto_rico
