@@ -11,17 +11,27 @@
 * :mod:`.cli_options` — the ``--spine`` / ``--entities`` options of ``phexplore run topdown``.
 """
 
-from engine.topdown.spine.build import SPINE_KINDS, BuiltSpine, build_spine
-from engine.topdown.spine.entities import EntitySet, block_ids_of, load_entities
-from engine.topdown.spine.runner import run_on_spine, spine_report
+from __future__ import annotations
 
-__all__ = [
-    "SPINE_KINDS",
-    "BuiltSpine",
-    "EntitySet",
-    "block_ids_of",
-    "build_spine",
-    "load_entities",
-    "run_on_spine",
-    "spine_report",
-]
+from importlib import import_module
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "SPINE_KINDS": "engine.topdown.spine.options",
+    "BuiltSpine": "engine.topdown.spine.build",
+    "build_spine": "engine.topdown.spine.build",
+    "EntitySet": "engine.topdown.spine.entities",
+    "block_ids_of": "engine.topdown.spine.entities",
+    "load_entities": "engine.topdown.spine.entities",
+    "run_on_spine": "engine.topdown.spine.runner",
+    "spine_report": "engine.topdown.spine.runner",
+}
+"""Public names, imported on first use so that the CLI can parse options without NumPy/SciPy."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

@@ -42,17 +42,16 @@ from engine.topdown.spine.bypass import bypass_geounits
 from engine.topdown.spine.entities import EntitySet
 from engine.topdown.spine.levels import ROOT_LEVEL, SpineLevels
 from engine.topdown.spine.optimized import (
-    DEFAULT_FANOUT_CUTOFF,
     TRACT_GROUP_LEVEL,
     membership_signature,
     optimized_block_groups,
     tract_groups,
 )
+from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 
 SpineKind = Literal["conventional", "aian", "optimized"]
-SPINE_KINDS: tuple[str, ...] = ("conventional", "aian", "optimized")
 
 OPTIMIZED_BLOCK_GROUP_LEVEL = "Optimized_Block_Group"
 PRODUCTION_ROOT_FRACTION = Fraction(104, 104 + 1440)

@@ -23,18 +23,19 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from engine.data.histogram import BlockHistogram
-from engine.topdown.run import TopDownOptions, TopDownResult
-from engine.topdown.spine.build import SPINE_KINDS, BuiltSpine, build_spine
-from engine.topdown.spine.entities import EntitySet, block_ids_of, load_entities
-from engine.topdown.spine.optimized import DEFAULT_FANOUT_CUTOFF
-from engine.topdown.spine.runner import run_query_names, spine_options, spine_report
-from phexplore.budget import TopDownAllocation
+from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 from phexplore.errors import ValidationError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from engine.data.histogram import BlockHistogram
+    from engine.topdown.run import TopDownOptions, TopDownResult
+    from engine.topdown.spine.build import BuiltSpine
+    from engine.topdown.spine.entities import EntitySet
+    from phexplore.budget import TopDownAllocation
 
 NO_SPECIAL_AREAS = "none"
 
@@ -45,10 +46,11 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--spine",
         choices=SPINE_KINDS,
-        default="conventional",
+        default=None,
         help="spine TopDown measures on: conventional tabulation spine, AIAN-style inside/outside "
         "branch of --special-areas, or optimized block groups around the --entities (default "
-        "conventional)",
+        "conventional); any spine option adds conventional_mae, entity_mae and osed to "
+        "metrics.json",
     )
     group.add_argument(
         "--entities",
@@ -101,6 +103,8 @@ class SpinePlan:
         self, allocation: TopDownAllocation, options: TopDownOptions | None = None
     ) -> dict[str, Any]:
         """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.run.run_topdown`."""
+        from engine.topdown.spine.runner import run_query_names, spine_options
+
         run_options = spine_options(self.built, options)
         return {
             "tree": self.built.tree,
@@ -110,6 +114,8 @@ class SpinePlan:
 
     def metrics(self, result: TopDownResult, hist: BlockHistogram) -> dict[str, Any]:
         """The metrics.json sections ``conventional_mae``, ``entity_mae``, ``osed`` and ``spine``."""
+        from engine.topdown.spine.runner import spine_report
+
         sections = spine_report(result, hist, self.entity_sets, self.built)
         sections["spine"] = {
             **self.built.summary(),
@@ -119,10 +125,28 @@ class SpinePlan:
         return sections
 
 
+def spine_options_given(args: argparse.Namespace) -> bool:
+    """Whether any option of :func:`add_spine_arguments` differs from its default."""
+    return bool(
+        args.spine is not None
+        or args.entities
+        or args.special_areas is not None
+        or args.tract_groups
+        or args.bypass is not None
+        or args.fanout_cutoff != DEFAULT_FANOUT_CUTOFF
+    )
+
+
 def apply_spine_options(
     args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
 ) -> SpinePlan:
     """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan`."""
+    import numpy as np
+
+    from engine.topdown.spine.build import build_spine
+    from engine.topdown.spine.entities import block_ids_of
+
+    kind = args.spine or "conventional"
     block_ids = block_ids_of(hist.geography, hist.levels[-1])
     entity_sets = _load_all(args.entities, block_ids)
     names = [s.name for s in entity_sets]
@@ -130,12 +154,12 @@ def apply_spine_options(
         raise ValidationError(f"entity set names repeat across --entities: {names}")
     special: np.ndarray | None = None
     special_label: str | None = None
-    if args.spine in ("aian", "optimized"):
+    if kind in ("aian", "optimized"):
         if args.special_areas is None:
             if entity_sets:
                 special = np.logical_or.reduce([s.union() for s in entity_sets])
                 special_label = "union of " + ", ".join(names)
-            elif args.spine == "aian":
+            elif kind == "aian":
                 raise ValidationError(
                     "--spine aian needs --special-areas (or --entities, whose union is used)"
                 )
@@ -143,15 +167,15 @@ def apply_spine_options(
             areas = _load_all([args.special_areas], block_ids)
             special = np.logical_or.reduce([s.union() for s in areas])
             special_label = args.special_areas
-        elif args.spine == "aian":
+        elif kind == "aian":
             raise ValidationError("--spine aian cannot run with --special-areas none")
     elif args.special_areas is not None:
         raise ValidationError("--special-areas applies to --spine aian or optimized only")
-    if args.tract_groups and args.spine != "optimized":
+    if args.tract_groups and kind != "optimized":
         raise ValidationError("--tract-groups applies to --spine optimized only")
     built = build_spine(
         hist,
-        args.spine,
+        kind,
         allocation,
         special_areas=special,
         entities=entity_sets,
@@ -163,6 +187,8 @@ def apply_spine_options(
 
 
 def _load_all(sources: Sequence[str], block_ids: np.ndarray) -> list[EntitySet]:
+    from engine.topdown.spine.entities import load_entities
+
     out: list[EntitySet] = []
     for source in sources:
         out.extend(load_entities(source, block_ids))

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from engine.topdown.spine.levels import SpineLevels, codes_from_keys
+from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF
 from engine.topdown.spine.osed import (
     _as_membership,
     lexicographic_le,
@@ -30,7 +31,6 @@ from engine.topdown.spine.osed import (
 )
 from phexplore.errors import ValidationError
 
-DEFAULT_FANOUT_CUTOFF = 12
 TRACT_GROUP_LEVEL = "Tract_Group"
 OPTIMIZED_BLOCK_GROUP_SUFFIX = "-OBG"
 TRACT_GROUP_SUFFIX = "-TG"

@@ -1,0 +1,58 @@
+"""``phexplore run topdown --spine … --entities …`` writes the spine sections of metrics.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+import phexplore.cli.run_topdown as run_topdown_cli
+from phexplore.cli import main
+
+_spec = importlib.util.spec_from_file_location(
+    "spine_toy", Path(__file__).with_name("spine_toy.py")
+)
+toy = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(toy)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def toy_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Serve the toy state as ``--data toy`` and write a two-ward entity CSV."""
+    monkeypatch.setattr(run_topdown_cli, "_load_data", lambda spec: toy.toy_histogram())
+    csv = tmp_path / "wards.csv"
+    rows = [f"{toy.BLOCK_IDS[i]},{'w1' if i < 5 else 'w2'},wards" for i in (2, 3, 4, 5, 6, 7)]
+    rows += [f"{toy.BLOCK_IDS[i]},City,city" for i in (2, 3, 4, 5, 6, 7)]
+    csv.write_text("GEOID,entity,entity_set\n" + "\n".join(rows) + "\n")
+    return csv
+
+
+@pytest.mark.parametrize("spine", ["conventional", "aian", "optimized"])
+def test_run_topdown_with_a_spine_writes_spine_metrics(
+    toy_data: Path, tmp_path: Path, capsys, spine
+):
+    out = tmp_path / spine
+    argv = ["run", "topdown", "--data", "toy", "--preset", "ri2010-production-like", "--seed", "5"]
+    argv += ["--spine", spine, "--entities", str(toy_data), "--out", str(out)]
+    assert main([*argv, "--no-microdata", "--quiet"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["entity_mae"]) == set(metrics["osed"]) == {"city", "wards"}
+    assert list(metrics["conventional_mae"]) == ["State", "County", "Tract", "Block_Group", "Block"]
+    assert metrics["conventional_mae"]["State"] == 0.0
+    assert metrics["spine"]["kind"] == spine
+    assert "mae" in metrics and "runtime_s" in metrics  # the engine's own sections are kept
+    if spine != "conventional":
+        assert metrics["osed"]["city"] == 1.0
+    assert "entity_mae" in capsys.readouterr().out
+
+
+def test_spine_option_errors_are_reported(toy_data: Path, tmp_path: Path, capsys):
+    argv = ["run", "topdown", "--data", "toy", "--preset", "ri2010-production-like"]
+    assert main([*argv, "--spine", "aian", "--out", str(tmp_path / "x"), "--quiet"]) == 1
+    assert "needs --special-areas" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("GEOID,entity\n123,a\n")
+    assert main([*argv, "--entities", str(bad), "--out", str(tmp_path / "y"), "--quiet"]) == 1
+    assert "15-digit block id" in capsys.readouterr().err
