@@ -395,15 +395,17 @@ def _truncation_stats(table: str, tau: int, joined: JoinedRecords, n_units: int)
 def tabulate_table(
     prepared: PreparedExtract, table_name: str, tau: int | None, levels: Sequence[str]
 ) -> TableTabulation:
-    """Join (Algorithm 1 tables) and count one measured table at ``levels`` (official level keys)."""
+    """Join (Algorithm 1 tables) and count one measured table at ``levels`` (official level keys).
+
+    ``tau=None`` (only meaningful for the untruncated truth) keeps every person of a household."""
     table = MEASURED[table_name]
     if table.algorithm == 1:
-        if tau is None:
-            raise ValueError(f"{table_name} needs a truncation threshold τ")
         joined = truncate_and_join(prepared, table, tau)
         recs = _records(prepared, joined)
         kept = joined.kept
-        truncation = _truncation_stats(table_name, tau, joined, prepared.n_units)
+        truncation = (
+            None if tau is None else _truncation_stats(table_name, tau, joined, prepared.n_units)
+        )
     else:
         unit_rows = np.flatnonzero(table.unit_filter(prepared.units))
         recs = _records(prepared, None, unit_rows)

@@ -200,6 +200,11 @@ def run_phsafe(
     _check_args(trials, seed)
     if not isinstance(config, PHSafeConfig):
         raise ValidationError("config must be a PHSafeConfig (use PHSafeConfig.from_json)")
+    if not non_private and config.total_budget() == 0:
+        raise ValidationError(
+            "every privacy budget is 0, so there is nothing to measure; give at least one table "
+            "and level a positive budget (or use a non-private run for the true tabulation)"
+        )
     t0 = time.perf_counter()
     if progress is not None:
         progress("preparing the extract", 0.0)

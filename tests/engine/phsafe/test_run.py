@@ -189,3 +189,26 @@ def test_puredp_run_reports_geometric_variance(cef) -> None:
         (result.measurements["table"] == "PH7") & (result.measurements["level"] == "state_*")
     ]
     assert np.allclose(rows["variance"], expected)
+
+
+def test_all_zero_budgets_are_rejected_but_non_private_needs_none(cef) -> None:
+    raw = _config().to_dict()
+    raw["privacy_budget"] = {}
+    raw["tau"] = {}
+    config = PHSafeConfig.from_json(raw)
+    with pytest.raises(ValidationError, match="nothing to measure"):
+        run_phsafe(_small(cef), config, seed=1)
+    truth = run_phsafe(_small(cef), config, seed=1, non_private=True)
+    assert truth.truncation_stats == {}
+    total = truth.official["PH1_num"]
+    assert (
+        int(
+            total.loc[
+                (total["REGION_TYPE"] == "USA")
+                & (total["ITERATION_CODE"] == "*")
+                & (total["PH1_NUM_DATA_CELL"] == "1"),
+                "COUNT",
+            ].item()
+        )
+        == 43
+    )

@@ -40,10 +40,10 @@ def test_cli_reproduces_fixture(case: str, flags: list[str], tmp_path: Path, cap
 
 def test_cli_reports_bad_config(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "config.json"
-    bad.write_text('{"privacy_budget": {}, "tau": {}, "state_filter": ["06"]}')
+    bad.write_text('{"privacy_budget": {"PH3": {"usa_*": 1}}, "tau": {}, "state_filter": ["06"]}')
     code = main(
         ["run", "phsafe", "--data", str(FIXTURES / "e2e_test1"), "--config", str(bad)]
         + ["--out", str(tmp_path / "o")]
     )
     assert code != 0
-    assert "tau is missing" in capsys.readouterr().err
+    assert "tau is missing for PH3" in capsys.readouterr().err
