@@ -26,6 +26,7 @@ import pandas as pd
 
 from engine.phsafe.measure import MeasuredLevel
 from engine.phsafe.tables import OUTPUT_SHELLS, OUTPUT_TABLES, PH8_NUM_FROM_PH7
+from phexplore.distributions import discrete_gaussian_moe
 
 NON_PRIVATE_LABEL = "non-private (true tabulation, no noise)"
 NO_ITERATION_TABLES = ("PH2", "PH6")
@@ -86,6 +87,9 @@ def _flatten(level: MeasuredLevel) -> pd.DataFrame:
 def measurement_frame(levels: Iterable[MeasuredLevel]) -> pd.DataFrame:
     """Tidy basis cells of every measured level, plus derived PH5_num and PH8_num (private runs).
 
+    PH8_num's owner cell sums two independent noises; its ``moe90`` is that of a discrete Gaussian
+    with the summed variance (an approximation; the sum is not exactly discrete Gaussian).
+
     Columns: table, level, region_type, region_id, iteration_code, cell, true (untruncated truth),
     true_truncated (what PHSafe measured), and for private runs noise, noisy (trial 0), variance,
     noise_distribution, budget, sensitivity, moe90.
@@ -111,8 +115,6 @@ def measurement_frame(levels: Iterable[MeasuredLevel]) -> pd.DataFrame:
             .agg({**{c: "sum" for c in sums}, **{c: "first" for c in firsts}})
             .reset_index()
         )
-        from phexplore.distributions import discrete_gaussian_moe
-
         moes = {v: (discrete_gaussian_moe(v) if v > 0 else 0) for v in ph8["variance"].unique()}
         ph8["moe90"] = ph8["variance"].map(moes)
         extra.append(ph8.assign(table="PH8_num", derived=True))
