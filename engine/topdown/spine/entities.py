@@ -128,6 +128,9 @@ def load_entities(
 def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> list[EntitySet]:
     """The entity sets declared in the manifest of the shipped ``entities`` sample ``sample``.
 
+    On a subset of the data (e.g. one county) only the sample's blocks present in the data are
+    kept, so each entity becomes its part inside the data; none present is an error.
+
     The manifest's ``entity_sets`` lists ``{"name", "column", "label"}`` objects: ``column`` names
     the CSV column holding each block's entity (``null`` = every listed block is one entity
     called ``label``); ``label`` is a format with ``{value}`` for the column's value.
@@ -150,9 +153,23 @@ def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> li
     path = info.file_paths()[0]
     columns = sorted({d["column"] for d in declared if isinstance(d, dict) and d.get("column")})
     table = read_csv_table(path, [BLOCK_COLUMNS, *columns])
-    blocks = table.columns[BLOCK_COLUMNS[0]]
+    present = (
+        pd.Index(np.asarray(block_ids, dtype=object)).get_indexer(table.columns[BLOCK_COLUMNS[0]])
+        >= 0
+    )
+    if not present.any():
+        raise DataValidationError(
+            [
+                Problem(
+                    table.file,
+                    f"none of the {present.size:,} blocks of sample {sample!r} are in the data "
+                    f"(the sample covers {info.geography})",
+                )
+            ]
+        )
+    blocks = table.columns[BLOCK_COLUMNS[0]][present]
     problems = _block_problems(
-        table.file, table.rows, blocks, block_ids, table.found[BLOCK_COLUMNS[0]]
+        table.file, table.rows[present], blocks, block_ids, table.found[BLOCK_COLUMNS[0]]
     )
     if problems:
         raise DataValidationError(
@@ -166,7 +183,11 @@ def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> li
             )
         label = str(spec.get("label", "{value}"))
         column = spec.get("column")
-        values = np.full(blocks.size, "", dtype=object) if column is None else table.columns[column]
+        values = (
+            np.full(blocks.size, "", dtype=object)
+            if column is None
+            else table.columns[column][present]
+        )
         entity = np.array([label.format(value=v) for v in values.tolist()], dtype=object)
         sets.append(
             _entity_set(

@@ -101,3 +101,13 @@ def test_missing_column_and_unknown_name(tmp_path: Path):
 def test_entity_set_checks_its_codes():
     with pytest.raises(Exception, match="has no block"):
         EntitySet("s", ("a", "b"), np.array([0, 0, -1]))
+
+
+def test_shipped_sample_on_a_subset_keeps_the_blocks_present():
+    path = get_sample("providence_wards").file_paths()[0]
+    lines = path.read_text().splitlines()[1:]
+    ward_one = np.array([ln.split(",")[0] for ln in lines if ln.endswith(",1")], dtype=object)
+    city, wards = load_entities("providence_wards", ward_one)
+    assert wards.entity_ids == ("Ward 1",) and city.union().all()
+    with pytest.raises(DataValidationError, match="none of the 3,014 blocks"):
+        load_entities("providence_wards", BLOCKS)
