@@ -39,6 +39,11 @@ def register(engines: Any) -> None:
         help="config.json path or preset (production-us, production-pr); default: the data "
         "directory's config.json",
     )
+    parser.add_argument(
+        "--tau",
+        default=None,
+        help="override truncation thresholds: N for every truncated table, or TABLE=N[,TABLE=N]",
+    )
     parser.add_argument("--trials", type=int, default=1, help="noise trials (default 1)")
     parser.add_argument(
         "--seed", type=int, default=None, help="noise seed (default: random, recorded)"
@@ -56,6 +61,27 @@ def register(engines: Any) -> None:
         help="size limit per input file in bytes (default 200 MB)",
     )
     parser.set_defaults(func=run)
+
+
+def parse_tau(spec: str) -> dict[str, int]:
+    """``"6"`` → τ = 6 for every truncated table; ``"PH3=6,PH6=8"`` → those tables only."""
+    from engine.phsafe.config import TRUNCATED_TABLES
+    from phexplore.errors import ValidationError
+
+    text = spec.strip()
+    if text.isdigit():
+        return {t: int(text) for t in TRUNCATED_TABLES}
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        table, sep, value = part.partition("=")
+        table, value = table.strip(), value.strip()
+        if not sep or table not in TRUNCATED_TABLES or not value.isdigit():
+            raise ValidationError(
+                f"--tau {spec!r}: use N or TABLE=N pairs with TABLE one of "
+                + ", ".join(TRUNCATED_TABLES)
+            )
+        out[table] = int(value)
+    return out
 
 
 def summary_lines(result: Any, out_dir: Path) -> list[str]:
@@ -109,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     extract, config = load_inputs(
         args.data, args.config, max_bytes=args.max_bytes or DEFAULT_MAX_BYTES
     )
+    if args.tau:
+        config = config.with_tau(parse_tau(args.tau))
     seed = args.seed
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**32))

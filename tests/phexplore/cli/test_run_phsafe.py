@@ -47,3 +47,23 @@ def test_cli_reports_bad_config(tmp_path: Path, capsys) -> None:
     )
     assert code != 0
     assert "tau is missing for PH3" in capsys.readouterr().err
+
+
+def test_cli_tau_override(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    data = FIXTURES / "e2e_test1"
+    args = ["run", "phsafe", "--data", str(data), "--non-private", "--out", str(out)]
+    assert main([*args, "--tau", "PH3=2,PH7=3"]) == 0
+    tau = json.loads((out / "metrics.json").read_text())["tau"]
+    assert tau["PH3"] == 2 and tau["PH7"] == 3 and tau["PH2"] == 10
+    assert main([*args, "--tau", "4"]) == 0
+    assert set(json.loads((out / "metrics.json").read_text())["tau"].values()) == {4}
+
+
+@pytest.mark.parametrize("spec", ["PH5=3", "PH3=x", "abc", "PH3"])
+def test_parse_tau_rejects_bad_specs(spec: str) -> None:
+    from phexplore.cli.run_phsafe import parse_tau
+    from phexplore.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="--tau"):
+        parse_tau(spec)
