@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.data.histogram import BlockHistogram, Schema
+from engine.data.schemas import HHGQ, VOTINGAGE
 from engine.topdown.spine.build import (
     OPTIMIZED_BLOCK_GROUP_LEVEL,
     PRODUCTION_ROOT_FRACTION,
     build_spine,
+    gq_signature,
 )
 from engine.topdown.spine.bypass import path_share_sums
 from engine.topdown.spine.levels import SpineLevels
@@ -96,3 +99,21 @@ def test_spine_option_errors():
         build_spine(hist, "optimized", ALLOCATION)
     with pytest.raises(ValidationError, match="takes no special areas"):
         build_spine(hist, "conventional", ALLOCATION, special_areas=CITY)
+
+
+def test_gq_signature_from_the_hhgq_attribute_and_from_extra():
+    hist = toy_histogram()
+    assert gq_signature(hist) is None
+    schema = Schema("gq_toy", (HHGQ, VOTINGAGE))
+    counts = np.zeros((_toy.N, schema.size), dtype=np.int64)
+    counts[:, 0] = 3  # household population everywhere
+    counts[1, 2 * 1] = 4  # block 1: GQ type 1
+    counts[2, 2 * 5 + 1] = 2  # block 2: GQ type 5
+    counts[3, 2 * 1] = 1  # block 3: GQ type 1, like block 1
+    gq_hist = BlockHistogram(schema, hist.levels, hist.geography, counts)
+    signature = gq_signature(gq_hist)
+    assert signature[1] == signature[3] != signature[2]
+    assert len({signature[0], signature[1], signature[2]}) == 3
+    assert np.all(signature[4:] == signature[0])
+    hist.extra["gq_population"] = counts.reshape(_toy.N, 8, 2).sum(axis=2)[:, 1:]
+    assert np.array_equal(gq_signature(hist), signature)
