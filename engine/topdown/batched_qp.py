@@ -27,6 +27,9 @@ import numpy as np
 MAX_DENSE_CELLS = 64
 """Largest histogram size for which the batched dense solver is used."""
 
+POLISH_FROM = 1e-5
+"""Interior-point accuracy from which an exact active-set solve (polish) is attempted."""
+
 
 class QPNotConverged(RuntimeError):
     """The interior-point iterations did not reach the tolerance (the caller falls back)."""
@@ -147,6 +150,8 @@ def solve_family_qp(
     fixed_diag = fixed.astype(np.float64)
     diag = np.arange(n)
     best: tuple[float, np.ndarray, np.ndarray, np.ndarray] = (np.inf, x, s, z)
+    result = np.zeros((k, n))
+    rows = np.arange(k)
     # Static regularisation of the Newton matrices (rank-deficient H, e.g. a TOTAL-only pass).
     regularization = 1e-10 * max(1.0, float(np.abs(qp.H).max()) if k else 1.0)
     for _ in range(max_iter):
@@ -167,6 +172,26 @@ def solve_family_qp(
             best = (merit, np.where(fixed, 0.0, np.maximum(x, 0.0)), s.copy(), z.copy())
         if merit <= tol:
             break
+        if merit <= POLISH_FROM and coupled:
+            polished, family_ok = polish(qp, x, s, z, fixed)
+            if family_ok.any():
+                # Families solved exactly leave the batch; the others keep iterating.
+                done_children = family_ok[qp.family]
+                result[rows[done_children]] = polished[done_children]
+                if family_ok.all():
+                    return result
+                remaining = ~family_ok
+                qp = _subset_qp(qp, remaining)
+                rows = rows[~done_children]
+                x, s, z = x[~done_children], s[~done_children], z[~done_children]
+                h = h[~done_children]
+                y = y[remaining]
+                fixed, active = fixed[~done_children], active[~done_children]
+                keep, fixed_diag = keep[~done_children], fixed_diag[~done_children]
+                n_families = int(remaining.sum())
+                n_ineq = max(int(active.sum()), 1)
+                best = (np.inf, x, s, z)
+                continue
         if merit > 1e4 * best[0] or not np.isfinite(merit):
             break  # the iterates lost accuracy (huge barrier weights); keep the best one
         w = z / s
@@ -199,10 +224,35 @@ def solve_family_qp(
         s = np.where(active, np.maximum(s + alpha * ds, 1e-300), 1.0)
         z = np.where(active, np.maximum(z + alpha * dz, 1e-300), 0.0)
     if best[0] <= accept:
-        return polish(qp, best[1], best[2], best[3], fixed)
+        polished, family_ok = polish(qp, best[1], best[2], best[3], fixed)
+        result[rows] = np.where(family_ok[qp.family][:, None], polished, best[1])
+        return result
     raise QPNotConverged(
         f"batched interior-point method stopped at accuracy {best[0]:.1e} (need {accept:.0e})"
     )
+
+
+def _subset_qp(qp: FamilyQP, families: np.ndarray) -> FamilyQP:
+    """The problem restricted to the families flagged in ``families`` (renumbered in order)."""
+    children = families[qp.family]
+    renumber = np.cumsum(families) - 1
+    return FamilyQP(
+        H=qp.H[children],
+        g=qp.g[children],
+        family=renumber[qp.family[children]],
+        parent=None if qp.parent is None else qp.parent[families],
+        B=qp.B,
+        lo=qp.lo[children],
+        hi=qp.hi[children],
+    )
+
+
+def _robust_inverse(a: np.ndarray) -> np.ndarray:
+    """Batched inverse, or pseudo-inverse when some matrix is singular (degenerate active set)."""
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(a)
 
 
 def _objective(qp: FamilyQP, x: np.ndarray) -> float:
@@ -211,23 +261,29 @@ def _objective(qp: FamilyQP, x: np.ndarray) -> float:
 
 def polish(
     qp: FamilyQP, x: np.ndarray, s: np.ndarray, z: np.ndarray, fixed: np.ndarray
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Re-solve exactly on the active set found by the interior point (like OSQP's polishing).
 
     A constraint is taken as active where its dual exceeds its slack. With those constraints as
     equalities the problem is one linear KKT system per child, coupled per family through the
-    parent; it is solved with the same batched elimination. The polished point is returned only
-    if it is feasible (to 1e-9 relative) and not worse than ``x``; otherwise ``x`` is returned.
+    parent; it is solved with the same batched elimination. Returns the polished point and, per
+    family, whether it satisfies every KKT condition (feasible to 1e-9 relative; multipliers of
+    the active bounds with the right signs) — then it is that family's exact optimum.
     """
     k, n = qp.g.shape
     m = qp.B.shape[0]
+    n_fam = qp.parent.shape[0] if qp.parent is not None else (int(qp.family.max()) + 1 if k else 0)
+    none_free = np.zeros((n_fam, n), dtype=bool)
     zero = fixed | (z[:, :n] > s[:, :n])
     free = ~zero
     at_hi = z[:, n : n + m] > s[:, n : n + m]
     at_lo = (z[:, n + m :] > s[:, n + m :]) & ~at_hi
+    pf = free.astype(np.float64)
+    touches_free = (pf @ qp.B.T) > 0  # an active band over only zero cells is no equation
+    at_hi &= touches_free
+    at_lo &= touches_free
     act = at_hi | at_lo
     bound = np.where(at_hi, qp.hi, np.where(at_lo, qp.lo, 0.0))
-    pf = free.astype(np.float64)
     size = n + m
     kkt = np.zeros((k, size, size))
     kkt[:, :n, :n] = qp.H * pf[:, :, None] * pf[:, None, :]
@@ -240,7 +296,7 @@ def polish(
     kkt[:, bdiag, bdiag] += 1.0 - act
     rhs = np.concatenate([-qp.g * pf, bound * act], axis=1)
     try:
-        inv = np.linalg.inv(kkt)
+        inv = _robust_inverse(kkt)
         base = np.einsum("kij,kj->ki", inv, rhs)
         if qp.parent is not None:
             n_families = qp.parent.shape[0]
@@ -248,26 +304,32 @@ def polish(
             schur = _family_sum(qp, inv_xx, n_families)
             none_free = _family_sum(qp, pf, n_families) == 0
             schur[:, diag, diag] += none_free
-            y = np.linalg.solve(
-                schur, (_family_sum(qp, base[:, :n], n_families) - qp.parent)[..., None]
-            )[..., 0]
-            if np.any(none_free & (np.abs(qp.parent) > 0)):
-                return x
-            sol = base[:, :n] - np.einsum("kij,kj->ki", inv_xx, y[qp.family])
+            rhs_y = _family_sum(qp, base[:, :n], n_families) - qp.parent
+            y = np.einsum("fij,fj->fi", _robust_inverse(schur), rhs_y)
+            coupling = y[qp.family]
+            full = base - np.einsum("kij,kj->ki", inv[:, :, :n] * pf[:, None, :], coupling)
         else:
-            sol = base[:, :n]
+            coupling = np.zeros((k, n))
+            full = base
+        sol, nu = full[:, :n], full[:, n:]
     except np.linalg.LinAlgError:
-        return x
+        return x, np.zeros(n_fam, dtype=bool)
     scale = 1.0 + float(np.abs(sol).max())
+    eps = 1e-9 * scale
     bx = sol @ qp.B.T
-    feasible = (
-        sol.min() >= -1e-9 * scale
-        and np.all(bx <= qp.hi + 1e-9 * scale)
-        and np.all(bx >= qp.lo - 1e-9 * scale)
+    child_ok = (
+        (sol.min(axis=1) >= -eps)
+        & np.all(bx <= qp.hi + eps, axis=1)
+        & np.all(bx >= qp.lo - eps, axis=1)
     )
-    if not feasible:
-        return x
+    grad = np.einsum("kij,kj->ki", qp.H, sol) + qp.g + coupling + nu @ qp.B
+    dual_tol = 1e-7 * (1.0 + float(np.abs(qp.g).max()))
+    child_ok &= np.all(np.where(zero & ~fixed, grad >= -dual_tol, True), axis=1)
+    child_ok &= np.all(np.where(at_hi, nu >= -dual_tol, True), axis=1)
+    child_ok &= np.all(np.where(at_lo, nu <= dual_tol, True), axis=1)
+    family_ok = _family_sum(qp, (~child_ok).astype(np.float64), n_fam) == 0
+    if qp.parent is not None:
+        family_ok &= np.abs(_family_sum(qp, sol, n_fam) - qp.parent).max(axis=1) <= eps
+        family_ok &= ~np.any(none_free & (np.abs(qp.parent) > 0), axis=1)
     sol = np.where(zero, 0.0, np.maximum(sol, 0.0))
-    if _objective(qp, sol) > _objective(qp, x) + 1e-12 * max(1.0, abs(_objective(qp, x))):
-        return x
-    return sol
+    return sol, family_ok
