@@ -11,6 +11,7 @@ import math
 
 import streamlit as st
 
+from phexplore import app_runs as R
 from phexplore import app_state as S
 from phexplore.accounting import CONVERSIONS
 
@@ -81,6 +82,7 @@ def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
     st.set_page_config(page_title="PHExplore", page_icon=":material/calculate:", layout="wide")
     S.init_state()
+    R.collect_finished(st.session_state, S.RUNS)
     nav = st.navigation(PAGES)
     _sidebar()
     nav.run()

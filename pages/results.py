@@ -308,6 +308,7 @@ def _spine_section(record: R.RunRecord) -> None:
         for k, v in (conv or {}).items()
         if isinstance(v, int | float)
     ]
+    osed = record.metrics.get("osed") or {}
     for name, value in (ent or {}).items():
         if isinstance(value, dict):
             rows += [
@@ -316,7 +317,8 @@ def _spine_section(record: R.RunRecord) -> None:
                 if isinstance(v, int | float)
             ]
         elif isinstance(value, int | float):
-            rows.append({"kind": "off-spine", "unit": str(name), "mae": value})
+            label = f"{name} (mean OSED {osed[name]:.1f})" if name in osed else str(name)
+            rows.append({"kind": "off-spine", "unit": label, "mae": value})
     frame = pd.DataFrame(rows)
     if frame.empty:
         st.json({"conventional_mae": conv, "entity_mae": ent})

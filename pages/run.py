@@ -16,7 +16,7 @@ from phexplore import app_state as S
 from phexplore.errors import PHExploreError
 from phexplore.presets import load_topdown_preset
 
-JOB = "run_job"
+JOB = R.JOB_KEY
 UPLOAD_HIST = "run_upload_hist"
 UPLOAD_CEF = "run_upload_cef"
 UPLOAD_PROBLEMS = "run_upload_problems"
@@ -26,6 +26,7 @@ DEFAULT_ALLOCATION = {
     "pl94171_ri2018": "ri2010-production-like",
 }
 ENTITY_SAMPLE = {"ri2010": "providence-wards"}
+ENTITY_COUNTY = "44007"
 
 
 def _validate_topdown_upload() -> None:
@@ -193,10 +194,20 @@ def _topdown_form() -> R.RunJob | None:
         )
         st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
         entity = ENTITY_SAMPLE.get(sample or "")
+        needs_entities = s[S.SPINE] != "conventional"
+        if needs_entities and not entity:
+            st.warning(
+                "The AIAN-style and optimized spines are built around entity areas; the shipped "
+                "ones (Providence wards) exist for the ri2010 sample only."
+            )
+        if needs_entities and entity:
+            s["run_td_entities"] = True
+        elif "run_td_entities" not in s:
+            s["run_td_entities"] = False
         use_entities = bool(entity) and st.checkbox(
             "Report off-spine MAE for Providence city and its wards",
-            value=False,
             key="run_td_entities",
+            disabled=needs_entities,
             help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. "
             "Include Providence County (44007) in the subset.",
         )
@@ -244,6 +255,12 @@ def _topdown_form() -> R.RunJob | None:
             raise ValueError
     except ValueError:
         st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
+        return None
+    if use_entities and entity and level == "County" and ENTITY_COUNTY not in units:
+        st.error(
+            f"Providence city and its wards lie in Providence County ({ENTITY_COUNTY}): add it "
+            "to the counties to include (a run on it takes about a minute)."
+        )
         return None
     try:
         data = R.subset(hist, level, units)
@@ -360,21 +377,7 @@ def _job_panel() -> None:
     job: R.RunJob | None = s.get(JOB)
     if job is None:
         return
-    if job.done:
-        s[JOB] = None
-        if job.record is not None:
-            s[S.RUNS] = [*s[S.RUNS], job.record]
-            s["run_last_message"] = (
-                "success",
-                f"Finished {job.record.label} in {job.elapsed():.1f} s.",
-            )
-        elif job.cancelled:
-            s["run_last_message"] = ("warning", "The run was cancelled; nothing was kept.")
-        else:
-            s["run_last_message"] = (
-                "error",
-                "The run failed:\n\n" + "\n".join(f"- {x}" for x in job.error or []),
-            )
+    if R.collect_finished(s, S.RUNS):
         st.rerun()
     st.markdown(f"**Running {job.engine}** on {job.label} — {job.elapsed():.0f} s")
     st.progress(job.fraction, text=f"Overall {job.fraction:.0%}")
@@ -453,7 +456,7 @@ def render() -> None:
         "Run the full TopDown or PHSafe engine on public test data and measure its error against "
         "the truth. Start small (one county, one state): the first results appear in seconds."
     )
-    message = s.pop("run_last_message", None)
+    message = s.pop(R.MESSAGE_KEY, None)
     if message:
         getattr(st, message[0])(message[1])
     engine = st.radio(

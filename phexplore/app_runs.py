@@ -15,7 +15,7 @@ import argparse
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +185,34 @@ class RunJob:
     def elapsed(self) -> float:
         """Seconds since start (until finish)."""
         return (self.finished or time.monotonic()) - self.started
+
+
+JOB_KEY = "run_job"
+MESSAGE_KEY = "run_last_message"
+
+
+def collect_finished(state: MutableMapping[str, Any], runs_key: str) -> bool:
+    """Move a finished job's record into ``state[runs_key]`` and leave a message; True if done.
+
+    Called on every page (from ``app.py``) and by the Run page's progress panel, so a run that
+    ends while the user is on another page is kept all the same.
+    """
+    job: RunJob | None = state.get(JOB_KEY)
+    if job is None or not job.done:
+        return False
+    state[JOB_KEY] = None
+    if job.record is not None:
+        state[runs_key] = [*state[runs_key], job.record]
+        state[MESSAGE_KEY] = (
+            "success",
+            f"Finished {job.record.label} in {job.elapsed():.1f} s.",
+        )
+    elif job.cancelled:
+        state[MESSAGE_KEY] = ("warning", "The run was cancelled; nothing was kept.")
+    else:
+        lines = "\n".join(f"- {x}" for x in job.error or [])
+        state[MESSAGE_KEY] = ("error", f"The run failed:\n\n{lines}")
+    return True
 
 
 def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:

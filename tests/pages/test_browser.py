@@ -133,8 +133,27 @@ def _idle(pg) -> None:  # type: ignore[no-untyped-def]
 
 def _goto(pg, title: str, heading: str) -> None:  # type: ignore[no-untyped-def]
     pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
-    pg.get_by_role("heading", name=heading).wait_for()
+    pg.get_by_role("heading", name=heading, exact=True).first.wait_for()
     _idle(pg)
+
+
+def _click(pg, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Click a button once Streamlit is idle (stale copies may linger during a rerun)."""
+    _idle(pg)
+    pg.get_by_role("button", name=name).first.click()
+
+
+def _choose_radio(pg, label: str) -> None:  # type: ignore[no-untyped-def]
+    """Select a radio option, retrying while Streamlit replaces stale elements."""
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while True:
+        _idle(pg)
+        radio = pg.get_by_role("radio", name=label)
+        if radio.count() and radio.last.is_checked():
+            return
+        assert time.monotonic() < deadline, f"radio {label!r} could not be selected"
+        pg.get_by_text(label, exact=True).last.click()
+        pg.wait_for_timeout(300)
 
 
 def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
@@ -147,7 +166,8 @@ def _wait_plot(pg) -> None:  # type: ignore[no-untyped-def]
 
 
 def _set_number(pg, label: str, value: str) -> None:  # type: ignore[no-untyped-def]
-    box = pg.get_by_label(label, exact=True)
+    _idle(pg)
+    box = pg.get_by_label(label, exact=True).first
     box.fill(value)
     box.press("Enter")
     _idle(pg)
@@ -207,7 +227,7 @@ def test_run_ri_topdown_small(page) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "Run", "Run an engine")
     # Default: the RI 2010 sample, subset = its smallest county, the RI production-like shares.
     page.get_by_text("44001 (1,092 blocks)").first.wait_for()
-    page.get_by_role("button", name="Run TopDown").click()
+    _click(page, "Run TopDown")
     page.get_by_text("Finished #1").first.wait_for(timeout=180_000)
     _idle(page)
     mae = _metric(page, "MAE of TOTAL (lowest level)")
@@ -231,24 +251,18 @@ def test_results(page) -> None:  # type: ignore[no-untyped-def]
 
 def test_scenarios(page) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "Scenarios", "Scenarios")
-    name = page.get_by_label("Name", exact=True)
+    name = page.get_by_label("Name", exact=True).first
     name.fill("Production PHSafe")
     name.press("Enter")
     _idle(page)
-    page.get_by_role("button", name="Save scenario").click()
+    _click(page, "Save scenario")
     page.get_by_text("Saved “Production PHSafe”").first.wait_for()
     name.fill("RI TopDown")
     name.press("Enter")
     _idle(page)
-    page.get_by_text("TopDown allocations (redistricting)").first.click()
-    _idle(page)
-    radio = page.get_by_role("radio", name="TopDown allocations (redistricting)").first
-    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
-    while not radio.is_checked():
-        assert time.monotonic() < deadline, "the TopDown radio did not become checked"
-        page.wait_for_timeout(200)
-    page.get_by_role("button", name="Save scenario").click()
-    page.get_by_text("Saved “RI TopDown”").first.wait_for()
+    _choose_radio(page, "TopDown allocations (redistricting)")
+    _click(page, "Save scenario")
+    page.get_by_text("Saved “RI TopDown” (TopDown allocations (redistricting)).").first.wait_for()
     page.get_by_role("heading", name="Compare two scenarios").wait_for()
     _idle(page)
     _shot(page, "06_scenarios")
