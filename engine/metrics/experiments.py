@@ -1,5 +1,9 @@
 """Experiments: an engine over a grid of budgets × seeds, with PF's SRS baseline on the same axes.
 
+Engines: TopDown (budgets = total ρ of the allocation, or ε for a pure-DP preset) and PHSafe
+(budgets = total unbounded ρ of the configuration; metrics per table × population-group level,
+no SRS baseline or Blau table since PHSafe has no sub-state geography).
+
 What it computes (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9 Tables 11–13):
 
 * per (budget, seed, geolevel, query): MAE, median AE, mean signed error and EPL with its bootstrap
@@ -45,7 +49,7 @@ from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from phexplore.distributions import discrete_gaussian_moe, geometric_moe
 from phexplore.errors import ValidationError
 
-ENGINES: tuple[str, ...] = ("topdown",)
+ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 DEFAULT_PRESET = "ri2010-production-like"
 MOE_Z = 1.645
 """z of the analytic 90% MOE z·σ (SPEC §2)."""
@@ -246,12 +250,12 @@ def moe_coverage_table(
 ) -> pd.DataFrame:
     """Share of noisy measurements within their MOE, per geolevel × query (SPEC §2, §5).
 
-    ``measurements`` has geolevel, geounit, query, cell, noisy, true, variance and budget (the
-    query's ρ·c·d, or ε·c·d for pure DP). ``moe_normal`` = 1.645·sqrt(variance) (the analytic
-    TopDown MOE); ``moe_exact`` = the smallest integer m with P(|noise| ≤ m) ≥ ``confidence`` for the
-    noise drawn (σ² = 1/budget, or z = budget/2). Invariant rows (variance 0) are left out.
+    ``measurements`` has geolevel, query, noisy, true, variance and ``scale``: the noise parameter
+    σ² of the discrete Gaussian (zCDP) or z of the two-sided geometric (pure DP). ``moe_normal`` =
+    1.645·sqrt(variance) (the analytic MOE z·σ); ``moe_exact`` = the smallest integer m with
+    P(|noise| ≤ m) ≥ ``confidence`` for that noise. Invariant rows (variance 0) are left out.
     """
-    needed = ["geolevel", "query", "noisy", "true", "variance", "budget"]
+    needed = ["geolevel", "query", "noisy", "true", "variance", "scale"]
     missing = [c for c in needed if c not in measurements.columns]
     if missing:
         raise ValidationError(f"measurement table lacks column(s) {missing}")
@@ -259,14 +263,10 @@ def moe_coverage_table(
         raise ValidationError(f"mechanism must be 'zcdp' or 'puredp'; got {mechanism!r}")
     rows = measurements[measurements["variance"] > 0]
     abs_error = np.abs(rows["noisy"].to_numpy(float) - rows["true"].to_numpy(float))
-    budgets = rows["budget"].to_numpy(float)
-    exact_by_budget = {}
-    for b in np.unique(budgets):
-        if mechanism == "zcdp":
-            exact_by_budget[b] = discrete_gaussian_moe(1.0 / b, confidence)
-        else:
-            exact_by_budget[b] = geometric_moe(b / 2.0, confidence)
-    moe_exact = np.array([exact_by_budget[b] for b in budgets], dtype=float)
+    scales = rows["scale"].to_numpy(float)
+    moe_of = discrete_gaussian_moe if mechanism == "zcdp" else geometric_moe
+    exact_by_scale = {v: moe_of(float(v), confidence) for v in np.unique(scales)}
+    moe_exact = np.array([exact_by_scale[v] for v in scales], dtype=float)
     moe_normal = MOE_Z * np.sqrt(rows["variance"].to_numpy(float))
     frame = rows[["geolevel", "query"]].assign(
         moe_normal=moe_normal,
@@ -286,7 +286,10 @@ def moe_coverage_table(
 
 
 def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The run's measurements joined with the true answers and the per-node query budget."""
+    """TopDown measurements joined with the true answers and the noise scale of each query.
+
+    The per-node query budget b (ρ·c·d, or ε·c·d) gives σ² = 1/b (zCDP) or z = b/2 (pure DP).
+    """
     measured = result.measurements
     budgets = []
     ids = np.asarray(result.tree.node_id, dtype=object)
@@ -306,6 +309,9 @@ def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
         )
     budget = pd.concat(budgets, ignore_index=True)
     measured = measured.merge(budget, on=["geolevel", "geounit", "query"], how="left")
+    with np.errstate(divide="ignore"):
+        b = measured["budget"].to_numpy(float)
+        measured["scale"] = 1.0 / b if result.mechanism == "zcdp" else b / 2.0
     truth = tidy[["geolevel", "geounit", "query", "cell", "true"]]
     return measured.merge(truth, on=["geolevel", "geounit", "query", "cell"], how="inner")
 
@@ -321,7 +327,7 @@ def _topdown_allocation(preset: str, universe: str) -> Any:
     return allocations[universe]
 
 
-def _load_data(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
+def _load_histogram(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
     if isinstance(data, BlockHistogram):
         return "custom histogram", data
     if not isinstance(data, str):
@@ -333,11 +339,11 @@ def _load_data(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
 
 def run_experiment(
     engine: str = "topdown",
-    data: str | BlockHistogram = "ri2010",
+    data: Any = None,
     rhos: Sequence[float] = (0.1, 1.0, 10.0),
     seeds: Sequence[int] = (0, 1, 2),
     *,
-    preset: str = DEFAULT_PRESET,
+    preset: str | None = None,
     universe: str = "persons",
     queries: Sequence[str] | None = None,
     srs_fractions: Sequence[float] | None = DEFAULT_FRACTIONS,
@@ -347,98 +353,235 @@ def run_experiment(
     cancel: Callable[[], bool] | None = None,
     data_name: str | None = None,
 ) -> ExperimentResult:
-    """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed, plus the SRS sweep.
+    """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
 
-    ``data`` is a shipped sample name (``"ri2010"``) or a :class:`BlockHistogram`; ``preset`` names
-    the allocation whose shares are rescaled to each budget (``"ri2010-e2e-1940-like"`` gives PF's
-    pure-DP setting, where the budgets are ε). ``queries`` default to the schema's queries.
-    ``srs_fractions=None`` skips the SRS baseline. ``progress(message, fraction)`` is called after
-    each run; ``cancel()`` is forwarded to the engine. ``data_name`` labels a histogram passed
-    directly.
+    TopDown (default ``data="ri2010"``, a sample name or a :class:`BlockHistogram`): ``preset``
+    (default ``"ri2010-production-like"``) names the allocation whose shares are rescaled to each
+    budget — ``"ri2010-e2e-1940-like"`` gives PF's pure-DP setting, where the budgets are ε;
+    ``queries`` default to the schema's queries; the SRS baseline runs over ``srs_fractions``
+    (``None`` skips it).
+
+    PHSafe (default ``data="phsafe_synthetic_us"``, a sample name, a CEF-extract directory or a
+    :class:`~engine.data.cef_types.CefExtract`): ``preset`` is a PHSafe preset name
+    (``production-us``) or a config.json path, default the data folder's ``config.json``; each
+    budget is the run's total unbounded ρ (or ε), shared over tables and levels as in the config.
+    Metrics are per table (``query``) × population-group level (``geolevel``); there is no SRS
+    baseline or Blau table (no sub-state geography).
+
+    ``progress(message, fraction)`` is called after each run; ``cancel()`` is forwarded to the
+    engine. ``data_name`` labels data passed as an object.
     """
     if engine not in ENGINES:
         raise ValidationError(
             f"unknown engine {engine!r} for experiments; available: {', '.join(ENGINES)}"
         )
     budgets, seed_list = _check_grid(rhos, seeds)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
+    report = progress or (lambda message, fraction: None)
+    grid = _Grid(budgets, seed_list, n_boot, report, engine)
+    if engine == "phsafe":
+        return _phsafe_experiment(grid, data, preset, cancel, data_name)
+    return _topdown_experiment(
+        grid, data, preset, universe, queries, srs_fractions, workers, cancel, data_name
+    )
+
+
+@dataclass
+class _Grid:
+    """Budgets × seeds and the per-run tables collected while running them."""
+
+    budgets: tuple[float, ...]
+    seeds: tuple[int, ...]
+    n_boot: int
+    report: Progress
+    engine: str
+    runs: list[pd.DataFrame] = field(default_factory=list)
+    blau: list[pd.DataFrame] = field(default_factory=list)
+    homogeneity: list[pd.DataFrame] = field(default_factory=list)
+    quantiles: list[pd.DataFrame] = field(default_factory=list)
+    coverage: list[pd.DataFrame] = field(default_factory=list)
+    timing: list[dict[str, Any]] = field(default_factory=list)
+
+    def cells(self):
+        """Yield (budget, seed) in order, reporting progress after each."""
+        total = len(self.budgets) * len(self.seeds)
+        done = 0
+        for budget in self.budgets:
+            for seed in self.seeds:
+                yield budget, seed
+                done += 1
+                self.report(
+                    f"{self.engine} run {done}/{total} (budget {budget:g}, seed {seed})",
+                    done / total,
+                )
+
+    def collect(
+        self,
+        budget: float,
+        seed: int,
+        tidy: pd.DataFrame,
+        noise: pd.DataFrame,
+        mechanism: str,
+        runtime_s: float,
+    ) -> dict[str, Any]:
+        """Record the engine-independent metrics of one run; returns the row keys."""
+        keys = {"rho": budget, "seed": seed}
+        errors = mae_table(tidy)
+        boot_rng = np.random.default_rng([seed, round(budget * 1_000_000)])
+        epl = epl_table(tidy, n_boot=self.n_boot, rng=boot_rng)
+        self.runs.append(_prefix(errors.merge(epl, on=["geolevel", "query"], how="left"), keys))
+        self.quantiles.append(_prefix(error_quantile_table(tidy), keys))
+        self.coverage.append(_prefix(moe_coverage_table(noise, mechanism=mechanism), keys))
+        self.timing.append({**keys, "runtime_s": float(runtime_s)})
+        return keys
+
+    def result(
+        self, *, data: str, preset: str, mechanism: str, srs: pd.DataFrame, notes: dict[str, Any]
+    ) -> ExperimentResult:
+        runtime = pd.DataFrame(self.timing)
+        runs = pd.concat(self.runs, ignore_index=True).merge(
+            runtime, on=["rho", "seed"], how="left"
+        )
+        return ExperimentResult(
+            engine=self.engine,
+            data=data,
+            preset=preset,
+            mechanism=mechanism,
+            rhos=self.budgets,
+            seeds=self.seeds,
+            runs=runs,
+            srs=srs,
+            blau_bias=pd.concat(self.blau, ignore_index=True) if self.blau else pd.DataFrame(),
+            homogeneity_bias=(
+                pd.concat(self.homogeneity, ignore_index=True)
+                if self.homogeneity
+                else pd.DataFrame()
+            ),
+            error_quantiles=pd.concat(self.quantiles, ignore_index=True),
+            moe_coverage=pd.concat(self.coverage, ignore_index=True),
+            runtime_s=runtime,
+            notes={**notes, "n_boot": self.n_boot},
+        )
+
+
+def _topdown_experiment(
+    grid: _Grid,
+    data: Any,
+    preset: str | None,
+    universe: str,
+    queries: Sequence[str] | None,
+    srs_fractions: Sequence[float] | None,
+    workers: int,
+    cancel: Callable[[], bool] | None,
+    data_name: str | None,
+) -> ExperimentResult:
     from engine.topdown.queries import SCHEMA_QUERIES
     from engine.topdown.run import default_tree, run_topdown
 
-    name, hist = _load_data(data)
-    name = data_name or name
-    base = _topdown_allocation(preset, universe)
+    name, hist = _load_histogram("ri2010" if data is None else data)
+    base = _topdown_allocation(preset or DEFAULT_PRESET, universe)
     query_names = (
         tuple(queries)
         if queries is not None
         else SCHEMA_QUERIES.get(hist.schema.name, ("TOTAL", "DETAILED"))
     )
-    report = progress or (lambda message, fraction: None)
     tree = default_tree(hist, base)
     has_raceeth = "RACEETH" in hist.schema.names
     blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
     homogeneity = homogeneity_index_from_histogram(hist)
-
-    runs, blau_rows, homog_rows, quantile_rows, coverage_rows, timing_rows = [], [], [], [], [], []
-    n_total = len(budgets) * len(seed_list)
-    for i, budget in enumerate(budgets):
+    for budget, seed in grid.cells():
         allocation = base.with_rho(budget)
-        for k, seed in enumerate(seed_list):
-            result = run_topdown(
-                hist, allocation, seed=seed, tree=tree, workers=workers, cancel=cancel
-            )
-            tidy = result.to_tidy(query_names)
-            keys = {"rho": budget, "seed": seed}
-            errors = mae_table(tidy)
-            boot_rng = np.random.default_rng([seed, round(budget * 1_000_000)])
-            epl = epl_table(tidy, n_boot=n_boot, rng=boot_rng)
-            runs.append(_prefix(errors.merge(epl, on=["geolevel", "query"], how="left"), keys))
-            quantile_rows.append(_prefix(error_quantile_table(tidy), keys))
-            if blau is not None:
-                blau_rows.append(_prefix(blau_quintile_bias(tidy, blau), keys))
-            homog_rows.append(_prefix(homogeneity_bias(tidy, homogeneity), keys))
-            measured = _measurements_with_truth(result, tidy)
-            coverage_rows.append(
-                _prefix(moe_coverage_table(measured, mechanism=allocation.mechanism), keys)
-            )
-            timing_rows.append({**keys, "runtime_s": float(result.runtime_s)})
-            done = i * len(seed_list) + k + 1
-            report(
-                f"{engine} run {done}/{n_total} ({base.name}, budget {budget:g}, seed {seed})",
-                done / n_total,
-            )
+        result = run_topdown(hist, allocation, seed=seed, tree=tree, workers=workers, cancel=cancel)
+        tidy = result.to_tidy(query_names)
+        noise = _measurements_with_truth(result, tidy)
+        keys = grid.collect(budget, seed, tidy, noise, allocation.mechanism, result.runtime_s)
+        if blau is not None:
+            grid.blau.append(_prefix(blau_quintile_bias(tidy, blau), keys))
+        grid.homogeneity.append(_prefix(homogeneity_bias(tidy, homogeneity), keys))
+    levels = tree_levels(tree, hist)
     srs = (
-        srs_sweep(
-            hist,
-            srs_fractions,
-            seed_list,
-            query_names,
-            levels=tree_levels(tree, hist),
-            n_boot=n_boot,
-        )
+        srs_sweep(hist, srs_fractions, grid.seeds, query_names, levels=levels, n_boot=grid.n_boot)
         if srs_fractions
         else pd.DataFrame()
     )
-    runtime = pd.DataFrame(timing_rows)
-    run_table = pd.concat(runs, ignore_index=True).merge(runtime, on=["rho", "seed"], how="left")
-    return ExperimentResult(
-        engine=engine,
-        data=name,
+    return grid.result(
+        data=data_name or name,
         preset=base.name,
         mechanism=base.mechanism,
-        rhos=budgets,
-        seeds=seed_list,
-        runs=run_table,
         srs=srs,
-        blau_bias=pd.concat(blau_rows, ignore_index=True) if blau_rows else pd.DataFrame(),
-        homogeneity_bias=pd.concat(homog_rows, ignore_index=True),
-        error_quantiles=pd.concat(quantile_rows, ignore_index=True),
-        moe_coverage=pd.concat(coverage_rows, ignore_index=True),
-        runtime_s=runtime,
-        notes={
-            "queries": list(query_names),
-            "n_boot": n_boot,
-            "levels": list(tree_levels(tree, hist)),
-        },
+        notes={"queries": list(query_names), "levels": list(levels)},
+    )
+
+
+def _phsafe_inputs(data: Any, preset: str | None) -> tuple[str, Any, Any, str]:
+    """(data label, CefExtract, PHSafeConfig, config label) from the data and preset arguments."""
+    from engine.data.cef import load_cef_extract
+    from engine.data.cef_types import CefExtract
+    from engine.phsafe.config import PRESET_NAMES, PHSafeConfig
+    from engine.phsafe.config import preset as phsafe_preset
+
+    folder: Path | None = None
+    label = "custom extract"
+    if data is None:
+        data = "phsafe_synthetic_us"
+    if isinstance(data, str | Path):
+        path = Path(data)
+        if path.is_dir():
+            folder, label = path, str(data)
+        else:
+            from engine.data.samples import get_sample
+
+            folder, label = get_sample(str(data)).path, str(data)
+    if preset is None:
+        if folder is None or not (folder / "config.json").is_file():
+            raise ValidationError(
+                "give a PHSafe preset (" + ", ".join(PRESET_NAMES) + ") or a config.json path; "
+                "the data has no config.json beside it"
+            )
+        config = PHSafeConfig.from_json(folder / "config.json")
+        preset_label = f"{label}/config.json"
+    elif preset in PRESET_NAMES:
+        config, preset_label = phsafe_preset(preset), preset
+    else:
+        config, preset_label = PHSafeConfig.from_json(preset), str(preset)
+    if folder is not None:
+        extract = load_cef_extract(folder, state_filter=config.state_filter)
+    elif isinstance(data, CefExtract):
+        extract = data
+    else:
+        raise ValidationError(
+            f"PHSafe data must be a sample name, a CEF-extract directory or a CefExtract; got {data!r}"
+        )
+    return label, extract, config, preset_label
+
+
+def _phsafe_experiment(
+    grid: _Grid,
+    data: Any,
+    preset: str | None,
+    cancel: Callable[[], bool] | None,
+    data_name: str | None,
+) -> ExperimentResult:
+    from engine.metrics.phsafe_runs import phsafe_noise_frame, phsafe_tidy, scaled_config
+    from engine.phsafe.join import prepare_extract
+    from engine.phsafe.run import run_phsafe
+
+    label, extract, config, preset_label = _phsafe_inputs(data, preset)
+    prepared = prepare_extract(extract, config.state_filter)
+    for budget, seed in grid.cells():
+        scaled = scaled_config(config, budget)
+        result = run_phsafe(extract, scaled, seed=seed, prepared=prepared, cancel=cancel)
+        noise = phsafe_noise_frame(result, scaled.privacy_defn)
+        grid.collect(
+            budget, seed, phsafe_tidy(result), noise, scaled.privacy_defn, result.runtime_s
+        )
+    return grid.result(
+        data=data_name or label,
+        preset=preset_label,
+        mechanism=config.privacy_defn,
+        srs=pd.DataFrame(),
+        notes={"tables": sorted(config.privacy_budget), "tau": dict(config.tau)},
     )
 
 

@@ -1,5 +1,8 @@
 """``phexplore experiment``: run an engine over budgets × seeds and write tidy result tables.
 
+``--engine phsafe`` runs PHSafe on a CEF extract (default the ``phsafe_synthetic_us`` sample) with
+each budget as the total unbounded ρ; it writes the same tables without the SRS and Blau ones.
+
 Example: ``phexplore experiment --engine topdown --data ri2010 --rho 0.1,1,10 --seeds 3 --out DIR``
 runs TopDown at three ρ values with seeds 0, 1, 2, adds Petti & Flaxman's simple-random-sampling
 baseline, and writes to ``DIR``: ``runs.csv`` (MAE, median AE, EPL with bootstrap interval and
@@ -62,19 +65,27 @@ def register(subparsers: Any) -> None:
             "error, EPL (with intervals), Blau-quintile bias, MOE coverage and trade-off tables."
         ),
     )
-    parser.add_argument("--engine", default="topdown", choices=("topdown",), help="engine to run")
-    parser.add_argument("--data", default="ri2010", help="shipped TopDown sample (default ri2010)")
+    parser.add_argument(
+        "--engine", default="topdown", choices=("topdown", "phsafe"), help="engine to run"
+    )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="shipped sample (default ri2010 for topdown, phsafe_synthetic_us for phsafe) or, for "
+        "phsafe, a CEF-extract directory",
+    )
     parser.add_argument(
         "--within",
         default=None,
         metavar="LEVEL:ID[,ID…]",
-        help="restrict the data to some geounits for a quick run, e.g. County:44001",
+        help="topdown: restrict the data to some geounits for a quick run, e.g. County:44001",
     )
     parser.add_argument(
         "--rho",
         type=_float_list,
         default=[0.1, 1.0, 10.0],
-        help="comma-separated total budgets: ρ, or ε for a pure-DP preset (default 0.1,1,10)",
+        help="comma-separated total budgets: ρ (PHSafe: unbounded ρ), or ε for a pure-DP "
+        "preset (default 0.1,1,10)",
     )
     parser.add_argument(
         "--seeds",
@@ -84,14 +95,15 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--preset",
-        default="ri2010-production-like",
-        help="TopDown allocation preset whose shares are rescaled to each budget "
-        "(ri2010-e2e-1940-like = PF's pure-DP setting)",
+        default=None,
+        help="topdown: allocation preset whose shares are rescaled to each budget (default "
+        "ri2010-production-like; ri2010-e2e-1940-like = PF's pure-DP setting); phsafe: preset "
+        "(production-us, production-pr) or config.json path (default: the data's config.json)",
     )
     parser.add_argument(
         "--srs",
         default="0.05,0.1,0.25,0.5,0.75,0.9,0.95",
-        help="sampling fractions of the SRS baseline, or 'none' (default 0.05,…,0.95)",
+        help="topdown: sampling fractions of the SRS baseline, or 'none' (default 0.05,…,0.95)",
     )
     parser.add_argument(
         "--n-boot", type=int, default=100, help="bootstrap resamples per EPL interval (default 100)"
@@ -99,8 +111,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--workers", type=int, default=1, help="engine worker processes")
     parser.add_argument(
         "--tradeoff",
-        default="Tract:RACEETH",
-        help="geolevel:query of the printed and written MAE–EPL trade-off (default Tract:RACEETH)",
+        default=None,
+        help="geolevel:query of the printed and written MAE–EPL trade-off (default "
+        "Tract:RACEETH for topdown, state_*:PH1_num for phsafe)",
     )
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument(
@@ -118,22 +131,31 @@ def _srs_fractions(text: str) -> list[float] | None:
         raise ValidationError(f"--srs: {exc}") from None
 
 
+DEFAULT_DATA = {"topdown": "ri2010", "phsafe": "phsafe_synthetic_us"}
+DEFAULT_TRADEOFF = {"topdown": "Tract:RACEETH", "phsafe": "state_*:PH1_num"}
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.metrics.experiments import run_experiment
 
-    level, sep, query = args.tradeoff.partition(":")
+    tradeoff_spec = args.tradeoff or DEFAULT_TRADEOFF[args.engine]
+    level, sep, query = tradeoff_spec.partition(":")
     if not sep or not level or not query:
         raise ValidationError(
-            f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {args.tradeoff!r}"
+            f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {tradeoff_spec!r}"
         )
     if args.n_boot < 0:
         raise ValidationError(f"--n-boot must be non-negative; got {args.n_boot}")
+    data_label = args.data or DEFAULT_DATA[args.engine]
+    srs = _srs_fractions(args.srs) if args.engine == "topdown" else None
 
     def progress(message: str, fraction: float) -> None:
         print(f"[{100 * fraction:5.1f}%] {message}", file=sys.stderr, flush=True)
 
-    data: Any = args.data
+    data: Any = data_label
     if args.within:
+        if args.engine != "topdown":
+            raise ValidationError("--within restricts TopDown block data; PHSafe has no blocks")
         from engine.data.samples import load_topdown_sample
         from engine.metrics.experiments import subset_histogram
 
@@ -142,19 +164,20 @@ def run(args: argparse.Namespace) -> int:
             raise ValidationError(
                 f"--within takes LEVEL:ID[,ID…] such as County:44001; got {args.within!r}"
             )
-        hist = load_topdown_sample(args.data)
+        hist = load_topdown_sample(data_label)
         data = subset_histogram(hist, within_level, [i for i in ids.split(",") if i])
+        data_label = f"{data_label} ({args.within})"
     result = run_experiment(
         args.engine,
         data,
         args.rho,
         args.seeds,
         preset=args.preset,
-        srs_fractions=_srs_fractions(args.srs),
+        srs_fractions=srs,
         n_boot=args.n_boot,
         workers=args.workers,
         progress=progress,
-        data_name=f"{args.data} ({args.within})" if args.within else args.data,
+        data_name=data_label,
     )
     out = Path(args.out)
     written = result.write(out)
@@ -183,12 +206,13 @@ def run(args: argparse.Namespace) -> int:
             f"{result.budget_name} {list(result.rhos)}; seeds {list(result.seeds)}"
         )
         print()
-        print(
-            "Mean signed error of total population by Blau quintile (1 = most homogeneous; "
-            "TDA Table 13), mean over seeds [min, max]:"
-        )
-        print(blau.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print()
+        if not blau.empty:
+            print(
+                "Mean signed error of total population by Blau quintile (1 = most homogeneous; "
+                "TDA Table 13), mean over seeds [min, max]:"
+            )
+            print(blau.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print()
         print(f"MAE–EPL trade-off at {level} / {query} (PF Fig. 2): error = median absolute error")
         print(tradeoff.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()

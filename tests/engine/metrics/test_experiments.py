@@ -174,7 +174,7 @@ def test_moe_coverage_table_counts() -> None:
             "true": [10, 10, 10, 10, 10],
             "noisy": [10, 11, 14, 10, 3],
             "variance": [1.0, 1.0, 1.0, 1.0, 0.0],
-            "budget": [1.0, 1.0, 1.0, 1.0, np.inf],
+            "scale": [1.0, 1.0, 1.0, 1.0, 0.0],
         }
     )
     table = moe_coverage_table(frame, mechanism="zcdp")

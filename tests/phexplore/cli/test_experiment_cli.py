@@ -70,3 +70,29 @@ def test_parse_seeds() -> None:
         parse_seeds("x")
     with pytest.raises(argparse.ArgumentTypeError):
         parse_seeds("0")
+
+
+def test_phsafe_experiment(tmp_path, capsys) -> None:
+    out = tmp_path / "ph"
+    code = main(
+        [
+            "experiment",
+            "--engine",
+            "phsafe",
+            "--rho",
+            "2",
+            "--seeds",
+            "1",
+            "--n-boot",
+            "0",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "state_* / PH1_num" in printed and "Blau" not in printed
+    runs = pd.read_csv(out / "runs.csv")
+    assert "PH7" in set(runs["query"])
+    code = main(["experiment", "--engine", "phsafe", "--within", "County:44001", "--out", str(out)])
+    assert code == 1
