@@ -8,6 +8,7 @@ the session (Results page) and downloadable here.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import streamlit as st
 
@@ -422,24 +423,27 @@ def _results_list() -> None:
     d = st.columns(4)
     d[0].download_button(
         "Tidy table (CSV)",
-        R.tidy_bytes(record.tidy, "csv"),
+        partial(R.tidy_bytes, record.tidy, "csv"),
         file_name=f"run{record.id}_tidy.csv",
         mime="text/csv",
         key=f"dl_csv_{record.id}",
+        on_click="ignore",
     )
     d[1].download_button(
         "Tidy table (Parquet)",
-        R.tidy_bytes(record.tidy, "parquet"),
+        partial(R.tidy_bytes, record.tidy, "parquet"),
         file_name=f"run{record.id}_tidy.parquet",
         mime="application/octet-stream",
         key=f"dl_parquet_{record.id}",
+        on_click="ignore",
     )
     d[2].download_button(
         "metrics.json",
-        R.metrics_bytes(record.metrics),
+        partial(R.metrics_bytes, record.metrics),
         file_name=f"run{record.id}_metrics.json",
         mime="application/json",
         key=f"dl_metrics_{record.id}",
+        on_click="ignore",
     )
     d[3].page_link("pages/results.py", label="Open the Results page", icon=":material/bar_chart:")
     with st.expander(f"All runs of this session ({len(runs)})"):

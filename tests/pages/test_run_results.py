@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -27,6 +29,14 @@ def _wait_for_job(at: AppTest) -> None:
         assert time.monotonic() < deadline, "the run did not finish in time"
         time.sleep(0.5)
         at.run()
+
+
+def _round_trips(record: R.RunRecord) -> None:
+    """The deferred downloads (computed on click) produce readable CSV and Parquet."""
+    back = pd.read_parquet(io.BytesIO(R.tidy_bytes(record.tidy, "parquet")))
+    assert back.shape == record.tidy.shape
+    csv = pd.read_csv(io.BytesIO(R.tidy_bytes(record.tidy, "csv")))
+    assert list(csv.columns) == [str(c) for c in record.tidy.columns]
 
 
 @pytest.fixture()
@@ -56,6 +66,7 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert set(record.tidy.columns) >= {"geolevel", "geounit", "query", "cell", "true", "estimate"}
     assert record.metrics["engine"] == "topdown" and record.metrics["seed"] == 7
     json.loads(R.metrics_bytes(record.metrics))  # downloadable as strict JSON
+    _round_trips(record)
     labels = [d.label for d in at.get("download_button")]
     assert {"Tidy table (CSV)", "Tidy table (Parquet)", "metrics.json"} <= set(labels)
 
@@ -92,6 +103,8 @@ def test_phsafe_run_and_results(run_page: AppTest) -> None:
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     assert record.engine == "phsafe" and record.settings["states"] == ["44"]
+    _round_trips(record)
+    json.loads(R.metrics_bytes(record.metrics))
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     assert len(at.get("plotly_chart")) == 2  # noise vs truncation, empirical vs analytic MOE
@@ -123,3 +136,19 @@ def test_cancel_flag_stops_a_run() -> None:
     assert job.thread is not None
     job.thread.join(timeout=RUN_TIMEOUT_S)
     assert job.done and job.cancelled and job.record is None and job.error is None
+
+
+def test_budget_sweep_gives_epl_vs_rho_and_srs_curves(run_page: AppTest) -> None:
+    at = run_page
+    at.checkbox(key="run_td_sweep").check().run()
+    at.text_input(key="run_td_rhos").set_value("0.5, 4").run()
+    at.button(key="run_td_go").click().run()
+    _wait_for_job(at)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.experiment is not None
+    assert set(record.experiment.summary()["rho"]) == {0.5, 4.0}
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    # MAE, Blau, EPL, EPL vs budget and the SRS trade-off (all tabs render).
+    assert len(at.get("plotly_chart")) >= 5
