@@ -198,3 +198,17 @@ def test_error_falls_as_rho_grows(ri_allocation):
     high_mae = (high["estimate"] - high["true"]).abs().groupby(high["geolevel"]).mean()
     for level in levels:
         assert high_mae[level] < 0.5, (level, high_mae)
+
+
+@pytest.mark.slow
+def test_full_rhode_island_run_meets_the_acceptance_properties(ri_allocation):
+    from engine.data.samples import load_topdown_sample
+
+    hist = load_topdown_sample("ri2010")
+    result = run_topdown(hist, ri_allocation, seed=11)
+    assert_consistent(result)
+    assert result.estimates[0].sum() == hist.total == 1_052_567
+    assert result.block_histogram().shape == (25_181, 16)
+    tidy = result.to_tidy(["TOTAL"])
+    mae = (tidy["estimate"] - tidy["true"]).abs().groupby(tidy["geolevel"]).mean()
+    assert mae["State"] == 0 and mae["County"] < 10 and mae["Tract"] < 5
