@@ -180,11 +180,12 @@ def build_spine(
     tree, node_share, n_bypassed = _tree_with_bypass(
         levels, shares, pure_dp=allocation.mechanism == "puredp", full=do_bypass
     )
-    invariants = (
-        {ROOT_LEVEL: ("TOTAL",)}
-        if area is not None
-        else {ROOT_LEVEL: ("TOTAL",), split_level: ("TOTAL",)}
-    )
+    # The root's total is invariant (the state total, or the sum of a split state's branches,
+    # whichever level the root has after bypassing); unsplit states keep their own invariant.
+    root_level = tree.levels[int(tree.level[0])]
+    invariants = {root_level: ("TOTAL",)}
+    if area is None:
+        invariants[split_level] = ("TOTAL",)
     details["bypass"] = do_bypass
     return BuiltSpine(
         kind=kind,

@@ -42,7 +42,7 @@ def test_conventional_spine_folds_the_single_child_root_exactly():
     assert tree.node_id[0] == "44" and built.n_bypassed == 1
     assert built.share[0] == ALLOCATION.level_shares["State"]
     assert block_path_sums(built) == {Fraction(1)}
-    assert built.invariants == {"US": ("TOTAL",), "State": ("TOTAL",)}
+    assert built.invariants == {"State": ("TOTAL",)}
     # no other bypass: the lone block group of tract 44001000200 stays
     assert "440010002001" in tree.node_id
     budget = built.budget(ALLOCATION, list(ALLOCATION.all_queries()))
@@ -117,3 +117,14 @@ def test_gq_signature_from_the_hhgq_attribute_and_from_extra():
     assert np.all(signature[4:] == signature[0])
     hist.extra["gq_population"] = counts.reshape(_toy.N, 8, 2).sum(axis=2)[:, 1:]
     assert np.array_equal(gq_signature(hist), signature)
+
+
+def test_a_bypassed_root_chain_keeps_the_total_invariant_on_the_new_root():
+    hist = toy_histogram()
+    one_county = np.array([i for i, b in enumerate(_toy.BLOCK_IDS) if b.startswith("44001")])
+    geography = hist.geography.iloc[one_county].reset_index(drop=True)
+    sub = BlockHistogram(hist.schema, hist.levels, geography, hist.counts[one_county])
+    built = build_spine(sub, "conventional", ALLOCATION)
+    assert built.tree.levels[0] == "County" and built.n_bypassed == 2  # US and State folded
+    assert built.invariants["County"] == ("TOTAL",)
+    assert block_path_sums(built) == {Fraction(1)}
