@@ -61,6 +61,7 @@ def _plan_tab() -> None:
         format_func=OBJECTIVES.get,
         key="bs_objective",
         disabled=cap == 0,
+        help="How to share a budget too small for every target: the same shortfall everywhere, or the least summed shortfall.",
     )
     try:
         plan = plan_phsafe(
@@ -136,6 +137,7 @@ def _tradeoff_tab() -> None:
         format_func={"phsafe": "PHSafe budget", "topdown": "TopDown persons run"}.get,
         horizontal=True,
         key="bs_trade_engine",
+        help="Which part of the working scenario to scale.",
     )
     if engine == "phsafe":
         rows = pd.DataFrame(tradeoff_scale_phsafe(S.effective_phsafe(), SCALES))
@@ -174,7 +176,13 @@ def _tradeoff_tab() -> None:
         rows["cell"] = rows["geolevel"] + " · " + rows["query"]
         cells = list(dict.fromkeys(rows["cell"]))
         defaults = [c for c in cells if c.endswith("· TOTAL")][:4] or cells[:3]
-        picked = st.multiselect("Geolevels · queries", cells, default=defaults, key="bs_trade_td")
+        picked = st.multiselect(
+            "Geolevels · queries",
+            cells,
+            default=defaults,
+            key="bs_trade_td",
+            help="Curves to draw: the 90% MOE of each as the persons run's total ρ is scaled.",
+        )
         x_col, x_title = f"epsilon_{conv}", f"ε of the persons run ({S.conversion_label(conv)})"
         part = rows[rows["cell"].isin(picked)]
         fig = go.Figure()
@@ -210,7 +218,11 @@ def _report_tab() -> None:
     options = {"__phsafe__": "Working PHSafe budget", "__topdown__": "Working TopDown allocations"}
     options.update({name: f"Saved: {name}" for name in saved})
     choice = st.selectbox(
-        "Scenario to report", list(options), format_func=options.get, key="bs_report_pick"
+        "Scenario to report",
+        list(options),
+        format_func=options.get,
+        key="bs_report_pick",
+        help="The working budgets or a scenario saved on the Scenarios page.",
     )
     attach = st.checkbox(
         "Include this session's run results",

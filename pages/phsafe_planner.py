@@ -304,7 +304,11 @@ def render() -> None:
             if s.get("ps_level") not in levels:
                 s["ps_level"] = levels[0]
             e2.selectbox(
-                "Population-group level", levels, format_func=S.level_label, key="ps_level"
+                "Population-group level",
+                levels,
+                format_func=S.level_label,
+                key="ps_level",
+                help="Nation or State, by the population group iterated over (Unattributed = everyone, A-G = race-alone groups, H-I = Hispanic / White alone not Hispanic).",
             )
             _sync_cell_inputs(s[S.PHSAFE])
             e3, e4, e5 = st.columns(3)

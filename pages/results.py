@@ -129,7 +129,11 @@ def _epl_section(record: R.RunRecord) -> None:
     levels = list(dict.fromkeys(tidy["geolevel"]))
     default_level = _most_residuals(record.tidy)
     geolevel = c1.selectbox(
-        "Geolevel", levels, index=levels.index(default_level), key=f"epl_lv_{record.id}"
+        "Geolevel",
+        levels,
+        index=levels.index(default_level),
+        key=f"epl_lv_{record.id}",
+        help="Level whose geounits give the residuals (estimate − true).",
     )
     queries = list(dict.fromkeys(tidy.loc[tidy["geolevel"] == geolevel, "query"]))
     query = c2.selectbox(
@@ -137,6 +141,7 @@ def _epl_section(record: R.RunRecord) -> None:
         queries,
         index=queries.index("TOTAL") if "TOTAL" in queries else 0,
         key=f"epl_q_{record.id}",
+        help="The query group whose cells give the residuals.",
     )
     d = _epl(record.id, geolevel, query, tidy)
     m = st.columns(3)
@@ -206,7 +211,11 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
     levels = list(dict.fromkeys(record.tidy["geolevel"]))
     default_level = _most_residuals(record.tidy)
     geolevel = c1.selectbox(
-        "Geolevel", levels, index=levels.index(default_level), key=f"sw_lv_{record.id}"
+        "Geolevel",
+        levels,
+        index=levels.index(default_level),
+        key=f"sw_lv_{record.id}",
+        help="Level whose geounits give the residuals (estimate − true).",
     )
     queries = list(dict.fromkeys(record.tidy["query"]))
     query = c2.selectbox(
@@ -214,6 +223,7 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         queries,
         index=queries.index("TOTAL") if "TOTAL" in queries else 0,
         key=f"sw_q_{record.id}",
+        help="The query group whose cells give the residuals.",
     )
     what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
     fig = go.Figure()
@@ -398,7 +408,13 @@ def render() -> None:
         return
     st.warning(R.TRUTH_NOTE, icon=":material/shield:")
     labels = {r.id: r.label for r in runs}
-    run_id = st.selectbox("Run", list(labels)[::-1], format_func=labels.get, key="res_run")
+    run_id = st.selectbox(
+        "Run",
+        list(labels)[::-1],
+        format_func=labels.get,
+        key="res_run",
+        help="Runs of this session, newest first.",
+    )
     record = next(r for r in runs if r.id == run_id)
     if record.engine == "phsafe":
         _phsafe_sections(record)

@@ -79,6 +79,7 @@ def _topdown_form() -> R.RunJob | None:
             format_func={"sample": "Shipped sample", "upload": "Upload a file"}.get,
             horizontal=True,
             key="run_td_source",
+            help="Shipped public or synthetic samples, or your own files in a supported layout.",
         )
         hist, data_label, sample = None, "", None
         if source == "sample":
@@ -102,6 +103,7 @@ def _topdown_form() -> R.RunJob | None:
                 list(R.TOPDOWN_UPLOAD_KINDS),
                 format_func=R.TOPDOWN_UPLOAD_KINDS.get,
                 key="run_upload_kind",
+                help="The layout of your file; the data layer checks every row and column and lists each problem.",
             )
             st.file_uploader(
                 "Files",
@@ -140,6 +142,7 @@ def _topdown_form() -> R.RunJob | None:
                     [str(u) for u in sizes.index],
                     format_func=lambda u, z=sizes: f"{u} ({int(z[u]):,} blocks)",
                     key=key,
+                    help="Geounits whose blocks are run; the smallest comes first.",
                 )
     with c2:
         st.markdown("**Budget**")
@@ -228,6 +231,7 @@ def _topdown_form() -> R.RunJob | None:
             value="0.25, 1, 4",
             key="run_td_rhos",
             disabled=not sweep,
+            help="Each budget is one more TopDown run with the same shares; EPL and error are plotted against it.",
         )
         sweep_seeds = st.number_input(
             "Seeds per budget (trials)",
@@ -236,9 +240,14 @@ def _topdown_form() -> R.RunJob | None:
             value=1,
             key="run_td_sweep_seeds",
             disabled=not sweep,
+            help="Repeated runs per budget with consecutive seeds; their spread shows the noise in EPL and MAE.",
         )
         srs = st.checkbox(
-            "Include the SRS baseline", value=True, key="run_td_srs", disabled=not sweep
+            "Include the SRS baseline",
+            value=True,
+            key="run_td_srs",
+            disabled=not sweep,
+            help="Also estimate counts from simple random samples of the persons (1%–50%) for the trade-off curve (PF Fig. 2).",
         )
         go = st.button(
             "Run TopDown",
@@ -301,6 +310,7 @@ def _phsafe_form() -> R.RunJob | None:
             format_func={"sample": "Shipped sample", "upload": "Upload persons/units/geo CSV"}.get,
             horizontal=True,
             key="run_ph_source",
+            help="Shipped public or synthetic samples, or your own files in a supported layout.",
         )
         if source == "sample":
             samples = R.samples_of("phsafe")
@@ -309,6 +319,7 @@ def _phsafe_form() -> R.RunJob | None:
                 list(samples),
                 format_func=lambda n: f"{n} — {samples[n]}",
                 key="run_ph_sample",
+                help="Synthetic or public records only.",
             )
             try:
                 extract, data_label = R.phsafe_sample(sample), sample
@@ -320,6 +331,7 @@ def _phsafe_form() -> R.RunJob | None:
                 type=["csv", "gz"],
                 accept_multiple_files=True,
                 key="run_cef_files",
+                help="Three files named persons…, units… and geo… (CSV, optionally gzip-compressed).",
             )
             st.button("Validate upload", on_click=_validate_cef_upload, key="run_cef_validate")
             if UPLOAD_CEF in s:
@@ -340,7 +352,14 @@ def _phsafe_form() -> R.RunJob | None:
             f"Working PHSafe budget **{budget.name}** from the PHSafe planner: total ρ "
             f"{budget.total_unbounded():.4f} (unbounded), {len(budget.tables())} tables."
         )
-        seed = st.number_input("Seed", min_value=0, step=1, value=2020, key="run_ph_seed")
+        seed = st.number_input(
+            "Seed",
+            min_value=0,
+            step=1,
+            value=2020,
+            key="run_ph_seed",
+            help="Seeds the noise: the same seed gives the same run.",
+        )
         trials = st.number_input(
             "Trials (noise redraws)",
             min_value=1,
@@ -469,6 +488,7 @@ def render() -> None:
         format_func={"topdown": "TopDown (redistricting data)", "phsafe": "PHSafe (S-DHC)"}.get,
         horizontal=True,
         key="run_engine",
+        help="TopDown protects the redistricting (P.L. 94-171) tables; PHSafe the S-DHC household tables.",
     )
     busy = s.get(JOB) is not None
     if busy:

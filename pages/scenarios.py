@@ -205,7 +205,14 @@ def render() -> None:
         if "sc_name" not in s:
             s["sc_name"] = s[S.SCENARIO_NAME]
         st.text_input("Name", key="sc_name", help="Saving under an existing name replaces it.")
-        st.radio("What to save", list(KINDS), format_func=KINDS.get, horizontal=True, key="sc_kind")
+        st.radio(
+            "What to save",
+            list(KINDS),
+            format_func=KINDS.get,
+            horizontal=True,
+            key="sc_kind",
+            help="A scenario holds one kind of budget: the PHSafe planner's or the TopDown planner's.",
+        )
         kind = s["sc_kind"]
         runs = [r for r in s[S.RUNS] if r.engine == kind]
         ids = [r.id for r in runs]
@@ -261,7 +268,12 @@ def render() -> None:
                     "ε": st.column_config.NumberColumn(format="%.2f"),
                 },
             )
-            name = st.selectbox("Scenario", list(saved), key="sc_pick")
+            name = st.selectbox(
+                "Scenario",
+                list(saved),
+                key="sc_pick",
+                help="The saved scenario the buttons below act on.",
+            )
             b1, b2, b3 = st.columns(3)
             b1.button("Load into planners", on_click=_on_load, args=(name,), width="stretch")
             b2.download_button(
@@ -273,7 +285,12 @@ def render() -> None:
             )
             b3.button("Delete", on_click=_on_delete, args=(name,), width="stretch")
             d1, d2 = st.columns([0.65, 0.35])
-            d1.text_input("Name of the copy", key="sc_dup_name", placeholder=f"{name} (copy)")
+            d1.text_input(
+                "Name of the copy",
+                key="sc_dup_name",
+                placeholder=f"{name} (copy)",
+                help="Duplicates keep the budgets but not the attached run results.",
+            )
             d2.button("Duplicate", on_click=_on_duplicate, args=(name,), width="stretch")
 
     saved = _saved()
@@ -282,8 +299,16 @@ def render() -> None:
         st.subheader("Compare two scenarios")
         names = list(saved)
         c1, c2 = st.columns(2)
-        a = c1.selectbox("Scenario A", names, index=0, key="sc_cmp_a")
-        b = c2.selectbox("Scenario B", names, index=1, key="sc_cmp_b")
+        a = c1.selectbox(
+            "Scenario A", names, index=0, key="sc_cmp_a", help="First scenario of the comparison."
+        )
+        b = c2.selectbox(
+            "Scenario B",
+            names,
+            index=1,
+            key="sc_cmp_b",
+            help="Second scenario; differences are B − A.",
+        )
         if a == b:
             st.info("Pick two different scenarios.")
         else:
