@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 from phexplore import app_state as S
 from phexplore.presets import load_phsafe_preset
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
 TIMEOUT = 60
 
 
@@ -191,3 +192,43 @@ def test_phsafe_recompute_under_100_ms() -> None:
         timings.append(time.thread_time() - t0)
     assert len(rows) == 46 and summary["rho_total_unbounded"] > 0
     assert statistics.median(timings) < 0.100, timings
+
+
+def test_phsafe_import_official_config(app: AppTest) -> None:
+    config = ROOT / "data" / "samples" / "phsafe_synthetic_us" / "config.json"
+    upload = app.file_uploader(key="ps_upload")
+    upload.set_value([("config.json", config.read_bytes(), "application/json")]).run()
+    _no_problems(app)
+    budget = app.session_state[S.PHSAFE]
+    assert budget.name == "config.json"
+    assert budget.state_filter and "44" in budget.state_filter
+    assert _metrics(app)["Total ρ (unbounded neighbours)"] == f"{budget.total_unbounded():.4f}"
+    # A config with a bad level is refused with the validator's message; the budget is kept.
+    bad = b'{"privacy_budget": {"PH2": {"state_A-G": 0.1}}, "tau": {"PH2": 10}}'
+    app.file_uploader(key="ps_upload").set_value([("bad.json", bad, "application/json")]).run()
+    assert not app.exception
+    assert any("only tabulated at the Unattributed levels" in e.value for e in app.error)
+    assert app.session_state[S.PHSAFE].name == "config.json"
+
+
+def test_topdown_query_share_edit(app: AppTest) -> None:
+    app.switch_page("pages/topdown_planner.py").run()
+    version = app.session_state[S.EDITOR_VERSION]
+    before = app.session_state[S.TOPDOWN]["persons"]
+    # Block level: move all of DETAILED's share to TOTAL (the column still sums to 1).
+    queries = list(dict.fromkeys(q for lv in before.geolevels for q in before.query_shares[lv]))
+    block = dict(before.query_shares["Block"])
+    edits = {
+        queries.index("TOTAL"): {"Block": str(block["TOTAL"] + block["DETAILED"])},
+        queries.index("DETAILED"): {"Block": None},
+    }
+    app.session_state[f"td_queries_persons_{version}"] = {
+        "edited_rows": edits,
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    app.run()
+    _no_problems(app)
+    after = app.session_state[S.TOPDOWN]["persons"]
+    assert "DETAILED" not in after.queries("Block")
+    assert after.sigma2("Block", "TOTAL") < before.sigma2("Block", "TOTAL")
