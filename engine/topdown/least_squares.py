@@ -24,7 +24,7 @@ formulation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import clarabel
 import numpy as np
@@ -194,7 +194,39 @@ def solve_pass(
         except (QPNotConverged, np.linalg.LinAlgError):
             if method == "batched":
                 raise
-    return _solve_pass_clarabel(batch, pass_queries, bands)
+    scale = _scale_of(batch)
+    solution = _solve_pass_clarabel(
+        _scaled(batch, scale), pass_queries, _scaled_bands(bands, scale)
+    )
+    x = solution.x * scale
+    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def _scale_of(batch: FamilyBatch) -> float:
+    """A count scale (the largest parent cell or noisy answer) to bring the problem to O(1)."""
+    values = [np.abs(m).max() for m in batch.noisy if m.size]
+    if batch.parent is not None and batch.parent.size:
+        values.append(float(np.abs(batch.parent).max()))
+    return max(1.0, *values) if values else 1.0
+
+
+def _scaled(batch: FamilyBatch, scale: float) -> FamilyBatch:
+    """The same problem in units of ``scale`` persons, weights normalised to a largest of 1.
+
+    Both change the objective by a constant factor only, so the minimiser is the same.
+    """
+    top = float(batch.weight.max()) if batch.weight.size else 0.0
+    return replace(
+        batch,
+        parent=None if batch.parent is None else batch.parent / scale,
+        noisy=tuple(m / scale for m in batch.noisy),
+        weight=batch.weight / top if top > 0 else batch.weight,
+        invariant=tuple(None if t is None else t / scale for t in batch.invariant),
+    )
+
+
+def _scaled_bands(bands: Sequence[Band], scale: float) -> list[Band]:
+    return [Band(b.query, b.target / scale, b.tol / scale) for b in bands]
 
 
 def _is_total_only(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]) -> bool:
@@ -366,7 +398,8 @@ def multipass_least_squares(
         if len(held) >= 2:
             # τ̂ of the latest pass from eq. 7.6 (over all passes so far); pass 1's is 0.
             exact = [Band(b.query, b.target, np.zeros(batch.n_families)) for p in held for b in p]
-            tau = minimal_slack(batch, exact)
+            scale = _scale_of(batch)
+            tau = scale * minimal_slack(_scaled(batch, scale), _scaled_bands(exact, scale))
             held[-1] = [Band(b.query, b.target, tau + PASS_TOLERANCE) for b in held[-1]]
         solution = solve_pass(batch, measured, [b for p in held for b in p])
         x = solution.x
