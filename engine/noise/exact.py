@@ -8,7 +8,7 @@ through OpenDP's ``fill_bytes`` (OpenSSL's CSPRNG under its ``use-openssl`` feat
 OS generator), so they cannot be seeded or reproduced.
 
 Why OpenDP rather than our own implementation: it is the peer-reviewed, maintained implementation
-of CKS 2020 (with proofs), it runs in Rust (≈ 0.06–0.1 million draws/s here, 4–6× the Census
+of CKS 2020 (with proofs), it runs in Rust (≈ 0.04–0.09 million draws/s here, 2–6× the Census
 Bureau's pure-Python reference sampler), and a second pure-Python copy would be both slower and
 less scrutinised.
 
