@@ -114,7 +114,7 @@ class _NewtonSystem:
 
 
 def solve_family_qp(
-    qp: FamilyQP, *, tol: float = 1e-9, accept: float = 1e-7, max_iter: int = 80
+    qp: FamilyQP, *, tol: float = 1e-8, accept: float = 1e-6, max_iter: int = 80
 ) -> np.ndarray:
     """Solve the batched QP; returns x ``(K, n)``.
 

@@ -34,6 +34,11 @@ from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged,
 from engine.topdown.family import FamilyBatch
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
 
+MAX_DENSE_COUNT = 20_000.0
+"""The batched interior point is used for parents up to this many persons in a cell (block groups,
+tracts); larger parents (states, counties — few families) go to the centred Clarabel model, whose
+variables stay at the scale of the noise."""
+
 PASS_TOLERANCE = 0.1
 """Added to the solved slack τ̂ when an earlier pass is held (SPEC §4: slack + 0.1)."""
 
@@ -102,7 +107,9 @@ def _stacked_query(batch: FamilyBatch, q: int, rows: np.ndarray | None = None) -
     return full if rows is None else full[rows]
 
 
-def _common_constraints(batch: FamilyBatch, builder: _Builder, n_x: int) -> None:
+def _common_constraints(
+    batch: FamilyBatch, builder: _Builder, n_x: int, floor: np.ndarray | None = None
+) -> None:
     """Children sum to the parent; invariants; non-negativity (rows shared by eq. 7.5 and 7.6)."""
     n_cells, total = batch.n_cells, builder.n_vars
     if batch.parent is not None:
@@ -119,7 +126,9 @@ def _common_constraints(batch: FamilyBatch, builder: _Builder, n_x: int) -> None
         fixed = np.flatnonzero(np.isfinite(flat))
         if fixed.size:
             builder.add_eq(_pad(_stacked_query(batch, q, fixed), 0, total), flat[fixed])
-    builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), np.zeros(n_x))
+    # x ≥ floor (0, or −x0 for a problem centred at x0), written −x ≤ −floor.
+    rhs = np.zeros(n_x) if floor is None else -floor.reshape(-1)
+    builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), rhs)
 
 
 def _band_rows(
@@ -181,25 +190,76 @@ def solve_pass(
 
     ``method``: ``"batched"`` (the structure-exploiting interior point of
     :mod:`engine.topdown.batched_qp`; small schemas, no child invariants), ``"clarabel"`` (sparse
-    QP) or ``"auto"`` (batched when applicable, Clarabel otherwise or if it does not converge).
+    QP) or ``"auto"`` (batched for small schemas below :data:`MAX_DENSE_COUNT`, Clarabel otherwise
+    or if the batched method does not reach its tolerance).
     """
     if method == "auto" and _is_total_only(batch, pass_queries, bands):
         x = _water_fill_totals(batch, pass_queries[0])
         return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
-    usable = batch.n_cells <= MAX_DENSE_CELLS and not _has_child_invariants(batch)
+    usable = (
+        batch.n_cells <= MAX_DENSE_CELLS
+        and not _has_child_invariants(batch)
+        and batch.parent is not None
+        and float(np.abs(batch.parent).max(initial=0.0)) <= MAX_DENSE_COUNT
+    )
     if method == "batched" or (method == "auto" and usable):
         try:
-            x = solve_family_qp(_dense_problem(batch, pass_queries, bands))
+            x = solve_family_qp(_dense_problem(batch, pass_queries, bands), tol=1e-8, accept=1e-8)
             return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
         except (QPNotConverged, np.linalg.LinAlgError):
             if method == "batched":
                 raise
-    scale = _scale_of(batch)
-    solution = _solve_pass_clarabel(
-        _scaled(batch, scale), pass_queries, _scaled_bands(bands, scale)
-    )
-    x = solution.x * scale
+    x0 = _reference_point(batch)
+    centred, centred_bands = _centred(batch, bands, x0)
+    d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0)
+    x = np.maximum(x0 + d, 0.0)
     return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def _reference_point(batch: FamilyBatch) -> np.ndarray:
+    """A non-negative point near the answer: the clipped noisy detailed cells, rescaled so the
+    children sum to the parent (or, at the root, to an invariant total)."""
+    n = batch.n_cells
+    base = np.ones((batch.n_children, n))
+    for q, spec in enumerate(batch.queries):
+        if spec.is_detailed and np.any(batch.weight[:, q] > 0):
+            measured = batch.weight[:, q] > 0
+            base[measured] = np.maximum(batch.noisy[q][measured][:, spec.cell_index], 0.0) + 1e-3
+    if batch.parent is not None:
+        sums = np.add.reduceat(base, batch.child_ptr[:-1], axis=0)
+        return base * (batch.parent / sums)[batch.child_family]
+    for q, target in enumerate(batch.invariant):
+        if target is not None and batch.queries[q].size == 1 and np.all(np.isfinite(target)):
+            return base * (target[:, 0] / base.sum(axis=1))[:, None]
+    return base
+
+
+def _centred(
+    batch: FamilyBatch, bands: Sequence[Band], x0: np.ndarray
+) -> tuple[FamilyBatch, list[Band]]:
+    """The problem in d = x − x0 (weights normalised to a largest of 1).
+
+    Counts of a state are ~10⁶ while the residuals are ~noise; centring on x0 keeps the solver's
+    variables at the scale of the noise, so its tolerances mean what they should. Shifting and
+    scaling the objective by constants leaves the minimiser unchanged.
+    """
+    top = float(batch.weight.max()) if batch.weight.size else 0.0
+    answers = [spec.answer(x0) for spec in batch.queries]
+    centred = replace(
+        batch,
+        parent=(
+            None
+            if batch.parent is None
+            else batch.parent - np.add.reduceat(x0, batch.child_ptr[:-1], axis=0)
+        ),
+        noisy=tuple(m - a for m, a in zip(batch.noisy, answers, strict=True)),
+        weight=batch.weight / top if top > 0 else batch.weight,
+        invariant=tuple(
+            None if t is None else t - a for t, a in zip(batch.invariant, answers, strict=True)
+        ),
+    )
+    centred_bands = [Band(b.query, b.target - answers[b.query], b.tol) for b in bands]
+    return centred, centred_bands
 
 
 def _scale_of(batch: FamilyBatch) -> float:
@@ -309,8 +369,11 @@ def _dense_problem(
 
 
 def _solve_pass_clarabel(
-    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
-) -> PassSolution:
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    floor: np.ndarray | None = None,
+) -> np.ndarray:
     """The pass as one sparse QP for Clarabel, in residual variables r = A_q x − m̃.
 
     The objective Σ w r² then carries no constant, so Clarabel's relative gap is measured against
@@ -344,13 +407,12 @@ def _solve_pass_clarabel(
         )
         builder.add_eq(link, -m)  # r − A_q x = −m̃
         offset += rows.size
-    _common_constraints(batch, builder, n_x)
+    _common_constraints(batch, builder, n_x, floor)
     for band in bands:
         _band_rows(batch, band, builder, None)
     p = sp.diags(diag, format="csc")
     raw = _solve(p, np.zeros(total), builder, batch, "weighted least squares (TDA eq. 7.5)")
-    x = np.maximum(raw[:n_x].reshape(n_children, n_cells), 0.0)
-    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+    return raw[:n_x].reshape(n_children, n_cells)
 
 
 def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[int]) -> np.ndarray:
