@@ -82,6 +82,7 @@ def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
     st.set_page_config(page_title="PHExplore", page_icon=":material/calculate:", layout="wide")
     S.init_state()
+    S.keep_widget_state()
     R.collect_finished(st.session_state, S.RUNS)
     nav = st.navigation(PAGES)
     _sidebar()

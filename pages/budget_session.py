@@ -45,11 +45,11 @@ def _plan_tab() -> None:
         "meets every target, or — under a total cap — the allocation that falls short of the "
         "targets as little as possible."
     )
+    s.setdefault("bs_cap", 0.0)
     c1, c2 = st.columns(2)
     cap = c1.number_input(
         "Cap on total unbounded ρ (0 = no cap: meet every target)",
         min_value=0.0,
-        value=0.0,
         step=0.1,
         format="%.4f",
         key="bs_cap",
@@ -224,9 +224,9 @@ def _report_tab() -> None:
         key="bs_report_pick",
         help="The working budgets or a scenario saved on the Scenarios page.",
     )
+    s.setdefault("bs_report_runs", True)
     attach = st.checkbox(
         "Include this session's run results",
-        value=True,
         key="bs_report_runs",
         help="metrics.json of the runs made with the same engine (error and EPL tables).",
     )

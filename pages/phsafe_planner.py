@@ -366,10 +366,10 @@ def render() -> None:
 
     st.divider()
     b1, b2, b3, b4 = st.columns(4)
+    s.setdefault("ps_confidence", 0.90)
     b1.select_slider(
         "Confidence level of the displayed MOEs",
         options=[0.80, 0.90, 0.95, 0.99],
-        value=0.90,
         key="ps_confidence",
         help="MOE columns are shown at this confidence; MOE targets are defined at 90%.",
     )

@@ -27,7 +27,19 @@ DEFAULT_ALLOCATION = {
     "pl94171_ri2018": "ri2010-production-like",
 }
 ENTITY_SAMPLE = {"ri2010": "providence-wards"}
-ENTITY_COUNTY = "44007"
+TOPDOWN_DEFAULTS: dict[str, object] = {
+    "run_td_seed": 2020,
+    "run_td_workers": 1,
+    "run_td_sweep": False,
+    "run_td_rhos": "0.25, 1, 4",
+    "run_td_sweep_seeds": 1,
+    "run_td_srs": True,
+}
+PHSAFE_DEFAULTS: dict[str, object] = {
+    "run_ph_states": "44",
+    "run_ph_seed": 2020,
+    "run_ph_trials": 20,
+}
 
 
 def _validate_topdown_upload() -> None:
@@ -70,6 +82,8 @@ def _next_id() -> int:
 def _topdown_form() -> R.RunJob | None:
     """Controls of a TopDown run; returns a started job when Run is pressed."""
     s = st.session_state
+    for key, default in TOPDOWN_DEFAULTS.items():
+        s.setdefault(key, default)
     c1, c2, c3 = st.columns(3)
     with c1:
         st.markdown("**Data**")
@@ -148,14 +162,18 @@ def _topdown_form() -> R.RunJob | None:
         st.markdown("**Budget**")
         options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}
         default_alloc = DEFAULT_ALLOCATION.get(sample or "", WORKING)
-        if s.get("run_td_alloc_for") != data_label:
-            s["run_td_alloc"] = default_alloc
+        # The choice is remembered per data set (canonical copy survives page changes).
+        canonical = s.setdefault("run_td_alloc_by_data", {})
+        canonical.setdefault(data_label, default_alloc)
+        if s.get("run_td_alloc_for") != data_label or "run_td_alloc" not in s:
+            s["run_td_alloc"] = canonical[data_label]
             s["run_td_alloc_for"] = data_label
         choice = st.selectbox(
             "Allocation",
             list(options),
             format_func=options.get,
             key="run_td_alloc",
+            on_change=lambda: canonical.__setitem__(data_label, s["run_td_alloc"]),
             help="Shares of the budget over geolevels and queries. The data's schema must have "
             "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
         )
@@ -184,7 +202,6 @@ def _topdown_form() -> R.RunJob | None:
             "Seed",
             min_value=0,
             step=1,
-            value=2020,
             key="run_td_seed",
             help="Seeds the noise: the same seed gives the same run.",
         )
@@ -192,7 +209,6 @@ def _topdown_form() -> R.RunJob | None:
             "Workers (processes)",
             min_value=1,
             max_value=8,
-            value=1,
             key="run_td_workers",
             help="Parallel processes for the estimation; results do not depend on it.",
         )
@@ -212,15 +228,15 @@ def _topdown_form() -> R.RunJob | None:
             "Report off-spine MAE for Providence city and its wards",
             key="run_td_entities",
             disabled=needs_entities,
-            help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. "
-            "Include Providence County (44007) in the subset.",
+            help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. The "
+            "subset must contain Providence blocks: County 44007, or some of its tracts "
+            "(a few tracts run in seconds).",
         )
     with c3:
         st.markdown("**Sweep (optional)**")
         preset = None if choice == WORKING else choice
         sweep = st.checkbox(
             "Also run a budget sweep (EPL vs ρ, SRS comparison)",
-            value=False,
             key="run_td_sweep",
             disabled=preset is None,
             help="Re-runs the allocation preset at several budgets × seeds and a simple random "
@@ -228,7 +244,6 @@ def _topdown_form() -> R.RunJob | None:
         )
         rhos_text = st.text_input(
             f"Sweep budgets ({what}, comma separated)",
-            value="0.25, 1, 4",
             key="run_td_rhos",
             disabled=not sweep,
             help="Each budget is one more TopDown run with the same shares; EPL and error are plotted against it.",
@@ -237,14 +252,12 @@ def _topdown_form() -> R.RunJob | None:
             "Seeds per budget (trials)",
             min_value=1,
             max_value=10,
-            value=1,
             key="run_td_sweep_seeds",
             disabled=not sweep,
             help="Repeated runs per budget with consecutive seeds; their spread shows the noise in EPL and MAE.",
         )
         srs = st.checkbox(
             "Include the SRS baseline",
-            value=True,
             key="run_td_srs",
             disabled=not sweep,
             help="Also estimate counts from simple random samples of the persons (1%–50%) for the trade-off curve (PF Fig. 2).",
@@ -265,12 +278,6 @@ def _topdown_form() -> R.RunJob | None:
             raise ValueError
     except ValueError:
         st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
-        return None
-    if use_entities and entity and level == "County" and ENTITY_COUNTY not in units:
-        st.error(
-            f"Providence city and its wards lie in Providence County ({ENTITY_COUNTY}): add it "
-            "to the counties to include (a run on it takes about a minute)."
-        )
         return None
     try:
         data = R.subset(hist, level, units)
@@ -300,6 +307,8 @@ def _topdown_form() -> R.RunJob | None:
 def _phsafe_form() -> R.RunJob | None:
     """Controls of a PHSafe run on the working PHSafe budget; returns a started job on Run."""
     s = st.session_state
+    for key, default in PHSAFE_DEFAULTS.items():
+        s.setdefault(key, default)
     c1, c2 = st.columns(2)
     extract, data_label = None, ""
     with c1:
@@ -340,7 +349,6 @@ def _phsafe_form() -> R.RunJob | None:
         _problems()
         states = st.text_input(
             "States to run (2-digit FIPS, comma separated)",
-            value="44",
             key="run_ph_states",
             help="A subset keeps the run short (44 = Rhode Island). Leave empty for the states "
             "of the budget's state filter.",
@@ -356,7 +364,6 @@ def _phsafe_form() -> R.RunJob | None:
             "Seed",
             min_value=0,
             step=1,
-            value=2020,
             key="run_ph_seed",
             help="Seeds the noise: the same seed gives the same run.",
         )
@@ -364,7 +371,6 @@ def _phsafe_form() -> R.RunJob | None:
             "Trials (noise redraws)",
             min_value=1,
             max_value=200,
-            value=20,
             key="run_ph_trials",
             help="Several noise draws on one join give the empirical MOE next to the analytic one.",
         )

@@ -283,3 +283,45 @@ def saved_rhos(state: Mapping[str, Any] | None = None) -> dict[str, float]:
     for name, scenario in (s.get(SAVED) or {}).items():
         out[f"{name} ({scenario.kind})"] = float(scenario.headline()["rho"])
     return out
+
+
+# Widget keys of the pages start with these prefixes; their values are kept across pages.
+PAGE_KEY_PREFIXES: tuple[str, ...] = (
+    "ps_",
+    "td_",
+    "pl_",
+    "run_",
+    "res_",
+    "sc_",
+    "bs_",
+    "epl_",
+    "sw_",
+)
+# Buttons, uploads and data editors cannot be assigned through the Session State API.
+_UNASSIGNABLE_SUFFIXES: tuple[str, ...] = (
+    "_go",
+    "_upload",
+    "_files",
+    "_validate",
+    "_build",
+    "_download",
+)
+_UNASSIGNABLE_PREFIXES: tuple[str, ...] = ("ps_grid_", "td_levels_", "td_queries_", "run_cancel")
+
+
+def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
+    """Keep the pages' widget values while their page is not shown.
+
+    Streamlit forgets a widget's value when a run does not draw it (i.e. on every other page);
+    re-assigning the value at the start of each run makes it ordinary session state, so a user
+    who leaves the Run page and comes back finds their seed, subset and sweep settings again.
+    """
+    s = st.session_state if state is None else state
+    for key in list(s.keys()):
+        if (
+            isinstance(key, str)
+            and key.startswith(PAGE_KEY_PREFIXES)
+            and not key.endswith(_UNASSIGNABLE_SUFFIXES)
+            and not key.startswith(_UNASSIGNABLE_PREFIXES)
+        ):
+            s[key] = s[key]

@@ -152,3 +152,26 @@ def test_budget_sweep_gives_epl_vs_rho_and_srs_curves(run_page: AppTest) -> None
     _no_problems(at)
     # MAE, Blau, EPL, EPL vs budget and the SRS trade-off (all tabs render).
     assert len(at.get("plotly_chart")) >= 5
+
+
+def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
+    """Optimized spine around the Providence wards on three of their tracts: on/off-spine MAE."""
+    at = run_page
+    at.switch_page("pages/topdown_planner.py").run()
+    at.radio(key="td_spine").set_value("optimized").run()
+    at.switch_page("pages/run.py").run()
+    _no_problems(at)
+    assert at.checkbox(key="run_td_entities").value is True  # the spine needs its entities
+    at.selectbox(key="run_td_subset_level").set_value("Tract").run()
+    tracts = ["44007000800", "44007003400", "44007000102"]
+    at.multiselect(key="run_td_units_ri2010_Tract").set_value(tracts).run()
+    at.button(key="run_td_go").click().run()
+    _wait_for_job(at)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.settings["spine"] == "optimized"
+    assert set(record.metrics["entity_mae"]) == {"providence_city", "providence_wards"}
+    assert "Block_Group" in record.metrics["conventional_mae"]
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert len(at.get("plotly_chart")) >= 4  # MAE, Blau, EPL and the on/off-spine bars
