@@ -212,3 +212,18 @@ def test_full_rhode_island_run_meets_the_acceptance_properties(ri_allocation):
     tidy = result.to_tidy(["TOTAL"])
     mae = (tidy["estimate"] - tidy["true"]).abs().groupby(tidy["geolevel"]).mean()
     assert mae["State"] == 0 and mae["County"] < 10 and mae["Tract"] < 5
+
+
+def test_state_only_and_county_rooted_spines():
+    hist = tiny_histogram()
+    state_only = run_topdown(hist, tiny_allocation(levels=("State",)), seed=0)
+    assert state_only.tree.n_nodes == 1 and state_only.estimates[0].sum() == 21
+    with pytest.raises(ValidationError, match="stops above the block level"):
+        state_only.block_histogram()
+    one_county = BlockHistogram(
+        hist.schema, hist.levels, hist.geography.iloc[:2].reset_index(drop=True), hist.counts[:2]
+    )
+    tree = GeoTree.from_histogram(one_county, ("County", "Block"))
+    rooted = run_topdown(one_county, tiny_allocation(), seed=0, tree=tree)
+    assert_consistent(rooted)
+    assert rooted.tree.node_id[0] == "44001" and rooted.block_histogram().sum() == 11
