@@ -271,14 +271,10 @@ def render() -> None:
             help=S.HELP_RHO + " " + S.HELP_MOE,
         )
         editor_key = f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}"
-        value_col = st.column_config.NumberColumn(
-            format="%.6f" if mode == "rho" else "%.0f",
-            min_value=0.0,
-            help=(
-                "ρ of this cell; 0 or empty skips the level."
-                if mode == "rho"
-                else "90% MOE target; ρ follows. 0 or empty skips the level."
-            ),
+        value_help = (
+            "ρ of this cell; 0 or empty skips the level."
+            if mode == "rho"
+            else "90% MOE target; ρ follows. 0 or empty skips the level."
         )
         st.data_editor(
             grid,
@@ -288,7 +284,15 @@ def render() -> None:
                 "τ": st.column_config.NumberColumn(
                     "τ", min_value=1, max_value=100, step=1, format="%d", help=S.HELP_TAU
                 ),
-                **{k: value_col for k in LEVEL_KEYS},
+                **{
+                    k: st.column_config.NumberColumn(
+                        S.level_label(k),
+                        format="%.6f" if mode == "rho" else "%.0f",
+                        min_value=0.0,
+                        help=value_help,
+                    )
+                    for k in LEVEL_KEYS
+                },
             },
         )
         st.caption(

@@ -17,7 +17,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -453,10 +452,3 @@ def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
         return value
 
     return json.dumps(clean(metrics), indent=2, default=str).encode("utf-8")
-
-
-def sample_path(name: str) -> Path:
-    """Folder of a shipped sample (for captions)."""
-    from engine.data.samples import get_sample
-
-    return get_sample(name).path

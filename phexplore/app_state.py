@@ -171,34 +171,20 @@ def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:
     """Rename the MOE-table columns for display (units in the headers)."""
     if rows.empty:
         return rows
-    out = rows[
-        [
-            "table",
-            "geo_level",
-            "iteration_level",
-            "tau",
-            "sensitivity",
-            "rho_unbounded",
-            "rho_bounded",
-            "sigma",
-            "moe_target",
-            "moe_bound",
-            "moe_exact",
-        ]
-    ].copy()
-    out.columns = [
-        "Table",
-        "Geography",
-        "Iteration",
-        "τ (persons/household)",
-        "Sensitivity Δ",
-        "ρ unbounded",
-        "ρ bounded (2×)",
-        "σ (persons)",
-        "MOE target",
-        "MOE bound ⌊zσ⌋",
-        "MOE exact",
-    ]
+    columns = {
+        "table": "Table",
+        "geo_level": "Geography",
+        "iteration_level": "Iteration",
+        "moe_exact": "MOE exact",
+        "moe_bound": "MOE bound ⌊zσ⌋",
+        "moe_target": "MOE target",
+        "sigma": "σ (persons)",
+        "rho_unbounded": "ρ unbounded",
+        "rho_bounded": "ρ bounded (2×)",
+        "tau": "τ (persons/household)",
+        "sensitivity": "Sensitivity Δ",
+    }
+    out = rows[list(columns)].rename(columns=columns)
     return out
 
 
@@ -245,17 +231,6 @@ def level_label(key: str) -> str:
 def preset_options(kind: str) -> dict[str, str]:
     """``{preset name: "name — title"}`` for a select box."""
     return {p.name: f"{p.name} — {p.title}" for p in list_presets(kind)}
-
-
-def fmt_number(x: float | None, digits: int = 4) -> str:
-    """Compact human formatting of a number for captions and metrics (∞ and blanks handled)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    if math.isinf(x):
-        return "∞"
-    if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e6):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:,.{max(digits - 2, 2)}f}"
 
 
 def persist_widget(widget_key: str, canonical_key: str) -> None:
