@@ -121,7 +121,7 @@ def _topdown_form() -> R.RunJob | None:
             )
             st.file_uploader(
                 "Files",
-                type=["csv", "txt", "pl", "gz"],
+                type=["csv", "txt", "pl", "gz", "json"],
                 accept_multiple_files=True,
                 key="run_upload_files",
                 help="Validated by the data layer; every problem is listed with its file, row "

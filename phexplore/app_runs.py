@@ -29,6 +29,7 @@ from phexplore.errors import PHExploreError, ValidationError
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = {
     "ri2010": "Block CSV, ALARM/RI 2010 layout (GEOID, pop, pop_<group>…, vap…)",
+    "block_csv": "Any block CSV + a mapping JSON (which schema cell each column counts)",
     "ppmf": "PPMF / MDF person records (CSV)",
     "pl94171": "P.L. 94-171 2020-style file set (geo + 3 segments)",
 }
@@ -74,6 +75,17 @@ def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
         from engine.data.ri2010 import load_ri2010
 
         return load_ri2010(files[0], name=files[0].name)
+    if kind == "block_csv":
+        from engine.data.block_csv import load_block_csv
+
+        mappings = [f for f in files if f.name.lower().endswith(".json")]
+        data = [f for f in files if not f.name.lower().endswith(".json")]
+        if len(mappings) != 1 or len(data) != 1:
+            raise ValidationError(
+                "a block CSV upload needs two files: the CSV (one row per block) and its mapping "
+                "JSON (see docs/readme/data.md)"
+            )
+        return load_block_csv(data[0], mappings[0], name=data[0].name)
     if kind == "ppmf":
         from engine.data.ppmf import load_ppmf
 

@@ -175,3 +175,34 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     assert len(at.get("plotly_chart")) >= 4  # MAE, Blau, EPL and the on/off-spine bars
+
+
+def test_block_csv_upload_with_mapping(run_page: AppTest) -> None:
+    """A plain block CSV and its mapping JSON load through the data layer; a bad cell is located."""
+    at = run_page
+    at.radio(key="run_td_source").set_value("upload").run()
+    at.selectbox(key="run_upload_kind").set_value("block_csv").run()
+    mapping = json.dumps(
+        {
+            "schema": "ri2010",
+            "geography": {"geoid": "GEOID"},
+            "cells": {
+                "adult_white": {"VOTINGAGE": "18_plus", "RACEETH": "white"},
+                "child_white": {"VOTINGAGE": "under_18", "RACEETH": "white"},
+            },
+            "allow_unmapped": True,
+        }
+    ).encode()
+    good = b"GEOID,adult_white,child_white\n440010301001000,5,2\n440010301001001,3,0\n"
+    files = [("blocks.csv", good, "text/csv"), ("mapping.json", mapping, "application/json")]
+    at.file_uploader(key="run_upload_files").set_value(files).run()
+    next(b for b in at.button if b.label == "Validate upload").click().run()
+    _no_problems(at)
+    assert any("2 blocks, 10 persons" in m.value for m in at.success)
+    bad = b"GEOID,adult_white,child_white\n440010301001000,5,x\n"
+    files = [("blocks.csv", bad, "text/csv"), ("mapping.json", mapping, "application/json")]
+    at.file_uploader(key="run_upload_files").set_value(files).run()
+    next(b for b in at.button if b.label == "Validate upload").click().run()
+    assert not at.exception
+    messages = [e.value for e in at.error]
+    assert any("blocks.csv, row 1, column 'child_white'" in m for m in messages), messages
