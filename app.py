@@ -51,14 +51,14 @@ def _sidebar() -> None:
     """Settings shared by all pages (persisted across page changes)."""
     s = st.session_state
     with st.sidebar:
-        S.persist_widget("sb_scenario_name", S.SCENARIO_NAME)
+        S.sync_widget("sb_scenario_name", S.SCENARIO_NAME)
         st.text_input(
             "Scenario name",
             key="sb_scenario_name",
             on_change=lambda: s.__setitem__(S.SCENARIO_NAME, s["sb_scenario_name"] or "Scenario"),
             help="Labels every chart and download of this session.",
         )
-        S.persist_widget("sb_delta", S.DELTA)
+        S.sync_widget("sb_delta", S.DELTA)
         st.select_slider(
             "δ for reported ε",
             options=list(S.DELTA_CHOICES),
@@ -67,7 +67,7 @@ def _sidebar() -> None:
             on_change=_sync_delta,
             help=S.HELP_DELTA,
         )
-        S.persist_widget("sb_conversion", S.CONVERSION)
+        S.sync_widget("sb_conversion", S.CONVERSION)
         st.selectbox(
             "Reported ρ → ε conversion",
             list(CONVERSIONS),

@@ -135,8 +135,7 @@ def render() -> None:
         st.warning("The working scenario has no zCDP budget to convert (all budgets are zero).")
         return
     c1, c2 = st.columns([0.6, 0.4])
-    if "pl_delta" not in s:
-        s["pl_delta"] = s[S.DELTA]
+    s["pl_delta"] = s[S.DELTA]
     c2.select_slider(
         "δ",
         options=list(S.DELTA_CHOICES),

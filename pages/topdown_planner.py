@@ -227,7 +227,7 @@ def render() -> None:
             st.error(
                 f"Invalid shares — not applied (numbers show the last valid allocation): {exc}"
             )
-        S.persist_widget("td_spine", S.SPINE)
+        S.sync_widget("td_spine", S.SPINE)
         st.radio(
             "Geographic spine for runs",
             list(S.SPINES),

@@ -233,15 +233,15 @@ def preset_options(kind: str) -> dict[str, str]:
     return {p.name: f"{p.name} — {p.title}" for p in list_presets(kind)}
 
 
-def persist_widget(widget_key: str, canonical_key: str) -> None:
-    """Seed a keyed widget from its canonical session-state value (kept when pages change).
+def sync_widget(widget_key: str, canonical_key: str) -> None:
+    """Show the canonical session value in a keyed widget (call just before drawing it).
 
-    Streamlit drops a widget's state when its page is not shown; the canonical copy survives, so
-    calling this before rendering the widget restores the user's choice on return.
+    The canonical copy is what the pages compute with; the widget's ``on_change`` callback copies
+    user edits into it before the script runs, so setting the widget from it on every run keeps
+    the two identical — also after a page change, when Streamlit has forgotten the widget.
     """
     s = st.session_state
-    if widget_key not in s:
-        s[widget_key] = s[canonical_key]
+    s[widget_key] = s[canonical_key]
 
 
 def json_bytes(data: Any) -> bytes:
