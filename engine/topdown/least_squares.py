@@ -39,6 +39,11 @@ MAX_DENSE_COUNT = 20_000.0
 tracts); larger parents (states, counties — few families) go to the centred Clarabel model, whose
 variables stay at the scale of the noise."""
 
+DENSE_GROUP_CHILDREN = 400
+"""Families are handed to the batched interior point in groups of about this many children: the
+iteration count is the worst family's, and small groups stay in cache (measured ~2× faster than
+groups of ~3,800 children on RI block groups)."""
+
 PASS_TOLERANCE = 0.1
 """Added to the solved slack τ̂ when an earlier pass is held (SPEC §4: slack + 0.1)."""
 
@@ -203,17 +208,53 @@ def solve_pass(
         and float(np.abs(batch.parent).max(initial=0.0)) <= MAX_DENSE_COUNT
     )
     if method == "batched" or (method == "auto" and usable):
-        try:
-            x = solve_family_qp(_dense_problem(batch, pass_queries, bands), tol=1e-8, accept=1e-8)
-            return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
-        except (QPNotConverged, np.linalg.LinAlgError):
-            if method == "batched":
-                raise
+        x = np.zeros((batch.n_children, batch.n_cells))
+        for families in _family_groups(batch, DENSE_GROUP_CHILDREN):
+            rows = _child_rows(batch, families)
+            group, group_bands = batch.subset(families), _subset_bands(batch, bands, families)
+            try:
+                problem = _dense_problem(group, pass_queries, group_bands)
+                x[rows] = solve_family_qp(problem, tol=1e-8, accept=1e-8)
+            except (QPNotConverged, np.linalg.LinAlgError):
+                if method == "batched":
+                    raise
+                x[rows] = _solve_clarabel_centred(group, pass_queries, group_bands)
+        return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+    x = _solve_clarabel_centred(batch, pass_queries, bands)
+    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def _solve_clarabel_centred(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> np.ndarray:
     x0 = _reference_point(batch)
     centred, centred_bands = _centred(batch, bands, x0)
     d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0)
-    x = np.maximum(x0 + d, 0.0)
-    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+    return np.maximum(x0 + d, 0.0)
+
+
+def _family_groups(batch: FamilyBatch, max_children: int) -> list[np.ndarray]:
+    """Consecutive families in groups of at most ``max_children`` children (at least one family)."""
+    groups: list[np.ndarray] = []
+    start, count = 0, 0
+    sizes = np.diff(batch.child_ptr)
+    for f, size in enumerate(sizes):
+        if count and count + size > max_children:
+            groups.append(np.arange(start, f))
+            start, count = f, 0
+        count += int(size)
+    if start < sizes.size:
+        groups.append(np.arange(start, sizes.size))
+    return groups
+
+
+def _child_rows(batch: FamilyBatch, families: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.arange(batch.child_ptr[f], batch.child_ptr[f + 1]) for f in families])
+
+
+def _subset_bands(batch: FamilyBatch, bands: Sequence[Band], families: np.ndarray) -> list[Band]:
+    rows = _child_rows(batch, families)
+    return [Band(b.query, b.target[rows], b.tol[families]) for b in bands]
 
 
 def _reference_point(batch: FamilyBatch) -> np.ndarray:
