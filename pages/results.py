@@ -20,27 +20,6 @@ from phexplore import app_state as S
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 400}
 
 
-@st.cache_data(show_spinner="Computing EPL…", max_entries=64)
-def _epl(run_id: int, geolevel: str, query: str, _tidy: pd.DataFrame) -> dict[str, object]:
-    """EPL details of one (geolevel, query) of one run (cached per run id)."""
-    from engine.metrics import epl_details
-
-    part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
-    residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
-    result = epl_details(residuals, n_boot=200, rng=run_id)
-    return {
-        "residuals": residuals,
-        "value": result.value,
-        "low": result.low,
-        "high": result.high,
-        "n": result.n,
-        "reason": result.reason,
-        "x": result.x,
-        "density": result.density,
-        "curve": result.epl_curve,
-    }
-
-
 def _most_residuals(tidy: pd.DataFrame) -> str:
     """The geolevel whose TOTAL query has the most geounits (EPL is steadier with more residuals)."""
     part = tidy[tidy["query"] == "TOTAL"] if (tidy["query"] == "TOTAL").any() else tidy
@@ -143,7 +122,7 @@ def _epl_section(record: R.RunRecord) -> None:
         key=f"epl_q_{record.id}",
         help="The query group whose cells give the residuals.",
     )
-    d = _epl(record.id, geolevel, query, tidy)
+    d = R.epl_curves(record.token, record.id, geolevel, query, tidy)
     m = st.columns(3)
     m[0].metric(
         "EPL",

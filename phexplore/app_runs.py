@@ -15,6 +15,7 @@ import argparse
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +156,8 @@ class RunRecord:
     tidy: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     experiment: Any = None
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Unique across sessions (run ids restart at 1 in every session); keys cached results."""
 
     @property
     def rho(self) -> float | None:
@@ -433,6 +436,34 @@ def phsafe_work(
         )
 
     return work
+
+
+@st.cache_data(show_spinner="Computing EPL…", max_entries=64)
+def epl_curves(
+    token: str, seed: int, geolevel: str, query: str, _tidy: pd.DataFrame
+) -> dict[str, Any]:
+    """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
+
+    Residuals are estimate − true over the group's cells (SPEC §5);
+    :func:`engine.metrics.epl_details` gives the value, the bootstrap interval, the KDE and the
+    EPL(x) curve.
+    """
+    from engine.metrics import epl_details
+
+    part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
+    residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
+    result = epl_details(residuals, n_boot=200, rng=seed)
+    return {
+        "residuals": residuals,
+        "value": result.value,
+        "low": result.low,
+        "high": result.high,
+        "n": result.n,
+        "reason": result.reason,
+        "x": result.x,
+        "density": result.density,
+        "curve": result.epl_curve,
+    }
 
 
 # ------------------------------------------------------------------ downloads
