@@ -7,8 +7,6 @@ settings shared by every page — the scenario name, the δ at which ε is repor
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from phexplore import app_runs as R
@@ -62,7 +60,7 @@ def _sidebar() -> None:
         st.select_slider(
             "δ for reported ε",
             options=list(S.DELTA_CHOICES),
-            format_func=lambda d: f"1e{round(math.log10(d))}",
+            format_func=S.fmt_delta,
             key="sb_delta",
             on_change=_sync_delta,
             help=S.HELP_DELTA,

@@ -76,7 +76,7 @@ def _plan_tab() -> None:
     m = st.columns(4)
     m[0].metric("Total ρ (unbounded)", f"{summary['rho_total_unbounded']:.4f}", help=S.HELP_RHO)
     m[1].metric(
-        f"ε bounded at δ={summary['delta']:.0e}",
+        f"ε bounded at δ={S.fmt_delta(summary['delta'])}",
         f"{summary['epsilon_bounded'][conv]:.2f}",
         help=S.conversion_label(conv),
     )

@@ -226,7 +226,7 @@ def render() -> None:
         "unbounded ρ (PHS Thm 3–4).",
     )
     m[2].metric(
-        f"ε at δ = {delta:.0e} (bounded)",
+        f"ε at δ = {S.fmt_delta(delta)} (bounded)",
         f"{eps:.2f}",
         help=f"{S.conversion_label(conversion)}. " + S.HELP_DELTA,
     )

@@ -139,7 +139,7 @@ def render() -> None:
     c2.select_slider(
         "δ",
         options=list(S.DELTA_CHOICES),
-        format_func=lambda d: f"1e{round(math.log10(d))}",
+        format_func=S.fmt_delta,
         key="pl_delta",
         on_change=_sync_delta,
         help=S.HELP_DELTA,
@@ -169,6 +169,17 @@ def render() -> None:
             row[f"ε {SHORT[c]}"] = conv[c]["epsilon"]
         table.append(row)
     frame = pd.DataFrame(table)
+    headline = list(chosen) or list(sources)[:1]
+    cols = st.columns(max(len(headline[:4]), 1))
+    for col, name in zip(cols, headline[:4], strict=False):
+        eps = float(frame.loc[frame["Scenario"] == name, f"ε {SHORT[reported]}"].iloc[0])
+        col.metric(
+            f"{name}: ε at δ = {S.fmt_delta(delta)}",
+            f"{eps:.2f}",
+            help=f"ρ = {sources[name]:.4f} converted by {S.conversion_label(reported)}. "
+            "ε bounds how much any one person's data can change the odds of any output "
+            "(by a factor of at most e^ε, except with probability δ).",
+        )
     left, right = st.columns([0.62, 0.38])
     with left:
         if chosen:
@@ -179,7 +190,7 @@ def render() -> None:
         else:
             st.info("Pick at least one scenario to plot.")
     with right:
-        st.subheader(f"ε at δ = {delta:.0e}")
+        st.subheader(f"ε at δ = {S.fmt_delta(delta)}")
         st.dataframe(
             frame,
             hide_index=True,

@@ -251,7 +251,9 @@ def render() -> None:
             m[i].metric(
                 f"{name}: {label}",
                 f"{value:.4f}",
-                delta=None if entry["mechanism"] == "puredp" else f"ε {eps:.2f} at δ={delta:.0e}",
+                delta=None
+                if entry["mechanism"] == "puredp"
+                else f"ε {eps:.2f} at δ={S.fmt_delta(delta)}",
                 delta_color="off",
                 help=S.HELP_RHO,
             )
@@ -259,7 +261,7 @@ def render() -> None:
             m[-1].metric(
                 "All runs: total ρ",
                 f"{summary['rho_total']:.4f}",
-                delta=f"ε {summary['epsilon_total'][conversion]:.2f} at δ={delta:.0e}",
+                delta=f"ε {summary['epsilon_total'][conversion]:.2f} at δ={S.fmt_delta(delta)}",
                 delta_color="off",
                 help=f"ρ adds over runs. ε by {S.conversion_label(conversion)}.",
             )

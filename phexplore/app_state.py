@@ -217,6 +217,12 @@ def epsilon_curve_frame(rho: float, lo: float = 1e-15, hi: float = 1e-2) -> pd.D
     return pd.concat(parts, ignore_index=True)
 
 
+def fmt_delta(delta: float) -> str:
+    """δ as the pickers show it: ``1e-10`` (a power of ten), else a compact number."""
+    exponent = math.log10(delta)
+    return f"1e{round(exponent)}" if abs(exponent - round(exponent)) < 1e-9 else f"{delta:.1e}"
+
+
 def conversion_label(name: str) -> str:
     """Readable label of a ρ → (ε, δ) conversion."""
     return CONVERSION_LABELS.get(name, name)

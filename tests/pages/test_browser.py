@@ -220,6 +220,15 @@ def test_privacy_loss(page) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "Privacy loss (ε, δ)", "Privacy loss (ε, δ)")
     _wait_plot(page)
     page.get_by_text("Production persons (certificate): ε=17.14").first.wait_for()
+    label = "TopDown persons: ε at δ = 1e-10"
+    before = _metric(page, label)
+    # One step right on the page's δ slider: δ = 1e-9, so ε falls.
+    thumb = page.locator('[data-testid="stMain"] input[type="range"]').first
+    thumb.focus()
+    thumb.press("ArrowRight")
+    _idle(page)
+    after = _metric(page, "TopDown persons: ε at δ = 1e-9")
+    assert float(after) < float(before)
     _shot(page, "03_privacy_loss")
 
 
