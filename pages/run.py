@@ -135,13 +135,20 @@ def _topdown_form() -> R.RunJob | None:
         level, units = None, []
         if hist is not None:
             choices = [lv for lv in hist.levels[1:-1]]
+            options = ["(all data)", *choices]
+            # Many cells per block (the 2,016-cell schema) → start from the finest level.
+            default_level = (
+                (choices[0] if hist.schema.size <= 64 else choices[-1]) if choices else None
+            )
+            level_key = f"run_td_subset_level_{data_label}"
+            if s.get(level_key) not in options:
+                s[level_key] = default_level or options[0]
             level = st.selectbox(
                 "Run on a subset (geolevel)",
-                ["(all data)", *choices],
-                index=1 if choices else 0,
-                key="run_td_subset_level",
+                options,
+                key=level_key,
                 help="A small subset (one county, a few tracts) runs in seconds; all of RI takes "
-                "minutes.",
+                "minutes. Run time grows with blocks × cells per block.",
             )
             if level == "(all data)":
                 level = None
@@ -158,6 +165,15 @@ def _topdown_form() -> R.RunJob | None:
                     key=key,
                     help="Geounits whose blocks are run; the smallest comes first.",
                 )
+            n_blocks = (
+                int(R.subset_units(hist, level).loc[units].sum())
+                if level and units
+                else hist.n_blocks
+            )
+            st.caption(
+                f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
+                f"({hist.schema.name} schema)."
+            )
     with c2:
         st.markdown("**Budget**")
         options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}

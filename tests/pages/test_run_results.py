@@ -162,7 +162,7 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     at.switch_page("pages/run.py").run()
     _no_problems(at)
     assert at.checkbox(key="run_td_entities").value is True  # the spine needs its entities
-    at.selectbox(key="run_td_subset_level").set_value("Tract").run()
+    at.selectbox(key="run_td_subset_level_ri2010").set_value("Tract").run()
     tracts = ["44007000800", "44007003400", "44007000102"]
     at.multiselect(key="run_td_units_ri2010_Tract").set_value(tracts).run()
     at.button(key="run_td_go").click().run()
