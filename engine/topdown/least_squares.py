@@ -65,6 +65,10 @@ class PassSolution:
     objective: np.ndarray
 
 
+class _FixedRowViolated(Exception):
+    """A constraint over variables fixed at 0 cannot hold (e.g. an invariant in an empty cell)."""
+
+
 class _Builder:
     """Accumulate the rows of a Clarabel problem (zero cone first, then non-negative cone)."""
 
@@ -85,12 +89,32 @@ class _Builder:
             self.ineq_blocks.append(sp.csr_matrix(rows))
             self.ineq_rhs.append(np.asarray(rhs, dtype=np.float64))
 
-    def matrices(self) -> tuple[sp.csc_matrix, np.ndarray, list[object]]:
-        blocks = self.eq_blocks + self.ineq_blocks
-        a = sp.vstack(blocks, format="csc") if blocks else sp.csc_matrix((0, self.n_vars))
-        b = np.concatenate(self.eq_rhs + self.ineq_rhs) if blocks else np.zeros(0)
-        n_eq = int(sum(m.shape[0] for m in self.eq_blocks))
-        n_in = int(sum(m.shape[0] for m in self.ineq_blocks))
+    def matrices(
+        self, keep: np.ndarray | None = None
+    ) -> tuple[sp.csc_matrix, np.ndarray, list[object]]:
+        """(A, b, cones); with ``keep`` only those variables (the others are fixed at 0) and
+        the rows that still involve a kept variable (a dropped row's right-hand side must be 0,
+        else :class:`_FixedRowViolated`)."""
+        parts = []
+        for blocks, rhs in ((self.eq_blocks, self.eq_rhs), (self.ineq_blocks, self.ineq_rhs)):
+            if not blocks:
+                parts.append((sp.csr_matrix((0, self.n_vars)), np.zeros(0)))
+                continue
+            a_part = sp.vstack(blocks, format="csr")
+            b_part = np.concatenate(rhs)
+            if keep is not None:
+                a_part = a_part[:, keep].tocsr()
+                used = np.diff(a_part.indptr) > 0
+                is_eq = blocks is self.eq_blocks
+                unused_rhs = b_part[~used]
+                if np.any(np.abs(unused_rhs) > 1e-9 if is_eq else unused_rhs < -1e-9):
+                    raise _FixedRowViolated()
+                a_part, b_part = a_part[used], b_part[used]
+            parts.append((a_part, b_part))
+        a = sp.vstack([parts[0][0], parts[1][0]], format="csc")
+        b = np.concatenate([parts[0][1], parts[1][1]])
+        n_eq = parts[0][0].shape[0]
+        n_in = parts[1][0].shape[0]
         cones: list[object] = []
         if n_eq:
             cones.append(clarabel.ZeroConeT(n_eq))
@@ -158,9 +182,21 @@ def _band_rows(
 
 
 def _solve(
-    p: sp.csc_matrix, c: np.ndarray, builder: _Builder, batch: FamilyBatch, what: str
+    p: sp.csc_matrix,
+    c: np.ndarray,
+    builder: _Builder,
+    batch: FamilyBatch,
+    what: str,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
-    a, b, cones = builder.matrices()
+    """Solve with Clarabel; ``keep`` lists the free variables (the rest are fixed at 0)."""
+    try:
+        a, b, cones = builder.matrices(keep)
+    except _FixedRowViolated:
+        raise TopDownInfeasible(describe_family_failure(batch, what, "infeasible")) from None
+    if keep is not None:
+        p = sp.csc_matrix(p)[keep][:, keep]
+        c = c[keep]
     status = ""
     for strict in (True, False):  # tight tolerances first, Clarabel's defaults as a retry
         settings = clarabel.DefaultSettings()
@@ -177,7 +213,11 @@ def _solve(
             break
     else:
         raise TopDownInfeasible(describe_family_failure(batch, what, status))
-    return np.asarray(solution.x)
+    if keep is None:
+        return np.asarray(solution.x)
+    full = np.zeros(builder.n_vars)
+    full[keep] = np.asarray(solution.x)
+    return full
 
 
 def _has_child_invariants(batch: FamilyBatch) -> bool:
@@ -229,7 +269,8 @@ def _solve_clarabel_centred(
 ) -> np.ndarray:
     x0 = _reference_point(batch)
     centred, centred_bands = _centred(batch, bands, x0)
-    d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0)
+    fixed = None if batch.parent is None else batch.parent[batch.child_family] <= 0
+    d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0, fixed=fixed)
     return np.maximum(x0 + d, 0.0)
 
 
@@ -414,6 +455,7 @@ def _solve_pass_clarabel(
     pass_queries: Sequence[int],
     bands: Sequence[Band],
     floor: np.ndarray | None = None,
+    fixed: np.ndarray | None = None,
 ) -> np.ndarray:
     """The pass as one sparse QP for Clarabel, in residual variables r = A_q x − m̃.
 
@@ -452,7 +494,12 @@ def _solve_pass_clarabel(
     for band in bands:
         _band_rows(batch, band, builder, None)
     p = sp.diags(diag, format="csc")
-    raw = _solve(p, np.zeros(total), builder, batch, "weighted least squares (TDA eq. 7.5)")
+    keep = None
+    if fixed is not None and fixed.any():
+        # Cells whose parent cell is 0 are 0 in every child: no variable (on the 2,016-cell
+        # schema most cells of a block group are empty, so this shrinks the QP many-fold).
+        keep = np.flatnonzero(np.concatenate([~fixed.reshape(-1), np.ones(n_r, dtype=bool)]))
+    raw = _solve(p, np.zeros(total), builder, batch, "weighted least squares (TDA eq. 7.5)", keep)
     return raw[:n_x].reshape(n_children, n_cells)
 
 
