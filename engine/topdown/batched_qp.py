@@ -263,10 +263,6 @@ def _robust_inverse(a: np.ndarray) -> np.ndarray:
         return np.linalg.pinv(a)
 
 
-def _objective(qp: FamilyQP, x: np.ndarray) -> float:
-    return 0.5 * float(np.einsum("ki,kij,kj->", x, qp.H, x)) + float(np.sum(qp.g * x))
-
-
 def polish(
     qp: FamilyQP, x: np.ndarray, s: np.ndarray, z: np.ndarray, fixed: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -7,18 +7,25 @@ For each family (a fixed parent histogram x̂_γ and its children) pass k solves
            A_q x_c = invariant answers (e.g. state totals);
            |B^(j) (x − x̃^(j))| ≤ τ̂^(j) + 0.1   for every earlier pass j,
 
-with weights w = 1/Var (inverse noise variances) and B^(j) the stacked query groups of pass j. The
+with weights w = 1/σ² (inverse noise variances at the noise scale, see
+:class:`engine.topdown.measure.Measurements`) and B^(j) the stacked query groups of pass j. The
 slack τ̂^(j) is the smallest feasible one, eq. 7.6. For pass 1, x̃^(1) itself attains slack 0, so
 τ̂^(1) = 0 exactly; for later passes we solve the linear program 7.6. The root problem (eq. 7.1) is
 the same without the parent constraint. Production used pass 1 = TOTAL, pass 2 = every other query
 (SPEC §4).
 
-Solver: the families of a batch are independent, so the batch is one sparse block-diagonal convex
-QP handed directly to Clarabel (an interior-point solver; cvxpy's default QP backend) without the
-modelling layer. Query answers enter as auxiliary variables z = A_q x so the Hessian is diagonal and
-the constraint matrix has O(cells) non-zeros per child — no dense Kronecker matrix is formed. The
-benchmark (``benchmarks/topdown.py``) checks the objective values against a per-family cvxpy + SCS
-formulation.
+Solvers (all families of a batch at once; objectives checked against per-family cvxpy models in
+the tests and in ``benchmarks/topdown.py``):
+
+* a TOTAL-only pass has a closed form (water filling, :func:`_water_fill_totals`);
+* small schemas (≤ 64 cells) with parents up to :data:`MAX_DENSE_COUNT` persons per cell use the
+  batched interior point of :mod:`engine.topdown.batched_qp` on groups of about
+  :data:`DENSE_GROUP_CHILDREN` children;
+* everything else (the root, counties, children with invariants, the 2,016-cell schema, or a
+  group the interior point does not finish) is one sparse QP for Clarabel (cvxpy's default QP
+  backend, called directly): residual variables r = A_q x − m̃ so that no dense Kronecker matrix is
+  formed and the objective has no constant; centred on a non-negative reference point so that the
+  variables are at the scale of the noise; no variable for cells that are empty in the parent.
 """
 
 from __future__ import annotations
