@@ -57,8 +57,10 @@ class RunCancelled(PHExploreError):
 class TopDownOptions:
     """Estimation settings; the defaults follow production (SPEC §4).
 
-    ``ls_passes``: query names of each least-squares pass (default: TOTAL, then every other
-    measured query). ``rounder_chain``: nested marginals of the rounder (default:
+    ``ls_passes``: query names of each least-squares pass, used at every level (default, as in
+    production, TDA §8.1–8.2: one pass with every query for the root and for the block level, and
+    two passes — TOTAL, then every other measured query — for the levels in between).
+    ``rounder_chain``: nested marginals of the rounder (default:
     :func:`~engine.topdown.queries.rounder_chain`). ``invariants``: level → exact queries.
     """
 
@@ -225,8 +227,13 @@ def _query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list
     return names
 
 
-def _passes(names: Sequence[str], options: TopDownOptions) -> list[list[int]]:
+def _passes(
+    names: Sequence[str], options: TopDownOptions, *, single: bool = False
+) -> list[list[int]]:
+    """Least-squares passes as query indices; ``single`` = one pass of every query (TDA §8.1)."""
     if options.ls_passes is None:
+        if single:
+            return [list(range(len(names)))]
         first = [TOTAL] if TOTAL in names else []
         spec: Sequence[Sequence[str]] = [first, [n for n in names if n != TOTAL]]
     else:
@@ -335,6 +342,7 @@ def run_topdown(
     chain_groups = rounder_chain(hist.schema, options.rounder_chain)
     chain = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in chain_groups)
     passes = _passes(names, options)
+    single_pass = _passes(names, options, single=True)
     timings: dict[str, float] = {}
 
     report("Aggregating the true histogram", 0.0)
@@ -364,7 +372,7 @@ def run_topdown(
     problems = check_batch(root_batch)
     if problems:
         raise TopDownInfeasible("; ".join(problems))
-    outcome = estimate_batch(root_batch, passes, chain)
+    outcome = estimate_batch(root_batch, single_pass, chain)
     estimates[0] = outcome.x[0]
     ls_total += outcome.least_squares_s
     rounding_total += outcome.rounding_s
@@ -387,6 +395,8 @@ def run_topdown(
             t_level = time.perf_counter()
             kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
             level_name = "/".join(sorted(set(tree.level_names[kids_all])))
+            # Production used one pass with every query where the children are blocks (TDA §8.1).
+            depth_passes = single_pass if np.all(n_sizes[kids_all] == 0) else passes
             parent_est = estimates[parents]
             trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
             easy = parents[trivial]
@@ -411,12 +421,12 @@ def run_topdown(
                 for k, batch in enumerate(batches):
                     if is_cancelled():
                         raise RunCancelled("TopDown run cancelled")
-                    results[k] = estimate_batch(batch, passes, chain)
+                    results[k] = estimate_batch(batch, depth_passes, chain)
                     done_children += batch.n_children
                     report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
             else:
                 futures: list[Future[BatchOutcome]] = [
-                    executor.submit(estimate_batch, b, passes, chain) for b in batches
+                    executor.submit(estimate_batch, b, depth_passes, chain) for b in batches
                 ]
                 for k, fut in enumerate(futures):
                     while True:
