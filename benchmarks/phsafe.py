@@ -35,7 +35,7 @@ def main() -> None:
     t = time.perf_counter()
     extract = generate_households(args.persons, seed=args.seed)
     t_gen = time.perf_counter() - t
-    config = preset("production-us")
+    config = preset("phsafe-2020")
 
     t, c = time.perf_counter(), time.process_time()
     prepared = prepare_extract(extract, config.state_filter)

@@ -363,7 +363,7 @@ def run_experiment(
 
     PHSafe (default ``data="phsafe_synthetic_us"``, a sample name, a CEF-extract directory or a
     :class:`~engine.data.cef_types.CefExtract`): ``preset`` is a PHSafe preset name
-    (``production-us``) or a config.json path, default the data folder's ``config.json``; each
+    (``phsafe-2020``) or a config.json path, default the data folder's ``config.json``; each
     budget is the run's total unbounded ρ (or ε), shared over tables and levels as in the config.
     Metrics are per table (``query``) × population-group level (``geolevel``); there is no SRS
     baseline or Blau table (no sub-state geography).

@@ -253,62 +253,28 @@ def _validate(config: PHSafeConfig) -> None:
             )
 
 
-# PHS Table 10: unbounded ρ per table and level (production US configuration).
-_TABLE10_RHO: dict[str, dict[str, float]] = {
-    **{
-        t: {
-            "usa_*": 0.002619,
-            "usa_A-G": 0.002619,
-            "usa_H,I": 0.002619,
-            "state_*": 0.016371,
-            "state_A-G": 0.141622,
-            "state_H,I": 0.016371,
-        }
-        for t in ("PH1_num", "PH4", "PH7")
-    },
-    **{
-        t: {
-            "usa_*": 0.000022,
-            "usa_A-G": 0.000022,
-            "usa_H,I": 0.000022,
-            "state_*": 0.000135,
-            "state_A-G": 0.00117,
-            "state_H,I": 0.000135,
-        }
-        for t in ("PH1_denom", "PH5_denom", "PH8_denom")
-    },
-    "PH2": {"usa_*": 0.002619, "state_*": 0.016371},
-    "PH3": {
-        "usa_*": 0.001061,
-        "usa_A-G": 0.001061,
-        "usa_H,I": 0.001061,
-        "state_*": 0.006630,
-        "state_A-G": 0.662976,
-        "state_H,I": 0.006630,
-    },
-    "PH6": {"usa_*": 0.001061, "state_*": 0.006630},
-}
-_TABLE10_TAU: dict[str, int] = {"PH1_num": 10, "PH2": 10, "PH3": 6, "PH4": 10, "PH6": 6, "PH7": 10}
+# Older names of the shipped PHSafe presets (``phexplore presets list --format json``).
+PRESET_ALIASES: dict[str, str] = {"production-us": "phsafe-2020", "production-pr": "phsafe-2020-pr"}
+
+
+def _phsafe_preset_names() -> tuple[str, ...]:
+    from phexplore.presets import list_presets
+
+    return tuple(p.name for p in list_presets("phsafe"))
 
 
 def preset(name: str) -> PHSafeConfig:
-    """A named configuration: ``production-us`` (PHS Table 10) or ``production-pr`` (its PR run)."""
-    if name == "production-us":
-        budgets = {t: dict(levels) for t, levels in _TABLE10_RHO.items()}
-        states = list(US_STATES)
-    elif name == "production-pr":
-        budgets = {
-            t: {lvl: (0.0 if lvl.startswith("usa_") else rho) for lvl, rho in levels.items()}
-            for t, levels in _TABLE10_RHO.items()
-        }
-        states = [PUERTO_RICO]
-    else:
+    """A shipped PHSafe preset as an engine configuration (``phsafe-2020``: PHS Table 10;
+    ``phsafe-2020-pr``: its Puerto Rico run). The parameters live once, as data, in
+    :mod:`phexplore.presets`; ``production-us`` / ``production-pr`` are accepted aliases."""
+    from phexplore.presets import load_phsafe_preset
+
+    key = PRESET_ALIASES.get(name, name)
+    if key not in _phsafe_preset_names():
         raise ValidationError(
             f"unknown PHSafe preset {name!r}; use one of {', '.join(PRESET_NAMES)} or a config.json path"
         )
-    return PHSafeConfig(
-        privacy_budget=budgets, tau=dict(_TABLE10_TAU), state_filter=states, privacy_defn="zcdp"
-    )
+    return PHSafeConfig.from_json(load_phsafe_preset(key).to_official_config())
 
 
-PRESET_NAMES: tuple[str, ...] = ("production-us", "production-pr")
+PRESET_NAMES: tuple[str, ...] = (*_phsafe_preset_names(), *PRESET_ALIASES)

@@ -3,7 +3,7 @@
 Shared by the CLI (``phexplore run phsafe``) and the app: ``data`` is a shipped sample name
 (``engine.data.samples``; e.g. ``phsafe_synthetic_us``) or a directory with ``persons.csv``,
 ``units.csv`` and ``geo.csv`` (optionally ``.gz``); ``config`` is a :class:`PHSafeConfig`, a parsed
-config.json mapping, a preset name (``production-us``, ``production-pr``; PHS Table 10), a path to a
+config.json mapping, a preset name (``phsafe-2020``, ``phsafe-2020-pr``; PHS Table 10), a path to a
 config.json, or ``None`` for the data directory's own ``config.json``. The extract is read and
 validated for the configuration's ``state_filter`` (:func:`engine.data.cef.load_cef_extract`).
 """

@@ -98,7 +98,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="topdown: allocation preset whose shares are rescaled to each budget (default "
         "ri2010-production-like; ri2010-e2e-1940-like = PF's pure-DP setting); phsafe: preset "
-        "(production-us, production-pr) or config.json path (default: the data's config.json)",
+        "(phsafe-2020, phsafe-2020-pr) or config.json path (default: the data's config.json)",
     )
     parser.add_argument(
         "--srs",

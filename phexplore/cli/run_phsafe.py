@@ -36,7 +36,7 @@ def register(engines: Any) -> None:
     parser.add_argument(
         "--config",
         default=None,
-        help="config.json path or preset (production-us, production-pr); default: the data "
+        help="config.json path or preset (phsafe-2020, phsafe-2020-pr); default: the data "
         "directory's config.json",
     )
     parser.add_argument(

@@ -17,7 +17,7 @@ def phsafe_experiment():
 
 
 def test_scaled_config_keeps_shares() -> None:
-    config = preset("production-us")
+    config = preset("phsafe-2020")
     scaled = scaled_config(config, 10.0)
     assert scaled.total_budget() == pytest.approx(10.0)
     factor = 10.0 / config.total_budget()
@@ -58,4 +58,4 @@ def test_phsafe_input_errors(tmp_path) -> None:
     with pytest.raises(ValidationError, match="config.json"):
         run_experiment("phsafe", tmp_path, [1.0], [0])
     with pytest.raises(ValidationError, match="CefExtract"):
-        run_experiment("phsafe", 42, [1.0], [0], preset="production-us")
+        run_experiment("phsafe", 42, [1.0], [0], preset="phsafe-2020")

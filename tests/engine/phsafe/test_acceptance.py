@@ -34,7 +34,7 @@ def _default_sample() -> CefExtract:
         from engine.data.synthetic import generate_households
 
         return generate_households(200_000, seed=2020)
-    return load_cef_extract(info.path, state_filter=preset("production-us").state_filter)
+    return load_cef_extract(info.path, state_filter=preset("phsafe-2020").state_filter)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def sample() -> CefExtract:
 
 @pytest.fixture(scope="module")
 def private_run(sample: CefExtract) -> PHSafeResult:
-    return run_phsafe(sample, preset("production-us"), seed=12345, trials=TRIALS)
+    return run_phsafe(sample, preset("phsafe-2020"), seed=12345, trials=TRIALS)
 
 
 @pytest.mark.slow
@@ -89,7 +89,7 @@ def test_two_hundred_trials_match_analytic_variance_and_moe(private_run: PHSafeR
 
 @pytest.mark.slow
 def test_truncation_error_positive_at_six_and_shrinking(sample: CefExtract) -> None:
-    base = preset("production-us")
+    base = preset("phsafe-2020")
     totals: dict[int, dict[str, int]] = {}
     largest: dict[str, int] = {}
     for tau in (6, 8, 10, 15):

@@ -25,7 +25,7 @@ def test_config_forms() -> None:
     cfg = PHSafeConfig.from_json(FIXTURE / "config.json")
     assert resolve_config(cfg) is cfg
     assert resolve_config(cfg.to_dict()).to_dict() == cfg.to_dict()
-    assert resolve_config("production-us").total_budget() == preset("production-us").total_budget()
+    assert resolve_config("phsafe-2020").total_budget() == preset("phsafe-2020").total_budget()
     assert resolve_config(str(FIXTURE / "config.json")).to_dict() == cfg.to_dict()
     with pytest.raises(ValidationError, match="presets"):
         resolve_config(None, FIXTURE.parent)

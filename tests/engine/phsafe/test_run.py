@@ -28,7 +28,7 @@ def _small(cef, state: str = "44"):
 
 
 def _config(state: str = "44", **budgets: float) -> PHSafeConfig:
-    cfg = preset("production-us").to_dict()
+    cfg = preset("phsafe-2020").to_dict()
     cfg["state_filter"] = [state]
     for key, value in budgets.items():
         table, level = key.split("__")
@@ -89,11 +89,11 @@ def test_truncation_error_and_noise_decomposition(cef) -> None:
 
 
 def test_puerto_rico_run_has_no_nation_level(cef) -> None:
-    result = run_phsafe(_small(cef, state="72"), preset("production-pr"), seed=4)
+    result = run_phsafe(_small(cef, state="72"), preset("phsafe-2020-pr"), seed=4)
     assert set(result.measurements["region_type"]) == {"STATE"}
     assert result.states == ("72",)
     nonprivate = run_phsafe(
-        _small(cef, state="72"), preset("production-pr"), seed=4, non_private=True
+        _small(cef, state="72"), preset("phsafe-2020-pr"), seed=4, non_private=True
     )
     assert all(set(f["REGION_TYPE"]) <= {"STATE"} for f in nonprivate.official.values())
 
