@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from phexplore.distributions import discrete_gaussian_moe, geometric_moe
 from phexplore.errors import ValidationError
@@ -42,7 +42,7 @@ def z_for_confidence(confidence: float = 0.90) -> float:
         raise ValidationError(
             f"confidence level must be strictly between 0 and 1; got {confidence!r}"
         )
-    return round(float(norm.ppf((1.0 + c) / 2.0)), 3)
+    return round(float(ndtri((1.0 + c) / 2.0)), 3)
 
 
 def sigma2_for_rho(rho: float, sensitivity: float) -> float:
