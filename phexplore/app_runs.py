@@ -25,15 +25,11 @@ import streamlit as st
 
 from engine.data.errors import DataValidationError
 from engine.data.histogram import BlockHistogram
+from engine.data.inputs import FORMATS as INPUT_FORMATS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
-from phexplore.errors import PHExploreError, ValidationError
+from phexplore.errors import PHExploreError
 
-TOPDOWN_UPLOAD_KINDS: dict[str, str] = {
-    "ri2010": "Block CSV, ALARM/RI 2010 layout (GEOID, pop, pop_<group>…, vap…)",
-    "block_csv": "Any block CSV + a mapping JSON (which schema cell each column counts)",
-    "ppmf": "PPMF / MDF person records (CSV)",
-    "pl94171": "P.L. 94-171 2020-style file set (geo + 3 segments)",
-}
+TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 TRUTH_NOTE = (
     "Comparisons of DP output with the truth are only for non-confidential test data (public "
     "samples, synthetic or already-published tables) — never compute them on confidential data "
@@ -70,40 +66,9 @@ def samples_of(kind: str) -> dict[str, str]:
 
 def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
     """Validate and load uploaded TopDown data of ``kind`` (raises DataValidationError)."""
-    if not files:
-        raise ValidationError("choose a file to upload first")
-    if kind == "ri2010":
-        from engine.data.ri2010 import load_ri2010
+    from engine.data.inputs import load_topdown_files
 
-        return load_ri2010(files[0], name=files[0].name)
-    if kind == "block_csv":
-        from engine.data.block_csv import load_block_csv
-
-        mappings = [f for f in files if f.name.lower().endswith(".json")]
-        data = [f for f in files if not f.name.lower().endswith(".json")]
-        if len(mappings) != 1 or len(data) != 1:
-            raise ValidationError(
-                "a block CSV upload needs two files: the CSV (one row per block) and its mapping "
-                "JSON (see docs/readme/data.md)"
-            )
-        return load_block_csv(data[0], mappings[0], name=data[0].name)
-    if kind == "ppmf":
-        from engine.data.ppmf import load_ppmf
-
-        return load_ppmf(files[0], name=files[0].name)
-    if kind == "pl94171":
-        from engine.data.pl94171 import load_pl94171_histogram
-
-        by_name = {f.name.lower(): f for f in files}
-        geo = [f for n, f in by_name.items() if "geo" in n]
-        parts = sorted((n, f) for n, f in by_name.items() if "geo" not in n)
-        if len(geo) != 1 or len(parts) != 3:
-            raise ValidationError(
-                "a P.L. 94-171 upload needs four files: the geo header file (name containing "
-                "'geo') and segments 1, 2 and 3"
-            )
-        return load_pl94171_histogram(geo[0], parts[0][1], parts[1][1], parts[2][1])
-    raise ValidationError(f"unknown upload kind {kind!r}")
+    return load_topdown_files(kind, files)
 
 
 def load_cef_upload(files: Sequence[Any]) -> Any:

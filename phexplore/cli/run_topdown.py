@@ -30,14 +30,26 @@ def register(engines: Any) -> None:
         help="run the TopDown algorithm on block counts and write estimates and metrics.json",
         description=(
             "Run TopDown (measurement, then top-down least squares and controlled rounding) on a "
-            "shipped sample or a PPMF person-record CSV, with a preset or an allocation JSON."
+            "shipped sample or your own file (RI-style block CSV, PPMF person records, a P.L. 94-171 "
+            "file-set folder, or any block CSV with --mapping), with a preset or an allocation JSON."
         ),
     )
     parser.add_argument(
         "--data",
         required=True,
-        help="sample name (e.g. ri2010, ppmf_perry_al; see 'phexplore samples list') or a PPMF "
-        "person-record CSV file",
+        help="sample name (e.g. ri2010, ppmf_perry_al; see 'phexplore samples list'), a CSV file "
+        "(RI 2010 layout or PPMF person records, recognised by its header), or a folder holding a "
+        "P.L. 94-171 2020-style file set (*.pl)",
+    )
+    parser.add_argument(
+        "--data-format",
+        choices=("ri2010", "ppmf", "pl94171", "block_csv"),
+        help="format of --data when its header is not enough to tell (default: sniffed)",
+    )
+    parser.add_argument(
+        "--mapping",
+        help="mapping JSON for a generic block CSV: which schema cell each column counts "
+        "(see docs/data.md)",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -73,19 +85,10 @@ def register(engines: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _load_data(spec: str) -> Any:
-    from engine.data.ppmf import load_ppmf
-    from engine.data.samples import list_samples, load_topdown_sample
+def _load_data(args: argparse.Namespace) -> Any:
+    from engine.data.inputs import load_topdown_input
 
-    path = Path(spec)
-    if path.is_file():
-        return load_ppmf(path)
-    known = [s.name for s in list_samples() if s.kind == "topdown"]
-    if spec in known:
-        return load_topdown_sample(spec)
-    raise ValidationError(
-        f"--data {spec!r} is neither a file nor a TopDown sample; samples: {', '.join(known)}"
-    )
+    return load_topdown_input(args.data, kind=args.data_format, mapping=args.mapping)
 
 
 def _filter(hist: Any, spec: str) -> Any:
@@ -149,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import run_topdown
 
-    hist = _load_data(args.data)
+    hist = _load_data(args)
     if args.filter:
         hist = _filter(hist, args.filter)
     allocation = _load_allocation(args)

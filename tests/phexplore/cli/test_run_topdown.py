@@ -74,7 +74,7 @@ def test_bad_arguments_are_errors_in_words(tmp_path, capsys):
             str(tmp_path),
         ]
     )
-    assert code == 1 and "neither a file nor a TopDown sample" in capsys.readouterr().err
+    assert code == 1 and "neither a file, a folder nor a TopDown sample" in capsys.readouterr().err
     code = main(
         [
             "run", "topdown", "--data", "ri2010", "--filter", "Tract=0", "--preset",
