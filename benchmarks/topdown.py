@@ -1,9 +1,11 @@
 """Benchmark of the TopDown engine (TDA §7): batched solvers vs a per-family cvxpy + SCS baseline.
 
 1. One full run (``engine.topdown.run.run_topdown``) on the data, recording every family batch.
-2. The same per-family least-squares problems (TDA eq. 7.5: pass 1 TOTAL, pass 2 the rest with the
-   pass-1 totals held within 0.1) solved by the engine's method and by a plain cvxpy model per
-   family with SCS (tolerance ``--eps``); objective values are compared (relative difference).
+2. The same per-family least-squares problems (TDA eq. 7.5), with the passes the engine used for
+   each batch as recorded: one pass with every query for the root and for families whose
+   children are blocks; elsewhere pass 1 TOTAL, then pass 2 the rest with the pass-1 totals held
+   within 0.1. Each is solved by the engine's method and by a plain cvxpy model per family with
+   SCS (tolerance ``--eps``); objective values are compared (relative difference).
 3. The rounding LPs (eq. 7.7) per family as cvxpy MILPs (HiGHS) for the whole-run baseline:
    baseline whole run = the engine's run time − its least-squares and rounding time + the
    baseline's per-family least-squares and rounding time.
