@@ -61,6 +61,11 @@ def moe_bound(sigma: float, confidence: float = 0.90) -> int:
     return int(math.floor(z_for_confidence(confidence) * float(sigma) + 1e-9))
 
 
+def moe_for_rho(rho: float, sensitivity: float, confidence: float = 0.90) -> int:
+    """⌊z·σ⌋ with σ² = Δ²/(2ρ): the PHSafe MOE bound at ``confidence`` (PHS §7.1)."""
+    return moe_bound(math.sqrt(sigma2_for_rho(rho, sensitivity)), confidence)
+
+
 def moe_exact(sigma2: float, confidence: float = 0.90) -> int:
     """Exact discrete-Gaussian MOE from the pmf (SPEC §2)."""
     return discrete_gaussian_moe(sigma2, confidence)

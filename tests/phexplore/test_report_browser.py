@@ -47,7 +47,12 @@ def browser_page():
 
 def test_report_opens_with_table_and_chart(browser_page, tmp_path: Path) -> None:
     scenario = scenario_from_preset("phsafe-2020").with_result(
-        {"engine": "phsafe", "data": "phsafe_synthetic_us", "seed": 7, "mae": {"State": {"PH1_num": 3.2}}}
+        {
+            "engine": "phsafe",
+            "data": "phsafe_synthetic_us",
+            "seed": 7,
+            "mae": {"State": {"PH1_num": 3.2}},
+        }
     )
     report = tmp_path / "report.html"
     report.write_text(build_report_html(scenario), encoding="utf-8")
