@@ -48,10 +48,11 @@ from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
 from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from phexplore.distributions import discrete_gaussian_moe, geometric_moe
 from phexplore.errors import ValidationError
+from phexplore.moe import z_for_confidence
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 DEFAULT_PRESET = "ri2010-production-like"
-MOE_Z = 1.645
+MOE_Z = z_for_confidence(0.90)
 """z of the analytic 90% MOE z·σ (SPEC §2)."""
 Progress = Callable[[str, float], None]
 

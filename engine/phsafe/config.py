@@ -24,18 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from phexplore.errors import ValidationError
+from phexplore.moe import PHSAFE_TABLES
 
-MEASURED_TABLES: tuple[str, ...] = (
-    "PH1_num",
-    "PH1_denom",
-    "PH2",
-    "PH3",
-    "PH4",
-    "PH5_denom",
-    "PH6",
-    "PH7",
-    "PH8_denom",
-)
+MEASURED_TABLES: tuple[str, ...] = PHSAFE_TABLES
 """The nine measured runs (PHS §3.2)."""
 
 TRUNCATED_TABLES: tuple[str, ...] = ("PH1_num", "PH2", "PH3", "PH4", "PH6", "PH7")

@@ -43,22 +43,7 @@ def cell_errors(levels: Iterable[MeasuredLevel], trial: int = 0) -> pd.DataFrame
     """Per basis cell of one trial: true, true_truncated, noisy and the three error components."""
     frames = []
     for level in levels:
-        c = level.counts
-        n_r, n_i, n_c = c.true_full.shape
-        frame = pd.DataFrame(
-            {
-                "table": c.table,
-                "level": c.level,
-                "region_type": c.region_type,
-                "region_id": np.repeat(np.asarray(c.region_ids, dtype=object), n_i * n_c),
-                "iteration_code": np.tile(
-                    np.repeat(np.asarray(c.iteration_codes, dtype=object), n_c), n_r
-                ),
-                "cell": np.tile(np.asarray(c.basis, dtype=np.int64), n_r * n_i),
-                "true": c.true_full.reshape(-1),
-                "true_truncated": c.true_truncated.reshape(-1),
-            }
-        )
+        frame = level.basis_frame()
         frame["truncation_error"] = frame["true_truncated"] - frame["true"]
         if level.noise is not None:
             frame["noisy"] = level.noisy(trial).reshape(-1)

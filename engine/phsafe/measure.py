@@ -18,20 +18,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from engine.noise import discrete_gaussian, two_sided_geometric
 from engine.phsafe.join import LevelCounts
-from engine.phsafe.tables import MEASURED
 from phexplore.distributions import (
     discrete_gaussian_moe,
     geometric_moe,
     geometric_variance,
 )
+from phexplore.moe import phsafe_sensitivity, z_for_confidence
 
 DISCRETE_GAUSSIAN = "Discrete Gaussian"
 TWO_SIDED_GEOMETRIC = "Two-Sided Geometric"
-Z_90 = 1.645
-"""The 95th normal percentile used for the paper-style MOE bound (SPEC §2)."""
+Z_90 = z_for_confidence(0.90)
+"""1.645, the 95th normal percentile of the paper-style MOE bound (SPEC §2; one copy in phexplore.moe)."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,12 @@ class NoiseSpec:
 
 
 def sensitivity(table: str, tau: int | None) -> int:
-    """Δ of PHS §5.1: 2τ+2 for Algorithm-1 tables, 2 for Algorithm-2 tables."""
-    if MEASURED[table].algorithm == 1:
-        if tau is None:
-            raise ValueError(f"{table} needs τ to compute its sensitivity")
-        return 2 * int(tau) + 2
-    return 2
+    """Δ of PHS §5.1: 2τ+2 for Algorithm-1 tables, 2 for Algorithm-2 tables.
+
+    One rule for the engine and the analytic tools: :func:`phexplore.moe.phsafe_sensitivity`
+    (raises :class:`~phexplore.errors.ValidationError`, a ``ValueError``, for a missing τ).
+    """
+    return phsafe_sensitivity(table, tau)
 
 
 def noise_spec(
@@ -142,6 +143,26 @@ class MeasuredLevel:
         if self.noise is None:
             raise ValueError("a non-private run has no noisy counts")
         return self.counts.true_truncated + self.noise[trial]
+
+    def basis_frame(self) -> pd.DataFrame:
+        """One row per region × iteration × basis cell: table, level, region_type, region_id,
+        iteration_code, cell, true and true_truncated (shared by the outputs and error analysis)."""
+        c = self.counts
+        n_r, n_i, n_c = c.true_full.shape
+        return pd.DataFrame(
+            {
+                "table": c.table,
+                "level": c.level,
+                "region_type": c.region_type,
+                "region_id": np.repeat(np.asarray(c.region_ids, dtype=object), n_i * n_c),
+                "iteration_code": np.tile(
+                    np.repeat(np.asarray(c.iteration_codes, dtype=object), n_c), n_r
+                ),
+                "cell": np.tile(np.asarray(c.basis, dtype=np.int64), n_r * n_i),
+                "true": c.true_full.reshape(-1),
+                "true_truncated": c.true_truncated.reshape(-1),
+            }
+        )
 
 
 def measure_level(

@@ -56,22 +56,7 @@ def format_variance(value: float) -> str:
 
 
 def _flatten(level: MeasuredLevel) -> pd.DataFrame:
-    c = level.counts
-    n_r, n_i, n_c = c.true_full.shape
-    frame = pd.DataFrame(
-        {
-            "table": c.table,
-            "level": c.level,
-            "region_type": c.region_type,
-            "region_id": np.repeat(np.asarray(c.region_ids, dtype=object), n_i * n_c),
-            "iteration_code": np.tile(
-                np.repeat(np.asarray(c.iteration_codes, dtype=object), n_c), n_r
-            ),
-            "cell": np.tile(np.asarray(c.basis, dtype=np.int64), n_r * n_i),
-            "true": c.true_full.reshape(-1),
-            "true_truncated": c.true_truncated.reshape(-1),
-        }
-    )
+    frame = level.basis_frame()
     if level.spec is not None and level.noise is not None:
         s = level.spec
         frame["noise"] = level.noise[0].reshape(-1)

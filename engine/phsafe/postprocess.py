@@ -29,6 +29,7 @@ import pandas as pd
 
 from engine.phsafe.measure import Z_90
 from engine.phsafe.tables import OUTPUT_SHELLS
+from phexplore.distributions import discrete_gaussian_moe
 
 MAX_AVERAGE = 30.0
 """Averages (persons per household or family) above this are flagged as implausible."""
@@ -55,7 +56,10 @@ def _counts_with_totals(rows: pd.DataFrame, shell_table: str) -> pd.DataFrame:
             continue
         agg = sub.groupby(_GROUP, sort=False)[["true", "noisy", "variance", "estimate"]].sum()
         agg = agg.reset_index().assign(cell=total, is_basis=False)
-        agg["moe90"] = np.ceil(Z_90 * np.sqrt(agg["variance"].astype(float))).astype(np.int64)
+        # Same rule as the basis cells and PH8_num: the exact 90% MOE of a discrete Gaussian with
+        # the summed variance (the sum of independent noises is approximately that).
+        moes = {v: (discrete_gaussian_moe(v) if v > 0 else 0) for v in agg["variance"].unique()}
+        agg["moe90"] = agg["variance"].map(moes).astype(np.int64)
         parts.append(agg)
     out = pd.concat(parts, ignore_index=True)
     out["label"] = out["cell"].map(shell.label)

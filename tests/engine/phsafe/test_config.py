@@ -80,6 +80,8 @@ def test_phexplore_budget_presets_convert() -> None:
     from phexplore.presets import load_phsafe_preset
 
     us = PHSafeConfig.from_json(load_phsafe_preset("phsafe-2020").to_official_config())
-    assert us.total_budget() == pytest.approx(preset("production-us").total_budget())
+    # PHS Table 10: total unbounded ρ of the US production run.
+    assert us.total_budget() == pytest.approx(1.257281, abs=1e-9)
+    assert preset("production-us").total_budget() == pytest.approx(1.257281, abs=1e-9)
     pr = PHSafeConfig.from_json(load_phsafe_preset("phsafe-2020-pr").to_official_config())
     assert pr.is_puerto_rico
