@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
 from phexplore.accounting import CONVERSIONS
+from phexplore.cli import app_runs as R
 
 PAGES = {
     "Plan": [

@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
+from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.planning import plan_phsafe, tradeoff_scale_phsafe, tradeoff_scale_topdown
 from phexplore.report import build_report_html

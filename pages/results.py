@@ -2,7 +2,7 @@
 
 Thin page: every statistic comes from :mod:`engine.metrics` (MAE tables, Blau-quintile bias, EPL
 with its interval and curves, the ρ sweep and SRS trade-off) or from the PHSafe engine's error
-analysis, as kept by the Run page in :class:`phexplore.app_runs.RunRecord`. Charts are Plotly
+analysis, as kept by the Run page in :class:`phexplore.cli.app_runs.RunRecord`. Charts are Plotly
 (download with the camera icon) and labelled with the scenario; tables download as CSV.
 """
 
@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
+from phexplore.cli import app_runs as R
 
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 400}
 

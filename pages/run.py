@@ -1,7 +1,7 @@
 """Run page: run TopDown or PHSafe on a shipped sample or an uploaded file, with progress and cancel.
 
 Thin page: data loading and validation are :mod:`engine.data`'s (problems listed as a readable
-list), runs and metrics go through :mod:`phexplore.app_runs` to the engines. Results are kept in
+list), runs and metrics go through :mod:`phexplore.cli.app_runs` to the engines. Results are kept in
 the session (Results page) and downloadable here.
 """
 
@@ -12,8 +12,8 @@ from functools import partial
 
 import streamlit as st
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
+from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.presets import load_topdown_preset
 

@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
+from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.scenarios import Scenario, compare
 

@@ -1,5 +1,8 @@
 """Engine-run glue for the Streamlit app: load data, run an engine in a background thread, keep results.
 
+It lives in :mod:`phexplore.cli` because that is the one place in ``phexplore/`` that wires the
+engines (the analytic core never imports ``engine``).
+
 No science here: data come from :mod:`engine.data` (whose :class:`DataValidationError` problems the
 Run page lists), runs from :func:`engine.topdown.run.run_topdown` /
 :func:`engine.topdown.spine.runner.run_on_spine` / :func:`engine.phsafe.run.run_phsafe` /
@@ -11,7 +14,6 @@ button (the engines poll ``cancel()`` between chunks/tables); the thread never t
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 import traceback
@@ -220,14 +222,9 @@ def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:
 def _spine_plan(
     hist: BlockHistogram, allocation: TopDownAllocation, spine: str, entities: Sequence[str]
 ) -> Any:
-    from engine.topdown.spine.cli_options import add_spine_arguments, apply_spine_options
+    from engine.topdown.spine.cli_options import plan_spine
 
-    parser = argparse.ArgumentParser(add_help=False)
-    add_spine_arguments(parser)
-    argv = ["--spine", spine]
-    for name in entities:
-        argv += ["--entities", name]
-    return apply_spine_options(parser.parse_args(argv), hist, allocation)
+    return plan_spine(hist, allocation, spine, entities)
 
 
 def topdown_work(

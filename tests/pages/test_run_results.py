@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from phexplore import app_runs as R
 from phexplore import app_state as S
+from phexplore.cli import app_runs as R
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RUN_TIMEOUT_S = 150

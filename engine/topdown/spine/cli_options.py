@@ -12,7 +12,8 @@
     --tract-groups                        add Algorithm 2's greedy tract groups (optimized only)
     --bypass / --no-bypass                bypass single-child parents (default: optimized only)
 
-``apply_spine_options(args, hist, allocation)`` returns a :class:`SpinePlan`: the built spine,
+``apply_spine_options(args, hist, allocation)`` returns a :class:`SpinePlan` (through
+:func:`plan_spine`, the same resolution with plain arguments, which the app calls): the built spine,
 the keyword arguments for :func:`engine.topdown.run.run_topdown` (tree, node budgets, invariant
 options) and :meth:`SpinePlan.metrics`, the ``conventional_mae`` / ``entity_mae`` / ``osed``
 sections of metrics.json.
@@ -140,22 +141,55 @@ def spine_options_given(args: argparse.Namespace) -> bool:
 def apply_spine_options(
     args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
 ) -> SpinePlan:
-    """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan`."""
+    """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan` (see :func:`plan_spine`)."""
+    return plan_spine(
+        hist,
+        allocation,
+        args.spine or "conventional",
+        args.entities,
+        special_areas=args.special_areas,
+        fanout_cutoff=args.fanout_cutoff,
+        tract_groups=args.tract_groups,
+        bypass=args.bypass,
+    )
+
+
+def plan_spine(
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    spine: str = "conventional",
+    entities: Sequence[str] = (),
+    *,
+    special_areas: str | None = None,
+    fanout_cutoff: float = DEFAULT_FANOUT_CUTOFF,
+    tract_groups: bool = False,
+    bypass: bool | None = None,
+) -> SpinePlan:
+    """Build the :class:`SpinePlan` of one run: the spine ``spine`` on ``hist`` and the ``entities``.
+
+    The plain-argument form of the spine options, used by the CLI (through
+    :func:`apply_spine_options`) and by the app. ``entities`` and ``special_areas`` are entity
+    sources (a shipped name such as ``providence-wards`` or a block → entity CSV);
+    ``special_areas`` ``None`` means the union of the entity sets for the AIAN-style and
+    optimized spines, ``"none"`` no branch (optimized only).
+    """
     import numpy as np
 
     from engine.topdown.spine.build import build_spine
     from engine.topdown.spine.entities import block_ids_of
 
-    kind = args.spine or "conventional"
+    kind = spine or "conventional"
+    if kind not in SPINE_KINDS:
+        raise ValidationError(f"unknown spine {kind!r}; expected one of {', '.join(SPINE_KINDS)}")
     block_ids = block_ids_of(hist.geography, hist.levels[-1])
-    entity_sets = _load_all(args.entities, block_ids)
+    entity_sets = _load_all(list(entities), block_ids)
     names = [s.name for s in entity_sets]
     if len(set(names)) != len(names):
         raise ValidationError(f"entity set names repeat across --entities: {names}")
     special: np.ndarray | None = None
     special_label: str | None = None
     if kind in ("aian", "optimized"):
-        if args.special_areas is None:
+        if special_areas is None:
             if entity_sets:
                 special = np.logical_or.reduce([s.union() for s in entity_sets])
                 special_label = "union of " + ", ".join(names)
@@ -163,15 +197,15 @@ def apply_spine_options(
                 raise ValidationError(
                     "--spine aian needs --special-areas (or --entities, whose union is used)"
                 )
-        elif args.special_areas.lower() != NO_SPECIAL_AREAS:
-            areas = _load_all([args.special_areas], block_ids)
+        elif special_areas.lower() != NO_SPECIAL_AREAS:
+            areas = _load_all([special_areas], block_ids)
             special = np.logical_or.reduce([s.union() for s in areas])
-            special_label = args.special_areas
+            special_label = special_areas
         elif kind == "aian":
             raise ValidationError("--spine aian cannot run with --special-areas none")
-    elif args.special_areas is not None:
+    elif special_areas is not None:
         raise ValidationError("--special-areas applies to --spine aian or optimized only")
-    if args.tract_groups and kind != "optimized":
+    if tract_groups and kind != "optimized":
         raise ValidationError("--tract-groups applies to --spine optimized only")
     built = build_spine(
         hist,
@@ -179,9 +213,9 @@ def apply_spine_options(
         allocation,
         special_areas=special,
         entities=entity_sets,
-        fanout_cutoff=args.fanout_cutoff,
-        tract_groups_enabled=args.tract_groups,
-        bypass=args.bypass,
+        fanout_cutoff=fanout_cutoff,
+        tract_groups_enabled=tract_groups,
+        bypass=bypass,
     )
     return SpinePlan(built=built, entity_sets=tuple(entity_sets), special_areas=special_label)
 
