@@ -179,7 +179,7 @@ def _delta_gaussian(eps: np.ndarray, mu: float) -> np.ndarray:
     a = log_ndtr(-eps / mu + mu / 2.0)
     b = eps + log_ndtr(-eps / mu - mu / 2.0)
     # Φ(a) − e^ε Φ(b) computed as e^a (1 − e^{b−a}) to keep precision at tiny δ.
-    return np.exp(a) * -np.expm1(np.minimum(b - a, 0.0))
+    return np.maximum(np.exp(a) * -np.expm1(np.minimum(b - a, 0.0)), 0.0)
 
 
 def epsilon_gaussian(rho: float, delta: np.ndarray | float) -> np.ndarray | float:

@@ -24,6 +24,7 @@ from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
 from phexplore.errors import ValidationError
 from phexplore.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
 from phexplore.moe_tables import DEFAULT_DELTA, epsilons, phsafe_rows, topdown_rows
+from phexplore.parsing import as_float, as_mapping
 
 OBJECTIVES = ("max-ratio", "weighted")
 
@@ -170,12 +171,17 @@ def plan_topdown(
     the shares are rational with that denominator (exact sum 1) and the rows show the σ achieved.
     """
     allocations: dict[str, TopDownAllocation] = {}
-    for run, levels in sigma_targets.items():
+    for run, raw_levels in sigma_targets.items():
+        levels = as_mapping(raw_levels, where=f"targets of run {run!r}")
         order = list(geolevels[run]) if geolevels and run in geolevels else list(levels)
+        unknown = [lv for lv in levels if lv not in order]
+        if unknown:
+            raise ValidationError(f"run {run!r}: targets for levels {unknown} not in its geolevels")
         per_query: dict[str, dict[str, float]] = {}
         for level in order:
-            for query, sigma in levels.get(level, {}).items():
-                s = float(sigma)
+            row = as_mapping(levels.get(level, {}), where=f"targets of {run}/{level}")
+            for query, sigma in row.items():
+                s = as_float(sigma, where=f"target σ for {run}/{level}/{query}")
                 if not (s > 0 and math.isfinite(s)):
                     raise ValidationError(
                         f"target σ for {run}/{level}/{query} must be > 0; got {sigma!r}"

@@ -26,6 +26,7 @@ from phexplore.moe_tables import (
     topdown_rows,
     topdown_summary,
 )
+from phexplore.parsing import as_float, as_mapping
 from phexplore.presets import (
     load_phsafe_preset,
     load_topdown_preset,
@@ -139,24 +140,32 @@ class Scenario:
                 f'not a PHExplore scenario (expected "schema": "{SCHEMA}", got {data.get("schema")!r})'
             )
         kind = data.get("kind")
-        phsafe = PHSafeBudget.from_dict(data["phsafe"]) if "phsafe" in data else None
+        phsafe = None
+        if "phsafe" in data:
+            phsafe = PHSafeBudget.from_dict(as_mapping(data["phsafe"], where="scenario: phsafe"))
         topdown = None
         if "topdown" in data:
-            runs = data["topdown"].get("runs", {})
-            topdown = {
-                k: TopDownAllocation.from_dict({**v, "universe": k}, name=v.get("name", k))
-                for k, v in runs.items()
-            }
+            block = as_mapping(data["topdown"], where="scenario: topdown")
+            runs = as_mapping(block.get("runs", {}), where="scenario: topdown.runs")
+            topdown = {}
+            for k, v in runs.items():
+                run = as_mapping(v, where=f"scenario: topdown.runs[{k!r}]")
+                topdown[k] = TopDownAllocation.from_dict(
+                    {**run, "universe": k}, name=run.get("name", k)
+                )
+        results = data.get("results", [])
+        if not isinstance(results, list):
+            raise ValidationError("scenario: 'results' must be a list of metrics.json objects")
         return cls(
             name=str(data.get("name", "")),
             kind=str(kind),
             phsafe=phsafe,
             topdown=topdown,
-            delta=float(data.get("delta", DEFAULT_DELTA)),
+            delta=as_float(data.get("delta", DEFAULT_DELTA), where="scenario: delta"),
             conversion=str(data.get("conversion", "cks")),
             spine=str(data.get("spine", "conventional")),
             notes=str(data.get("notes", "")),
-            results=tuple(data.get("results", ())),
+            results=tuple(as_mapping(r, where="scenario: results[]") for r in results),
         )
 
     def to_json(self) -> str:

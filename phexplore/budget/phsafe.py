@@ -16,6 +16,7 @@ from typing import Any
 
 from phexplore.errors import ValidationError
 from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
+from phexplore.parsing import as_float, as_int, as_mapping
 
 LEVEL_KEYS: tuple[str, ...] = ("usa_*", "usa_A-G", "usa_H,I", "state_*", "state_A-G", "state_H,I")
 LEVEL_LABELS: dict[str, tuple[str, str]] = {
@@ -169,8 +170,7 @@ class PHSafeBudget:
         cls, data: Mapping[str, Any], *, name: str = "config.json"
     ) -> PHSafeBudget:
         """Parse the official ``config.json`` layout (budgets may be ``Infinity``)."""
-        if not isinstance(data, Mapping):
-            raise ValidationError(f"{name}: the configuration must be a JSON object")
+        data = as_mapping(data, where=name)
         if "privacy_budget" not in data:
             raise ValidationError(f"{name}: missing 'privacy_budget' (table → level → budget)")
         pb = data["privacy_budget"]
@@ -182,21 +182,13 @@ class PHSafeBudget:
                 raise ValidationError(f"{name}: privacy_budget[{table!r}] must be an object")
             budgets[str(table)] = {}
             for key, value in row.items():
-                try:
-                    budgets[str(table)][str(key)] = float(value)
-                except (TypeError, ValueError):
-                    raise ValidationError(
-                        f"{name}: privacy_budget[{table!r}][{key!r}] = {value!r} is not a number"
-                    ) from None
-        tau_raw = data.get("tau", {})
-        if not isinstance(tau_raw, Mapping):
-            raise ValidationError(f"{name}: 'tau' must map tables to whole numbers")
-        tau: dict[str, int] = {}
-        for table, value in tau_raw.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-                raise ValidationError(f"{name}: tau[{table!r}] = {value!r} is not a whole number")
-            tau[str(table)] = int(value)
+                budgets[str(table)][str(key)] = as_float(
+                    value, where=f"{name}: privacy_budget[{table!r}][{key!r}]", allow_inf=True
+                )
+        tau = parse_tau(data.get("tau", {}), where=name)
         sf = data.get("state_filter")
+        if sf is not None and not isinstance(sf, list | tuple):
+            raise ValidationError(f"{name}: 'state_filter' must be a list of state FIPS codes")
         state_filter = tuple(str(s) for s in sf) if sf else None
         return cls(
             name=name,
@@ -224,17 +216,37 @@ class PHSafeBudget:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str | None = None) -> PHSafeBudget:
         """Inverse of :meth:`to_dict` (also accepts a plain official config)."""
-        base = cls.from_official_config(data, name=name or str(data.get("name", "config.json")))
-        targets = {
-            str(t): {str(k): float(v) for k, v in r.items()}
-            for t, r in (data.get("moe_targets") or {}).items()
-        }
+        label = name or "config.json"
+        data = as_mapping(data, where=label)
+        base = cls.from_official_config(data, name=name or str(data.get("name", label)))
+        targets = parse_moe_targets(data.get("moe_targets") or {}, where=label)
         return replace(
             base,
             moe_targets=targets,
-            confidence=float(data.get("confidence", 0.90)),
+            confidence=as_float(data.get("confidence", 0.90), where=f"{label}: confidence"),
             citation=str(data.get("citation", "")),
         )
+
+
+def parse_moe_targets(raw: Any, *, where: str) -> dict[str, dict[str, float]]:
+    """``{table: {level: MOE}}`` with every MOE a positive number."""
+    targets: dict[str, dict[str, float]] = {}
+    for table, row in as_mapping(raw, where=f"{where}: moe_targets").items():
+        targets[str(table)] = {}
+        for key, value in as_mapping(row, where=f"{where}: moe_targets[{table!r}]").items():
+            moe = as_float(value, where=f"{where}: moe_targets[{table!r}][{key!r}]")
+            if moe <= 0:
+                raise ValidationError(f"{where}: moe_targets[{table!r}][{key!r}] must be > 0")
+            targets[str(table)][str(key)] = moe
+    return targets
+
+
+def parse_tau(raw: Any, *, where: str) -> dict[str, int]:
+    """``{table: τ}`` with whole-number thresholds."""
+    return {
+        str(t): as_int(v, where=f"{where}: tau[{t!r}]")
+        for t, v in as_mapping(raw, where=f"{where}: tau").items()
+    }
 
 
 def validate_phsafe(b: PHSafeBudget) -> None:

@@ -92,7 +92,7 @@ class TopDownAllocation:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (schema in README: shares as 'a/b' strings)."""
+        """JSON-ready dict (schema in docs/analytic.md: shares as 'a/b' strings)."""
         return {
             "name": self.name,
             "universe": self.universe,
@@ -110,6 +110,8 @@ class TopDownAllocation:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str | None = None) -> TopDownAllocation:
         """Build and validate an allocation from its JSON dict."""
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"{name or 'allocation'}: an allocation must be a JSON object")
         label = name or str(data.get("name", "allocation"))
         for key in ("geolevels", "level_shares", "query_shares"):
             if key not in data:
@@ -118,6 +120,8 @@ class TopDownAllocation:
             raise ValidationError(
                 f"{label}: missing the total budget 'rho' (or 'epsilon' for pure DP)"
             )
+        if not isinstance(data["geolevels"], list | tuple) or not data["geolevels"]:
+            raise ValidationError(f"{label}: 'geolevels' must be a non-empty list of level names")
         geolevels = tuple(str(g) for g in data["geolevels"])
         levels_raw = data["level_shares"]
         queries_raw = data["query_shares"]

@@ -39,13 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"phexplore.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"phexplore.cli.{name}":
-                continue  # command not written yet in this checkout
-            raise
-        module.register(sub)
+        importlib.import_module(f"phexplore.cli.{name}").register(sub)
     return parser
 
 
@@ -67,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
+    except OSError as exc:  # a file or folder the user named cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,6 @@ PHSafe rows follow PHS §7.1 and Table 10; TopDown rows follow TDA App. B (σ² 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from phexplore.moe_tables import (
     topdown_rows,
     topdown_summary,
 )
+from phexplore.parsing import load_json_object
 from phexplore.presets import (
     load_phsafe_preset,
     load_topdown_preset,
@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
     pt = sub.add_parser(
         "topdown",
         help="one row per (run, geolevel, query)",
-        description="TopDown noisy-measurement σ = 1/√(ρ·c·d) and 90%% MOE = 1.645σ per query.",
+        description="TopDown noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query.",
     )
     src = pt.add_mutually_exclusive_group()
     src.add_argument(
@@ -100,12 +100,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValidationError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return load_json_object(path)
 
 
 def load_phsafe_budget(preset: str | None, config: Path | None) -> PHSafeBudget:
@@ -137,10 +132,9 @@ def apply_phsafe_overrides(
     """Apply ``--tau``, ``--rho`` and ``--drop-level`` in that order."""
     for spec in taus:
         table, value = _split(spec, "=", "--tau")
-        try:
-            budget = budget.with_tau(table, int(value))
-        except ValueError:
-            raise ValidationError(f"--tau {spec!r}: τ must be a whole number") from None
+        if not value.isdigit():
+            raise ValidationError(f"--tau {spec!r}: τ must be a whole number")
+        budget = budget.with_tau(table, int(value))
     for spec in rhos:
         target, value = _split(spec, "=", "--rho")
         if ":" not in target:
@@ -176,6 +170,12 @@ def run_topdown(args: argparse.Namespace) -> int:
         runs = {k: v for k, v in runs.items() if k in args.run}
     if args.rho is not None:
         runs = {k: v.with_rho(args.rho) for k, v in runs.items()}
+    levels = {lv for alloc in runs.values() for lv in alloc.geolevels}
+    unknown = [lv for lv in args.drop_level if lv not in levels]
+    if unknown:
+        raise ValidationError(
+            f"--drop-level: unknown geolevel(s) {unknown}; this scenario has {sorted(levels)}"
+        )
     rows = [r for r in topdown_rows(runs, args.confidence) if r["geolevel"] not in args.drop_level]
     print_rows(rows, topdown_summary(runs, args.delta), args.format)
     return 0

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from phexplore.cli._output import add_format_option, print_rows
 from phexplore.errors import ValidationError
+from phexplore.parsing import load_json_object
 from phexplore.planning import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
 from phexplore.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
 
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         description=(
             "--targets is a preset name (the σ its allocation implies) or a JSON file "
             '{"runs": {"persons": {"geolevels": [...], "sigma": {"County": {"TOTAL": 2.17}}}}} '
-            '(use "moe90" instead of "sigma" for 90%% MOE targets).'
+            '(use "moe90" instead of "sigma" for 90% MOE targets).'
         ),
     )
     pt.add_argument("--targets", required=True, help="preset name or targets JSON file")
@@ -57,12 +57,7 @@ def _read_targets(spec: str) -> dict[str, Any] | None:
     path = Path(spec)
     if path.suffix != ".json":
         return None
-    if not path.is_file():
-        raise ValidationError(f"{spec}: targets file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{spec}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return load_json_object(path, label=spec)
 
 
 def run_phsafe(args: argparse.Namespace) -> int:
@@ -94,7 +89,11 @@ def run_topdown(args: argparse.Namespace) -> int:
         geolevels = {k: a.geolevels for k, a in runs.items()}
     else:
         runs_raw = data.get("runs")
-        if not isinstance(runs_raw, dict) or not runs_raw:
+        if (
+            not isinstance(runs_raw, dict)
+            or not runs_raw
+            or not all(isinstance(v, dict) for v in runs_raw.values())
+        ):
             raise ValidationError(f"{args.targets}: needs 'runs' mapping run names to targets")
         targets, geolevels = {}, {}
         for run, spec in runs_raw.items():

@@ -11,13 +11,17 @@ from phexplore.presets import list_presets, load_phsafe_preset, load_topdown_pre
 
 def register(subparsers: Any) -> None:
     """Add ``presets list`` and ``presets show NAME``."""
-    p = subparsers.add_parser("presets", help="list or show the shipped budget presets")
+    p = subparsers.add_parser(
+        "presets",
+        help="list or show the shipped budget presets",
+        description="Shipped budget presets (JSON data in phexplore/presets/, each with a citation).",
+    )
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     pl = sub.add_parser("list", help="list presets with their citation")
     add_format_option(pl)
     pl.set_defaults(func=run_list)
     ps = sub.add_parser("show", help="print one preset (validated) as JSON")
-    ps.add_argument("name")
+    ps.add_argument("name", help="preset name, as listed by 'phexplore presets list'")
     ps.set_defaults(func=run_show)
     p.set_defaults(func=run_list, format="table")
 

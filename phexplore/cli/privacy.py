@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from phexplore.accounting import CONVERSION_LABELS, check_rho, conversions
+from phexplore.budget import parse_fraction
 from phexplore.cli._output import add_format_option, dumps_json
 
 
@@ -19,7 +20,9 @@ def register(subparsers: Any) -> None:
             "Conversions: " + "; ".join(f"{k} = {v}" for k, v in CONVERSION_LABELS.items())
         ),
     )
-    p.add_argument("--rho", type=float, required=True, help="total ρ (zCDP), e.g. 2.56")
+    p.add_argument(
+        "--rho", required=True, help="total ρ (zCDP), e.g. 2.56 or an exact fraction 293764/114921"
+    )
     group = p.add_mutually_exclusive_group()
     group.add_argument("--delta", type=float, help="δ at which to report ε (default 1e-10)")
     group.add_argument("--epsilon", type=float, help="ε at which to report δ")
@@ -29,7 +32,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the conversions as JSON or a table."""
-    rho = check_rho(args.rho)
+    rho = check_rho(float(parse_fraction(args.rho, where="--rho")))
     conv = conversions(rho, delta=args.delta, epsilon=args.epsilon)
     if args.format == "json":
         print(dumps_json({"rho": rho, "conversions": conv}))

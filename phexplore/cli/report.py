@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from phexplore.errors import ValidationError
+from phexplore.parsing import load_json_object
 from phexplore.report import build_report_html
 from phexplore.scenarios import Scenario, scenario_from_preset
 
@@ -17,6 +17,11 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "report",
         help="write a self-contained HTML report of a scenario (parameters, MOE, ρ/ε, runs)",
+        description=(
+            "Write one self-contained HTML file (opens offline) with the scenario's parameters, its "
+            "MOE table, total ρ and ε with the conversion named, the (ε, δ) curve, the results of "
+            "any runs given with --results, and a provenance block."
+        ),
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", type=Path, help="scenario JSON saved from the app")
@@ -36,12 +41,9 @@ def run(args: argparse.Namespace) -> int:
     """Build and write the report."""
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
     for path in args.results:
-        try:
-            scenario = scenario.with_result(json.loads(path.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            raise ValidationError(f"{path}: metrics file not found") from None
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"{path}: not valid JSON (line {exc.lineno})") from None
+        scenario = scenario.with_result(load_json_object(path))
+    if args.out.is_dir():
+        raise ValidationError(f"--out {args.out}: is a folder; give the HTML file to write")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(build_report_html(scenario), encoding="utf-8")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")

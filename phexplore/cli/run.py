@@ -22,13 +22,7 @@ def register(subparsers: Any) -> None:
     )
     engines = parser.add_subparsers(dest="engine", metavar="ENGINE")
     for name in ENGINE_MODULES:
-        try:
-            module = importlib.import_module(f"phexplore.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"phexplore.cli.{name}":
-                continue
-            raise
-        module.register(engines)
+        importlib.import_module(f"phexplore.cli.{name}").register(engines)
     parser.set_defaults(func=lambda args: _no_engine(parser, args))
 
 

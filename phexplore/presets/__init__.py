@@ -10,6 +10,7 @@ drop levels and set a state filter (Puerto Rico, PHS §6.6).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from phexplore.budget import PHSafeBudget, TopDownAllocation, parse_fraction
-from phexplore.budget.phsafe import allowed_levels
+from phexplore.budget.phsafe import allowed_levels, parse_moe_targets, parse_tau
 from phexplore.errors import ValidationError
 from phexplore.moe import PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
+from phexplore.parsing import as_float, as_mapping
 
 PRESET_DIR = Path(__file__).resolve().parent
 
@@ -38,7 +40,7 @@ class PresetInfo:
 
 
 def _read(name: str) -> dict[str, Any]:
-    return dict(_read_cached(name))
+    return copy.deepcopy(dict(_read_cached(name)))
 
 
 @lru_cache(maxsize=32)
@@ -84,6 +86,7 @@ def preset_info(name: str) -> PresetInfo:
 
 def topdown_from_dict(data: Mapping[str, Any]) -> dict[str, TopDownAllocation]:
     """Allocations keyed by universe from a preset-shaped dict (``runs``) or a single allocation."""
+    data = as_mapping(data, where="allocation")
     name = str(data.get("name", "allocation"))
     citation = str(data.get("citation", ""))
     if "runs" not in data:
@@ -94,6 +97,7 @@ def topdown_from_dict(data: Mapping[str, Any]) -> dict[str, TopDownAllocation]:
         raise ValidationError(f"{name}: 'runs' must map universes (persons, units) to allocations")
     out = {}
     for universe, run in runs.items():
+        run = as_mapping(run, where=f"{name}: runs[{universe!r}]")
         out[str(universe)] = TopDownAllocation.from_dict(
             {**run, "universe": universe, "citation": citation}, name=f"{name} ({universe})"
         )
@@ -154,13 +158,20 @@ def _derive_topdown(data: Mapping[str, Any]) -> TopDownAllocation:
 
 def phsafe_from_dict(data: Mapping[str, Any], *, name: str | None = None) -> PHSafeBudget:
     """A PHSafe budget from a preset-shaped dict (τ + MOE targets) or an official config."""
+    data = as_mapping(data, where=name or "config.json")
     label = name or str(data.get("name", "config.json"))
     if data.get("rho_from") != "moe_targets":
         return PHSafeBudget.from_dict(data, name=label)
-    tau = {str(t): int(v) for t, v in data["tau"].items()}
-    confidence = float(data.get("confidence", 0.90))
+    missing = [k for k in ("tau", "moe_targets") if k not in data]
+    if missing:
+        raise ValidationError(
+            f"{label}: MOE-target budgets need {' and '.join(repr(m) for m in missing)}"
+        )
+    tau = parse_tau(data["tau"], where=label)
+    confidence = as_float(data.get("confidence", 0.90), where=f"{label}: confidence")
+    targets = parse_moe_targets(data["moe_targets"], where=label)
     budgets: dict[str, dict[str, float]] = {}
-    for table, row in data["moe_targets"].items():
+    for table, row in targets.items():
         if table not in PHSAFE_TABLES:
             raise ValidationError(f"{label}: unknown table {table!r} in moe_targets")
         delta = phsafe_sensitivity(table, tau.get(table))
@@ -175,9 +186,7 @@ def phsafe_from_dict(data: Mapping[str, Any], *, name: str | None = None) -> PHS
         tau=tau,
         privacy_defn=str(data.get("privacy_defn", "zcdp")),
         state_filter=tuple(data["state_filter"]) if data.get("state_filter") else None,
-        moe_targets={
-            t: {k: float(v) for k, v in r.items()} for t, r in data["moe_targets"].items()
-        },
+        moe_targets=targets,
         confidence=confidence,
         citation=str(data.get("citation", "")),
     )

@@ -154,7 +154,7 @@ def test_official_fixture_config_with_infinity_parses() -> None:
         ({"privacy_budget": {"PH3": {"usa_*": 1}}}, "PH3 is measured but has no τ"),
         (
             {"privacy_budget": {"PH3": {"usa_*": 1}}, "tau": {"PH3": 2.5}},
-            "tau['PH3'] = 2.5 is not a whole number",
+            "tau['PH3']: expected a whole number, got 2.5",
         ),
         (
             {"privacy_budget": {}, "privacy_defn": "laplace"},

@@ -45,3 +45,18 @@ def test_report_contains_tables_and_chart() -> None:
     html = build_report_html(scenario_from_preset("topdown-2020-production"))
     assert html.startswith("<!DOCTYPE html>") and "Provenance" in html
     assert "Block_Group" in html and "plotly" in html.lower()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"schema": "phexplore-scenario/1", "name": "x", "kind": "phsafe", "phsafe": [1]}', "scenario: phsafe: expected a JSON object, got list"),
+        ('{"schema": "phexplore-scenario/1", "name": "x", "kind": "topdown", "topdown": {"runs": []}}', "scenario: topdown.runs: expected a JSON object"),
+        ('{"schema": "phexplore-scenario/1", "name": "x", "kind": "phsafe", "phsafe": {"privacy_budget": {}}, "delta": "abc"}', "scenario: delta: expected a number"),
+        ("[]", "a scenario file must hold a JSON object"),
+    ],
+)  # fmt: skip
+def test_malformed_scenarios_have_clear_errors(text: str, message: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        Scenario.from_json(text, source="upload.json")
+    assert message in str(err.value)

@@ -126,3 +126,54 @@ def test_presets_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert "topdown-2020-production" in capsys.readouterr().out
     shown = _json(capsys, "presets", "show", "topdown-2021-04")
     assert shown["runs"]["persons"]["query_shares"]["Block_Group"]["TOTAL"] == "143/256"
+
+
+@pytest.mark.parametrize(
+    ("content", "argv", "message"),
+    [
+        ("[]", ["moe", "phsafe", "--config"], "expected a JSON object, got list"),
+        ("[]", ["moe", "topdown", "--config"], "expected a JSON object, got list"),
+        ("[1]", ["plan", "topdown", "--targets"], "expected a JSON object, got list"),
+        (
+            '{"tau": {"PH1_num": 10}, "moe_targets": {"PH1_num": {"usa_*": "abc"}}}',
+            ["plan", "phsafe", "--targets"],
+            "moe_targets['PH1_num']['usa_*']: expected a number, got 'abc'",
+        ),
+        (
+            '{"runs": {"persons": {"sigma": {"State": {"TOTAL": "abc"}}}}}',
+            ["plan", "topdown", "--targets"],
+            "target σ for persons/State/TOTAL: expected a number, got 'abc'",
+        ),
+        (
+            '{"rho_from": "moe_targets"}',
+            ["moe", "phsafe", "--config"],
+            "need 'tau' and 'moe_targets'",
+        ),
+        ("{oops", ["moe", "phsafe", "--config"], "not valid JSON (line 1"),
+    ],
+)
+def test_malformed_json_inputs_are_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, argv: list[str], message: str
+) -> None:
+    path = tmp_path / "input.json"
+    path.write_text(content)
+    assert main([*argv, str(path)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unwritable_output_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "--preset", "phsafe-2020", "--out", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["report", "--preset", "phsafe-2020", "--out", str(blocker / "r.html")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_privacy_accepts_exact_fractions(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "privacy", "--rho", "293764/114921", "--format", "json")
+    assert round(out["conversions"]["cks"]["epsilon"], 2) == 17.14

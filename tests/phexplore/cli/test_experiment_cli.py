@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -96,3 +97,56 @@ def test_phsafe_experiment(tmp_path, capsys) -> None:
     assert "PH7" in set(runs["query"])
     code = main(["experiment", "--engine", "phsafe", "--within", "County:44001", "--out", str(out)])
     assert code == 1
+
+
+def _no_engine_runs(monkeypatch) -> None:
+    """Fail the test if an engine run starts (the options must be checked before)."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("the engine ran before the options were validated")
+
+    monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
+    monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rho", "-1,2"], "ρ values must be positive: -1"),
+        (["--rho", "0"], "ρ values must be positive: 0"),
+        (["--rho", "1,x"], "--rho"),
+        (["--srs", "2"], "sampling fractions must be in (0, 1]: 2"),
+        (["--srs", "0,0.5"], "sampling fractions must be in (0, 1]: 0"),
+        (["--seeds", "1,1"], "--seeds must be distinct"),
+        (["--tradeoff", "Foo:RACEETH"], "trade-off geolevel 'Foo'"),
+        (["--tradeoff", "Tract:BAR"], "trade-off query 'BAR'"),
+    ],
+)
+def test_options_checked_before_any_run(tmp_path, capsys, monkeypatch, argv, message) -> None:
+    _no_engine_runs(monkeypatch)
+    code = main(["experiment", "--rho", "1", "--seeds", "1", "--out", str(tmp_path), *argv])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and message in err
+
+
+def test_phsafe_tradeoff_checked_before_any_run(tmp_path, capsys, monkeypatch) -> None:
+    _no_engine_runs(monkeypatch)
+    argv = ["experiment", "--engine", "phsafe", "--rho", "1", "--seeds", "1"]
+    code = main([*argv, "--tradeoff", "state_*:PH9", "--out", str(tmp_path)])
+    assert code == 1
+    assert "trade-off query 'PH9'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["file", "proc"])
+def test_bad_out_fails_before_any_run(tmp_path, capsys, monkeypatch, kind) -> None:
+    _no_engine_runs(monkeypatch)
+    if kind == "file":
+        out = tmp_path / "taken"
+        out.write_text("x")
+    else:
+        out = Path("/proc/phexplore-no-such/dir")
+    code = main(["experiment", "--rho", "1", "--seeds", "1", "--out", str(out)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"--out {out}" in err

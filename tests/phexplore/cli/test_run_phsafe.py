@@ -67,3 +67,50 @@ def test_parse_tau_rejects_bad_specs(spec: str) -> None:
 
     with pytest.raises(ValidationError, match="--tau"):
         parse_tau(spec)
+
+
+def _no_engine_runs(monkeypatch) -> None:
+    def boom(*args, **kwargs):
+        raise AssertionError("the engine ran before the options were validated")
+
+    monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-bytes", "0"], "--max-bytes must be a positive number of bytes; got 0"),
+        (["--max-bytes", "-5"], "--max-bytes must be a positive number of bytes; got -5"),
+        (["--trials", "0"], "--trials must be at least 1"),
+    ],
+)
+def test_cli_rejects_bad_numbers(tmp_path: Path, capsys, monkeypatch, extra, message) -> None:
+    _no_engine_runs(monkeypatch)
+    data = FIXTURES / "e2e_test1"
+    code = main(["run", "phsafe", "--data", str(data), "--out", str(tmp_path / "o"), *extra])
+    assert code == 1
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["/nonexistent", "some/relative/dir"])
+def test_cli_missing_data_folder_is_named(tmp_path: Path, capsys, spec: str) -> None:
+    code = main(["run", "phsafe", "--data", spec, "--out", str(tmp_path / "o")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"--data {spec}: no such folder" in err and "unknown sample" not in err
+
+
+def test_cli_data_file_is_not_a_folder(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "persons.csv"
+    path.write_text("x")
+    assert main(["run", "phsafe", "--data", str(path), "--out", str(tmp_path / "o")]) == 1
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_cli_bad_out_fails_before_the_run(tmp_path: Path, capsys, monkeypatch) -> None:
+    _no_engine_runs(monkeypatch)
+    out = tmp_path / "taken"
+    out.write_text("x")
+    data = FIXTURES / "e2e_test1"
+    assert main(["run", "phsafe", "--data", str(data), "--out", str(out)]) == 1
+    assert f"--out {out}: a file is in the way" in capsys.readouterr().err
