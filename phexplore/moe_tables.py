@@ -99,7 +99,11 @@ def phsafe_summary(budget: PHSafeBudget, delta: float = DEFAULT_DELTA) -> dict[s
 def topdown_rows(
     runs: Mapping[str, TopDownAllocation], confidence: float = 0.90
 ) -> list[dict[str, Any]]:
-    """Per (run, geolevel, query): cells, ρ of the query, σ and the 90% MOE z·σ (TDA App. B)."""
+    """Per (run, geolevel, query): cells, ρ of the query, σ and the 90% MOE z·σ (TDA App. B).
+
+    For pure-DP allocations ``rho_query`` holds the query's ε (``budget`` says which) and the MOE is
+    the exact two-sided-geometric one (:func:`phexplore.moe.moe_exact_geometric`).
+    """
     from phexplore.query_cells import query_cells
 
     z = z_for_confidence(confidence)
@@ -109,17 +113,22 @@ def topdown_rows(
             for query in alloc.queries(level):
                 s2 = alloc.sigma2(level, query)
                 sigma = math.sqrt(s2)
+                if alloc.mechanism == "puredp":
+                    moe = float(moe_exact_geometric(alloc.geometric_z(level, query), confidence))
+                else:
+                    moe = z * sigma
                 rows.append(
                     {
                         "run": run,
                         "geolevel": level,
                         "query": query,
                         "cells": query_cells(query),
+                        "budget": "epsilon" if alloc.mechanism == "puredp" else "rho",
                         "rho_query": alloc.query_budget(level, query),
                         "share_level": float(alloc.level_shares[level]),
                         "share_query": float(alloc.query_share(level, query)),
                         "sigma": sigma,
-                        "moe90": z * sigma,
+                        "moe90": moe,
                     }
                 )
     return rows

@@ -273,7 +273,9 @@ def shares_from_weights(
 # ---------------------------------------------------------------------------- trade-off curves
 
 
-def tradeoff_scale_phsafe(budget: PHSafeBudget, scales: Sequence[float]) -> list[dict[str, Any]]:
+def tradeoff_scale_phsafe(
+    budget: PHSafeBudget, scales: Sequence[float], delta: float = DEFAULT_DELTA
+) -> list[dict[str, Any]]:
     """MOE of every (table, level) and total ρ/ε as all budgets are scaled by each factor."""
     out = []
     for s in scales:
@@ -284,7 +286,7 @@ def tradeoff_scale_phsafe(budget: PHSafeBudget, scales: Sequence[float]) -> list
             budgets={t: {k: v * s for k, v in r.items()} for t, r in budget.budgets.items()},
             moe_targets={},
         )
-        eps = epsilons(scaled.total_bounded(), DEFAULT_DELTA)
+        eps = epsilons(scaled.total_bounded(), delta)
         for row in phsafe_rows(scaled):
             out.append(
                 {
@@ -299,12 +301,14 @@ def tradeoff_scale_phsafe(budget: PHSafeBudget, scales: Sequence[float]) -> list
     return out
 
 
-def tradeoff_scale_topdown(alloc: TopDownAllocation, rhos: Sequence[float]) -> list[dict[str, Any]]:
+def tradeoff_scale_topdown(
+    alloc: TopDownAllocation, rhos: Sequence[float], delta: float = DEFAULT_DELTA
+) -> list[dict[str, Any]]:
     """90% MOE of every (geolevel, query) and ε as the total ρ of one run varies."""
     out = []
     for r in rhos:
         scaled = alloc.with_rho(r)
-        eps = epsilons(float(scaled.rho), DEFAULT_DELTA)
+        eps = epsilons(float(scaled.rho), delta)
         for row in topdown_rows({alloc.universe: scaled}):
             out.append(
                 {

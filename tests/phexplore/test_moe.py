@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from phexplore.distributions import discrete_gaussian_central_mass, discrete_gaussian_variance
@@ -120,3 +121,15 @@ def test_topdown_sigma2_formula_and_error() -> None:
     assert topdown_sigma2(2.0, 0.5, 0.25) == pytest.approx(4.0)
     with pytest.raises(ValidationError, match="the query budget ρ·c·d must be positive"):
         topdown_sigma2(1.0, 0.0, 1.0)
+
+
+def test_pure_dp_topdown_rows_use_exact_geometric_moe() -> None:
+    from phexplore.distributions import geometric_pmf
+
+    rows = topdown_rows(load_topdown_preset("e2e-2018-1940"))
+    row = next(r for r in rows if r["geolevel"] == "County" and r["query"] == "DETAILED")
+    assert row["budget"] == "epsilon"
+    z = 1.0 * 0.25 * 0.1 / 2
+    m = int(row["moe90"])
+    mass = lambda k: float(geometric_pmf(np.arange(-k, k + 1), z).sum())  # noqa: E731
+    assert mass(m) >= 0.90 > mass(m - 1)
