@@ -353,6 +353,7 @@ def run_experiment(
     progress: Progress | None = None,
     cancel: Callable[[], bool] | None = None,
     data_name: str | None = None,
+    tradeoff: tuple[str, str] | None = None,
 ) -> ExperimentResult:
     """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
 
@@ -370,7 +371,9 @@ def run_experiment(
     baseline or Blau table (no sub-state geography).
 
     ``progress(message, fraction)`` is called after each run; ``cancel()`` is forwarded to the
-    engine. ``data_name`` labels data passed as an object.
+    engine. ``data_name`` labels data passed as an object. ``tradeoff`` = (geolevel, query), when
+    given, is checked against the data's levels and queries before any engine run (so a typo
+    fails fast instead of giving an empty :meth:`ExperimentResult.tradeoff`).
     """
     if engine not in ENGINES:
         raise ValidationError(
@@ -379,13 +382,47 @@ def run_experiment(
     budgets, seed_list = _check_grid(rhos, seeds)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
+    if engine == "topdown" and srs_fractions is not None:
+        srs_fractions = check_srs_fractions(srs_fractions)
     report = progress or (lambda message, fraction: None)
     grid = _Grid(budgets, seed_list, n_boot, report, engine)
     if engine == "phsafe":
-        return _phsafe_experiment(grid, data, preset, cancel, data_name)
+        return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff)
     return _topdown_experiment(
-        grid, data, preset, universe, queries, srs_fractions, workers, cancel, data_name
+        grid, data, preset, universe, queries, srs_fractions, workers, cancel, data_name, tradeoff
     )
+
+
+def check_srs_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
+    """The SRS sampling fractions as floats, each in (0, 1]; else a ValidationError naming it."""
+    out = []
+    for f in fractions:
+        value = (
+            float(f)
+            if isinstance(f, int | float | np.number) and not isinstance(f, bool)
+            else math.nan
+        )
+        if not (0.0 < value <= 1.0):
+            raise ValidationError(f"SRS sampling fractions must be in (0, 1]; got {f!r}")
+        out.append(value)
+    return tuple(out)
+
+
+def check_tradeoff(
+    tradeoff: tuple[str, str] | None, levels: Sequence[str], queries: Sequence[str]
+) -> None:
+    """Fail before any run when the trade-off geolevel or query is not in the experiment."""
+    if tradeoff is None:
+        return
+    level, query = tradeoff
+    if level not in levels:
+        raise ValidationError(
+            f"trade-off geolevel {level!r} is not in this experiment; levels: {', '.join(levels)}"
+        )
+    if query not in queries:
+        raise ValidationError(
+            f"trade-off query {query!r} is not in this experiment; queries: {', '.join(queries)}"
+        )
 
 
 @dataclass
@@ -476,6 +513,7 @@ def _topdown_experiment(
     workers: int,
     cancel: Callable[[], bool] | None,
     data_name: str | None,
+    tradeoff: tuple[str, str] | None = None,
 ) -> ExperimentResult:
     from engine.topdown.queries import SCHEMA_QUERIES
     from engine.topdown.run import default_tree, run_topdown
@@ -488,6 +526,7 @@ def _topdown_experiment(
         else SCHEMA_QUERIES.get(hist.schema.name, ("TOTAL", "DETAILED"))
     )
     tree = default_tree(hist, base)
+    check_tradeoff(tradeoff, list(tree.levels), list(query_names))
     has_raceeth = "RACEETH" in hist.schema.names
     blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
     homogeneity = homogeneity_index_from_histogram(hist)
@@ -563,12 +602,24 @@ def _phsafe_experiment(
     preset: str | None,
     cancel: Callable[[], bool] | None,
     data_name: str | None,
+    tradeoff: tuple[str, str] | None = None,
 ) -> ExperimentResult:
     from engine.metrics.phsafe_runs import phsafe_noise_frame, phsafe_tidy, scaled_config
     from engine.phsafe.join import prepare_extract
     from engine.phsafe.run import run_phsafe
 
     label, extract, config, preset_label = _phsafe_inputs(data, preset)
+    measured = {
+        (table, level)
+        for table, levels in config.privacy_budget.items()
+        for level, b in levels.items()
+        if b > 0
+    }
+    check_tradeoff(
+        tradeoff,
+        sorted({level for _, level in measured}),
+        sorted({table for table, _ in measured}),
+    )
     prepared = prepare_extract(extract, config.state_filter)
     for budget, seed in grid.cells():
         scaled = scaled_config(config, budget)

@@ -29,6 +29,13 @@ def resolve_data_dir(data: str | os.PathLike[str]) -> Path:
     path = Path(data)
     if path.is_dir():
         return path
+    text = str(data)
+    if path.exists() or "/" in text or os.sep in text:
+        reason = "not a folder" if path.exists() else "no such folder"
+        raise ValidationError(
+            f"--data {text}: {reason}; give a folder with persons.csv, units.csv and geo.csv "
+            "or a sample name (see 'phexplore samples list')"
+        )
     from engine.data.samples import get_sample
 
     return get_sample(str(data)).path

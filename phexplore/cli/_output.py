@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -78,3 +80,26 @@ def _print_mapping(mapping: Mapping[str, Any], indent: int = 0) -> None:
             _print_mapping(value, indent + 1)
         else:
             print(f"{pad}{key}: {value}")
+
+
+def prepare_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """Create (or check) an output folder before any work, so a bad ``--out`` fails fast.
+
+    Raises :class:`~phexplore.errors.ValidationError` naming the path and the reason when the folder
+    cannot be created or written (a file in the way, a read-only or virtual file system, no
+    permission).
+    """
+    from phexplore.errors import ValidationError
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValidationError(f"{option} {folder}: a file is in the way (expected a folder)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".phexplore-write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValidationError(f"{option} {folder}: cannot write there ({reason})") from None
+    return folder

@@ -16,11 +16,12 @@ geolevel and the trade-off table. Metrics: :mod:`engine.metrics.experiments`.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
-from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import dumps_json
+from phexplore.cli._output import dumps_json, prepare_output_dir
 from phexplore.errors import ValidationError
 
 
@@ -80,10 +81,11 @@ def register(subparsers: Any) -> None:
         metavar="LEVEL:ID[,ID…]",
         help="topdown: restrict the data to some geounits for a quick run, e.g. County:44001",
     )
+    # Let "--rho -1,2" reach the positivity check instead of being read as an unknown option.
+    parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+([eE][-+]?\d+)?(,.*)?$")
     parser.add_argument(
         "--rho",
-        type=_float_list,
-        default=[0.1, 1.0, 10.0],
+        default="0.1,1,10",
         help="comma-separated total budgets: ρ (PHSafe: unbounded ρ), or ε for a pure-DP "
         "preset (default 0.1,1,10)",
     )
@@ -123,12 +125,30 @@ def register(subparsers: Any) -> None:
 
 
 def _srs_fractions(text: str) -> list[float] | None:
+    from engine.metrics.experiments import check_srs_fractions
+
     if text.strip().lower() == "none":
         return None
     try:
-        return _float_list(text)
+        values = _float_list(text)
     except argparse.ArgumentTypeError as exc:
         raise ValidationError(f"--srs: {exc}") from None
+    bad = [v for v in values if not 0.0 < v <= 1.0]
+    if bad:
+        raise ValidationError(f"--srs: sampling fractions must be in (0, 1]: {bad[0]:g}")
+    return list(check_srs_fractions(values))
+
+
+def parse_rhos(text: str) -> list[float]:
+    """``"0.1,1,10"`` → [0.1, 1.0, 10.0]; every value finite and positive."""
+    try:
+        values = _float_list(text)
+    except argparse.ArgumentTypeError as exc:
+        raise ValidationError(f"--rho: {exc}") from None
+    for v in values:
+        if not math.isfinite(v) or v <= 0:
+            raise ValidationError(f"--rho: ρ values must be positive: {v:g}")
+    return values
 
 
 DEFAULT_DATA = {"topdown": "ri2010", "phsafe": "phsafe_synthetic_us"}
@@ -138,6 +158,11 @@ DEFAULT_TRADEOFF = {"topdown": "Tract:RACEETH", "phsafe": "state_*:PH1_num"}
 def run(args: argparse.Namespace) -> int:
     from engine.metrics.experiments import run_experiment
 
+    rhos = parse_rhos(args.rho) if isinstance(args.rho, str) else list(args.rho)
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ValidationError(f"--seeds must be distinct; got {args.seeds}")
+    if args.workers < 1:
+        raise ValidationError(f"--workers must be at least 1; got {args.workers}")
     tradeoff_spec = args.tradeoff or DEFAULT_TRADEOFF[args.engine]
     level, sep, query = tradeoff_spec.partition(":")
     if not sep or not level or not query:
@@ -148,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError(f"--n-boot must be non-negative; got {args.n_boot}")
     data_label = args.data or DEFAULT_DATA[args.engine]
     srs = _srs_fractions(args.srs) if args.engine == "topdown" else None
+    out = prepare_output_dir(args.out)
 
     def progress(message: str, fraction: float) -> None:
         print(f"[{100 * fraction:5.1f}%] {message}", file=sys.stderr, flush=True)
@@ -170,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_experiment(
         args.engine,
         data,
-        args.rho,
+        rhos,
         args.seeds,
         preset=args.preset,
         srs_fractions=srs,
@@ -178,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=progress,
         data_name=data_label,
+        tradeoff=(level, query),
     )
-    out = Path(args.out)
     written = result.write(out)
     tradeoff = result.tradeoff(level, query)
     tradeoff.to_csv(out / "tradeoff.csv", index=False)

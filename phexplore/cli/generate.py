@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import add_format_option, print_rows
+from phexplore.cli._output import add_format_option, prepare_output_dir, print_rows
 from phexplore.errors import ValidationError
 
 
@@ -82,6 +82,7 @@ def run_households(args: argparse.Namespace) -> int:
 
     if args.vacancy_rate is not None and not 0.0 <= args.vacancy_rate < 0.9:
         raise ValidationError(f"--vacancy-rate must be in [0, 0.9), got {args.vacancy_rate}")
+    prepare_output_dir(args.out)
     started = time.perf_counter()
     extract = generate_households(
         args.persons,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from phexplore.cli._output import dumps_json
+from phexplore.cli._output import dumps_json, prepare_output_dir
 
 
 def register(engines: Any) -> None:
@@ -131,19 +131,30 @@ def run(args: argparse.Namespace) -> int:
     from engine.phsafe.inputs import load_inputs
     from engine.phsafe.outputs import write_official
     from engine.phsafe.run import run_phsafe
+    from phexplore.errors import ValidationError
 
+    if args.max_bytes is not None and args.max_bytes <= 0:
+        raise ValidationError(
+            f"--max-bytes must be a positive number of bytes; got {args.max_bytes}"
+        )
+    if args.trials < 1:
+        raise ValidationError(f"--trials must be at least 1; got {args.trials}")
+    if args.tau:
+        tau = parse_tau(args.tau)
+    out = prepare_output_dir(args.out)
     extract, config = load_inputs(
-        args.data, args.config, max_bytes=args.max_bytes or DEFAULT_MAX_BYTES
+        args.data,
+        args.config,
+        max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
     )
     if args.tau:
-        config = config.with_tau(parse_tau(args.tau))
+        config = config.with_tau(tau)
     seed = args.seed
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**32))
     result = run_phsafe(
         extract, config, seed=seed, trials=args.trials, non_private=args.non_private
     )
-    out = Path(args.out)
     write_official(result.official, out, private=not args.non_private)
     (out / "metrics.json").write_text(dumps_json(result.metrics()) + "\n", encoding="utf-8")
     details = out / "details"

@@ -19,7 +19,7 @@ from engine.topdown.spine.cli_options import (
     apply_spine_options,
     spine_options_given,
 )
-from phexplore.cli._output import dumps_json
+from phexplore.cli._output import dumps_json, prepare_output_dir
 from phexplore.errors import ValidationError
 
 
@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import run_topdown
 
+    prepare_output_dir(args.out)
     hist = _load_data(args)
     if args.filter:
         hist = _filter(hist, args.filter)

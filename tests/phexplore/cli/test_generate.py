@@ -62,3 +62,17 @@ def test_generate_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "vacancy" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["generate", "households", "--persons", "many", "--seed", "1", "--out", out])
+
+
+def test_generate_checks_out_before_generating(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*args, **kwargs):
+        raise AssertionError("generated before --out was checked")
+
+    monkeypatch.setattr("engine.data.synthetic.generate_households", boom)
+    out = tmp_path / "taken"
+    out.write_text("x")
+    argv = ["generate", "households", "--persons", "1000", "--seed", "1", "--out", str(out)]
+    assert main(argv) == 1
+    assert f"--out {out}: a file is in the way" in capsys.readouterr().err

@@ -82,3 +82,17 @@ def test_bad_arguments_are_errors_in_words(tmp_path, capsys):
         ]
     )  # fmt: skip
     assert code == 1 and "matches no block" in capsys.readouterr().err
+
+
+def test_bad_out_fails_before_loading_or_running(tmp_path, capsys, monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("the engine ran before --out was checked")
+
+    monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
+    out = tmp_path / "taken"
+    out.write_text("x")
+    argv = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
+    assert main([*argv, "--out", str(out)]) == 1
+    assert f"--out {out}: a file is in the way" in capsys.readouterr().err
+    assert main([*argv, "--out", "/proc/phexplore-no-such/x"]) == 1
+    assert "--out /proc/phexplore-no-such/x: cannot write there" in capsys.readouterr().err
