@@ -218,7 +218,9 @@ def default_tree(hist: BlockHistogram, allocation: TopDownAllocation) -> GeoTree
     return GeoTree.from_histogram(hist, present)
 
 
-def _query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
+def run_query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
+    """Query order of a run's per-node budget arrays: the allocation's queries, then the
+    invariant-only ones in the order the invariants name them (one copy, used by the spine runner)."""
     names = list(allocation.all_queries())
     for level_names in options.invariants.values():
         for name in level_names:
@@ -336,7 +338,7 @@ def run_topdown(
         raise ValidationError(
             f"the spine covers {tree.n_blocks} blocks but the data have {hist.n_blocks}"
         )
-    names = _query_names(allocation, options)
+    names = run_query_names(allocation, options)
     queries = tuple(query_group(hist.schema, n) for n in names)
     specs = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in queries)
     chain_groups = rounder_chain(hist.schema, options.rounder_chain)

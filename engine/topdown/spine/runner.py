@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.data.histogram import BlockHistogram
-from engine.topdown.run import TopDownOptions, TopDownResult, run_topdown
+from engine.topdown.run import TopDownOptions, TopDownResult, run_query_names, run_topdown
 from engine.topdown.spine.build import BuiltSpine
 from engine.topdown.spine.entities import EntitySet
 from engine.topdown.spine.levels import SpineLevels
@@ -24,15 +24,7 @@ from engine.topdown.spine.report import spine_metrics
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 
-
-def run_query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
-    """Query order of a run's budget array: the allocation's queries, then invariant-only ones."""
-    names = list(allocation.all_queries())
-    for level_queries in options.invariants.values():
-        for name in level_queries:
-            if name not in names:
-                names.append(name)
-    return names
+__all__ = ["run_on_spine", "run_query_names", "spine_options", "spine_report"]
 
 
 def spine_options(built: BuiltSpine, options: TopDownOptions | None = None) -> TopDownOptions:

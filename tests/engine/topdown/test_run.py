@@ -230,3 +230,23 @@ def test_state_only_and_county_rooted_spines():
     assert rooted.tree.node_id[0] == "44001"
     assert rooted.block_histogram().sum() == rooted.estimates[0].sum()
     assert abs(int(rooted.estimates[0].sum()) - 11) <= 12
+
+
+def test_run_query_names_is_the_budget_array_order():
+    from dataclasses import replace
+
+    from engine.topdown.run import run_query_names
+    from engine.topdown.spine import runner
+
+    assert runner.run_query_names is run_query_names  # one copy, shared by the spine runner
+    hist = tiny_histogram()
+    levels = ("State", "County", "Block")
+    allocation = replace(
+        tiny_allocation(levels=levels), query_shares={lv: {"TOTAL": Fraction(1)} for lv in levels}
+    )
+    options = TopDownOptions(invariants={"County": ("DETAILED",)})
+    names = run_query_names(allocation, options)
+    assert names == ["TOTAL", "DETAILED"]
+    result = run_topdown(hist, allocation, seed=0, options=options)
+    assert list(result.query_names) == names
+    assert result.measured.budget.shape[1] == len(names)
