@@ -12,11 +12,15 @@ e.g. ``State="44"``, ``County="44007"``, ``Tract="44007000100"``, ``Block_Group=
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from phexplore.errors import ValidationError
 
 
 @dataclass(frozen=True)
@@ -98,3 +102,30 @@ class BlockHistogram:
     @property
     def total(self) -> int:
         return int(self.counts.sum())
+
+
+def subset_histogram(hist: BlockHistogram, level: str, units: Sequence[str]) -> BlockHistogram:
+    """The blocks of ``hist`` inside the geounits ``units`` of ``level`` (for quick experiments)."""
+    if level not in hist.levels:
+        raise ValidationError(f"unknown geolevel {level!r}; the data has {list(hist.levels)}")
+    wanted = {str(u) for u in units}
+    ids = hist.geography[level].astype(str)
+    unknown = sorted(wanted - set(ids))
+    if unknown:
+        raise ValidationError(f"{level} {unknown[:5]} not in the data; e.g. {sorted(set(ids))[:5]}")
+    keep = ids.isin(wanted).to_numpy()
+    return BlockHistogram(
+        schema=hist.schema,
+        levels=hist.levels,
+        geography=hist.geography[keep].reset_index(drop=True),
+        counts=hist.counts[keep],
+        source=hist.source,
+        licence=hist.licence,
+        units=None if hist.units is None else hist.units[keep],
+        extra=dict(hist.extra),
+    )
+
+
+def tree_levels(tree: Any, hist: BlockHistogram) -> tuple[str, ...]:
+    """The spine's levels that are geography columns of the data (SRS tabulates those)."""
+    return tuple(lv for lv in tree.levels if lv in hist.levels)

@@ -13,6 +13,7 @@ Pure functions on the tidy comparison table (geolevel, geounit, query, cell, tru
 
 from __future__ import annotations
 
+from engine.data.histogram import subset_histogram
 from engine.metrics.blau import (
     blau_index,
     blau_quintile_bias,
@@ -41,7 +42,6 @@ from engine.metrics.experiments import (
     ExperimentResult,
     moe_coverage_table,
     run_experiment,
-    subset_histogram,
 )
 from engine.metrics.metrics_json import build_metrics_json, validate_metrics_json
 from engine.metrics.reference import (

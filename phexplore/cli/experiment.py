@@ -182,8 +182,8 @@ def run(args: argparse.Namespace) -> int:
     if args.within:
         if args.engine != "topdown":
             raise ValidationError("--within restricts TopDown block data; PHSafe has no blocks")
+        from engine.data.histogram import subset_histogram
         from engine.data.samples import load_topdown_sample
-        from engine.metrics.experiments import subset_histogram
 
         within_level, sep, ids = args.within.partition(":")
         if not sep or not ids:

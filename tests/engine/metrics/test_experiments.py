@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.metrics.experiments import (
     moe_coverage_table,
     run_experiment,
-    subset_histogram,
 )
 from phexplore.errors import ValidationError
 
@@ -184,3 +184,12 @@ def test_moe_coverage_table_counts() -> None:
     assert row["coverage_exact"] == pytest.approx(0.75)
     with pytest.raises(ValidationError, match="mechanism"):
         moe_coverage_table(frame, mechanism="laplace")
+
+
+def test_subset_histogram_lives_with_the_data() -> None:
+    import engine.metrics.experiments as experiments
+    from engine.data import histogram
+
+    # Moved to engine.data.histogram; the old import path still works for the app.
+    assert experiments.subset_histogram is histogram.subset_histogram
+    assert experiments.tree_levels is histogram.tree_levels
