@@ -18,7 +18,7 @@ import streamlit as st
 from phexplore import app_state as S
 from phexplore.budget import LEVEL_KEYS, PHSafeBudget, allowed_levels
 from phexplore.errors import PHExploreError
-from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_bound, sigma2_for_rho
+from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
 from phexplore.presets import load_phsafe_preset, phsafe_from_dict
 
 ERROR_KEY = "phsafe_error"
@@ -73,7 +73,7 @@ def _sync_cell_inputs(budget: PHSafeBudget) -> None:
     s["ps_rho"] = float(rho) if math.isfinite(rho) else 0.0
     target = budget.moe_targets.get(table, {}).get(level)
     if target is None and rho > 0 and math.isfinite(rho):
-        target = moe_bound(math.sqrt(sigma2_for_rho(rho, budget.sensitivity(table))))
+        target = moe_for_rho(rho, budget.sensitivity(table), budget.confidence)
     s["ps_moe"] = float(target or 0.0)
     if table not in PHSAFE_DENOMINATOR_TABLES:
         s["ps_tau"] = int(budget.tau.get(table, 1))
@@ -139,6 +139,10 @@ def _import_config() -> None:
         _fail(f"{upload.name} is not valid JSON: {exc}")
     except PHExploreError as exc:
         _fail(exc)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # A JSON value of the wrong shape that the validator did not catch: never a traceback,
+        # and the current budget stays.
+        _fail(f"{upload.name}: not a valid PHSafe config.json: {S.describe_bad_input(exc)}")
     S.bump_editor_version()
 
 

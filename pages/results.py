@@ -8,6 +8,8 @@ analysis, as kept by the Run page in :class:`phexplore.cli.app_runs.RunRecord`. 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -15,6 +17,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from phexplore import app_state as S
+from phexplore.accounting import epsilon_for_delta
 from phexplore.cli import app_runs as R
 
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 400}
@@ -122,7 +125,7 @@ def _epl_section(record: R.RunRecord) -> None:
         key=f"epl_q_{record.id}",
         help="The query group whose cells give the residuals.",
     )
-    d = R.epl_curves(record.token, record.id, geolevel, query, tidy)
+    d = R.epl_curves(record.token, int(record.settings.get("seed", 0)), geolevel, query, tidy)
     m = st.columns(3)
     m[0].metric(
         "EPL",
@@ -205,60 +208,79 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         help="The query group whose cells give the residuals.",
     )
     what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
-    fig = go.Figure()
-    if exp is not None:
-        summary = exp.summary()
-        part = summary[(summary["geolevel"] == geolevel) & (summary["query"] == query)]
-        fig.add_trace(
-            go.Scatter(
-                x=part["rho"],
-                y=part["epl_mean"],
-                mode="lines+markers",
-                name="sweep (mean over seeds)",
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": (part["epl_boot_high"] - part["epl_mean"]).to_numpy(float),
-                    "arrayminus": (part["epl_mean"] - part["epl_boot_low"]).to_numpy(float),
-                },
-            )
-        )
-    if len(peers) >= 2:
-        pts = []
-        for r in peers:
-            e = r.tables["epl"]
-            row = e[(e["geolevel"] == geolevel) & (e["query"] == query)]
-            if not row.empty:
-                pts.append((r.rho, float(row["epl"].iloc[0]), r.id))
-        fig.add_trace(
-            go.Scatter(
-                x=[p[0] for p in pts],
-                y=[p[1] for p in pts],
-                mode="markers",
-                text=[f"run #{p[2]}" for p in pts],
-                name="session runs",
-                marker={"size": 10},
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=[0.01, 100],
-            y=[0.01, 100],
-            mode="lines",
-            name="EPL = budget",
-            line={"dash": "dot", "color": "gray"},
-        )
-    )
-    fig.update_xaxes(type="log", exponentformat="power", title=f"Budget {what}")
-    fig.update_yaxes(type="log", exponentformat="power", title="EPL")
-    fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
-    _chart(fig, f"run{record.id}_epl_vs_budget")
+    to_x, x_title, line_name = _budget_axis(record.settings.get("mechanism"))
+    trade = None
     if exp is not None:
         try:
             trade = exp.tradeoff(geolevel, query, error="mae")
         except Exception as exc:  # a ValidationError naming the missing level/query
             st.info(str(exc))
-            return
+    fig = go.Figure()
+    xs: list[float] = []
+    if trade is not None:
+        # Intervals as the engine defines them: across-seed range with several seeds, else the
+        # bootstrap interval (ExperimentResult.tradeoff).
+        part = trade[trade["design"] == exp.engine]
+        x = [to_x(float(b)) for b in part["parameter"]]
+        xs += x
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=part["epl"],
+                mode="lines+markers",
+                name="sweep (mean over seeds)",
+                error_y=_epl_bars(part),
+                text=[
+                    f"{what} = {b:g}, n = {n:,} residuals"
+                    for b, n in zip(part["parameter"], part["n_residuals"], strict=True)
+                ],
+            )
+        )
+    peers = [r for r in peers if r.settings.get("mechanism") == record.settings.get("mechanism")]
+    if len(peers) >= 2:
+        rows = []
+        for r in peers:
+            e = r.tables["epl"]
+            row = e[(e["geolevel"] == geolevel) & (e["query"] == query)]
+            if not row.empty:
+                rows.append({"budget": r.rho, "run": r.id, **row.iloc[0].to_dict()})
+        pts = pd.DataFrame(rows)
+        if not pts.empty:
+            x = [to_x(float(b)) for b in pts["budget"]]
+            xs += x
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=pts["epl"],
+                    mode="markers",
+                    error_y=_epl_bars(pts),
+                    text=[
+                        f"run #{i}: {what} = {b:g}, n = {n:,} residuals"
+                        for i, b, n in zip(
+                            pts["run"], pts["budget"], pts["n_residuals"], strict=True
+                        )
+                    ],
+                    name="session runs",
+                    marker={"size": 10},
+                )
+            )
+    finite = [v for v in xs if np.isfinite(v) and v > 0]
+    if finite:
+        lo, hi = min(finite) / 2, max(finite) * 2
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[lo, hi],
+                mode="lines",
+                name=line_name,
+                line={"dash": "dot", "color": "gray"},
+            )
+        )
+    fig.update_xaxes(type="log", exponentformat="power", title=x_title)
+    fig.update_yaxes(type="log", exponentformat="power", title="EPL (bars: interval)")
+    fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
+    _chart(fig, f"run{record.id}_epl_vs_budget")
+    if trade is not None:
         fig2 = go.Figure()
         for design, part in trade.groupby("design", sort=False):
             fig2.add_trace(
@@ -267,13 +289,14 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
                     y=part["error"],
                     mode="lines+markers",
                     name=str(design).upper(),
+                    error_x=_epl_bars(part),
                     text=[
-                        f"{'fraction' if design == 'srs' else what} = {p:g}"
-                        for p in part["parameter"]
+                        f"{'fraction' if design == 'srs' else what} = {p:g}, n = {n:,} residuals"
+                        for p, n in zip(part["parameter"], part["n_residuals"], strict=True)
                     ],
                 )
             )
-        fig2.update_xaxes(title="EPL (privacy loss, empirical)")
+        fig2.update_xaxes(title="EPL (privacy loss, empirical; bars: interval)")
         fig2.update_yaxes(title="MAE (persons)")
         fig2.update_layout(
             title=f"{record.scenario}: error–privacy trade-off, TopDown vs simple random sampling (PF Fig. 2)",
@@ -281,6 +304,35 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         )
         _chart(fig2, f"run{record.id}_tradeoff_srs")
         _csv(trade, f"run{record.id}_tradeoff", f"trade_{record.id}")
+
+
+def _epl_bars(part: pd.DataFrame) -> dict[str, object]:
+    """Asymmetric error bars from an EPL table's ``epl_low``/``epl_high`` (engine intervals)."""
+    epl = part["epl"].to_numpy(float)
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": part["epl_high"].to_numpy(float) - epl,
+        "arrayminus": epl - part["epl_low"].to_numpy(float),
+    }
+
+
+def _budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:
+    """x of the EPL-vs-budget chart: ε itself for pure DP, else ε at the session's δ of each ρ.
+
+    EPL is comparable to ε, not ρ (SPEC §5): a zCDP run's ρ is converted with the session's δ and
+    conversion so the diagonal is the same reference in both cases.
+    """
+    if mechanism == "puredp":
+        return float, "Budget ε (pure DP)", "EPL = ε"
+    s = st.session_state
+    delta, conversion = float(s[S.DELTA]), str(s[S.CONVERSION])
+
+    def to_x(rho: float) -> float:
+        return float(epsilon_for_delta(rho, delta, conversion))
+
+    title = f"ε at δ = {S.fmt_delta(delta)} of the run's ρ ({S.conversion_label(conversion)})"
+    return to_x, title, f"EPL = ε (δ = {S.fmt_delta(delta)})"
 
 
 def _spine_section(record: R.RunRecord) -> None:

@@ -276,7 +276,7 @@ def _topdown_form() -> R.RunJob | None:
             "Include the SRS baseline",
             key="run_td_srs",
             disabled=not sweep,
-            help="Also estimate counts from simple random samples of the persons (1%–50%) for the trade-off curve (PF Fig. 2).",
+            help=R.SRS_HELP,
         )
         go = st.button(
             "Run TopDown",
@@ -448,19 +448,8 @@ def _results_list() -> None:
     m[0].metric("Engine", record.engine)
     m[1].metric("Budget" if record.engine == "phsafe" else "ρ / ε", f"{record.rho:.4g}")
     m[2].metric("Runtime", f"{settings.get('runtime_s', 0):.1f} s")
-    if record.engine == "topdown":
-        overall = record.tables["mae"]
-        total = overall[overall["query"] == "TOTAL"]
-        m[3].metric(
-            "MAE of TOTAL (lowest level)",
-            f"{float(total['mae'].iloc[-1]):.2f}" if not total.empty else "—",
-            help="Mean absolute error of the total population at the finest geolevel.",
-        )
-    else:
-        le = record.tables["level_errors"]
-        m[3].metric(
-            "Mean noise MAE", f"{float(le['mae_noise'].mean()):.2f}" if "mae_noise" in le else "—"
-        )
+    label, value, help_text = R.headline_error(record)
+    m[3].metric(label, f"{value:.2f}" if value is not None else "—", help=help_text)
     d = st.columns(4)
     d[0].download_button(
         "Tidy table (CSV)",

@@ -123,6 +123,11 @@ def _on_upload() -> None:
         s["sc_flash"] = f"Loaded “{scenario.name}” from {upload.name}; it is in the saved list."
     except PHExploreError as exc:
         s[ERROR_KEY] = str(exc)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        # A JSON value of the wrong shape that the validator did not catch: never a traceback.
+        s[ERROR_KEY] = (
+            f"{upload.name}: not a valid PHExplore scenario file: {S.describe_bad_input(exc)}"
+        )
 
 
 def _comparison(a: Scenario, b: Scenario) -> None:

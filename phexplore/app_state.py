@@ -29,7 +29,7 @@ from phexplore.budget import (
     TopDownAllocation,
     allowed_levels,
 )
-from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_bound, sigma2_for_rho
+from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
 from phexplore.moe_tables import (
     DEFAULT_DELTA,
     phsafe_rows,
@@ -201,7 +201,7 @@ def topdown_frames(
 def moe_curve(sensitivity: float, confidence: float = 0.90) -> pd.DataFrame:
     """MOE bound ⌊zσ⌋ over a log grid of ρ for one sensitivity Δ (cached per Δ and confidence)."""
     grid = np.logspace(-5, 1, 160)
-    moes = [moe_bound(math.sqrt(sigma2_for_rho(r, sensitivity)), confidence) for r in grid]
+    moes = [moe_for_rho(float(r), sensitivity, confidence) for r in grid]
     return pd.DataFrame({"rho": grid, "moe_bound": moes})
 
 
@@ -215,6 +215,14 @@ def epsilon_curve_frame(rho: float, lo: float = 1e-15, hi: float = 1e-2) -> pd.D
         for c in CONVERSIONS
     ]
     return pd.concat(parts, ignore_index=True)
+
+
+def describe_bad_input(exc: BaseException) -> str:
+    """A readable reason for an uploaded file's wrong-shaped content (a KeyError names the field)."""
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}" if exc.args else "a required field is missing"
+    text = str(exc)
+    return text or type(exc).__name__
 
 
 def fmt_delta(delta: float) -> str:

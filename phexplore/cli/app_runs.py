@@ -22,16 +22,24 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from engine.data.errors import DataValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
+from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
 from phexplore.errors import PHExploreError
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
+EPL_BOOT = 200
+"""Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
+SRS_HELP = (
+    "Also estimate counts from simple random samples of the persons "
+    f"({', '.join(f'{f:.0%}' for f in SRS_FRACTIONS)}) for the trade-off curve (PF Fig. 2)."
+)
 TRUTH_NOTE = (
     "Comparisons of DP output with the truth are only for non-confidential test data (public "
     "samples, synthetic or already-published tables) — never compute them on confidential data "
@@ -47,7 +55,12 @@ def topdown_sample(name: str) -> BlockHistogram:
     """A shipped TopDown sample as a block histogram (cached for the server's lifetime)."""
     from engine.data.samples import load_topdown_sample
 
-    return load_topdown_sample(name)
+    hist = load_topdown_sample(name)
+    # Shared by every session: read-only so no page or engine can change the sample in place.
+    hist.counts.setflags(write=False)
+    if hist.units is not None:
+        hist.units.setflags(write=False)
+    return hist
 
 
 @st.cache_resource(show_spinner="Loading the CEF extract…", max_entries=2)
@@ -219,6 +232,39 @@ def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:
     return job
 
 
+def bootstrap_rng(seed: int) -> np.random.Generator:
+    """The EPL bootstrap's generator for a run of noise seed ``seed``: seeded ``[seed, 1]``.
+
+    A stream of its own (not the noise seed itself), so the bootstrap never replays the noise draws.
+    """
+    return np.random.default_rng([int(seed), 1])
+
+
+def _epl_section(table: pd.DataFrame, n_boot: int) -> dict[str, Any]:
+    """metrics.json's ``epl`` section (geolevel → query → value, interval, n) from an EPL table."""
+    section: dict[str, Any] = {}
+    for row in table.to_dict("records"):
+        reason = row["reason"] if isinstance(row["reason"], str) else None
+        section.setdefault(str(row["geolevel"]), {})[str(row["query"])] = {
+            "epl": _plain(row["epl"]),
+            "epl_low": _plain(row["epl_low"]),
+            "epl_high": _plain(row["epl_high"]),
+            "level": 0.95,
+            "n_residuals": _plain(row["n_residuals"]),
+            "n_boot": int(n_boot) if reason is None else 0,
+            "reason": reason,
+        }
+    return section
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
 def _spine_plan(
     hist: BlockHistogram, allocation: TopDownAllocation, spine: str, entities: Sequence[str]
 ) -> Any:
@@ -242,7 +288,7 @@ def topdown_work(
     sweep_rhos: Sequence[float],
     sweep_seeds: int,
     srs: bool,
-    epl_boot: int = 50,
+    epl_boot: int = EPL_BOOT,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline)."""
 
@@ -286,7 +332,7 @@ def topdown_work(
         if "RACEETH" in hist.schema.names:
             blau = blau_table(raceeth_counts_from_histogram(hist))
             tables["blau_bias"] = blau_quintile_bias(tidy, blau)
-        tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=seed)
+        tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed))
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
         if plan is not None:
             sections = plan.metrics(result, hist)
@@ -298,10 +344,11 @@ def topdown_work(
             runtime_s=result.runtime_s,
             rho=float(allocation.rho),
             seed=seed,
-            epl_boot=0,
+            epl_boot=None,  # the section below: the same EPL table the pages show
             blau=blau,
             extra=extra,
         )
+        metrics["epl"] = _epl_section(tables["epl"], epl_boot)
         experiment = None
         if sweep_rhos and preset:
             from engine.metrics.experiments import run_experiment
@@ -314,7 +361,7 @@ def topdown_work(
                 seeds=list(range(seed, seed + sweep_seeds)),
                 preset=preset,
                 queries=queries,
-                srs_fractions=None if not srs else (0.01, 0.05, 0.1, 0.25, 0.5),
+                srs_fractions=SRS_FRACTIONS if srs else None,
                 n_boot=20,
                 workers=workers,
                 progress=lambda m, f: job.progress(f"Sweep: {m}", f),
@@ -336,6 +383,7 @@ def topdown_work(
                 "spine": spine,
                 "entities": list(entities),
                 "blocks": hist.n_blocks,
+                "levels": [str(lv) for lv in result.tree.levels],
                 "runtime_s": result.runtime_s,
             },
             metrics=metrics,
@@ -414,7 +462,7 @@ def epl_curves(
 
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
-    result = epl_details(residuals, n_boot=200, rng=seed)
+    result = epl_details(residuals, n_boot=EPL_BOOT, rng=bootstrap_rng(seed))
     return {
         "residuals": residuals,
         "value": result.value,
@@ -426,6 +474,47 @@ def epl_curves(
         "density": result.density,
         "curve": result.epl_curve,
     }
+
+
+# ------------------------------------------------------------------ headline numbers
+
+
+def finest_level(record: RunRecord) -> str:
+    """The finest geolevel of a TopDown run in spine order (root first), e.g. ``Block``."""
+    levels = record.settings.get("levels") or list(dict.fromkeys(record.tidy["geolevel"]))
+    return str(levels[-1])
+
+
+def headline_error(record: RunRecord) -> tuple[str, float | None, str]:
+    """``(label, value, help)`` of a run's one-number error for the Run page.
+
+    TopDown: the MAE of TOTAL at the finest geolevel (from the run's MAE table). PHSafe: the
+    noise MAE over every measured cell and trial (each table × level's ``mae_noise`` weighted by
+    its number of cells). ``value`` is None when the run has no such number.
+    """
+    if record.engine == "topdown":
+        level = finest_level(record)
+        mae = record.tables["mae"]
+        row = mae[(mae["query"] == "TOTAL") & (mae["geolevel"] == level)]
+        return (
+            f"MAE of TOTAL ({level})",
+            float(row["mae"].iloc[0]) if not row.empty else None,
+            f"Mean absolute error of the total population over the {level} geounits, the finest "
+            "geolevel of the run.",
+        )
+    le = record.tables.get("level_errors")
+    value = None
+    if le is not None and "mae_noise" in le:
+        part = le.dropna(subset=["mae_noise"])
+        weights = part["cells"].to_numpy(float)
+        if weights.sum() > 0:
+            value = float(np.average(part["mae_noise"].to_numpy(float), weights=weights))
+    return (
+        "Noise MAE (all cells)",
+        value,
+        "Mean absolute noise error over every measured cell and trial of the run (all tables "
+        "and levels); truncation error is left out.",
+    )
 
 
 # ------------------------------------------------------------------ downloads

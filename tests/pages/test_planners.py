@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from phexplore import app_state as S
+from phexplore.moe import moe_for_rho
 from phexplore.presets import load_phsafe_preset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +74,59 @@ def test_phsafe_rho_and_moe_follow_each_other(app: AppTest) -> None:
     _no_problems(app)
     rho = app.number_input(key="ps_rho").value
     assert rho == pytest.approx(1.645**2 * 14**2 / (2 * 40**2), rel=1e-5)
+
+
+def test_phsafe_moe_follows_the_budget_confidence(app: AppTest) -> None:
+    """At 95% confidence the cell's MOE is ⌊1.960·σ⌋, not the 90% bound."""
+    budget = app.session_state[S.PHSAFE]
+    app.session_state[S.PHSAFE] = dataclasses.replace(budget, confidence=0.95)
+    app.run()
+    app.selectbox(key="ps_table").set_value("PH3").run()
+    app.selectbox(key="ps_level").set_value("state_A-G").run()
+    app.number_input(key="ps_rho").set_value(0.5).run()
+    _no_problems(app)
+    # σ = 14/√(2·0.5) = 14 → ⌊1.95996·14⌋ = 27 (⌊1.645·14⌋ = 23 at 90%)
+    assert app.number_input(key="ps_moe").value == 27 == moe_for_rho(0.5, 14, 0.95)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"[]", b'{"rho_from": "moe_targets"}', b'{"schema": "phexplore-scenario/1", "phsafe": [1]}'],
+)
+def test_phsafe_bad_config_upload_shows_error_and_keeps_budget(
+    app: AppTest, content: bytes
+) -> None:
+    before = app.session_state[S.PHSAFE]
+    app.file_uploader(key="ps_upload").set_value([("config.json", content, "application/json")])
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert any("config.json" in e.value for e in app.error), [e.value for e in app.error]
+    assert app.session_state[S.PHSAFE] == before
+
+
+def test_phsafe_config_upload_survives_an_unvalidated_error(
+    app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a malformed file makes the parser raise, the page shows a message, no traceback."""
+
+    def broken(data: object, name: str = "") -> None:
+        raise TypeError("'int' object is not subscriptable")
+
+    monkeypatch.setattr("phexplore.presets.phsafe_from_dict", broken)
+    app.run()  # the upload callback of this run sees the patched parser
+    before = app.session_state[S.PHSAFE]
+    app.file_uploader(key="ps_upload").set_value([("cfg.json", b"{}", "application/json")])
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    messages = [e.value for e in app.error]
+    assert any("cfg.json: not a valid PHSafe config.json: " in m for m in messages), messages
+    assert app.session_state[S.PHSAFE] == before
+
+
+def test_describe_bad_input() -> None:
+    assert S.describe_bad_input(KeyError("privacy_budget")) == "missing field 'privacy_budget'"
+    assert S.describe_bad_input(TypeError("bad type")) == "bad type"
+    assert S.describe_bad_input(AttributeError()) == "AttributeError"
 
 
 def test_phsafe_grid_edit_and_invalid_cell(app: AppTest) -> None:

@@ -7,11 +7,14 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore import app_state as S
+from phexplore.accounting import epsilon_for_delta
 from phexplore.cli import app_runs as R
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -69,6 +72,22 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     _round_trips(record)
     labels = [d.label for d in at.get("download_button")]
     assert {"Tidy table (CSV)", "Tidy table (Parquet)", "metrics.json"} <= set(labels)
+    # The headline is the TOTAL MAE of the finest level in spine order (Block), not the
+    # alphabetically last level of the MAE table (Tract).
+    mae = record.tables["mae"]
+    block = mae[(mae["geolevel"] == "Block") & (mae["query"] == "TOTAL")]["mae"].iloc[0]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["MAE of TOTAL (Block)"] == f"{float(block):.2f}"
+    # Every EPL carries its bootstrap interval and number of residuals, in the page's table and
+    # in metrics.json alike.
+    epl = record.tables["epl"]
+    defined = epl[epl["reason"].isna()]
+    assert not defined.empty and defined["epl_low"].notna().all()
+    row = defined.iloc[0]
+    section = record.metrics["epl"][row["geolevel"]][row["query"]]
+    assert section["epl_low"] == pytest.approx(row["epl_low"])
+    assert section["n_residuals"] == row["n_residuals"] > 0
+    assert section["n_boot"] == R.EPL_BOOT
 
     at.switch_page("pages/results.py").run()
     _no_problems(at)
@@ -78,6 +97,19 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Residuals"] != "0"
     assert "EPL" in metrics
+
+
+def test_shared_sample_is_read_only() -> None:
+    hist = R.topdown_sample("ri2010")
+    assert not hist.counts.flags.writeable
+    with pytest.raises(ValueError):
+        hist.counts[0, 0] += 1
+
+
+def test_bootstrap_seed_is_not_the_noise_seed() -> None:
+    a = R.bootstrap_rng(7).integers(0, 2**31, 4)
+    assert list(a) == list(np.random.default_rng([7, 1]).integers(0, 2**31, 4))
+    assert list(a) != list(np.random.default_rng(7).integers(0, 2**31, 4))
 
 
 def test_invalid_upload_lists_problems(run_page: AppTest) -> None:
@@ -146,12 +178,45 @@ def test_budget_sweep_gives_epl_vs_rho_and_srs_curves(run_page: AppTest) -> None
     _wait_for_job(at)
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
-    assert record.experiment is not None
-    assert set(record.experiment.summary()["rho"]) == {0.5, 4.0}
+    exp = record.experiment
+    assert exp is not None
+    assert set(exp.summary()["rho"]) == {0.5, 4.0}
+    assert set(exp.srs["fraction"]) == set(SRS_FRACTIONS)  # the engine's default fractions
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     # MAE, Blau, EPL, EPL vs budget and the SRS trade-off (all tabs render).
-    assert len(at.get("plotly_chart")) >= 5
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 5
+    fig = next(
+        json.loads(c.proto.spec)
+        for c in charts
+        if "EPL vs ρ" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    # A zCDP run: EPL is plotted against ε at the session's δ (never against ρ), with the
+    # engine's intervals (ExperimentResult.tradeoff) as error bars.
+    assert fig["layout"]["xaxis"]["title"]["text"].startswith("ε at δ = 1e-10")
+    sweep = next(t for t in fig["data"] if t["name"] == "sweep (mean over seeds)")
+    trade = exp.tradeoff(*_default_level_query(record), error="mae")
+    part = trade[trade["design"] == "topdown"]
+    expected_x = [epsilon_for_delta(float(r), 1e-10, "cks") for r in part["parameter"]]
+    assert sweep["x"] == pytest.approx(expected_x)
+    high = (part["epl_high"] - part["epl"]).to_numpy(float)
+    assert _plotly_array(sweep["error_y"]["array"]) == pytest.approx(high, nan_ok=True)
+
+
+def _default_level_query(record: R.RunRecord) -> tuple[str, str]:
+    total = record.tidy[record.tidy["query"] == "TOTAL"]
+    return str(total.groupby("geolevel", sort=False).size().idxmax()), "TOTAL"
+
+
+def _plotly_array(value: object) -> list[float]:
+    """A Plotly JSON array (a list, or a typed-array dict {dtype, bdata})."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        raw = base64.b64decode(value["bdata"])
+        return list(np.frombuffer(raw, dtype=np.dtype(value["dtype"])).astype(float))
+    return [float("nan") if v is None else float(v) for v in value]  # type: ignore[union-attr]
 
 
 def test_spine_run_with_providence_wards(run_page: AppTest) -> None:

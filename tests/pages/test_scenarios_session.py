@@ -59,6 +59,38 @@ def test_save_change_load_round_trip(app: AppTest) -> None:
     assert _metric(at, "Total ρ (unbounded neighbours)") == original
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"[]", b'{"rho_from": "moe_targets"}', b'{"schema": "phexplore-scenario/1", "phsafe": [1]}'],
+)
+def test_bad_scenario_upload_shows_error(app: AppTest, content: bytes) -> None:
+    at = app
+    at.switch_page("pages/scenarios.py").run()
+    at.file_uploader(key="sc_upload").set_value(
+        [("bad.scenario.json", content, "application/json")]
+    )
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.error, "the bad file is reported"
+    assert not at.session_state[S.SAVED]
+
+
+def test_scenario_upload_survives_an_unvalidated_error(
+    app: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(cls: type, text: object, source: str = "") -> None:
+        raise AttributeError("'list' object has no attribute 'get'")
+
+    monkeypatch.setattr(Scenario, "from_json", classmethod(broken))
+    at = app
+    at.switch_page("pages/scenarios.py").run()
+    at.file_uploader(key="sc_upload").set_value([("odd.json", b"{}", "application/json")])
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    messages = [e.value for e in at.error]
+    assert any("odd.json: not a valid PHExplore scenario file" in m for m in messages), messages
+
+
 def test_json_download_upload_round_trip(app: AppTest) -> None:
     at = app
     at.switch_page("pages/scenarios.py").run()
