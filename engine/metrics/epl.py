@@ -224,11 +224,26 @@ def empirical_privacy_loss(residuals: ArrayLike) -> float:
     return _core(*_distinct(e), _percentiles(e)).value
 
 
+def bootstrap_generator(rng: np.random.Generator | int) -> np.random.Generator:
+    """The bootstrap's generator from a Generator or a non-negative integer seed.
+
+    ``None`` is refused: it would draw OS entropy, and the interval could not be reproduced.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, bool) or not isinstance(rng, int | np.integer) or rng < 0:
+        raise ValidationError(
+            "the EPL bootstrap needs a seed (non-negative integer) or a numpy Generator, so its "
+            f"interval can be reproduced; got {rng!r}"
+        )
+    return np.random.default_rng(int(rng))
+
+
 def epl_details(
     residuals: ArrayLike,
     *,
     n_boot: int = 200,
-    rng: np.random.Generator | int | None = 0,
+    rng: np.random.Generator | int = 0,
     level: float = 0.95,
 ) -> EPLResult:
     """EPL with its bootstrap interval, the number of residuals and the curves for plotting.
@@ -240,12 +255,12 @@ def epl_details(
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
     if not (isinstance(level, float | int) and 0.0 < float(level) < 1.0):
         raise ValidationError(f"level must lie strictly between 0 and 1; got {level!r}")
+    generator = bootstrap_generator(rng)
     e = _as_residuals(residuals)
     values, counts = _distinct(e)
     core = _core(values, counts, _percentiles(e))
     low = high = math.nan
     if core.reason is None and n_boot > 0:
-        generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         boots = np.full(int(n_boot), np.nan)
         p = counts / counts.sum()
         for b in range(int(n_boot)):
@@ -278,7 +293,7 @@ def epl_table(
     *,
     by: Sequence[str] = ("geolevel", "query"),
     n_boot: int = 200,
-    rng: np.random.Generator | int | None = 0,
+    rng: np.random.Generator | int = 0,
     true_col: str = "true",
     estimate_col: str = "estimate",
 ) -> pd.DataFrame:
@@ -288,7 +303,7 @@ def epl_table(
     ``n_residuals`` and ``reason`` (``None`` when EPL is defined).
     """
     check_tidy(tidy, by=by, true_col=true_col, estimate_col=estimate_col)
-    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    generator = bootstrap_generator(rng)
     residual = tidy[estimate_col].to_numpy(np.float64) - tidy[true_col].to_numpy(np.float64)
     frame = tidy[list(by)].assign(_residual=residual)
     rows = []

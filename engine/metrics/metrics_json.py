@@ -79,6 +79,7 @@ def build_metrics_json(
     by: Sequence[str] = ("geolevel", "query"),
     median: bool = True,
     epl_boot: int | None = None,
+    epl_rng: np.random.Generator | int | None = None,
     blau: pd.DataFrame | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -87,7 +88,8 @@ def build_metrics_json(
     ``tidy`` is the (geolevel, geounit, query, cell, true, estimate) comparison table; ``by`` the
     two or more columns that key the nested ``mae`` section (PHSafe may pass e.g. ``("region",
     "table")``). ``epl_boot`` adds the ``epl`` section with that many bootstrap resamples (0 = no
-    interval; ``None`` = no EPL section); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
+    interval; ``None`` = no EPL section) drawn from ``epl_rng`` (a Generator or seed; default
+    ``[seed, 1]``, a stream apart from the noise seed, as the app uses); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
     ``blau_bias``; ``extra`` sections are merged last and may not overwrite the standard keys.
     """
     if not isinstance(engine, str) or not engine:
@@ -111,7 +113,9 @@ def build_metrics_json(
     if median:
         payload["median_ae"] = nest(errors, keys, "median_ae")
     if epl_boot is not None:
-        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=0 if seed is None else seed)
+        if epl_rng is None:
+            epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
+        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=epl_rng)
         section: dict[str, Any] = {}
         for row in table.to_dict("records"):
             node = section

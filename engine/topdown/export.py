@@ -12,6 +12,8 @@
   (``VOTING_AGE`` is coded 1/2 whenever the schema has VOTINGAGE).
 * ``metrics.json`` — :func:`metrics_payload`, built by :func:`engine.metrics.metrics_json.build_metrics_json`:
   ``mae`` / ``median_ae`` / ``n_cells`` by geolevel and query, ``runtime_s``, ``rho``, ``seed``,
+  ``epl`` (EPL with a 200-resample bootstrap interval, generator seeded ``[seed, 1]``), ``blau_bias``
+  (mean signed error of the total by Blau quintile, when the schema has RACEETH, e.g. RI 2010),
   plus ``allocation``, ``mechanism``, ``epsilon`` (pure DP), ``timings`` and ``diagnostics``.
 """
 
@@ -29,6 +31,9 @@ import pandas as pd
 from engine.metrics.metrics_json import build_metrics_json
 from engine.topdown.run import TopDownResult
 from phexplore.errors import ValidationError
+
+EPL_BOOT = 200
+"""Bootstrap resamples of the metrics.json EPL interval (generator seeded ``[seed, 1]``, as the app)."""
 
 PPMF_GEOGRAPHY = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
 
@@ -98,12 +103,23 @@ def metrics_payload(
     }
     if pure:
         extra["epsilon"] = result.rho
+    tidy = result.to_tidy()
+    blau = None
+    if "RACEETH" in result.schema.names:
+        from engine.metrics.blau import RACEETH_GROUPS, blau_table, raceeth_counts_from_tidy
+
+        attribute = result.schema.attributes[result.schema.axis("RACEETH")]
+        if tuple(attribute.levels) == tuple(RACEETH_GROUPS):  # the eight Blau groups (RI schema)
+            blau = blau_table(raceeth_counts_from_tidy(result.to_tidy(("RACEETH",))))
     return build_metrics_json(
         engine="topdown",
-        tidy=result.to_tidy(),
+        tidy=tidy,
         runtime_s=result.runtime_s,
         rho=None if pure else result.rho,
         seed=result.seed,
+        epl_boot=EPL_BOOT,
+        epl_rng=np.random.default_rng([int(result.seed), 1]),
+        blau=blau,
         extra=extra,
     )
 

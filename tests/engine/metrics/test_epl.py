@@ -110,6 +110,23 @@ def test_details_rejects_bad_parameters() -> None:
         epl_details([1.0, 2.0], n_boot=-1)
     with pytest.raises(ValidationError):
         epl_details([1.0, 2.0], level=1.5)
+    # No silent OS entropy: the bootstrap needs a seed or a Generator.
+    with pytest.raises(ValidationError, match="seed"):
+        epl_details([1.0, 2.0, 3.0], n_boot=5, rng=None)
+    with pytest.raises(ValidationError, match="seed"):
+        epl_table(
+            pd.DataFrame(
+                {
+                    "geolevel": "A",
+                    "geounit": "1",
+                    "query": "Q",
+                    "cell": "c",
+                    "true": [1.0],
+                    "estimate": [2.0],
+                }
+            ),
+            rng=None,
+        )
 
 
 def test_epl_table_per_group() -> None:

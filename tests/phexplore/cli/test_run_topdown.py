@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from engine.data.samples import get_sample
+from engine.metrics import validate_metrics_json
 from phexplore.cli import main
 
 
@@ -27,6 +28,11 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert metrics["runtime_s"] > 0 and metrics["allocation"] == "ri2010-production-like"
     assert set(metrics["mae"]) == {"State", "County", "Tract", "Block_Group", "Block"}
     assert metrics["mae"]["State"]["TOTAL"] == 0.0
+    # The same sections as the app's metrics.json: EPL with a bootstrap interval, Blau bias.
+    epl = metrics["epl"]["Block"]["TOTAL"]
+    assert epl["n_boot"] == 200 and epl["epl_low"] <= epl["epl"] <= epl["epl_high"]
+    assert set(metrics["blau_bias"]) >= {"Tract", "Block_Group", "Block"}
+    validate_metrics_json(metrics)
     tidy = pd.read_csv(out / "estimates.csv", dtype={"geounit": str})
     assert list(tidy.columns) == ["geolevel", "geounit", "query", "cell", "true", "estimate"]
     micro = pd.read_csv(out / "microdata.csv", dtype=str)
