@@ -212,3 +212,17 @@ def test_all_zero_budgets_are_rejected_but_non_private_needs_none(cef) -> None:
         )
         == 43
     )
+
+
+def test_derived_totals_use_the_same_moe_rule_as_cells(cef) -> None:
+    from phexplore.distributions import discrete_gaussian_moe
+
+    result = run_phsafe(_small(cef), _config(), seed=3)
+    pub = result.published
+    counts = pub[pub["numerator"].isna() & pub["variance"].notna() & (pub["variance"] > 0)]
+    totals = counts[~counts["is_basis"].astype(bool)]
+    assert not totals.empty and counts["is_basis"].astype(bool).any()
+    for frame in (totals, counts[counts["is_basis"].astype(bool)]):
+        moe = (frame["ci90_high"] - frame["estimate"]).to_numpy()
+        exact = [discrete_gaussian_moe(float(v)) for v in frame["variance"]]
+        assert np.array_equal(moe, exact)
