@@ -8,7 +8,9 @@ the session (Results page) and downloadable here.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -16,6 +18,10 @@ from phexplore import app_state as S
 from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.presets import load_topdown_preset
+
+if TYPE_CHECKING:
+    from engine.data.histogram import BlockHistogram
+    from phexplore.budget import TopDownAllocation
 
 JOB = R.JOB_KEY
 UPLOAD_HIST = "run_upload_hist"
@@ -79,6 +85,250 @@ def _next_id() -> int:
     return 1 + max((r.id for r in runs), default=0)
 
 
+@dataclass
+class _TopDownData:
+    """The Data column's choices: the loaded histogram (None until valid) and the subset."""
+
+    hist: BlockHistogram | None
+    data_label: str
+    sample: str | None
+    level: str | None
+    units: list[str]
+
+
+@dataclass
+class _TopDownBudget:
+    """The Budget column's choices."""
+
+    choice: str
+    allocation: TopDownAllocation
+    what: str
+    rho: float
+    seed: int
+    workers: int
+    entity: str | None
+    use_entities: bool
+
+
+def _topdown_data() -> _TopDownData:
+    """Data column: shipped sample or validated upload, and the subset to run on."""
+    s = st.session_state
+    st.markdown("**Data**")
+    source = st.radio(
+        "Source",
+        ["sample", "upload"],
+        format_func={"sample": "Shipped sample", "upload": "Upload a file"}.get,
+        horizontal=True,
+        key="run_td_source",
+        help="Shipped public or synthetic samples, or your own files in a supported layout.",
+    )
+    hist, data_label, sample = None, "", None
+    if source == "sample":
+        samples = R.samples_of("topdown")
+        if s.get("run_td_sample") not in samples:
+            s["run_td_sample"] = "ri2010" if "ri2010" in samples else next(iter(samples))
+        sample = st.selectbox(
+            "Sample",
+            list(samples),
+            format_func=lambda n: f"{n} — {samples[n]}",
+            key="run_td_sample",
+            help="Public, non-confidential test data shipped with PHExplore.",
+        )
+        try:
+            hist, data_label = R.topdown_sample(sample), sample
+        except PHExploreError as exc:
+            s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+    else:
+        st.selectbox(
+            "File type",
+            list(R.TOPDOWN_UPLOAD_KINDS),
+            format_func=R.TOPDOWN_UPLOAD_KINDS.get,
+            key="run_upload_kind",
+            help="The layout of your file; the data layer checks every row and column and lists each problem.",
+        )
+        st.file_uploader(
+            "Files",
+            type=["csv", "txt", "pl", "gz", "json"],
+            accept_multiple_files=True,
+            key="run_upload_files",
+            help="Validated by the data layer; every problem is listed with its file, row "
+            "and column.",
+        )
+        st.button("Validate upload", on_click=_validate_topdown_upload)
+        if UPLOAD_HIST in s:
+            hist, data_label = s[UPLOAD_HIST]
+            st.success(f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons")
+    _problems()
+    level, units = None, []
+    if hist is not None:
+        choices = [lv for lv in hist.levels[1:-1]]
+        options = ["(all data)", *choices]
+        # Many cells per block (the 2,016-cell schema) → start from the finest level.
+        default_level = (choices[0] if hist.schema.size <= 64 else choices[-1]) if choices else None
+        level_key = f"run_td_subset_level_{data_label}"
+        if s.get(level_key) not in options:
+            s[level_key] = default_level or options[0]
+        level = st.selectbox(
+            "Run on a subset (geolevel)",
+            options,
+            key=level_key,
+            help="A small subset (one county, a few tracts) runs in seconds; all of RI takes "
+            "minutes. Run time grows with blocks × cells per block.",
+        )
+        if level == "(all data)":
+            level = None
+        else:
+            sizes = R.subset_units(hist, level)
+            default = [str(sizes.index[0])]
+            key = f"run_td_units_{data_label}_{level}"
+            if key not in s:
+                s[key] = default
+            units = st.multiselect(
+                f"{level}s to include",
+                [str(u) for u in sizes.index],
+                format_func=lambda u, z=sizes: f"{u} ({int(z[u]):,} blocks)",
+                key=key,
+                help="Geounits whose blocks are run; the smallest comes first.",
+            )
+        n_blocks = (
+            int(R.subset_units(hist, level).loc[units].sum()) if level and units else hist.n_blocks
+        )
+        st.caption(
+            f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
+            f"({hist.schema.name} schema)."
+        )
+    return _TopDownData(hist, data_label, sample, level, list(units))
+
+
+def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
+    """Budget column: allocation, total budget, seed, workers and off-spine entities.
+
+    None (after an error message) when the allocation cannot be used.
+    """
+    s = st.session_state
+    sample, data_label = data.sample, data.data_label
+    st.markdown("**Budget**")
+    options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}
+    default_alloc = DEFAULT_ALLOCATION.get(sample or "", WORKING)
+    # The choice is remembered per data set (canonical copy survives page changes).
+    canonical = s.setdefault("run_td_alloc_by_data", {})
+    canonical.setdefault(data_label, default_alloc)
+    if s.get("run_td_alloc_for") != data_label or "run_td_alloc" not in s:
+        s["run_td_alloc"] = canonical[data_label]
+        s["run_td_alloc_for"] = data_label
+    choice = st.selectbox(
+        "Allocation",
+        list(options),
+        format_func=options.get,
+        key="run_td_alloc",
+        on_change=lambda: canonical.__setitem__(data_label, s["run_td_alloc"]),
+        help="Shares of the budget over geolevels and queries. The data's schema must have "
+        "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
+    )
+    try:
+        runs = s[S.TOPDOWN] if choice == WORKING else load_topdown_preset(choice)
+        allocation = runs.get("persons")
+    except PHExploreError as exc:
+        st.error(str(exc))
+        allocation = None
+    if allocation is None:
+        st.error("This allocation has no persons run; TopDown estimates person histograms.")
+        return None
+    what = "ε" if allocation.mechanism == "puredp" else "ρ"
+    rho_key = f"run_td_rho_{choice}"
+    if rho_key not in s:
+        s[rho_key] = float(allocation.rho)
+    rho = st.number_input(
+        f"Total {what}",
+        min_value=1e-4,
+        step=0.1,
+        format="%.4f",
+        key=rho_key,
+        help=S.HELP_RHO,
+    )
+    seed = st.number_input(
+        "Seed",
+        min_value=0,
+        step=1,
+        key="run_td_seed",
+        help="Seeds the noise: the same seed gives the same run.",
+    )
+    workers = st.number_input(
+        "Workers (processes)",
+        min_value=1,
+        max_value=8,
+        key="run_td_workers",
+        help="Parallel processes for the estimation; results do not depend on it.",
+    )
+    st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
+    entity = ENTITY_SAMPLE.get(sample or "")
+    needs_entities = s[S.SPINE] != "conventional"
+    if needs_entities and not entity:
+        st.warning(
+            "The AIAN-style and optimized spines are built around entity areas; the shipped "
+            "ones (Providence wards) exist for the ri2010 sample only."
+        )
+    if needs_entities and entity:
+        s["run_td_entities"] = True
+    elif "run_td_entities" not in s:
+        s["run_td_entities"] = False
+    use_entities = bool(entity) and st.checkbox(
+        "Report off-spine MAE for Providence city and its wards",
+        key="run_td_entities",
+        disabled=needs_entities,
+        help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. The "
+        "subset must contain Providence blocks: County 44007, or some of its tracts "
+        "(a few tracts run in seconds).",
+    )
+    return _TopDownBudget(
+        choice, allocation, what, float(rho), int(seed), int(workers), entity, use_entities
+    )
+
+
+def _topdown_sweep(
+    data: _TopDownData, budget: _TopDownBudget
+) -> tuple[str | None, bool, str, int, bool, bool]:
+    """Sweep column and the Run button: (preset, sweep, budgets text, seeds, SRS, Run pressed)."""
+    s = st.session_state
+    choice, what, hist = budget.choice, budget.what, data.hist
+    st.markdown("**Sweep (optional)**")
+    preset = None if choice == WORKING else choice
+    sweep = st.checkbox(
+        "Also run a budget sweep (EPL vs ρ, SRS comparison)",
+        key="run_td_sweep",
+        disabled=preset is None,
+        help="Re-runs the allocation preset at several budgets × seeds and a simple random "
+        "sample baseline (PF Fig. 2). Needs a preset allocation.",
+    )
+    rhos_text = st.text_input(
+        f"Sweep budgets ({what}, comma separated)",
+        key="run_td_rhos",
+        disabled=not sweep,
+        help="Each budget is one more TopDown run with the same shares; EPL and error are plotted against it.",
+    )
+    sweep_seeds = st.number_input(
+        "Seeds per budget (trials)",
+        min_value=1,
+        max_value=10,
+        key="run_td_sweep_seeds",
+        disabled=not sweep,
+        help="Repeated runs per budget with consecutive seeds; their spread shows the noise in EPL and MAE.",
+    )
+    srs = st.checkbox(
+        "Include the SRS baseline",
+        key="run_td_srs",
+        disabled=not sweep,
+        help=R.SRS_HELP,
+    )
+    go = st.button(
+        "Run TopDown",
+        type="primary",
+        disabled=hist is None or s.get(JOB) is not None,
+        key="run_td_go",
+    )
+    return preset, sweep, rhos_text, int(sweep_seeds), srs, go
+
+
 def _topdown_form() -> R.RunJob | None:
     """Controls of a TopDown run; returns a started job when Run is pressed."""
     s = st.session_state
@@ -86,204 +336,15 @@ def _topdown_form() -> R.RunJob | None:
         s.setdefault(key, default)
     c1, c2, c3 = st.columns(3)
     with c1:
-        st.markdown("**Data**")
-        source = st.radio(
-            "Source",
-            ["sample", "upload"],
-            format_func={"sample": "Shipped sample", "upload": "Upload a file"}.get,
-            horizontal=True,
-            key="run_td_source",
-            help="Shipped public or synthetic samples, or your own files in a supported layout.",
-        )
-        hist, data_label, sample = None, "", None
-        if source == "sample":
-            samples = R.samples_of("topdown")
-            if s.get("run_td_sample") not in samples:
-                s["run_td_sample"] = "ri2010" if "ri2010" in samples else next(iter(samples))
-            sample = st.selectbox(
-                "Sample",
-                list(samples),
-                format_func=lambda n: f"{n} — {samples[n]}",
-                key="run_td_sample",
-                help="Public, non-confidential test data shipped with PHExplore.",
-            )
-            try:
-                hist, data_label = R.topdown_sample(sample), sample
-            except PHExploreError as exc:
-                s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
-        else:
-            st.selectbox(
-                "File type",
-                list(R.TOPDOWN_UPLOAD_KINDS),
-                format_func=R.TOPDOWN_UPLOAD_KINDS.get,
-                key="run_upload_kind",
-                help="The layout of your file; the data layer checks every row and column and lists each problem.",
-            )
-            st.file_uploader(
-                "Files",
-                type=["csv", "txt", "pl", "gz", "json"],
-                accept_multiple_files=True,
-                key="run_upload_files",
-                help="Validated by the data layer; every problem is listed with its file, row "
-                "and column.",
-            )
-            st.button("Validate upload", on_click=_validate_topdown_upload)
-            if UPLOAD_HIST in s:
-                hist, data_label = s[UPLOAD_HIST]
-                st.success(f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons")
-        _problems()
-        level, units = None, []
-        if hist is not None:
-            choices = [lv for lv in hist.levels[1:-1]]
-            options = ["(all data)", *choices]
-            # Many cells per block (the 2,016-cell schema) → start from the finest level.
-            default_level = (
-                (choices[0] if hist.schema.size <= 64 else choices[-1]) if choices else None
-            )
-            level_key = f"run_td_subset_level_{data_label}"
-            if s.get(level_key) not in options:
-                s[level_key] = default_level or options[0]
-            level = st.selectbox(
-                "Run on a subset (geolevel)",
-                options,
-                key=level_key,
-                help="A small subset (one county, a few tracts) runs in seconds; all of RI takes "
-                "minutes. Run time grows with blocks × cells per block.",
-            )
-            if level == "(all data)":
-                level = None
-            else:
-                sizes = R.subset_units(hist, level)
-                default = [str(sizes.index[0])]
-                key = f"run_td_units_{data_label}_{level}"
-                if key not in s:
-                    s[key] = default
-                units = st.multiselect(
-                    f"{level}s to include",
-                    [str(u) for u in sizes.index],
-                    format_func=lambda u, z=sizes: f"{u} ({int(z[u]):,} blocks)",
-                    key=key,
-                    help="Geounits whose blocks are run; the smallest comes first.",
-                )
-            n_blocks = (
-                int(R.subset_units(hist, level).loc[units].sum())
-                if level and units
-                else hist.n_blocks
-            )
-            st.caption(
-                f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
-                f"({hist.schema.name} schema)."
-            )
+        data = _topdown_data()
     with c2:
-        st.markdown("**Budget**")
-        options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}
-        default_alloc = DEFAULT_ALLOCATION.get(sample or "", WORKING)
-        # The choice is remembered per data set (canonical copy survives page changes).
-        canonical = s.setdefault("run_td_alloc_by_data", {})
-        canonical.setdefault(data_label, default_alloc)
-        if s.get("run_td_alloc_for") != data_label or "run_td_alloc" not in s:
-            s["run_td_alloc"] = canonical[data_label]
-            s["run_td_alloc_for"] = data_label
-        choice = st.selectbox(
-            "Allocation",
-            list(options),
-            format_func=options.get,
-            key="run_td_alloc",
-            on_change=lambda: canonical.__setitem__(data_label, s["run_td_alloc"]),
-            help="Shares of the budget over geolevels and queries. The data's schema must have "
-            "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
-        )
-        try:
-            runs = s[S.TOPDOWN] if choice == WORKING else load_topdown_preset(choice)
-            allocation = runs.get("persons")
-        except PHExploreError as exc:
-            st.error(str(exc))
-            allocation = None
-        if allocation is None:
-            st.error("This allocation has no persons run; TopDown estimates person histograms.")
-            return None
-        what = "ε" if allocation.mechanism == "puredp" else "ρ"
-        rho_key = f"run_td_rho_{choice}"
-        if rho_key not in s:
-            s[rho_key] = float(allocation.rho)
-        rho = st.number_input(
-            f"Total {what}",
-            min_value=1e-4,
-            step=0.1,
-            format="%.4f",
-            key=rho_key,
-            help=S.HELP_RHO,
-        )
-        seed = st.number_input(
-            "Seed",
-            min_value=0,
-            step=1,
-            key="run_td_seed",
-            help="Seeds the noise: the same seed gives the same run.",
-        )
-        workers = st.number_input(
-            "Workers (processes)",
-            min_value=1,
-            max_value=8,
-            key="run_td_workers",
-            help="Parallel processes for the estimation; results do not depend on it.",
-        )
-        st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
-        entity = ENTITY_SAMPLE.get(sample or "")
-        needs_entities = s[S.SPINE] != "conventional"
-        if needs_entities and not entity:
-            st.warning(
-                "The AIAN-style and optimized spines are built around entity areas; the shipped "
-                "ones (Providence wards) exist for the ri2010 sample only."
-            )
-        if needs_entities and entity:
-            s["run_td_entities"] = True
-        elif "run_td_entities" not in s:
-            s["run_td_entities"] = False
-        use_entities = bool(entity) and st.checkbox(
-            "Report off-spine MAE for Providence city and its wards",
-            key="run_td_entities",
-            disabled=needs_entities,
-            help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. The "
-            "subset must contain Providence blocks: County 44007, or some of its tracts "
-            "(a few tracts run in seconds).",
-        )
+        budget = _topdown_budget(data)
+    if budget is None:
+        return None
     with c3:
-        st.markdown("**Sweep (optional)**")
-        preset = None if choice == WORKING else choice
-        sweep = st.checkbox(
-            "Also run a budget sweep (EPL vs ρ, SRS comparison)",
-            key="run_td_sweep",
-            disabled=preset is None,
-            help="Re-runs the allocation preset at several budgets × seeds and a simple random "
-            "sample baseline (PF Fig. 2). Needs a preset allocation.",
-        )
-        rhos_text = st.text_input(
-            f"Sweep budgets ({what}, comma separated)",
-            key="run_td_rhos",
-            disabled=not sweep,
-            help="Each budget is one more TopDown run with the same shares; EPL and error are plotted against it.",
-        )
-        sweep_seeds = st.number_input(
-            "Seeds per budget (trials)",
-            min_value=1,
-            max_value=10,
-            key="run_td_sweep_seeds",
-            disabled=not sweep,
-            help="Repeated runs per budget with consecutive seeds; their spread shows the noise in EPL and MAE.",
-        )
-        srs = st.checkbox(
-            "Include the SRS baseline",
-            key="run_td_srs",
-            disabled=not sweep,
-            help=R.SRS_HELP,
-        )
-        go = st.button(
-            "Run TopDown",
-            type="primary",
-            disabled=hist is None or s.get(JOB) is not None,
-            key="run_td_go",
-        )
+        preset, sweep, rhos_text, sweep_seeds, srs, go = _topdown_sweep(data, budget)
+    hist, data_label, level, units = data.hist, data.data_label, data.level, data.units
+    allocation, rho = budget.allocation, budget.rho
     if not go or hist is None:
         return None
     try:
@@ -296,7 +357,7 @@ def _topdown_form() -> R.RunJob | None:
         st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
         return None
     try:
-        data = R.subset(hist, level, units)
+        run_data = R.subset(hist, level, units)
         alloc = allocation.with_rho(rho)
     except PHExploreError as exc:
         st.error(str(exc))
@@ -305,16 +366,16 @@ def _topdown_form() -> R.RunJob | None:
     work = R.topdown_work(
         run_id=_next_id(),
         scenario=s[S.SCENARIO_NAME],
-        hist=data,
+        hist=run_data,
         data_label=label,
         allocation=alloc,
         preset=preset,
-        seed=int(seed),
-        workers=int(workers),
+        seed=budget.seed,
+        workers=budget.workers,
         spine=s[S.SPINE],
-        entities=[entity] if use_entities and entity else [],
+        entities=[budget.entity] if budget.use_entities and budget.entity else [],
         sweep_rhos=rhos,
-        sweep_seeds=int(sweep_seeds),
+        sweep_seeds=sweep_seeds,
         srs=srs,
     )
     return R.start_job(R.RunJob(engine="topdown", label=label), work)

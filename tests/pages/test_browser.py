@@ -239,7 +239,7 @@ def test_run_ri_topdown_small(page) -> None:  # type: ignore[no-untyped-def]
     _click(page, "Run TopDown")
     page.get_by_text("Finished #1").first.wait_for(timeout=180_000)
     _idle(page)
-    mae = _metric(page, "MAE of TOTAL (lowest level)")
+    mae = _metric(page, "MAE of TOTAL (Block)")
     assert float(mae) > 0
     _shot(page, "04_run")
 
