@@ -397,8 +397,6 @@ def run_topdown(
             t_level = time.perf_counter()
             kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
             level_name = "/".join(sorted(set(tree.level_names[kids_all])))
-            # Production used one pass with every query where the children are blocks (TDA §8.1).
-            depth_passes = single_pass if np.all(n_sizes[kids_all] == 0) else passes
             parent_est = estimates[parents]
             trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
             easy = parents[trivial]
@@ -412,7 +410,20 @@ def run_topdown(
                 )
                 done_children += batch.n_children
             hard = parents[~trivial]
-            chunks = _chunks(hard, n_sizes[hard], n_cells, options.chunk_cells)
+            # Production used one pass with every query where the children are blocks (TDA §8.1);
+            # decided per family, since bypassed spines put leaves at different depths.
+            leaf_family = np.array(
+                [bool(np.all(n_sizes[idx[ptr[p] : ptr[p + 1]]] == 0)) for p in hard], dtype=bool
+            )
+            chunks: list[np.ndarray] = []
+            chunk_passes: list[list[list[int]]] = []
+            for group, group_passes in (
+                (hard[leaf_family], single_pass),
+                (hard[~leaf_family], passes),
+            ):
+                group_chunks = _chunks(group, n_sizes[group], n_cells, options.chunk_cells)
+                chunks += group_chunks
+                chunk_passes += [group_passes] * len(group_chunks)
             batches = [_build_batch(c, tree, estimates, specs, measured, weight) for c in chunks]
             for batch in batches:
                 problems = check_batch(batch)
@@ -423,12 +434,13 @@ def run_topdown(
                 for k, batch in enumerate(batches):
                     if is_cancelled():
                         raise RunCancelled("TopDown run cancelled")
-                    results[k] = estimate_batch(batch, depth_passes, chain)
+                    results[k] = estimate_batch(batch, chunk_passes[k], chain)
                     done_children += batch.n_children
                     report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
             else:
                 futures: list[Future[BatchOutcome]] = [
-                    executor.submit(estimate_batch, b, depth_passes, chain) for b in batches
+                    executor.submit(estimate_batch, b, p, chain)
+                    for b, p in zip(batches, chunk_passes, strict=True)
                 ]
                 for k, fut in enumerate(futures):
                     while True:
