@@ -240,31 +240,6 @@ def bootstrap_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), 1])
 
 
-def _epl_section(table: pd.DataFrame, n_boot: int) -> dict[str, Any]:
-    """metrics.json's ``epl`` section (geolevel → query → value, interval, n) from an EPL table."""
-    section: dict[str, Any] = {}
-    for row in table.to_dict("records"):
-        reason = row["reason"] if isinstance(row["reason"], str) else None
-        section.setdefault(str(row["geolevel"]), {})[str(row["query"])] = {
-            "epl": _plain(row["epl"]),
-            "epl_low": _plain(row["epl_low"]),
-            "epl_high": _plain(row["epl_high"]),
-            "level": 0.95,
-            "n_residuals": _plain(row["n_residuals"]),
-            "n_boot": int(n_boot) if reason is None else 0,
-            "reason": reason,
-        }
-    return section
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
-
-
 def _spine_plan(
     hist: BlockHistogram, allocation: TopDownAllocation, spine: str, entities: Sequence[str]
 ) -> Any:
@@ -344,11 +319,11 @@ def topdown_work(
             runtime_s=result.runtime_s,
             rho=float(allocation.rho),
             seed=seed,
-            epl_boot=None,  # the section below: the same EPL table the pages show
+            epl_boot=epl_boot,  # the same stream as tables["epl"]: the same values the pages show
+            epl_rng=bootstrap_rng(seed),
             blau=blau,
             extra=extra,
         )
-        metrics["epl"] = _epl_section(tables["epl"], epl_boot)
         experiment = None
         if sweep_rhos and preset:
             from engine.metrics.experiments import run_experiment
