@@ -3,7 +3,7 @@
 For two-sided geometric noise P(k) ∝ e^{−ε|k|} — the noise of PF's 2018 E2E TopDown runs — draws
 ``--sets`` independent residual sets of each size, computes :func:`engine.metrics.epl_details`
 on each, and prints the mean and range of EPL, the 95% bootstrap interval of one set and the time
-per EPL. These are the numbers quoted in ``docs/readme/metrics.md``. Usage::
+per EPL. These are the numbers quoted in ``docs/metrics.md``. Usage::
 
     python benchmarks/metrics_epl.py [--eps 0.5 1 2] [--sizes 2000 20000 200000] [--sets 10]
 """

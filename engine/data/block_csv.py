@@ -2,7 +2,7 @@
 
 The user's own block-level counts (issue 4, item 1: "a plain CSV: one row per block with count
 columns, and a mapping file or UI mapping of columns to schema attributes"). The mapping is a JSON
-object (documented in ``docs/readme/data.md``)::
+object (documented in ``docs/data.md``)::
 
     {
       "schema": "ri2010",                       # a preset name, or

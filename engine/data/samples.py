@@ -1,6 +1,6 @@
 """Registry of the shipped data samples, driven by their manifests ``data/samples/<name>/sample.json``.
 
-A manifest (documented in ``docs/readme/data.md``) is a JSON object with the fields of
+A manifest (documented in ``docs/data.md``) is a JSON object with the fields of
 :class:`SampleInfo`: ``name`` (the folder name), ``kind`` (``"topdown"``, ``"phsafe"`` or
 ``"entities"``), ``title``, ``description``, ``files`` (data files in the folder, in the order the
 loader expects), ``rows``, ``persons`` (or ``null``), ``geography``, ``source``, ``licence``,

@@ -37,7 +37,7 @@ Method (all steps vectorised with NumPy; randomness only from ``numpy.random.def
    block groups (1–3) and blocks (first digit = block group), then given unique sequential MAFIDs.
 
 Parameters that are assumptions rather than ACS calibrations are module constants, documented in
-``docs/readme/synthetic.md``; none of them affects the calibrated person shares.
+``docs/synthetic.md``; none of them affects the calibrated person shares.
 """
 
 from __future__ import annotations

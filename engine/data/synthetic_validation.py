@@ -1,6 +1,6 @@
 """Person-weighted distributions of a CEF extract and of ACS records, for calibration checks.
 
-Used by the tests, the benchmark and ``docs/readme/synthetic.md`` to show generated vs ACS
+Used by the tests, the benchmark and ``docs/synthetic.md`` to show generated vs ACS
 distributions. Definitions follow the ACS PUMS (and the NIST ACS 2019 data dictionary): ``NPF`` and
 ``NOC`` are household variables repeated on each person of the household, "N" for GQ persons (and,
 for NPF, persons in non-family households). For a CEF extract, a person's NPF is the ``NPF`` of its

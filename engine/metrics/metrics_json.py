@@ -1,6 +1,6 @@
 """The ``metrics.json`` file that ``phexplore run …`` writes beside an engine's outputs (SPEC §5).
 
-Schema (version 1; documented for users in ``docs/readme/metrics.md``)::
+Schema (version 1; documented for users in ``docs/metrics.md``)::
 
     {
       "schema_version": 1,

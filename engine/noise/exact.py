@@ -12,7 +12,7 @@ of CKS 2020 (with proofs), it runs in Rust (≈ 0.04–0.09 million draws/s here
 Bureau's pure-Python reference sampler), and a second pure-Python copy would be both slower and
 less scrutinised.
 
-One caveat, stated where a user sees it (``docs/readme/noise.md``): OpenDP takes the scale as a
+One caveat, stated where a user sees it (``docs/noise.md``): OpenDP takes the scale as a
 float64 standard deviation, so the sampled variance is ``float(√σ²)²``, which differs from σ² by at
 most a few units in the 16th significant digit.
 """

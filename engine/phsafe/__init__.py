@@ -2,5 +2,5 @@
 
 Entry points: :func:`engine.phsafe.run.run_phsafe` (the app and the CLI call it),
 :class:`engine.phsafe.config.PHSafeConfig` (the official config.json) and
-:func:`engine.phsafe.inputs.load_inputs`. Module map and decisions: ``docs/readme/phsafe.md``.
+:func:`engine.phsafe.inputs.load_inputs`. Module map and decisions: ``docs/phsafe.md``.
 """

@@ -84,7 +84,7 @@ class PHSafeResult:
         return "non-private (true tabulation, no noise)" if self.non_private else "private"
 
     def metrics(self) -> dict[str, Any]:
-        """The metrics.json payload (schema in docs/readme/phsafe.md)."""
+        """The metrics.json payload (schema in docs/phsafe.md)."""
         return build_metrics(self)
 
 
@@ -287,7 +287,7 @@ def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
 
 
 def build_metrics(result: PHSafeResult) -> dict[str, Any]:
-    """metrics.json for a PHSafe run (documented in docs/readme/phsafe.md)."""
+    """metrics.json for a PHSafe run (documented in docs/phsafe.md)."""
     config = result.config
     budgets = {
         t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}

@@ -2,7 +2,7 @@
 
 Wraps :func:`engine.data.synthetic.generate_households` (ACS 2019-calibrated, deterministic for a
 seed) and :func:`engine.data.cef_writer.write_cef_extract` (official PHSafe CEF-extract layout). See
-``docs/readme/synthetic.md``.
+``docs/synthetic.md``.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
     src.add_argument(
         "--preset", default=None, help="TopDown preset (default topdown-2020-production)"
     )
-    src.add_argument("--config", type=Path, help="allocation JSON (schema in README)")
+    src.add_argument("--config", type=Path, help="allocation JSON (schema in docs/analytic.md)")
     pt.add_argument("--rho", type=float, help="scale every run to this total ρ (or ε for pure DP)")
     pt.add_argument("--run", action="append", default=[], help="only these runs (persons, units)")
     pt.add_argument(

@@ -2,7 +2,7 @@
 
 Writes to ``--out``: the eleven official pipe-delimited files ``PH1_num.csv`` … ``PH8_denom.csv``
 (private layout, or the non-private true tabulation with ``--non-private``), ``metrics.json``
-(schema in docs/readme/phsafe.md), ``summary.txt`` (what is printed), and ``details/`` with the tidy
+(schema in docs/phsafe.md), ``summary.txt`` (what is printed), and ``details/`` with the tidy
 frames (basis cells, published tables, error by level, truncation by τ).
 """
 

@@ -1,6 +1,6 @@
 """``phexplore run topdown``: run the TopDown engine (TDA §6–§7) and write its outputs.
 
-Writes to ``--out`` (see docs/readme/topdown.md): ``estimates.csv`` (tidy: geolevel, geounit,
+Writes to ``--out`` (see docs/topdown.md): ``estimates.csv`` (tidy: geolevel, geounit,
 query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances), ``microdata.csv``
 (PPMF-like person records of the estimated blocks, unless ``--no-microdata``) and ``metrics.json``
 (``mae`` by geolevel and query, ``runtime_s``, ``rho``, ``seed``, ``allocation``, ``timings`` …).
@@ -57,7 +57,7 @@ def register(engines: Any) -> None:
         help="allocation preset (e.g. ri2010-production-like, topdown-2020-production, "
         "topdown-2021-04, e2e-2018-1940)",
     )
-    source.add_argument("--config", help="allocation JSON file (see docs/readme/topdown.md)")
+    source.add_argument("--config", help="allocation JSON file (see docs/topdown.md)")
     parser.add_argument(
         "--rho",
         default=None,

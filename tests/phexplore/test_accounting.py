@@ -68,7 +68,7 @@ def test_curves_are_vectorised_and_fast() -> None:
     elapsed = time.perf_counter() - start
     assert set(curves) == {"bun_steinke", "cks", "gaussian"}
     assert all(v.shape == (200,) and np.all(np.diff(v) < 0) for v in curves.values())
-    assert elapsed < 0.2  # generous bound; measured ≈ 5 ms (see README)
+    assert elapsed < 0.2  # generous bound; measured ≈ 5 ms (docs/analytic.md)
 
 
 def test_composition_and_neighbours() -> None:
