@@ -28,28 +28,9 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = ROOT / "test-output" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+SCREENSHOTS_DIR = ROOT / "test-output" / "screenshots"
 STARTUP_TIMEOUT_S = 90
 UI_TIMEOUT_MS = 60_000
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.is_file():
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{CHROMIUM} is missing under CI; `make test` installs Debian's chromium")
-    pytest.skip(f"{CHROMIUM} not installed (run `make browser`); skipped outside CI")
 
 
 def _free_port() -> int:
@@ -59,12 +40,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+def server(chromium_launch: dict, screenshots_dir: Path) -> Iterator[str]:
     """Start `phexplore app` on a free loopback port; always terminate its process group."""
-    _require_chromium()
     port = _free_port()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    log_path = SCREENSHOTS.parent / "streamlit-server.log"
+    log_path = screenshots_dir.parent / "streamlit-server.log"
     log = log_path.open("w", encoding="utf-8")
     code = (
         f"import sys; from phexplore.cli import main; sys.exit(main(['app', '--port', '{port}']))"
@@ -106,14 +85,12 @@ def server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def page(server: str):  # type: ignore[no-untyped-def]
+def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
     """One chromium page on the app for the whole module (session state carries across pages)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
+        browser = pw.chromium.launch(**chromium_launch)
         try:
             context = browser.new_context(viewport={"width": 1600, "height": 1250})
             pg = context.new_page()
@@ -179,7 +156,7 @@ def _shot(pg, name: str) -> None:  # type: ignore[no-untyped-def]
         " { el.scrollTop = 0; }"
     )
     pg.wait_for_timeout(500)
-    pg.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    pg.screenshot(path=str(SCREENSHOTS_DIR / f"{name}.png"), full_page=True)
 
 
 def _wait_changed(pg, label: str, before: str) -> str:  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ only outside CI when chromium is absent; under CI (CI=true) a missing browser fa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,38 +13,24 @@ import pytest
 from phexplore.report import build_report_html
 from phexplore.scenarios import scenario_from_preset
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def browser_page():
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI: /usr/bin/chromium is missing; `make test` should have installed it")
-        pytest.skip("Debian chromium not installed (run `make browser`)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+def browser_page(chromium_launch: dict):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(**chromium_launch)
         try:
             yield browser.new_page(viewport={"width": 1280, "height": 1600})
         finally:
             browser.close()
 
 
-def test_report_opens_with_table_and_chart(browser_page, tmp_path: Path) -> None:
+def test_report_opens_with_table_and_chart(
+    browser_page, tmp_path: Path, screenshots_dir: Path
+) -> None:
     scenario = scenario_from_preset("phsafe-2020").with_result(
         {
             "engine": "phsafe",
@@ -66,5 +51,4 @@ def test_report_opens_with_table_and_chart(browser_page, tmp_path: Path) -> None
     assert page.locator(".js-plotly-plot").count() >= 2  # (ε, δ) chart and the run's MAE chart
     legend = page.locator(".js-plotly-plot").first.inner_text()
     assert "Canonne" in legend and "Bun" in legend
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "report.png"), full_page=False)
+    page.screenshot(path=str(screenshots_dir / "report.png"), full_page=False)
