@@ -23,12 +23,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 MAX_DENSE_CELLS = 64
 """Largest histogram size for which the batched dense solver is used."""
 
 POLISH_FROM = 1e-5
 """Interior-point accuracy from which an exact active-set solve (polish) is attempted."""
+
+
+SPD_BATCH_FROM = 64
+"""Batches of at least this many matrices are inverted by :func:`spd_inverse`'s Cholesky route."""
 
 
 class QPNotConverged(RuntimeError):
@@ -135,10 +140,13 @@ def solve_family_qp(
     free = ~fixed
     active = np.concatenate([free, np.ones((k, 2 * m), dtype=bool)], axis=1)
     n_ineq = max(int(active.sum()), 1)
-    # Starting point: split the parent evenly (satisfies the coupling), slacks and duals positive.
+    # Starting point: the clipped unconstrained minimiser rescaled to sum to the parent (satisfies
+    # the coupling; about a quarter fewer iterations than an even split on RI blocks), slacks and
+    # duals positive.
     if coupled:
         sizes = np.bincount(qp.family, minlength=n_families).astype(np.float64)
         x = qp.parent[qp.family] / sizes[qp.family, None]
+        x = _warm_start(qp, fixed, n_families, x)
         y = np.zeros((n_families, n))
     else:
         x = np.ones((k, n))
@@ -212,8 +220,8 @@ def solve_family_qp(
         big_m *= keep
         big_m[:, diag, diag] += fixed_diag + regularization
         try:
-            m_inv = np.linalg.inv(big_m)
-            schur_inv = np.linalg.inv(_family_sum(qp, m_inv, n_families)) if coupled else None
+            m_inv = spd_inverse(big_m)
+            schur_inv = spd_inverse(_family_sum(qp, m_inv, n_families)) if coupled else None
         except np.linalg.LinAlgError:
             break
 
@@ -239,6 +247,63 @@ def solve_family_qp(
     )
 
 
+def _warm_start(qp: FamilyQP, fixed: np.ndarray, n_families: int, even: np.ndarray) -> np.ndarray:
+    """x_c ∝ max(−H_c⁻¹ g_c, 0) + 10⁻³ per cell, scaled so the children sum to the parent; the
+    even split ``even`` for cells where that is undefined (or if a solve fails)."""
+    n = qp.g.shape[1]
+    ridge = np.eye(n) * (1e-8 * max(1.0, float(np.abs(qp.H).max(initial=0.0))))
+    try:
+        unconstrained = -np.linalg.solve(qp.H + ridge, qp.g[:, :, None])[:, :, 0]
+    except np.linalg.LinAlgError:
+        return even
+    ref = np.where(fixed, 0.0, np.maximum(unconstrained, 0.0) + 1e-3)
+    sums = _family_sum(qp, ref, n_families)
+    ok = sums > 0
+    ratio = np.where(ok, qp.parent / np.where(ok, sums, 1.0), 0.0)
+    x = np.where(ok[qp.family], ref * ratio[qp.family], even)
+    return x if np.all(np.isfinite(x)) else even
+
+
+def _diagonal_blocks(a: np.ndarray, size: int) -> np.ndarray:
+    """Writable view ``(K, n // size, size, size)`` of the diagonal blocks of ``a`` ``(K, n, n)``."""
+    k, n, _ = a.shape
+    s0, s1, s2 = a.strides
+    return as_strided(a, shape=(k, n // size, size, size), strides=(s0, size * (s1 + s2), s1, s2))
+
+
+def spd_inverse(a: np.ndarray) -> np.ndarray:
+    """Batched inverse of symmetric positive definite matrices ``(K, n, n)``.
+
+    A⁻¹ = L⁻ᵀ L⁻¹ from the Cholesky factor L; L⁻¹ is built by doubling the size of its diagonal
+    blocks (X₂₁ = −X₂₂ L₂₁ X₁₁), a few batched matmuls per level. For the small matrices here this
+    is about twice as fast as ``np.linalg.inv`` (LU per matrix). Falls back to ``np.linalg.inv``
+    when a matrix is not numerically positive definite.
+    """
+    k, n, _ = a.shape
+    if k < SPD_BATCH_FROM or n == 0:
+        return np.linalg.inv(a)  # few matrices: the fixed cost of the levels would dominate
+    try:
+        low = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.inv(a)
+    size = 1 << (n - 1).bit_length()
+    if size != n:  # pad with an identity block to a power of two
+        padded = np.zeros((k, size, size))
+        padded[:, :n, :n] = low
+        padded[:, np.arange(n, size), np.arange(n, size)] = 1.0
+        low = padded
+    x = np.zeros_like(low)
+    diag = np.arange(size)
+    x[:, diag, diag] = 1.0 / low[:, diag, diag]
+    b = 1
+    while b < size:
+        lb, xb = _diagonal_blocks(low, 2 * b), _diagonal_blocks(x, 2 * b)
+        xb[:, :, b:, :b] = -(xb[:, :, b:, b:] @ (lb[:, :, b:, :b] @ xb[:, :, :b, :b]))
+        b *= 2
+    x = x[:, :n, :n]
+    return np.ascontiguousarray(x.transpose(0, 2, 1)) @ x
+
+
 def _subset_qp(qp: FamilyQP, families: np.ndarray) -> FamilyQP:
     """The problem restricted to the families flagged in ``families`` (renumbered in order)."""
     children = families[qp.family]
@@ -255,10 +320,10 @@ def _subset_qp(qp: FamilyQP, families: np.ndarray) -> FamilyQP:
     )
 
 
-def _robust_inverse(a: np.ndarray) -> np.ndarray:
+def _robust_inverse(a: np.ndarray, *, symmetric_definite: bool = False) -> np.ndarray:
     """Batched inverse, or pseudo-inverse when some matrix is singular (degenerate active set)."""
     try:
-        return np.linalg.inv(a)
+        return spd_inverse(a) if symmetric_definite else np.linalg.inv(a)
     except np.linalg.LinAlgError:
         return np.linalg.pinv(a)
 
@@ -300,7 +365,7 @@ def polish(
     kkt[:, bdiag, bdiag] += 1.0 - act
     rhs = np.concatenate([-qp.g * pf, bound * act], axis=1)
     try:
-        inv = _robust_inverse(kkt)
+        inv = _robust_inverse(kkt, symmetric_definite=m == 0)
         base = np.einsum("kij,kj->ki", inv, rhs)
         if qp.parent is not None:
             n_families = qp.parent.shape[0]
