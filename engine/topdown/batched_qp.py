@@ -80,8 +80,9 @@ def _family_sum(qp: FamilyQP, values: np.ndarray, n_families: int) -> np.ndarray
 
 def _max_step(v: np.ndarray, dv: np.ndarray) -> float:
     """Largest step in (0, 1] keeping v + step·dv ≥ 0."""
-    neg = dv < 0
-    return float(min(1.0, np.min(-v[neg] / dv[neg]))) if np.any(neg) else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(dv < 0, v / -dv, np.inf)
+    return float(min(1.0, ratio.min())) if ratio.size else 1.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,7 @@ def solve_family_qp(
     fixed_diag = fixed.astype(np.float64)
     diag = np.arange(n)
     best: tuple[float, np.ndarray, np.ndarray, np.ndarray] = (np.inf, x, s, z)
+    polished_here = False  # the current iterate was already polished (its failures stay failures)
     result = np.zeros((k, n))
     rows = np.arange(k)
     # Static regularisation of the Newton matrices (rank-deficient H, e.g. a TOTAL-only pass).
@@ -187,7 +189,7 @@ def solve_family_qp(
             best = (merit, np.where(fixed, 0.0, np.maximum(x, 0.0)), s.copy(), z.copy())
         if merit <= tol:
             break
-        if merit <= POLISH_FROM and coupled:
+        if merit <= POLISH_FROM and coupled and not polished_here:
             polished, family_ok = polish(qp, x, s, z, fixed)
             if family_ok.any():
                 # Families solved exactly leave the batch; the others keep iterating.
@@ -206,6 +208,7 @@ def solve_family_qp(
                 n_families = int(remaining.sum())
                 n_ineq = max(int(active.sum()), 1)
                 best = (np.inf, x, s, z)
+                polished_here = True
                 continue
         if merit > 1e4 * best[0] or not np.isfinite(merit):
             break  # the iterates lost accuracy (huge barrier weights); keep the best one
@@ -234,6 +237,7 @@ def solve_family_qp(
         dx, dy, ds, dz = system.step(np.where(active, -s * z - ds * dz + sigma * mu, 0.0))
         alpha = min(1.0, 0.99 * min(_max_step(s, ds), _max_step(z, dz)))
         x = x + alpha * dx
+        polished_here = False
         if dy is not None:
             y = y + alpha * dy
         s = np.where(active, np.maximum(s + alpha * ds, 1e-300), 1.0)
