@@ -8,6 +8,8 @@ decision.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -128,9 +130,22 @@ def _plan_tab() -> None:
     )
 
 
+def _curves(
+    part: pd.DataFrame, x_col: str, y_col: str, hover: Callable[[pd.DataFrame], list[str]]
+) -> go.Figure:
+    """One line per selected cell: MOE (y) against ε (x)."""
+    fig = go.Figure()
+    for cell, grp in part.groupby("cell", sort=False):
+        fig.add_trace(
+            go.Scatter(x=grp[x_col], y=grp[y_col], mode="lines+markers", name=cell, text=hover(grp))
+        )
+    return fig
+
+
 def _tradeoff_tab() -> None:
     s = st.session_state
     conv = s[S.CONVERSION]
+    delta = float(s[S.DELTA])
     engine = st.radio(
         "Scenario part",
         ["phsafe", "topdown"],
@@ -140,7 +155,7 @@ def _tradeoff_tab() -> None:
         help="Which part of the working scenario to scale.",
     )
     if engine == "phsafe":
-        rows = pd.DataFrame(tradeoff_scale_phsafe(S.effective_phsafe(), SCALES))
+        rows = pd.DataFrame(tradeoff_scale_phsafe(S.effective_phsafe(), SCALES, delta))
         if rows.empty:
             st.info("The working PHSafe budget measures nothing.")
             return
@@ -153,26 +168,18 @@ def _tradeoff_tab() -> None:
             key="bs_trade_cells",
             help="MOE of each as every budget is scaled by the same factor (0.125× … 8×).",
         )
-        x_col, x_title = f"epsilon_{conv}", f"ε (bounded ρ, {S.conversion_label(conv)})"
+        x_title = f"ε (bounded ρ, {S.conversion_label(conv)})"
         part = rows[rows["cell"].isin(picked)]
-        fig = go.Figure()
-        for cell, grp in part.groupby("cell", sort=False):
-            fig.add_trace(
-                go.Scatter(
-                    x=grp[x_col],
-                    y=grp["moe_exact"],
-                    mode="lines+markers",
-                    name=cell,
-                    text=[f"scale {v:g}×" for v in grp["scale"]],
-                )
-            )
+        fig = _curves(
+            part, f"epsilon_{conv}", "moe_exact", lambda g: [f"scale {v:g}×" for v in g["scale"]]
+        )
     else:
         alloc = s[S.TOPDOWN].get("persons")
         if alloc is None or alloc.mechanism != "zcdp":
             st.info("The working TopDown scenario has no zCDP persons run.")
             return
         rhos = list(np.round(float(alloc.rho) * np.array(SCALES), 6))
-        rows = pd.DataFrame(tradeoff_scale_topdown(alloc, rhos))
+        rows = pd.DataFrame(tradeoff_scale_topdown(alloc, rhos, delta))
         rows["cell"] = rows["geolevel"] + " · " + rows["query"]
         cells = list(dict.fromkeys(rows["cell"]))
         defaults = [c for c in cells if c.endswith("· TOTAL")][:4] or cells[:3]
@@ -183,23 +190,13 @@ def _tradeoff_tab() -> None:
             key="bs_trade_td",
             help="Curves to draw: the 90% MOE of each as the persons run's total ρ is scaled.",
         )
-        x_col, x_title = f"epsilon_{conv}", f"ε of the persons run ({S.conversion_label(conv)})"
+        x_title = f"ε of the persons run ({S.conversion_label(conv)})"
         part = rows[rows["cell"].isin(picked)]
-        fig = go.Figure()
-        for cell, grp in part.groupby("cell", sort=False):
-            fig.add_trace(
-                go.Scatter(
-                    x=grp[x_col],
-                    y=grp["moe90"],
-                    mode="lines+markers",
-                    name=cell,
-                    text=[f"ρ = {v:g}" for v in grp["rho"]],
-                )
-            )
+        fig = _curves(part, f"epsilon_{conv}", "moe90", lambda g: [f"ρ = {v:g}" for v in g["rho"]])
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(type="log", exponentformat="power", title="90% MOE")
     fig.update_layout(
-        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = 1e-10)",
+        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = {delta:g})",
         height=430,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
