@@ -53,6 +53,8 @@ bench: install-dev
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/topdown.py
 	$(PY) benchmarks/phsafe.py
+	$(PY) benchmarks/synthetic.py
+	$(PY) benchmarks/metrics_epl.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-output
