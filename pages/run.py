@@ -8,9 +8,10 @@ the session (Results page) and downloadable here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -110,6 +111,25 @@ class _TopDownBudget:
     use_entities: bool
 
 
+def _pick_sample(
+    kind: str, key: str, help_text: str, load: Callable[[str], Any]
+) -> tuple[str, Any | None]:
+    """A shipped-sample selectbox; returns the name and the loaded data (None + listed problems)."""
+    samples = R.samples_of(kind)
+    sample = st.selectbox(
+        "Sample",
+        list(samples),
+        format_func=lambda n: f"{n} — {samples[n]}",
+        key=key,
+        help=help_text,
+    )
+    try:
+        return sample, load(sample)
+    except PHExploreError as exc:
+        st.session_state[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        return sample, None
+
+
 def _topdown_data() -> _TopDownData:
     """Data column: shipped sample or validated upload, and the subset to run on."""
     s = st.session_state
@@ -127,17 +147,13 @@ def _topdown_data() -> _TopDownData:
         samples = R.samples_of("topdown")
         if s.get("run_td_sample") not in samples:
             s["run_td_sample"] = "ri2010" if "ri2010" in samples else next(iter(samples))
-        sample = st.selectbox(
-            "Sample",
-            list(samples),
-            format_func=lambda n: f"{n} — {samples[n]}",
-            key="run_td_sample",
-            help="Public, non-confidential test data shipped with PHExplore.",
+        sample, hist = _pick_sample(
+            "topdown",
+            "run_td_sample",
+            "Public, non-confidential test data shipped with PHExplore.",
+            R.topdown_sample,
         )
-        try:
-            hist, data_label = R.topdown_sample(sample), sample
-        except PHExploreError as exc:
-            s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        data_label = sample if hist is not None else ""
     else:
         st.selectbox(
             "File type",
@@ -399,18 +415,11 @@ def _phsafe_form() -> R.RunJob | None:
             help="Shipped public or synthetic samples, or your own files in a supported layout.",
         )
         if source == "sample":
-            samples = R.samples_of("phsafe")
-            sample = st.selectbox(
-                "Sample",
-                list(samples),
-                format_func=lambda n: f"{n} — {samples[n]}",
-                key="run_ph_sample",
-                help="Synthetic or public records only.",
+            sample, loaded = _pick_sample(
+                "phsafe", "run_ph_sample", "Synthetic or public records only.", R.phsafe_sample
             )
-            try:
-                extract, data_label = R.phsafe_sample(sample), sample
-            except PHExploreError as exc:
-                s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+            if loaded is not None:
+                extract, data_label = loaded, sample
         else:
             st.file_uploader(
                 "CEF extract files (persons, units, geo)",
