@@ -4,29 +4,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from phexplore.errors import ValidationError
+from phexplore.parsing import parse_exact
 
 
 def parse_fraction(value: object, *, where: str) -> Fraction:
-    """Parse ``"447/4099"``, ``"0.25"``, an int, float or Fraction; ``where`` names the item for errors."""
-    if isinstance(value, bool):
-        raise ValidationError(f"{where}: expected a number or 'a/b' fraction, got {value!r}")
-    try:
-        if isinstance(value, Fraction):
-            frac = value
-        elif isinstance(value, int):
-            frac = Fraction(value)
-        elif isinstance(value, float):
-            frac = Fraction(value).limit_denominator(10**12)
-        elif isinstance(value, str):
-            frac = Fraction(value.strip())
-        else:
-            raise TypeError
-    except (TypeError, ValueError, ZeroDivisionError):
-        raise ValidationError(
-            f"{where}: {value!r} is not a number or an 'a/b' fraction (e.g. '447/4099')"
-        ) from None
-    return frac
+    """Parse ``"447/4099"``, ``"0.25"``, an int, float or Fraction; ``where`` names the item for errors.
+
+    Delegates to :func:`phexplore.parsing.parse_exact`, which refuses absurd text (``1e999999999``)
+    before any arithmetic, NaN and infinities.
+    """
+    return parse_exact(value, where=where)
 
 
 def format_fraction(value: Fraction) -> str:
