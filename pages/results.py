@@ -450,6 +450,10 @@ def render() -> None:
     if record.engine == "phsafe":
         _phsafe_sections(record)
         return
+    structural = (record.metrics or {}).get("structural_zeros") or {}
+    if structural.get("note"):
+        held = structural.get("structural_zeros_held")
+        st.caption(("Constraints: " if held else "Not held: ") + str(structural["note"]))
     tabs = st.tabs(["MAE", "Blau-index bias", "EPL", "EPL vs budget · SRS", "On/off spine"])
     with tabs[0]:
         _mae_section(record)

@@ -18,6 +18,10 @@ CENRACE, summed per block; only blocks with at least one person appear. A person
 with the GQ type (RTYPE 3 ⇔ household); a GQ person without a GQ type, or a household person with
 one, is a person without a valid unit and is reported. The Perry County, AL sample holds 10,588
 persons in 511 blocks.
+
+``extra["gq_types_present"]`` ``(n_blocks, 7)`` marks the GQ types with persons in each block: GQ
+facilities are invariant in production, so a type present has at least one facility (≥ 1 person)
+and a type absent holds nobody (:mod:`engine.topdown.constraints`).
 """
 
 from __future__ import annotations
@@ -101,6 +105,9 @@ def load_ppmf(
     block_index, blocks = pd.factorize(geography["Block"], sort=True)
     counts = np.zeros((len(blocks), REDISTRICTING_SCHEMA.size), dtype=np.int64)
     np.add.at(counts, (block_index, cell), 1)
+    gq_present = np.zeros((len(blocks), len(GQTYPE_PL_CODES) - 1), dtype=np.int64)
+    in_gq = hhgq > 0
+    gq_present[block_index[in_gq], hhgq[in_gq] - 1] = 1
     first_row = pd.Series(np.arange(len(block_index))).groupby(block_index).first().to_numpy()
     block_geography = geography.iloc[first_row][list(BLOCK_LEVELS)].reset_index(drop=True)
     return BlockHistogram(
@@ -110,7 +117,7 @@ def load_ppmf(
         counts=counts,
         source=SOURCE,
         licence=LICENCE,
-        extra={"persons_read": table.n_rows},
+        extra={"persons_read": table.n_rows, "gq_types_present": gq_present},
     )
 
 

@@ -14,7 +14,8 @@
   ``mae`` / ``median_ae`` / ``n_cells`` by geolevel and query, ``runtime_s``, ``rho``, ``seed``,
   ``epl`` (EPL with a 200-resample bootstrap interval, generator seeded ``[seed, 1]``), ``blau_bias``
   (mean signed error of the total by Blau quintile, when the schema has RACEETH, e.g. RI 2010),
-  plus ``allocation``, ``mechanism``, ``epsilon`` (pure DP), ``timings`` and ``diagnostics``.
+  plus ``allocation``, ``mechanism``, ``epsilon`` (pure DP), ``timings``, ``diagnostics`` and
+  ``structural_zeros`` (whether structural zeros and GQ bounds were held, with a ``note`` in words).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def metrics_payload(
         "mechanism": result.mechanism,
         "timings": {k: round(float(v), 4) for k, v in result.timings.items()},
         "diagnostics": result.diagnostics,
+        "structural_zeros": result.diagnostics.get("structural", {}),
         "n_blocks": result.tree.n_blocks,
         "n_geounits": {lv: int(result.tree.nodes_at_level(lv).size) for lv in result.tree.levels},
         **(extra_sections or {}),

@@ -49,6 +49,34 @@ class QuerySpec:
 
 
 @dataclass(frozen=True)
+class ChildBounds:
+    """The bounds of a batch's children: ``lower``/``upper`` ``(K, spec.size)`` (see
+    :class:`CountBounds`; ``lower`` is ``-inf`` where inactive so centring keeps it inactive)."""
+
+    spec: QuerySpec
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def take(self, rows: np.ndarray) -> ChildBounds:
+        return ChildBounds(self.spec, self.lower[rows], self.upper[rows])
+
+    def shifted(self, answers: np.ndarray) -> ChildBounds:
+        """Bounds on ``A_q (x − x0)`` given ``answers = A_q x0``."""
+        return ChildBounds(self.spec, self.lower - answers, self.upper - answers)
+
+    def scaled(self, scale: float) -> ChildBounds:
+        return ChildBounds(self.spec, self.lower / scale, self.upper / scale)
+
+    @property
+    def active(self) -> bool:
+        return bool(np.any(np.isfinite(self.lower)) or np.any(np.isfinite(self.upper)))
+
+    def zero_cells(self) -> np.ndarray:
+        """``(K, n_cells)`` bool: cells held at 0 because their answer cell's upper bound is 0."""
+        return (self.upper == 0)[:, self.spec.cell_index]
+
+
+@dataclass(frozen=True)
 class FamilyBatch:
     """``F`` families with ``K`` children in total; children of family ``f`` are rows
     ``child_ptr[f]:child_ptr[f+1]`` of every per-child array.
@@ -57,7 +85,8 @@ class FamilyBatch:
     ``noisy[q]`` is ``(K, size_q)``; ``weight`` is ``(K, n_queries)`` with 0 where a child has no
     noisy answer for the query; ``invariant[q]`` is ``(K, size_q)`` with NaN where the answer is
     free (or ``None`` when query ``q`` is nowhere invariant). ``family_id`` / ``child_id`` /
-    ``child_level`` name the geounits for diagnostics.
+    ``child_level`` name the geounits for diagnostics. ``bounds`` holds the children's structural
+    bounds (:mod:`engine.topdown.constraints`).
     """
 
     queries: tuple[QuerySpec, ...]
@@ -70,6 +99,7 @@ class FamilyBatch:
     child_id: tuple[str, ...]
     family_level: str = ""
     child_level: str = ""
+    bounds: tuple[ChildBounds, ...] = ()
 
     @property
     def n_families(self) -> int:
@@ -114,4 +144,18 @@ class FamilyBatch:
             child_id=tuple(self.child_id[r] for r in rows),
             family_level=self.family_level,
             child_level=self.child_level,
+            bounds=tuple(b.take(rows) for b in self.bounds),
         )
+
+    @property
+    def has_bounds(self) -> bool:
+        """Whether any child has an active structural bound (:mod:`engine.topdown.constraints`)."""
+        return any(b.active for b in self.bounds)
+
+    def structural_zero_cells(self) -> np.ndarray | None:
+        """``(K, n_cells)`` bool of cells held at 0 by a bound, or ``None`` if there are none."""
+        zero = None
+        for b in self.bounds:
+            cells = b.zero_cells()
+            zero = cells if zero is None else zero | cells
+        return zero

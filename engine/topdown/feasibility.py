@@ -77,7 +77,50 @@ def check_batch(batch: FamilyBatch) -> list[str]:
                 f"[{a}] sums to {sums[f, a]:g}, but it must {relation} the parent's estimate "
                 f"{parent_answer[f, a]:g} (children sum to the parent)"
             )
+    problems += _bound_problems(batch)
     return problems[: 4 * MAX_REPORTED]
+
+
+def _bound_label(name: str, a: int) -> str:
+    if name == "TOTAL":
+        return "persons"
+    if name == "HHGQ":
+        return "household persons" if a == 0 else f"persons in GQ type {a}"
+    return f"{name}[{a}]"
+
+
+def _bound_problems(batch: FamilyBatch) -> list[str]:
+    """The parent's answer must lie within the children's summed bounds (SPEC §4, §6)."""
+    problems: list[str] = []
+    for bound in batch.bounds:
+        lower = np.where(np.isfinite(bound.lower), bound.lower, 0.0)
+        if np.any(lower > bound.upper + _TOL):
+            k, a = np.argwhere(lower > bound.upper + _TOL)[0]
+            problems.append(
+                f"{batch.child_level} {batch.child_id[k]}: its lower bound on "
+                f"{_bound_label(bound.spec.name, int(a))} ({lower[k, a]:g}) exceeds its upper bound "
+                f"({bound.upper[k, a]:g})"
+            )
+        if batch.parent is None:
+            continue
+        parent = bound.spec.answer(batch.parent)
+        low = np.zeros_like(parent)
+        high = np.zeros_like(parent)
+        np.add.at(low, batch.child_family, lower)
+        np.add.at(high, batch.child_family, bound.upper)
+        for f, a in np.argwhere(parent < low - _TOL)[:MAX_REPORTED]:
+            problems.append(
+                f"{_family_name(batch, int(f))}: their GQ facilities and occupied units need at "
+                f"least {low[f, a]:g} {_bound_label(bound.spec.name, int(a))}, but the parent's "
+                f"estimate has {parent[f, a]:g} (bounds must be summed up the tree)"
+            )
+        for f, a in np.argwhere(parent > high + _TOL)[:MAX_REPORTED]:
+            problems.append(
+                f"{_family_name(batch, int(f))}: their units allow at most {high[f, a]:g} "
+                f"{_bound_label(bound.spec.name, int(a))} (structural zeros), but the parent's "
+                f"estimate has {parent[f, a]:g}"
+            )
+    return problems
 
 
 def family_is_feasible(batch: FamilyBatch, f: int) -> bool:
@@ -98,12 +141,22 @@ def family_is_feasible(batch: FamilyBatch, f: int) -> bool:
             stacked = sp.kron(sp.identity(k), one.queries[q].matrix(), format="csr")[fixed]
             rows.append(stacked)
             rhs.append(flat[fixed])
-    if not rows:
+    ub_rows: list[sp.spmatrix] = []
+    ub_rhs: list[np.ndarray] = []
+    for bound in one.bounds:
+        stacked = sp.kron(sp.identity(k), bound.spec.matrix(), format="csr")
+        upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
+        up, low = np.flatnonzero(np.isfinite(upper)), np.flatnonzero(np.isfinite(lower))
+        ub_rows += [stacked[up], -stacked[low]]
+        ub_rhs += [upper[up], -lower[low]]
+    if not rows and not ub_rows:
         return True
     result = linprog(
         np.zeros(k * n_cells),
-        A_eq=sp.vstack(rows, format="csr"),
-        b_eq=np.concatenate(rhs),
+        A_ub=sp.vstack(ub_rows, format="csr") if ub_rows else None,
+        b_ub=np.concatenate(ub_rhs) if ub_rows else None,
+        A_eq=sp.vstack(rows, format="csr") if rows else None,
+        b_eq=np.concatenate(rhs) if rows else None,
         bounds=(0, None),
         method="highs",
     )

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
-from engine.topdown.family import FamilyBatch
+from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
 
 MAX_DENSE_COUNT = 20_000.0
@@ -136,10 +136,14 @@ def _pad(block: sp.spmatrix, left: int, total: int) -> sp.csr_matrix:
     return sp.csr_matrix((block.data, (block.row, block.col + left)), shape=(block.shape[0], total))
 
 
+def _kron_rows(spec: QuerySpec, n_children: int) -> sp.csr_matrix:
+    """``kron(I_K, A_q)`` for query ``spec``."""
+    return sp.kron(sp.identity(n_children, format="csr"), spec.matrix(), format="csr")
+
+
 def _stacked_query(batch: FamilyBatch, q: int, rows: np.ndarray | None = None) -> sp.csr_matrix:
     """``kron(I_K, A_q)`` restricted to the answer rows ``rows`` (None: all)."""
-    a_q = batch.queries[q].matrix()
-    full = sp.kron(sp.identity(batch.n_children, format="csr"), a_q, format="csr")
+    full = _kron_rows(batch.queries[q], batch.n_children)
     return full if rows is None else full[rows]
 
 
@@ -162,6 +166,16 @@ def _common_constraints(
         fixed = np.flatnonzero(np.isfinite(flat))
         if fixed.size:
             builder.add_eq(_pad(_stacked_query(batch, q, fixed), 0, total), flat[fixed])
+    # Structural bounds (TDA §5.3, SPEC §6): lower ≤ A_q x_c ≤ upper where finite.
+    for bound in batch.bounds:
+        stacked = _kron_rows(bound.spec, batch.n_children)
+        upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
+        up = np.flatnonzero(np.isfinite(upper))
+        low = np.flatnonzero(np.isfinite(lower))
+        if up.size:
+            builder.add_le(_pad(stacked[up], 0, total), upper[up])
+        if low.size:
+            builder.add_le(_pad(-stacked[low], 0, total), -lower[low])
     # x ≥ floor (0, or −x0 for a problem centred at x0), written −x ≤ −floor.
     rhs = np.zeros(n_x) if floor is None else -floor.reshape(-1)
     builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), rhs)
@@ -251,6 +265,7 @@ def solve_pass(
     usable = (
         batch.n_cells <= MAX_DENSE_CELLS
         and not _has_child_invariants(batch)
+        and not batch.has_bounds
         and batch.parent is not None
         and float(np.abs(batch.parent).max(initial=0.0)) <= MAX_DENSE_COUNT
     )
@@ -277,6 +292,9 @@ def _solve_clarabel_centred(
     x0 = _reference_point(batch)
     centred, centred_bands = _centred(batch, bands, x0)
     fixed = None if batch.parent is None else batch.parent[batch.child_family] <= 0
+    zero = batch.structural_zero_cells()
+    if zero is not None:
+        fixed = zero if fixed is None else fixed | zero
     d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0, fixed=fixed)
     return np.maximum(x0 + d, 0.0)
 
@@ -314,9 +332,13 @@ def _reference_point(batch: FamilyBatch) -> np.ndarray:
         if spec.is_detailed and np.any(batch.weight[:, q] > 0):
             measured = batch.weight[:, q] > 0
             base[measured] = np.maximum(batch.noisy[q][measured][:, spec.cell_index], 0.0) + 1e-3
+    zero = batch.structural_zero_cells()
+    if zero is not None:
+        base[zero] = 0.0  # structural zeros stay 0 (x0 + d with d fixed at 0 there)
     if batch.parent is not None:
         sums = np.add.reduceat(base, batch.child_ptr[:-1], axis=0)
-        return base * (batch.parent / sums)[batch.child_family]
+        safe = np.where(sums > 0, sums, 1.0)
+        return base * (batch.parent / safe)[batch.child_family]
     for q, target in enumerate(batch.invariant):
         if target is not None and batch.queries[q].size == 1 and np.all(np.isfinite(target)):
             return base * (target[:, 0] / base.sum(axis=1))[:, None]
@@ -347,6 +369,7 @@ def _centred(
             None if t is None else t - a for t, a in zip(batch.invariant, answers, strict=True)
         ),
     )
+    centred = replace(centred, bounds=tuple(b.shifted(b.spec.answer(x0)) for b in batch.bounds))
     centred_bands = [Band(b.query, b.target - answers[b.query], b.tol) for b in bands]
     return centred, centred_bands
 
@@ -371,6 +394,7 @@ def _scaled(batch: FamilyBatch, scale: float) -> FamilyBatch:
         noisy=tuple(m / scale for m in batch.noisy),
         weight=batch.weight / top if top > 0 else batch.weight,
         invariant=tuple(None if t is None else t / scale for t in batch.invariant),
+        bounds=tuple(b.scaled(scale) for b in batch.bounds),
     )
 
 
@@ -386,6 +410,7 @@ def _is_total_only(batch: FamilyBatch, pass_queries: Sequence[int], bands: Seque
         and batch.queries[pass_queries[0]].size == 1
         and not bands
         and not _has_child_invariants(batch)
+        and not batch.has_bounds
         and bool(np.all(batch.weight[:, pass_queries[0]] > 0))
     )
 

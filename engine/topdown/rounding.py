@@ -40,13 +40,24 @@ class _LPFailed(Exception):
 
 
 def _solve_lp(
-    c: np.ndarray, a_eq: sp.csr_matrix, b_eq: np.ndarray, n_int: int
+    c: np.ndarray,
+    a_eq: sp.csr_matrix,
+    b_eq: np.ndarray,
+    n_int: int,
+    a_ub: sp.csr_matrix | None = None,
+    b_ub: np.ndarray | None = None,
 ) -> tuple[np.ndarray, bool]:
-    """Solve min cᵀv, A v = b, 0 ≤ v ≤ 1 at a vertex; MILP fallback if not integral.
+    """Solve min cᵀv, A v = b, A_ub v ≤ b_ub, 0 ≤ v ≤ 1 at a vertex; MILP fallback if not integral.
 
     Returns the solution and whether the MILP fallback was needed.
     """
-    result = linprog(c, A_eq=a_eq, b_eq=b_eq, bounds=(0.0, 1.0), method="highs-ds")
+    if a_ub is not None and a_ub.shape[0] == 0:
+        a_ub = b_ub = None
+    if a_ub is not None and a_ub.shape[1] < c.size:
+        a_ub = sp.hstack([a_ub, sp.csr_matrix((a_ub.shape[0], c.size - a_ub.shape[1]))], "csr")
+    result = linprog(
+        c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0.0, 1.0), method="highs-ds"
+    )
     if result.status != 0:
         raise _LPFailed(result.message)
     v = result.x
@@ -54,9 +65,12 @@ def _solve_lp(
         return v, False
     integrality = np.zeros(c.size)
     integrality[:n_int] = 1
+    constraints = [LinearConstraint(a_eq, b_eq, b_eq)]
+    if a_ub is not None:
+        constraints.append(LinearConstraint(a_ub, -np.inf, b_ub))
     mres = milp(
         c,
-        constraints=LinearConstraint(a_eq, b_eq, b_eq),
+        constraints=constraints,
         bounds=Bounds(0.0, 1.0),
         integrality=integrality,
     )
@@ -100,6 +114,18 @@ def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
     return a[nonempty], b[nonempty]
 
 
+def _select_ub(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
+    """Like :func:`_select` for ≤ rows: a row with no free cell left must already hold."""
+    if not rows:
+        return None, None
+    a = sp.vstack(rows, format="csc")[:, cols].tocsr()
+    b = np.concatenate(rhs)
+    nonempty = np.diff(a.indptr) > 0
+    if np.any(b[~nonempty] < -1e-9):
+        raise _LPFailed("a structural bound has no free cell left but is not yet met")
+    return a[nonempty], b[nonempty]
+
+
 def _round(
     batch: FamilyBatch, x_tilde: np.ndarray, chain: Sequence[QuerySpec], *, restrict: bool
 ) -> tuple[np.ndarray, int]:
@@ -132,6 +158,17 @@ def _round(
             spec = batch.queries[q]
             base_rows.append(_stacked(spec, n_children)[fixed])
             base_rhs.append(flat[fixed] - spec.answer(base).reshape(-1)[fixed])
+    # Structural bounds (TDA §5.3): lower ≤ Q(base + y) ≤ upper, as rows A_ub y ≤ b_ub.
+    ub_rows: list[sp.spmatrix] = []
+    ub_rhs: list[np.ndarray] = []
+    for bound in batch.bounds:
+        stacked = _stacked(bound.spec, n_children)
+        at_base = bound.spec.answer(base).reshape(-1)
+        upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
+        up, low = np.flatnonzero(np.isfinite(upper)), np.flatnonzero(np.isfinite(lower))
+        ub_rows += [stacked[up], -stacked[low]]
+        ub_rhs += [upper[up] - at_base[up], at_base[low] - lower[low]]
+    a_ub, b_ub = _select_ub(ub_rows, ub_rhs, cols)
     frozen_rows: list[sp.spmatrix] = []
     frozen_rhs: list[np.ndarray] = []
     y = np.zeros(n_y)
@@ -141,7 +178,9 @@ def _round(
         a_eq, b_eq = _select(base_rows + frozen_rows, base_rhs + frozen_rhs, cols)
         if spec.is_detailed:
             c = (1.0 - 2.0 * frac).reshape(-1)[cols]
-            v, used = _solve_lp(c, a_eq, b_eq, n_free) if n_free else (np.zeros(0), False)
+            v, used = (
+                _solve_lp(c, a_eq, b_eq, n_free, a_ub, b_ub) if n_free else (np.zeros(0), False)
+            )
         else:
             stacked = _stacked(spec, n_children)
             lower = spec.answer(base).reshape(-1)  # L = Q x_base per (child, answer cell)
@@ -170,7 +209,9 @@ def _round(
             )
             b_full = np.concatenate([b_eq, np.zeros(link.shape[0])])
             c = np.concatenate([np.zeros(n_free), cost])
-            v, used = _solve_lp(c, a_full, b_full, c.size) if n_free else (np.zeros(0), False)
+            v, used = (
+                _solve_lp(c, a_full, b_full, c.size, a_ub, b_ub) if n_free else (np.zeros(0), False)
+            )
         fallbacks += int(used)
         y = np.zeros(n_y)
         y[cols] = np.round(v[:n_free])

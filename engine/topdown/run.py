@@ -30,6 +30,13 @@ import numpy as np
 import pandas as pd
 
 from engine.data.histogram import BlockHistogram, Schema
+from engine.topdown.constraints import (
+    CountBounds,
+    block_bounds,
+    child_bounds,
+    node_bounds,
+    unconstrained_note,
+)
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import US, GeoTree
@@ -71,6 +78,9 @@ class TopDownOptions:
     rounder_chain: tuple[str, ...] | None = None
     noise_method: str = "fast"
     chunk_cells: int = 60_000
+    structural_zeros: bool = True
+    """Hold structural zeros and GQ/occupied-unit lower bounds where the data carry a unit frame
+    (:mod:`engine.topdown.constraints`; TDA §5.3, SPEC §6)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +268,7 @@ def _build_batch(
     weight: np.ndarray,
     *,
     root: bool = False,
+    bounds: tuple[QuerySpec, CountBounds] | None = None,
 ) -> FamilyBatch:
     ptr, idx = tree.children_ptr
     if root:
@@ -279,6 +290,7 @@ def _build_batch(
         child_id=tuple(tree.node_id[k] for k in kids),
         family_level="/".join(sorted(set(levels[parents]))) if not root else str(levels[0]),
         child_level="/".join(sorted(set(levels[kids]))),
+        bounds=() if bounds is None else (child_bounds(bounds[0], bounds[1], kids),),
     )
 
 
@@ -346,6 +358,14 @@ def run_topdown(
     passes = _passes(names, options)
     single_pass = _passes(names, options, single=True)
     timings: dict[str, float] = {}
+    frame = block_bounds(hist) if options.structural_zeros else None
+    held: tuple[QuerySpec, CountBounds] | None = None
+    if frame is not None:
+        bound_group = query_group(hist.schema, frame.query)
+        held = (
+            QuerySpec(bound_group.name, bound_group.cell_index, bound_group.size),
+            node_bounds(tree, frame),
+        )
 
     report("Aggregating the true histogram", 0.0)
     t0 = time.perf_counter()
@@ -370,7 +390,9 @@ def run_topdown(
 
     # Root problem (TDA eq. 7.1, 7.3).
     t_level = time.perf_counter()
-    root_batch = _build_batch(np.array([0]), tree, estimates, specs, measured, weight, root=True)
+    root_batch = _build_batch(
+        np.array([0]), tree, estimates, specs, measured, weight, root=True, bounds=held
+    )
     problems = check_batch(root_batch)
     if problems:
         raise TopDownInfeasible("; ".join(problems))
@@ -401,7 +423,7 @@ def run_topdown(
             trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
             easy = parents[trivial]
             if easy.size:
-                batch = _build_batch(easy, tree, estimates, specs, measured, weight)
+                batch = _build_batch(easy, tree, estimates, specs, measured, weight, bounds=held)
                 problems = check_batch(batch)
                 if problems:
                     raise TopDownInfeasible("; ".join(problems))
@@ -424,7 +446,10 @@ def run_topdown(
                 group_chunks = _chunks(group, n_sizes[group], n_cells, options.chunk_cells)
                 chunks += group_chunks
                 chunk_passes += [group_passes] * len(group_chunks)
-            batches = [_build_batch(c, tree, estimates, specs, measured, weight) for c in chunks]
+            batches = [
+                _build_batch(c, tree, estimates, specs, measured, weight, bounds=held)
+                for c in chunks
+            ]
             for batch in batches:
                 problems = check_batch(batch)
                 if problems:
@@ -468,6 +493,12 @@ def run_topdown(
             executor.shutdown(wait=True, cancel_futures=True)
     timings["least_squares_cpu"] = ls_total
     timings["rounding_cpu"] = rounding_total
+    structural = _structural_report(hist, tree, estimates, held)
+    if not options.structural_zeros:
+        structural["note"] = (
+            "Structural zeros and GQ bounds were switched off for this run. "
+            + str(structural.get("note", ""))
+        )
     runtime = time.perf_counter() - started
     report("Done", 1.0)
     return TopDownResult(
@@ -483,5 +514,46 @@ def run_topdown(
         runtime_s=runtime,
         seed=int(seed),
         rho=float(allocation.rho),
-        diagnostics={"milp_fallbacks": fallbacks, "workers": workers},
+        diagnostics={"milp_fallbacks": fallbacks, "workers": workers, "structural": structural},
     )
+
+
+def _structural_report(
+    hist: BlockHistogram,
+    tree: GeoTree,
+    estimates: np.ndarray,
+    held: tuple[QuerySpec, CountBounds] | None,
+) -> dict[str, object]:
+    """What the run did about structural zeros and GQ bounds (issue 13 item 10; SPEC §6).
+
+    With a unit frame: how many geounits were bounded and how many estimates break a bound (0 when
+    the constraints held). Without: persons placed in blocks with no true persons.
+    """
+    if held is None:
+        counts = np.bincount(tree.block_node, minlength=tree.n_nodes)
+        if np.any(counts[tree.block_node] != 1):
+            return {"structural_zeros_held": False, "note": "no unit data; spine above blocks"}
+        return unconstrained_note(hist.counts, estimates[tree.block_node]).as_dict()
+    spec, bounds = held
+    answers = QuerySpec(spec.name, spec.cell_index, spec.size).answer(estimates)
+    violations = int(np.sum((answers < bounds.lower - 1e-9) | (answers > bounds.upper + 1e-9)))
+    zero_blocks = np.all(bounds.upper[tree.block_node] == 0, axis=1)
+    return {
+        "structural_zeros_held": True,
+        "source": bounds.source,
+        "bounded_query": spec.name,
+        "structural_zero_blocks": int(zero_blocks.sum()),
+        "blocks": int(tree.n_blocks),
+        "persons_in_structural_zero_blocks": int(
+            estimates[tree.block_node[zero_blocks]].sum() if zero_blocks.any() else 0
+        ),
+        "gq_lower_bounds": int(np.sum(bounds.lower[tree.block_node][:, 1:] > 0))
+        if spec.name == "HHGQ"
+        else 0,
+        "bound_violations": violations,
+        "note": (
+            f"Structural zeros and GQ lower bounds held ({bounds.source}): "
+            f"{int(zero_blocks.sum()):,} of {tree.n_blocks:,} blocks have no housing unit or "
+            f"group quarters and were held at 0; {violations} bound violations."
+        ),
+    }

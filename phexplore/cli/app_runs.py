@@ -309,6 +309,7 @@ def topdown_work(
             tables["blau_bias"] = blau_quintile_bias(tidy, blau)
         tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed))
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
+        extra["structural_zeros"] = result.diagnostics.get("structural", {})
         if plan is not None:
             sections = plan.metrics(result, hist)
             extra.update({k: v for k, v in sections.items() if k != "spine"})

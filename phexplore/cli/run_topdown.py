@@ -199,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         if spine_sections["osed"]:
             cells = ", ".join(f"{k} {v:.3g}" for k, v in spine_sections["osed"].items())
             print(f"    mean OSED: {cells}")
+    structural = payload.get("structural_zeros") or {}
+    if structural.get("note"):
+        print(f"  structural zeros: {structural['note']}")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     if args.quiet:
         return 0
