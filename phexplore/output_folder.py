@@ -218,10 +218,10 @@ def check_target(
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(
-            f"{option} {path}: cannot create the folder {parent} ({exc.strerror or exc})"
+            f"{option} {path}: cannot write there (cannot create {parent}: {exc.strerror or exc})"
         ) from None
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{option} {path}: cannot write in {parent} (permission denied)")
+        raise OutputError(f"{option} {path}: cannot write there ({parent}: permission denied)")
     return absolute
 
 

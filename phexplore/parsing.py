@@ -28,7 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from phexplore.errors import ValidationError
+from phexplore.errors import PHExploreError, ValidationError
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of objects/arrays accepted in a JSON file (ours need at most 5)."""
@@ -369,20 +369,31 @@ class Range:
         )
 
     def __str__(self) -> str:
-        lo = "(" if self.low_open or self.low is None else "["
-        hi = ")" if self.high_open or self.high is None else "]"
-        a = "-∞" if self.low is None else f"{self.low:g}"
-        b = "∞" if self.high is None else f"{self.high:g}"
-        return f"{lo}{a}, {b}{hi}"
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'greater than' if self.low_open else 'at least'} {_fmt(self.low)}")
+        if self.high is not None:
+            parts.append(f"{'less than' if self.high_open else 'at most'} {_fmt(self.high)}")
+        return " and ".join(parts) or "any number"
 
     def check(self, value: float | Fraction, where: str, shown: Any = None) -> None:
         """Raise a ValidationError naming ``where`` and the range when ``value`` is outside it."""
         if not self.contains(value):
             text = shown if shown is not None else value
             raise ValidationError(
-                f"{where}: {text} is outside the valid range {self}"
+                f"{where}: {text} is out of range; it must be {self}"
                 + (f" ({self.meaning})" if self.meaning else "")
             )
+
+
+def _fmt(x: float) -> str:
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:g}"
+
+
+class OptionError(PHExploreError):
+    """A command-line option's value is invalid (raised from argparse types; exit status 1)."""
 
 
 MAX_SEED = 2**63 - 1
@@ -493,17 +504,16 @@ def parse_whole(
 def option_type(kind: str, range_name: str, option: str) -> Any:
     """An argparse ``type=`` that parses ``kind`` ("whole", "real", "exact") within a range.
 
-    argparse shows the message as ``argument --seed: …`` and exits with status 2.
+    It raises :class:`OptionError` (not a ``ValueError``, which argparse would reword), so the CLI
+    prints the full message — what, the valid range and why — and exits with status 1.
     """
-    import argparse
-
     parser = {"whole": parse_whole, "real": parse_real, "exact": parse_exact}[kind]
 
     def convert(text: str) -> Any:
         try:
             return parser(text, where=option, range_name=range_name)
         except ValidationError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
+            raise OptionError(str(exc)) from None
 
-    convert.__name__ = f"{kind} number in {RANGES[range_name]}"
+    convert.__name__ = f"{kind} number ({RANGES[range_name]})"
     return convert

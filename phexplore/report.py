@@ -94,6 +94,7 @@ def build_report_html(
     head = scenario.headline()
     parts: list[str] = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f'<meta name="generator" content="PHExplore {html.escape(phexplore_version())}">'
         f"<title>PHExplore report — {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>PHExplore session report: {html.escape(scenario.name)}</h1>",
         f"<p>{'PHSafe (S-DHC)' if scenario.kind == 'phsafe' else 'TopDown Algorithm'} scenario. "

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 
 from phexplore.errors import PHExploreError
+from phexplore.failures import describe_failure
+from phexplore.output_folder import Interrupted
 
 # Subcommand modules, in the order they appear in ``phexplore --help``. To add a command, write
 # ``phexplore/cli/<name>.py`` with ``register(subparsers)`` and add its module name here.
@@ -44,26 +46,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``phexplore`` console script."""
+    """Entry point of the ``phexplore`` console script.
+
+    Whatever escapes a command becomes one line on stderr naming what failed and where, with a
+    non-zero exit status; unexpected failures have their traceback written to a log file
+    (:mod:`phexplore.failures`), never to the screen.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except PHExploreError as exc:  # an option's value refused by its type (phexplore.parsing)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    context = "phexplore " + " ".join(
+        str(v)
+        for v in (args.command, getattr(args, "engine", None), getattr(args, "kind", None))
+        if v
+    )
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while an output was being written
+        what = "terminated" if isinstance(exc, Interrupted) else "interrupted"
+        print(f"{what}: nothing was written; any earlier output is unchanged", file=sys.stderr)
+        return 143 if isinstance(exc, Interrupted) else 130
     except PHExploreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # output piped into e.g. `head`
         sys.stderr.close()
         return 0
-    except OSError as exc:  # a file or folder the user named cannot be read or written
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+    except Exception as exc:  # anything else: one line, the traceback in the log
+        print(f"error: {describe_failure(exc, context)}", file=sys.stderr)
         return 1
 
 

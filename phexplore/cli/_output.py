@@ -103,3 +103,40 @@ def prepare_output_dir(path: str | os.PathLike[str], option: str = "--out") -> P
         reason = exc.strerror or type(exc).__name__
         raise ValidationError(f"{option} {folder}: cannot write there ({reason})") from None
     return folder
+
+
+def add_overwrite_option(parser: Any, what: str = "folder") -> None:
+    """Add ``--overwrite``: replace an earlier PHExplore output at ``--out`` (never anything else)."""
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"replace an earlier PHExplore output {what} at --out (the whole {what} is replaced; "
+        "a folder or file not written by PHExplore is never replaced)",
+    )
+
+
+def input_location(value: str | os.PathLike[str] | None) -> str | None:
+    """A data argument as a path for the manifest: a path as given, a sample name as its folder."""
+    if value is None:
+        return None
+    if Path(value).exists():
+        return str(value)
+    try:
+        from engine.data.samples import get_sample
+
+        return str(get_sample(str(value)).path)
+    except Exception:  # not a sample name either: recorded by name
+        return str(value)
+
+
+def open_output(args: Any, command: str, inputs: Mapping[str, Any], seed: int | None = None) -> Any:
+    """The :class:`~phexplore.output_folder.OutputFolder` of a command's ``--out``/``--overwrite``."""
+    from phexplore.output_folder import OutputFolder
+
+    return OutputFolder(
+        args.out,
+        command=command,
+        inputs={k: v for k, v in inputs.items() if v is not None},
+        seed=seed,
+        overwrite=bool(getattr(args, "overwrite", False)),
+    )

@@ -16,39 +16,49 @@ geolevel and the trade-off table. Metrics: :mod:`engine.metrics.experiments`.
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import dumps_json, prepare_output_dir
+from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
+from phexplore.parsing import RANGES, option_type, parse_real, parse_whole
 
 
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers such as 0.1,1,10; got {text!r}"
-        ) from None
-    if not values:
+def _float_list(text: str, option: str = "--rho", range_name: str | None = "rho") -> list[float]:
+    """Comma-separated finite numbers, each checked against ``RANGES[range_name]``."""
+    from phexplore.errors import ValidationError as _VE
+
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    if not parts:
         raise argparse.ArgumentTypeError("give at least one number")
-    return values
+    if len(parts) > 1000:
+        raise argparse.ArgumentTypeError(f"at most 1,000 values; got {len(parts):,}")
+    try:
+        return [parse_real(v, where=option, range_name=range_name) for v in parts]
+    except _VE as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}: ")) from None
 
 
 def parse_seeds(text: str) -> list[int]:
     """``"3"`` → seeds 0, 1, 2; ``"4,9"`` → seeds 4 and 9."""
     try:
         if "," in text:
-            seeds = [int(v) for v in text.split(",") if v.strip()]
+            seeds = [
+                parse_whole(v, where="--seeds", range_name="seed")
+                for v in text.split(",")
+                if v.strip()
+            ]
         else:
-            seeds = list(range(int(text)))
-    except ValueError:
+            count = parse_whole(text, where="--seeds", range_name="seeds")
+            seeds = list(range(count))
+    except ValidationError as exc:
         raise argparse.ArgumentTypeError(
-            f"--seeds takes a count (3 → seeds 0,1,2) or a comma-separated list; got {text!r}"
+            f"--seeds takes a count (3 → seeds 0,1,2; 1 – 10,000) or a comma-separated list of "
+            f"seeds ≥ 0; {str(exc).removeprefix('--seeds: ')}"
         ) from None
-    if not seeds or any(s < 0 for s in seeds):
+    if not seeds:
         raise argparse.ArgumentTypeError(
             f"--seeds needs at least one non-negative seed; got {text!r}"
         )
@@ -108,16 +118,27 @@ def register(subparsers: Any) -> None:
         help="topdown: sampling fractions of the SRS baseline, or 'none' (default 0.05,…,0.95)",
     )
     parser.add_argument(
-        "--n-boot", type=int, default=100, help="bootstrap resamples per EPL interval (default 100)"
+        "--n-boot",
+        type=option_type("whole", "n_boot", "--n-boot"),
+        default=100,
+        help="bootstrap resamples per EPL interval, 0 – 100,000 (default 100)",
     )
-    parser.add_argument("--workers", type=int, default=1, help="engine worker processes")
+    parser.add_argument(
+        "--workers",
+        type=option_type("whole", "workers", "--workers"),
+        default=1,
+        help="engine worker processes, 1 – 256",
+    )
     parser.add_argument(
         "--tradeoff",
         default=None,
         help="geolevel:query of the printed and written MAE–EPL trade-off (default "
         "Tract:RACEETH for topdown, state_*:PH1_num for phsafe)",
     )
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--out", required=True, help="output folder (written atomically, with manifest.json)"
+    )
+    add_overwrite_option(parser)
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="printed summary format"
     )
@@ -130,7 +151,7 @@ def _srs_fractions(text: str) -> list[float] | None:
     if text.strip().lower() == "none":
         return None
     try:
-        values = _float_list(text)
+        values = _float_list(text, "--srs", None)
     except argparse.ArgumentTypeError as exc:
         raise ValidationError(f"--srs: {exc}") from None
     bad = [v for v in values if not 0.0 < v <= 1.0]
@@ -141,14 +162,18 @@ def _srs_fractions(text: str) -> list[float] | None:
 
 def parse_rhos(text: str) -> list[float]:
     """``"0.1,1,10"`` → [0.1, 1.0, 10.0]; every value finite and positive."""
+    for part in text.split(","):
+        if part.strip():
+            try:
+                value = parse_real(part.strip(), where="--rho")
+            except ValidationError:
+                break  # reported below with the list's message
+            if value <= 0:
+                raise ValidationError(f"--rho: ρ values must be positive: {value:g}")
     try:
-        values = _float_list(text)
+        return _float_list(text)
     except argparse.ArgumentTypeError as exc:
         raise ValidationError(f"--rho: {exc}") from None
-    for v in values:
-        if not math.isfinite(v) or v <= 0:
-            raise ValidationError(f"--rho: ρ values must be positive: {v:g}")
-    return values
 
 
 DEFAULT_DATA = {"topdown": "ri2010", "phsafe": "phsafe_synthetic_us"}
@@ -156,24 +181,41 @@ DEFAULT_TRADEOFF = {"topdown": "Tract:RACEETH", "phsafe": "state_*:PH1_num"}
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.metrics.experiments import run_experiment
-
+    """Check every option and --out before any work, then run and write atomically."""
     rhos = parse_rhos(args.rho) if isinstance(args.rho, str) else list(args.rho)
     if len(set(args.seeds)) != len(args.seeds):
         raise ValidationError(f"--seeds must be distinct; got {args.seeds}")
-    if args.workers < 1:
-        raise ValidationError(f"--workers must be at least 1; got {args.workers}")
+    RANGES["workers"].check(args.workers, "--workers")
     tradeoff_spec = args.tradeoff or DEFAULT_TRADEOFF[args.engine]
     level, sep, query = tradeoff_spec.partition(":")
     if not sep or not level or not query:
         raise ValidationError(
             f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {tradeoff_spec!r}"
         )
-    if args.n_boot < 0:
-        raise ValidationError(f"--n-boot must be non-negative; got {args.n_boot}")
+    RANGES["n_boot"].check(args.n_boot, "--n-boot")
     data_label = args.data or DEFAULT_DATA[args.engine]
     srs = _srs_fractions(args.srs) if args.engine == "topdown" else None
-    out = prepare_output_dir(args.out)
+    preset_path = args.preset if args.preset and Path(args.preset).exists() else None
+    inputs = {"data": input_location(data_label), "preset": preset_path or args.preset}
+    with open_output(args, "experiment", inputs, seed=min(args.seeds)) as staging:
+        staging.settings.update(
+            {"engine": args.engine, "rho": rhos, "seeds": list(args.seeds), "within": args.within}
+        )
+        return _run(args, staging, rhos, data_label, srs, level, query)
+
+
+def _run(
+    args: argparse.Namespace,
+    staging: Any,
+    rhos: list[float],
+    data_label: str,
+    srs: list[float] | None,
+    level: str,
+    query: str,
+) -> int:
+    from engine.metrics.experiments import run_experiment
+
+    out = staging.path
 
     def progress(message: str, fraction: float) -> None:
         print(f"[{100 * fraction:5.1f}%] {message}", file=sys.stderr, flush=True)
@@ -215,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             dumps_json(
                 {
-                    "out": str(out),
+                    "out": str(staging.final),
                     "files": [p.name for p in written],
                     "budget_name": result.budget_name,
                     "blau_bias": blau.to_dict("records"),
@@ -242,5 +284,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"MAE–EPL trade-off at {level} / {query} (PF Fig. 2): error = median absolute error")
         print(tradeoff.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()
-        print(f"wrote {len(written)} files to {out}")
+        print(f"wrote {len(written)} files and manifest.json to {staging.final}")
     return 0

@@ -12,16 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import add_format_option, prepare_output_dir, print_rows
+from phexplore.cli._output import add_format_option, add_overwrite_option, open_output, print_rows
 from phexplore.errors import ValidationError
+from phexplore.parsing import option_type
 
-
-def _whole_number(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from exc
-    return value
+_whole_number = option_type("whole", "persons", "--persons")
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +43,10 @@ def register(subparsers: Any) -> None:
         help="number of persons (1,000 – 50,000,000)",
     )
     households.add_argument(
-        "--seed", type=int, required=True, help="random seed (same seed → same files)"
+        "--seed",
+        type=option_type("whole", "seed", "--seed"),
+        required=True,
+        help="random seed, 0 – 2^63-1 (same seed → same files)",
     )
     households.add_argument(
         "--states",
@@ -64,7 +62,10 @@ def register(subparsers: Any) -> None:
         help="share of housing units that are vacant (default: 0.114, the 2010 Census rate)",
     )
     households.add_argument("--compress", action="store_true", help="write .csv.gz files")
-    households.add_argument("--out", type=Path, required=True, help="output directory")
+    households.add_argument(
+        "--out", type=Path, required=True, help="output folder (written atomically, with manifest)"
+    )
+    add_overwrite_option(households)
     add_format_option(households)
     households.set_defaults(func=run_households)
     parser.set_defaults(func=lambda args: _no_kind(parser))
@@ -82,16 +83,20 @@ def run_households(args: argparse.Namespace) -> int:
 
     if args.vacancy_rate is not None and not 0.0 <= args.vacancy_rate < 0.9:
         raise ValidationError(f"--vacancy-rate must be in [0, 0.9), got {args.vacancy_rate}")
-    prepare_output_dir(args.out)
-    started = time.perf_counter()
-    extract = generate_households(
-        args.persons,
-        seed=args.seed,
-        states=args.states,
-        include_pr=args.include_pr,
-        vacancy_rate=DEFAULT_VACANCY_RATE if args.vacancy_rate is None else args.vacancy_rate,
-    )
-    paths = write_cef_extract(extract, args.out, compress=args.compress)
+    with open_output(args, "generate households", {}, seed=args.seed) as staging:
+        staging.settings.update(
+            {"persons": args.persons, "states": args.states, "include_pr": args.include_pr}
+        )
+        started = time.perf_counter()
+        extract = generate_households(
+            args.persons,
+            seed=args.seed,
+            states=args.states,
+            include_pr=args.include_pr,
+            vacancy_rate=DEFAULT_VACANCY_RATE if args.vacancy_rate is None else args.vacancy_rate,
+        )
+        staged = write_cef_extract(extract, staging.path, compress=args.compress)
+    paths = {k: staging.final / p.relative_to(staging.path) for k, p in staged.items()}
     elapsed = time.perf_counter() - started
     frames = {"persons": extract.persons, "units": extract.units, "geo": extract.geo}
     rows = [

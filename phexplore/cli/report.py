@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from phexplore.errors import ValidationError
+from phexplore.output_folder import atomic_file, check_result_file, check_target
 from phexplore.parsing import load_json_object
 from phexplore.report import build_report_html
 from phexplore.scenarios import Scenario, scenario_from_preset
@@ -33,18 +33,26 @@ def register(subparsers: Any) -> None:
         default=[],
         help="metrics.json of a run to include (repeatable)",
     )
-    p.add_argument("--out", type=Path, required=True, help="output HTML file")
+    p.add_argument("--out", type=Path, required=True, help="output HTML file (written atomically)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier PHExplore report at --out (any other file is never replaced)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build and write the report."""
+    """Build and write the report (temp file + rename; results checked against their manifest)."""
+    results = [check_result_file(path) for path in args.results]
+    inputs = {"scenario": args.scenario, "results": [str(p) for p in results]}
+    # Check --out before the (slow) build, then write it atomically under the lock.
+    check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
-    for path in args.results:
+    for path in results:
         scenario = scenario.with_result(load_json_object(path))
-    if args.out.is_dir():
-        raise ValidationError(f"--out {args.out}: is a folder; give the HTML file to write")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(build_report_html(scenario), encoding="utf-8")
+    page = build_report_html(scenario)
+    with atomic_file(args.out, overwrite=args.overwrite, inputs=inputs) as tmp:
+        tmp.write_text(page, encoding="utf-8")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
     return 0

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from phexplore.cli._output import dumps_json, prepare_output_dir
+from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
+from phexplore.parsing import RANGES, option_type, parse_whole
 
 
 def register(engines: Any) -> None:
@@ -44,21 +45,32 @@ def register(engines: Any) -> None:
         default=None,
         help="override truncation thresholds: N for every truncated table, or TABLE=N[,TABLE=N]",
     )
-    parser.add_argument("--trials", type=int, default=1, help="noise trials (default 1)")
     parser.add_argument(
-        "--seed", type=int, default=None, help="noise seed (default: random, recorded)"
+        "--trials",
+        type=option_type("whole", "trials", "--trials"),
+        default=1,
+        help="noise trials, 1 – 10,000 (default 1)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=option_type("whole", "seed", "--seed"),
+        default=None,
+        help="noise seed, 0 – 2^63-1 (default: random, recorded)",
     )
     parser.add_argument(
         "--non-private",
         action="store_true",
         help="write the true tabulation (no noise), labelled non-private",
     )
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--out", required=True, help="output folder (written atomically, with manifest.json)"
+    )
+    add_overwrite_option(parser)
     parser.add_argument(
         "--max-bytes",
-        type=int,
+        type=option_type("whole", "max_bytes", "--max-bytes"),
         default=None,
-        help="size limit per input file in bytes (default 200 MB)",
+        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB)",
     )
     parser.set_defaults(func=run)
 
@@ -69,18 +81,21 @@ def parse_tau(spec: str) -> dict[str, int]:
     from phexplore.errors import ValidationError
 
     text = spec.strip()
-    if text.isdigit():
-        return {t: int(text) for t in TRUNCATED_TABLES}
+    if text.isascii() and text.isdigit():
+        value = parse_whole(text, where="--tau", range_name="tau")
+        return {t: value for t in TRUNCATED_TABLES}
     out: dict[str, int] = {}
     for part in text.split(","):
         table, sep, value = part.partition("=")
         table, value = table.strip(), value.strip()
-        if not sep or table not in TRUNCATED_TABLES or not value.isdigit():
+        if not sep or table not in TRUNCATED_TABLES:
             raise ValidationError(
                 f"--tau {spec!r}: use N or TABLE=N pairs with TABLE one of "
                 + ", ".join(TRUNCATED_TABLES)
             )
-        out[table] = int(value)
+        if table in out:
+            raise ValidationError(f"--tau {spec!r}: {table} is given twice")
+        out[table] = parse_whole(value, where=f"--tau {table}", range_name="tau")
     return out
 
 
@@ -127,31 +142,33 @@ def summary_lines(result: Any, out_dir: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check the options and --out, then load, run and write atomically; print the summary."""
+    RANGES["trials"].check(args.trials, "--trials")
+    tau = parse_tau(args.tau) if args.tau else None
+    seed = args.seed
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**32))
+    config_path = args.config if args.config and Path(args.config).exists() else None
+    inputs = {"data": input_location(args.data), "config": config_path or args.config}
+    with open_output(args, "run phsafe", inputs, seed=seed) as staging:
+        return _run(args, staging, tau, seed)
+
+
+def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
     from engine.data.validate import DEFAULT_MAX_BYTES
     from engine.phsafe.inputs import load_inputs
     from engine.phsafe.outputs import write_official
     from engine.phsafe.run import run_phsafe
-    from phexplore.errors import ValidationError
 
-    if args.max_bytes is not None and args.max_bytes <= 0:
-        raise ValidationError(
-            f"--max-bytes must be a positive number of bytes; got {args.max_bytes}"
-        )
-    if args.trials < 1:
-        raise ValidationError(f"--trials must be at least 1; got {args.trials}")
-    if args.tau:
-        tau = parse_tau(args.tau)
-    out = prepare_output_dir(args.out)
+    out = staging.path
     extract, config = load_inputs(
         args.data,
         args.config,
         max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
     )
-    if args.tau:
+    if tau:
         config = config.with_tau(tau)
-    seed = args.seed
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**32))
+    staging.settings.update({"privacy_defn": config.privacy_defn, "non_private": args.non_private})
     result = run_phsafe(
         extract, config, seed=seed, trials=args.trials, non_private=args.non_private
     )
@@ -164,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     result.truncation.to_csv(details / "truncation_by_tau.csv", index=False)
     if result.published is not None:
         result.published.to_csv(details / "published_tables.csv", index=False)
-    text = "\n".join(summary_lines(result, out))
+    text = "\n".join(summary_lines(result, staging.final))
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0

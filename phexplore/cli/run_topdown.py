@@ -9,7 +9,6 @@ query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ from engine.topdown.spine.cli_options import (
     apply_spine_options,
     spine_options_given,
 )
-from phexplore.cli._output import dumps_json, prepare_output_dir
+from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
+from phexplore.parsing import option_type, parse_exact
 
 
 def register(engines: Any) -> None:
@@ -63,8 +63,18 @@ def register(engines: Any) -> None:
         default=None,
         help="total ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the allocation's",
     )
-    parser.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument(
+        "--seed",
+        type=option_type("whole", "seed", "--seed"),
+        default=0,
+        help="noise seed, 0 – 2^63-1 (default 0)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=option_type("whole", "workers", "--workers"),
+        default=1,
+        help="worker processes, 1 – 256 (default 1)",
+    )
     parser.add_argument(
         "--levels",
         default=None,
@@ -80,7 +90,10 @@ def register(engines: Any) -> None:
     )
     parser.add_argument("--no-microdata", action="store_true", help="do not write microdata.csv")
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--out", required=True, help="output folder (written atomically, with manifest.json)"
+    )
+    add_overwrite_option(parser)
     add_spine_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -127,36 +140,45 @@ def _load_allocation(args: argparse.Namespace) -> Any:
             raise ValidationError(f"preset {args.preset!r} has no persons allocation")
         allocation = allocations["persons"]
     else:
+        from phexplore.parsing import load_json_object
+
         path = Path(args.config)
-        if not path.is_file():
-            raise ValidationError(f"--config {args.config!r} is not a file")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})"
-            ) from None
-        if isinstance(data, dict) and "persons" in data and isinstance(data["persons"], dict):
+        data = load_json_object(path, label=f"--config {path}")
+        if "persons" in data and isinstance(data["persons"], dict):
             data = data["persons"]
-        if not isinstance(data, dict):
-            raise ValidationError(f"{path}: expected a JSON object with the allocation")
         allocation = TopDownAllocation.from_dict(data, name=str(data.get("name", path.stem)))
     if args.rho is not None:
-        allocation = allocation.with_rho(args.rho)
+        unit = "epsilon" if allocation.mechanism == "puredp" else "rho"
+        allocation = allocation.with_rho(parse_exact(args.rho, where="--rho", range_name=unit))
     return allocation
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load, run, write; print a short summary."""
+    """Check the options and --out, then load, run and write atomically; print a short summary."""
+    if args.rho is not None:
+        parse_exact(args.rho, where="--rho", range_name="rho")  # fail before loading anything
+    inputs = {
+        "data": input_location(args.data),
+        "config": args.config,
+        "preset": args.preset,
+        "mapping": args.mapping,
+    }
+    with open_output(args, "run topdown", inputs, seed=args.seed) as staging:
+        return _run(args, staging)
+
+
+def _run(args: argparse.Namespace, staging: Any) -> int:
     from engine.topdown.export import metrics_payload, write_outputs
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import run_topdown
 
-    prepare_output_dir(args.out)
     hist = _load_data(args)
     if args.filter:
         hist = _filter(hist, args.filter)
     allocation = _load_allocation(args)
+    staging.settings.update(
+        {"allocation": allocation.name, "rho": str(allocation.rho), "filter": args.filter}
+    )
     tree = None
     if args.levels:
         tree = GeoTree.from_histogram(
@@ -181,8 +203,9 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
     paths = write_outputs(
-        result, args.out, microdata=not args.no_microdata, extra_sections=spine_sections
+        result, staging.path, microdata=not args.no_microdata, extra_sections=spine_sections
     )
+    final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = metrics_payload(result)
     print(
         f"TopDown run on {args.data} with {allocation.name} (ρ = {float(allocation.rho):g}, "
@@ -202,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     structural = payload.get("structural_zeros") or {}
     if structural.get("note"):
         print(f"  structural zeros: {structural['note']}")
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    print("wrote " + ", ".join(str(p) for p in final.values()) + " (with manifest.json)")
     if args.quiet:
         return 0
     print(dumps_json({"runtime_s": payload["runtime_s"], "timings": payload["timings"]}))

@@ -56,7 +56,7 @@ def test_cli_tau_override(tmp_path: Path) -> None:
     assert main([*args, "--tau", "PH3=2,PH7=3"]) == 0
     tau = json.loads((out / "metrics.json").read_text())["tau"]
     assert tau["PH3"] == 2 and tau["PH7"] == 3 and tau["PH2"] == 10
-    assert main([*args, "--tau", "4"]) == 0
+    assert main([*args, "--tau", "4", "--overwrite"]) == 0
     assert set(json.loads((out / "metrics.json").read_text())["tau"].values()) == {4}
 
 
@@ -79,9 +79,9 @@ def _no_engine_runs(monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--max-bytes", "0"], "--max-bytes must be a positive number of bytes; got 0"),
-        (["--max-bytes", "-5"], "--max-bytes must be a positive number of bytes; got -5"),
-        (["--trials", "0"], "--trials must be at least 1"),
+        (["--max-bytes", "0"], "--max-bytes: 0 is out of range; it must be at least 1"),
+        (["--max-bytes", "-5"], "--max-bytes: -5 is out of range; it must be at least 1"),
+        (["--trials", "0"], "--trials: 0 is out of range; it must be at least 1"),
     ],
 )
 def test_cli_rejects_bad_numbers(tmp_path: Path, capsys, monkeypatch, extra, message) -> None:
