@@ -7,7 +7,6 @@ edit goes through the :class:`~phexplore.budget.PHSafeBudget` API (``with_rho``,
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -19,6 +18,7 @@ from phexplore import app_state as S
 from phexplore.budget import LEVEL_KEYS, PHSafeBudget, allowed_levels
 from phexplore.errors import PHExploreError
 from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
+from phexplore.parsing import load_json_object
 from phexplore.presets import load_phsafe_preset, phsafe_from_dict
 
 ERROR_KEY = "phsafe_error"
@@ -131,12 +131,10 @@ def _import_config() -> None:
     if upload is None:
         return
     try:
-        data = json.loads(upload.getvalue().decode("utf-8"))
+        data = load_json_object(upload.getvalue(), label=upload.name, allow_infinity=True)
         _set_budget(phsafe_from_dict(data, name=upload.name))
         st.session_state[S.PHSAFE_DISABLED] = []
         st.session_state.pop("ps_enabled_levels", None)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        _fail(f"{upload.name} is not valid JSON: {exc}")
     except PHExploreError as exc:
         _fail(exc)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:

@@ -134,6 +134,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (write a finite number, or null)")
 
 
+def _infinity_only(name: str) -> Any:
+    if name == "Infinity":
+        return math.inf
+    return _reject_constant(name)
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
@@ -193,8 +199,14 @@ def decode_text(data: bytes, *, label: str, what: str = "UTF-8 text") -> str:
         ) from None
 
 
-def loads_strict_json(source: bytes | str, *, label: str = "JSON") -> Any:
-    """Parse JSON strictly (see the module docstring); ``label`` names the file in errors."""
+def loads_strict_json(
+    source: bytes | str, *, label: str = "JSON", allow_infinity: bool = False
+) -> Any:
+    """Parse JSON strictly (see the module docstring); ``label`` names the file in errors.
+
+    ``allow_infinity`` accepts ``Infinity`` (never ``NaN``), which official PHSafe config files use
+    for an unlimited budget.
+    """
     if isinstance(source, bytes | bytearray):
         if len(source) > MAX_JSON_BYTES:
             raise ValidationError(
@@ -213,7 +225,7 @@ def loads_strict_json(source: bytes | str, *, label: str = "JSON") -> Any:
         raw = json.loads(
             text,
             object_pairs_hook=_Pairs,
-            parse_constant=_reject_constant,
+            parse_constant=_infinity_only if allow_infinity else _reject_constant,
             parse_float=_parse_float,
             parse_int=_parse_int,
         )
@@ -233,6 +245,7 @@ def load_json_object(
     *,
     label: str | None = None,
     allowed_keys: Iterable[str] | None = None,
+    allow_infinity: bool = False,
 ) -> dict[str, Any]:
     """Read a JSON object from a path (or bytes, e.g. an upload) with :func:`loads_strict_json`.
 
@@ -244,7 +257,9 @@ def load_json_object(
     else:
         name = label or str(source)
         data = read_input_bytes(source, label=name, max_bytes=MAX_JSON_BYTES)
-    value = as_mapping(loads_strict_json(data, label=name), where=name)
+    value = as_mapping(
+        loads_strict_json(data, label=name, allow_infinity=allow_infinity), where=name
+    )
     if allowed_keys is not None:
         check_keys(value, allowed_keys, where=name)
     return value

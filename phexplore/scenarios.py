@@ -9,7 +9,6 @@ scenarios are rows of ρ, ε and MOE side by side (SPEC §1–§2).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from phexplore.moe_tables import (
     topdown_rows,
     topdown_summary,
 )
-from phexplore.parsing import as_float, as_mapping
+from phexplore.parsing import as_float, as_mapping, check_keys, loads_strict_json, read_input_bytes
 from phexplore.presets import (
     load_phsafe_preset,
     load_topdown_preset,
@@ -36,6 +35,21 @@ from phexplore.presets import (
 
 SCHEMA = "phexplore-scenario/1"
 SPINES = ("conventional", "aian", "optimized")
+
+
+SCENARIO_KEYS: tuple[str, ...] = (
+    "schema",
+    "name",
+    "kind",
+    "delta",
+    "conversion",
+    "spine",
+    "notes",
+    "results",
+    "phsafe",
+    "topdown",
+)
+"""Keys of a scenario file (``phexplore-scenario/1``); any other key is refused."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +153,7 @@ class Scenario:
             raise ValidationError(
                 f'not a PHExplore scenario (expected "schema": "{SCHEMA}", got {data.get("schema")!r})'
             )
+        check_keys(data, SCENARIO_KEYS, where="scenario")
         kind = data.get("kind")
         phsafe = None
         if "phsafe" in data:
@@ -146,6 +161,7 @@ class Scenario:
         topdown = None
         if "topdown" in data:
             block = as_mapping(data["topdown"], where="scenario: topdown")
+            check_keys(block, ("runs",), where="scenario: topdown")
             runs = as_mapping(block.get("runs", {}), where="scenario: topdown.runs")
             topdown = {}
             for k, v in runs.items():
@@ -177,13 +193,14 @@ class Scenario:
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str = "scenario") -> Scenario:
         """Parse JSON text, with a clear error for malformed input."""
+        raw = text.encode("utf-8") if isinstance(text, str) else text
+        data = loads_strict_json(raw, label=source, allow_infinity=True)
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})"
-            ) from None
-        return cls.from_dict(data)
+            return cls.from_dict(data)
+        except ValidationError as exc:
+            if str(exc).startswith(source):
+                raise
+            raise ValidationError(f"{source}: {exc}") from None
 
     def save(self, path: str | Path) -> Path:
         """Write the scenario as JSON."""
@@ -195,9 +212,7 @@ class Scenario:
     def load(cls, path: str | Path) -> Scenario:
         """Read a scenario JSON file."""
         p = Path(path)
-        if not p.is_file():
-            raise ValidationError(f"{p}: scenario file not found")
-        return cls.from_json(p.read_text(encoding="utf-8"), source=str(p))
+        return cls.from_json(read_input_bytes(p, label=str(p)), source=str(p))
 
 
 def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scenario:

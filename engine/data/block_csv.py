@@ -17,12 +17,11 @@ object (documented in ``docs/data.md``)::
 Each ``cells`` entry maps one count column to one schema cell (a level of every attribute); several
 columns mapped to the same cell are added. Level columns hold the full geounit id or the level's own
 code (see :func:`engine.data.geography.geography_from_level_columns`). Only the mapped columns are
-read; the JSON is parsed with :func:`json.loads`, nothing is evaluated.
+read; the JSON is parsed by the strict reader :func:`phexplore.parsing.loads_strict_json`, nothing is evaluated.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,13 +40,14 @@ from engine.data.schemas import PL94171_SCHEMA, REDISTRICTING_SCHEMA, RI2010_SCH
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     DataSource,
-    decode_text,
     int_column,
     raise_if,
     read_csv_table,
     read_source,
     source_name,
 )
+from phexplore.errors import ValidationError
+from phexplore.parsing import check_keys, loads_strict_json
 
 SCHEMA_PRESETS: dict[str, Schema] = {
     s.name: s for s in (RI2010_SCHEMA, PL94171_SCHEMA, REDISTRICTING_SCHEMA)
@@ -77,16 +77,12 @@ def parse_mapping(
         raw: Any = dict(mapping)
     else:
         label = source_name(mapping, name)
-        text = decode_text(read_source(mapping, max_bytes=MAX_MAPPING_BYTES, name=label), label)
+        data = read_source(mapping, max_bytes=MAX_MAPPING_BYTES, name=label)
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
+            raw = loads_strict_json(data, label=label)
+        except ValidationError as exc:
             raise DataValidationError(
-                [
-                    Problem(
-                        label, f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-                    )
-                ]
+                [Problem(label, str(exc).removeprefix(f"{label}: "))]
             ) from None
     if not isinstance(raw, dict):
         raise DataValidationError([Problem(label, "the mapping must be a JSON object")])
@@ -99,9 +95,10 @@ def parse_mapping(
         problems.append(
             Problem(label, "'allow_unmapped' must be true or false", column="allow_unmapped")
         )
-    unknown = sorted(set(raw) - {"schema", "geography", "cells", "allow_unmapped"})
-    if unknown:
-        problems.append(Problem(label, f"unknown key(s) {', '.join(map(repr, unknown))}"))
+    try:
+        check_keys(raw, ("schema", "geography", "cells", "allow_unmapped"), where=label)
+    except ValidationError as exc:
+        problems.append(Problem(label, str(exc).removeprefix(f"{label}: ")))
     if schema and cells and allow is False:
         unmapped = sorted(set(range(schema.size)) - set(cells.values()))
         if unmapped:

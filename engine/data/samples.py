@@ -13,7 +13,6 @@ Sources and licences of the data are those of ``/work/shared/data/README.md``, c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,8 @@ from typing import Any
 
 from engine.data.errors import DataValidationError, Problem
 from engine.data.histogram import BlockHistogram
+from phexplore.errors import ValidationError
+from phexplore.parsing import loads_strict_json, read_input_bytes
 
 KINDS: tuple[str, ...] = ("topdown", "phsafe", "entities")
 MANIFEST = "sample.json"
@@ -83,8 +84,8 @@ def read_manifest(path: Path) -> SampleInfo:
     """Parse and check one ``sample.json``; raise :class:`DataValidationError` naming bad fields."""
     label = str(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = loads_strict_json(read_input_bytes(path, label=label), label=label)
+    except ValidationError as exc:
         raise DataValidationError([Problem(label, f"cannot read the manifest: {exc}")]) from None
     if not isinstance(raw, dict):
         raise DataValidationError([Problem(label, "the manifest must be a JSON object")])

@@ -9,7 +9,6 @@ NaN with ``epl_note`` saying why.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from phexplore.errors import ValidationError
+from phexplore.parsing import loads_strict_json
 
 LEVEL_NAMES: dict[str, str] = {
     "state": "State",
@@ -98,7 +98,7 @@ def load_petti_flaxman_homogeneity_bias(directory: Path | None = None) -> pd.Dat
     path = folder / "results_dp_bias.json"
     if not path.is_file():
         raise ValidationError(f"Petti & Flaxman reference file {path} is missing")
-    raw = json.loads(path.read_text())
+    raw = loads_strict_json(path.read_bytes(), label=str(path))
     rows = []
     for key, value in raw.items():
         match = _BIAS_KEY.match(key)

@@ -25,6 +25,7 @@ from typing import Any
 
 from phexplore.errors import ValidationError
 from phexplore.moe import PHSAFE_TABLES
+from phexplore.parsing import check_keys, loads_strict_json, read_input_bytes
 
 MEASURED_TABLES: tuple[str, ...] = PHSAFE_TABLES
 """The nine measured runs (PHS §3.2)."""
@@ -45,6 +46,8 @@ VALID_STATE_CODES: frozenset[str] = frozenset(
 """FIPS codes of the 50 states, DC and Puerto Rico (the official state_filter check)."""
 
 PRIVACY_DEFNS: tuple[str, ...] = ("zcdp", "puredp")
+CONFIG_KEYS: tuple[str, ...] = ("privacy_budget", "tau", "state_filter", "reader", "privacy_defn")
+"""Every key an official PHSafe config.json may hold; any other key is refused (did you mean …?)."""
 
 US_STATES: tuple[str, ...] = tuple(sorted(VALID_STATE_CODES - {PUERTO_RICO}))
 """The 50 states and DC; an empty ``state_filter`` means these (a PHExplore convention — the
@@ -128,20 +131,17 @@ class PHSafeConfig:
         else:
             text_or_path = str(source)
             if text_or_path.lstrip().startswith("{"):
-                text, label = text_or_path, "config"
+                text, label = text_or_path.encode("utf-8"), "config"
             else:
                 path = Path(text_or_path)
-                if not path.is_file():
+                if not path.exists():
                     raise ValidationError(f"PHSafe config: no such file {path}")
-                text, label = path.read_text(encoding="utf-8"), path.name
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(
-                    f"{label}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
-                ) from None
+                text, label = read_input_bytes(path, label=str(path)), path.name
+            raw = loads_strict_json(text, label=label, allow_infinity=True)
         if not isinstance(raw, Mapping):
             raise ValidationError(f"{label}: expected a JSON object at the top level")
+        # A misspelt key (e.g. "privacy_def") must never fall back to a default silently.
+        check_keys(raw, CONFIG_KEYS, where=label)
         missing = [k for k in ("privacy_budget", "tau", "state_filter") if k not in raw]
         if missing:
             raise ValidationError(f"{label}: missing key(s) {', '.join(missing)}")
@@ -213,8 +213,11 @@ def _validate(config: PHSafeConfig) -> None:
             raise ValidationError(
                 f"tau has table {table!r}; only {', '.join(TRUNCATED_TABLES)} are truncated"
             )
-        if value <= 0:
-            raise ValidationError(f"tau[{table!r}] must be at least 1; got {value}")
+        if value <= 0 or value > 10_000:
+            raise ValidationError(
+                f"tau[{table!r}] must be at least 1 and at most 10,000 (persons kept per "
+                f"household); got {value}"
+            )
     states = config.state_filter
     if not states:
         raise ValidationError("state_filter must list at least one state FIPS code")

@@ -16,7 +16,7 @@ from typing import Any
 
 from phexplore.errors import ValidationError
 from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
-from phexplore.parsing import as_float, as_int, as_mapping
+from phexplore.parsing import as_float, as_int, as_mapping, check_keys
 
 LEVEL_KEYS: tuple[str, ...] = ("usa_*", "usa_A-G", "usa_H,I", "state_*", "state_A-G", "state_H,I")
 LEVEL_LABELS: dict[str, tuple[str, str]] = {
@@ -69,6 +69,25 @@ def resolve_level_spec(spec: str) -> tuple[str, ...]:
         f"unknown level {spec!r}; use an official key ({', '.join(LEVEL_KEYS)}), 'Nation', 'State' "
         "or 'State:A-G'"
     )
+
+
+PHSAFE_KEYS: tuple[str, ...] = (
+    "privacy_budget",
+    "tau",
+    "state_filter",
+    "reader",
+    "privacy_defn",
+    "name",
+    "kind",
+    "title",
+    "citation",
+    "notes",
+    "moe_targets",
+    "confidence",
+    "rho_from",
+    "schema",
+)
+"""Keys a PHSafe budget/config JSON object may hold (official config.json plus PHExplore's own)."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +237,8 @@ class PHSafeBudget:
         """Inverse of :meth:`to_dict` (also accepts a plain official config)."""
         label = name or "config.json"
         data = as_mapping(data, where=label)
+        # A misspelt key (e.g. "privacy_def") must never fall back to a default silently.
+        check_keys(data, PHSAFE_KEYS, where=label)
         base = cls.from_official_config(data, name=name or str(data.get("name", label)))
         targets = parse_moe_targets(data.get("moe_targets") or {}, where=label)
         return replace(

@@ -19,8 +19,28 @@ from typing import Any
 from phexplore.budget.fractions_io import format_fraction, parse_fraction
 from phexplore.distributions import geometric_variance
 from phexplore.errors import ValidationError
+from phexplore.parsing import check_keys
 
 MECHANISMS = ("zcdp", "puredp")
+
+
+ALLOCATION_KEYS: tuple[str, ...] = (
+    "name",
+    "universe",
+    "mechanism",
+    "rho",
+    "rho_reported",
+    "epsilon",
+    "geolevels",
+    "level_shares",
+    "query_shares",
+    "citation",
+    "title",
+    "notes",
+    "kind",
+    "schema",
+)
+"""Keys an allocation JSON object may hold (docs/topdown.md); any other key is refused."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,8 @@ class TopDownAllocation:
         if not isinstance(data, Mapping):
             raise ValidationError(f"{name or 'allocation'}: an allocation must be a JSON object")
         label = name or str(data.get("name", "allocation"))
+        # A misspelt key (e.g. "mechanisms") must never fall back to a default silently.
+        check_keys(data, ALLOCATION_KEYS, where=label)
         for key in ("geolevels", "level_shares", "query_shares"):
             if key not in data:
                 raise ValidationError(f"{label}: missing required key {key!r}")

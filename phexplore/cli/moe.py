@@ -100,7 +100,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return load_json_object(path)
+    return load_json_object(path, allow_infinity=True)
 
 
 def load_phsafe_budget(preset: str | None, config: Path | None) -> PHSafeBudget:

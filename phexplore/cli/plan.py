@@ -57,7 +57,7 @@ def _read_targets(spec: str) -> dict[str, Any] | None:
     path = Path(spec)
     if path.suffix != ".json":
         return None
-    return load_json_object(path, label=spec)
+    return load_json_object(path, label=spec, allow_infinity=True)
 
 
 def run_phsafe(args: argparse.Namespace) -> int:

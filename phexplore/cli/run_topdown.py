@@ -144,7 +144,9 @@ def _load_allocation(args: argparse.Namespace) -> Any:
 
         path = Path(args.config)
         data = load_json_object(path, label=f"--config {path}")
-        if "persons" in data and isinstance(data["persons"], dict):
+        if isinstance(data.get("runs"), dict) and "persons" in data["runs"]:
+            data = {"citation": data.get("citation", ""), **data["runs"]["persons"]}
+        elif "persons" in data and isinstance(data["persons"], dict):
             data = data["persons"]
         allocation = TopDownAllocation.from_dict(data, name=str(data.get("name", path.stem)))
     if args.rho is not None:

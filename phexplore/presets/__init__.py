@@ -11,7 +11,6 @@ drop levels and set a state filter (Puerto Rico, PHS §6.6).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -20,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from phexplore.budget import PHSafeBudget, TopDownAllocation, parse_fraction
-from phexplore.budget.phsafe import allowed_levels, parse_moe_targets, parse_tau
+from phexplore.budget.phsafe import PHSAFE_KEYS, allowed_levels, parse_moe_targets, parse_tau
 from phexplore.errors import ValidationError
 from phexplore.moe import PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
-from phexplore.parsing import as_float, as_mapping
+from phexplore.parsing import as_float, as_mapping, check_keys, loads_strict_json
 
 PRESET_DIR = Path(__file__).resolve().parent
 
@@ -49,14 +48,14 @@ def _read_cached(name: str) -> Mapping[str, Any]:
     if not path.is_file():
         known = ", ".join(p.name for p in list_presets())
         raise ValidationError(f"unknown preset {name!r}; known presets: {known}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return loads_strict_json(path.read_bytes(), label=str(path), allow_infinity=True)
 
 
 def list_presets(kind: str | None = None) -> list[PresetInfo]:
     """Every shipped preset (optionally only ``kind`` = "topdown" or "phsafe"), sorted by name."""
     out = []
     for path in sorted(PRESET_DIR.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_strict_json(path.read_bytes(), label=str(path), allow_infinity=True)
         info = PresetInfo(
             name=data["name"],
             kind=data["kind"],
@@ -160,6 +159,7 @@ def phsafe_from_dict(data: Mapping[str, Any], *, name: str | None = None) -> PHS
     """A PHSafe budget from a preset-shaped dict (τ + MOE targets) or an official config."""
     data = as_mapping(data, where=name or "config.json")
     label = name or str(data.get("name", "config.json"))
+    check_keys(data, (*PHSAFE_KEYS, "derived_from"), where=label)
     if data.get("rho_from") != "moe_targets":
         return PHSafeBudget.from_dict(data, name=label)
     missing = [k for k in ("tau", "moe_targets") if k not in data]
