@@ -109,6 +109,7 @@ class _TopDownBudget:
     workers: int
     entity: str | None
     use_entities: bool
+    special_areas: str | None = None
 
 
 def _pick_sample(
@@ -296,8 +297,22 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         "subset must contain Providence blocks: County 44007, or some of its tracts "
         "(a few tracts run in seconds).",
     )
+    special = None
+    if entity and s[S.SPINE] in ("aian", "optimized"):
+        is_aian = s[S.SPINE] == "aian"
+        if is_aian or "run_td_branch" not in s:
+            s["run_td_branch"] = is_aian
+        branch = st.checkbox(
+            "AIAN-style branch around the city of Providence",
+            key="run_td_branch",
+            disabled=is_aian,
+            help="Split the state into the part inside and outside these special areas (SPN §1, "
+            "§6: in production, the AIAN tribal areas). Required by the AIAN-style spine; off by "
+            "default on the optimized spine, whose block groups target the entities without it.",
+        )
+        special = entity if branch else None
     return _TopDownBudget(
-        choice, allocation, what, float(rho), int(seed), int(workers), entity, use_entities
+        choice, allocation, what, float(rho), int(seed), int(workers), entity, use_entities, special
     )
 
 
@@ -390,6 +405,7 @@ def _topdown_form() -> R.RunJob | None:
         workers=budget.workers,
         spine=s[S.SPINE],
         entities=[budget.entity] if budget.use_entities and budget.entity else [],
+        special_areas=budget.special_areas,
         sweep_rhos=rhos,
         sweep_seeds=sweep_seeds,
         srs=srs,

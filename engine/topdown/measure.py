@@ -15,14 +15,16 @@ A spine other than the conventional one (SPN: AIAN branches, optimized block gro
 single-child parents) supplies its own tree and, if it moves budget between nodes, its own
 ``(n_nodes, n_queries)`` budget array; :func:`node_query_budget` is the conventional rule, including
 the one documented level rule: an allocation root level the data lack (e.g. ``US`` for a one-state
-file) whose single child is the tree's root is bypassed, its per-query budgets added to the child's
-(SPN Algorithm 3, Observation 1).
+file) whose single child is the tree's root is bypassed: its level share is added to the child's,
+which is measured with the bypassed level's query proportions (SPN §5, Algorithm 3, Observation 1:
+the merged geounit sits in the parent's geolevel).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -98,15 +100,24 @@ def allocation_levels(tree: GeoTree, allocation: TopDownAllocation) -> dict[str,
 def node_query_budget(
     tree: GeoTree, allocation: TopDownAllocation, query_names: Sequence[str]
 ) -> np.ndarray:
-    """``(n_nodes, n_queries)`` budgets ρ·c·d (ε·c·d for pure DP); 0 where not measured."""
+    """``(n_nodes, n_queries)`` budgets ρ·c·d (ε·c·d for pure DP); 0 where not measured.
+
+    For a tree root that took a bypassed allocation root's budget, c is the sum of both level
+    shares and d the bypassed (parent) level's query proportions.
+    """
     mapping = allocation_levels(tree, allocation)
     per_level = np.zeros((len(tree.levels), len(query_names)))
     for i, level in enumerate(tree.levels):
-        for source in mapping[level]:
-            measured = allocation.queries(source)
-            for j, q in enumerate(query_names):
-                if q in measured:
-                    per_level[i, j] += allocation.query_budget(source, q)
+        # A bypassed root's level share moves to its child, measured with the bypassed level's
+        # query proportions (SPN §5: the merged geounit sits in the parent's geolevel).
+        owner = mapping[level][0]
+        level_share = sum((allocation.level_shares[s] for s in mapping[level]), Fraction(0))
+        measured = allocation.queries(owner)
+        for j, q in enumerate(query_names):
+            if q in measured:
+                per_level[i, j] = float(
+                    allocation.rho * level_share * allocation.query_share(owner, q)
+                )
     return per_level[tree.level]
 
 

@@ -241,11 +241,15 @@ def bootstrap_rng(seed: int) -> np.random.Generator:
 
 
 def _spine_plan(
-    hist: BlockHistogram, allocation: TopDownAllocation, spine: str, entities: Sequence[str]
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    spine: str,
+    entities: Sequence[str],
+    special_areas: str | None = None,
 ) -> Any:
     from engine.topdown.spine.cli_options import plan_spine
 
-    return plan_spine(hist, allocation, spine, entities)
+    return plan_spine(hist, allocation, spine, entities, special_areas=special_areas)
 
 
 def topdown_work(
@@ -261,11 +265,15 @@ def topdown_work(
     spine: str,
     entities: Sequence[str],
     sweep_rhos: Sequence[float],
+    special_areas: str | None = None,
     sweep_seeds: int,
     srs: bool,
     epl_boot: int = EPL_BOOT,
 ) -> Callable[[RunJob], RunRecord]:
-    """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline)."""
+    """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
+
+    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6).
+    """
 
     def work(job: RunJob) -> RunRecord:
         from engine.metrics import build_metrics_json, epl_table, mae_table
@@ -281,7 +289,7 @@ def topdown_work(
         plan = None
         if spine != "conventional" or entities:
             job.progress("Building the spine", 0.0)
-            plan = _spine_plan(hist, allocation, spine, entities)
+            plan = _spine_plan(hist, allocation, spine, entities, special_areas)
             result = run_topdown(
                 hist,
                 allocation,
@@ -358,6 +366,7 @@ def topdown_work(
                 "seed": seed,
                 "spine": spine,
                 "entities": list(entities),
+                "special_areas": special_areas,
                 "blocks": hist.n_blocks,
                 "levels": [str(lv) for lv in result.tree.levels],
                 "runtime_s": result.runtime_s,

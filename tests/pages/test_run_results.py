@@ -227,6 +227,7 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     at.switch_page("pages/run.py").run()
     _no_problems(at)
     assert at.checkbox(key="run_td_entities").value is True  # the spine needs its entities
+    assert at.checkbox(key="run_td_branch").value is False  # no AIAN-style branch unless asked
     at.selectbox(key="run_td_subset_level_ri2010").set_value("Tract").run()
     tracts = ["44007000800", "44007003400", "44007000102"]
     at.multiselect(key="run_td_units_ri2010_Tract").set_value(tracts).run()
@@ -235,6 +236,8 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     assert record.settings["spine"] == "optimized"
+    assert record.settings["special_areas"] is None
+    assert not any("|inside" in str(g) for g in record.tidy["geounit"].unique())
     assert set(record.metrics["entity_mae"]) == {"providence_city", "providence_wards"}
     assert "Block_Group" in record.metrics["conventional_mae"]
     at.switch_page("pages/results.py").run()

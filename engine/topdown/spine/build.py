@@ -71,7 +71,10 @@ class BuiltSpine:
     ``levels`` is the spine before bypassing (OSEDs are computed on it; bypassing a single-child
     parent does not change any OSED); ``tree`` the spine the run measures on; ``share[n]`` the
     budget proportion γ of tree node n; ``source_level[name]`` the allocation level whose query
-    proportions the tree level ``name`` uses; ``invariants`` the exact answers to hold.
+    proportions the tree level ``name`` uses; ``query_level[n]`` the allocation level whose
+    query proportions node n is measured with — its level's source, or for a geounit that a
+    single-child parent was bypassed into, the parent's (SPN §5: the merged geounit sits in the
+    parent's geolevel); ``invariants`` the exact answers to hold.
     """
 
     kind: str
@@ -81,19 +84,25 @@ class BuiltSpine:
     source_level: Mapping[str, str]
     invariants: Mapping[str, tuple[str, ...]]
     n_bypassed: int
+    query_level: tuple[str, ...]
     details: dict[str, object] = field(default_factory=dict)
 
     def budget(self, allocation: TopDownAllocation, query_names: Sequence[str]) -> np.ndarray:
-        """``(n_nodes, n_queries)`` budgets ρ·γ_n·α_{level(n),q} (ε for pure DP); 0 = unmeasured."""
-        per_level = np.zeros((len(self.tree.levels), len(query_names)))
-        for i, name in enumerate(self.tree.levels):
-            source = self.source_level[name]
+        """``(n_nodes, n_queries)`` budgets ρ·γ_n·α_{level,q} (ε for pure DP); 0 = unmeasured.
+
+        α is that of the node's :attr:`query_level` (its own level's allocation level, or the
+        bypassed parent's for a merged geounit, SPN §5).
+        """
+        sources = sorted(set(self.query_level))
+        per_source = np.zeros((len(sources), len(query_names)))
+        for i, source in enumerate(sources):
             measured = allocation.queries(source)
             for j, q in enumerate(query_names):
                 if q in measured:
-                    per_level[i, j] = float(allocation.rho * allocation.query_share(source, q))
+                    per_source[i, j] = float(allocation.rho * allocation.query_share(source, q))
+        index = np.array([sources.index(s) for s in self.query_level], dtype=np.int64)
         shares = np.array([float(s) for s in self.share])
-        return per_level[self.tree.level] * shares[:, None]
+        return per_source[index] * shares[:, None]
 
     def summary(self) -> dict[str, object]:
         """Counts per tree level, bypassed geounits and the chosen options (for reports)."""
@@ -177,7 +186,7 @@ def build_spine(
         root_fraction=root_fraction,
         tract_group_fraction=tract_group_fraction,
     )
-    tree, node_share, n_bypassed = _tree_with_bypass(
+    tree, node_share, n_bypassed, owner_level = _tree_with_bypass(
         levels, shares, pure_dp=allocation.mechanism == "puredp", full=do_bypass
     )
     # The root's total is invariant (the state total, or the sum of a split state's branches,
@@ -195,6 +204,7 @@ def build_spine(
         source_level=source_level,
         invariants=invariants,
         n_bypassed=n_bypassed,
+        query_level=tuple(source_level[name] for name in owner_level),
         details=details,
     )
 
@@ -291,8 +301,10 @@ def _level_shares(
 
 def _tree_with_bypass(
     levels: SpineLevels, shares: Mapping[str, Fraction], *, pure_dp: bool, full: bool
-) -> tuple[GeoTree, tuple[Fraction, ...], int]:
-    """The GeoTree of ``levels`` after Algorithm 3 (or only the single-child-root bypass)."""
+) -> tuple[GeoTree, tuple[Fraction, ...], int, tuple[str, ...]]:
+    """The GeoTree of ``levels`` after Algorithm 3 (or only the single-child-root bypass), the
+    share of each tree node, the number bypassed and, per tree node, the spine level whose query
+    proportions it takes (SPN §5)."""
     offsets = np.cumsum([0] + [levels.n_units(lv) for lv in range(levels.n_levels)])
     parent = np.full(offsets[-1], -1, dtype=np.int64)
     level_of = np.repeat(np.arange(levels.n_levels), np.diff(offsets))
@@ -303,9 +315,11 @@ def _tree_with_bypass(
     if full:
         result = bypass_geounits(parent, share, pure_dp=pure_dp)
         kept, new_parent, new_share = result.kept, result.parent, result.share
+        owner = result.query_owner
     else:
         kept = np.ones(parent.size, dtype=bool)
         new_parent, new_share = parent.copy(), share.copy()
+        owner = np.arange(parent.size, dtype=np.int64)
         root = 0
         while np.count_nonzero(new_parent == root) == 1:  # a root with one child is bypassed
             child = int(np.flatnonzero(new_parent == root)[0])
@@ -313,6 +327,7 @@ def _tree_with_bypass(
             new_parent[child] = -1
             new_parent[root] = -2
             kept[root] = False
+            owner[child] = owner[root]
             root = child
     keep = np.flatnonzero(kept)
     depth = np.zeros(parent.size, dtype=np.int64)
@@ -332,4 +347,5 @@ def _tree_with_bypass(
         node_id=tuple(node_id[n] for n in order),
         block_node=new_index[offsets[-2] + levels.codes[-1]],
     )
-    return tree, tuple(new_share[n] for n in order), int((~kept).sum())
+    owner_level = tuple(levels.names[level_of[owner[n]]] for n in order)
+    return tree, tuple(new_share[n] for n in order), int((~kept).sum()), owner_level

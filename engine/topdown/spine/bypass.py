@@ -13,6 +13,14 @@ Bypassing u moves γ_u to each of its children, re-attaches them to u's parent a
 PLB of the parent"). The sum of γ along every root-to-block path is unchanged, which is what
 keeps the run ρ-zCDP (ε-DP) with the same ρ (ε) (Theorem 3). A root with one child is bypassed by
 making that child the root; a root with several children is kept (the tree stays rooted).
+
+Query proportions. In the DAS code (SPN §5) bypassing u creates, for each child, a geounit *in
+u's geolevel* holding the child's blocks with proportion γ_u + γ_child, and sets the child's own
+proportion to zero: "this operation actually moves the geolevel PLB proportion to a higher
+geolevel". The merged geounit is therefore measured with the query strategy and query
+proportions α of u's level, not of the child's. :attr:`BypassResult.query_owner` records, for
+every kept geounit, the node whose level's α it takes (itself if nothing was merged into it; the
+topmost bypassed ancestor of a chain otherwise).
 """
 
 from __future__ import annotations
@@ -29,12 +37,15 @@ class BypassResult:
     """The spine after Algorithm 3, in the input's node numbering.
 
     ``kept[u]`` is False for bypassed geounits; ``parent`` and ``share`` are meaningful for kept
-    geounits only (bypassed ones have parent ``-2`` and share 0).
+    geounits only (bypassed ones have parent ``-2`` and share 0). ``query_owner[u]`` is the node
+    whose geolevel's query proportions kept geounit u is measured with (SPN §5: a merged geounit
+    sits in the bypassed parent's geolevel): u itself, or the topmost geounit bypassed into it.
     """
 
     kept: np.ndarray
     parent: np.ndarray
     share: np.ndarray
+    query_owner: np.ndarray
 
     @property
     def n_bypassed(self) -> int:
@@ -83,6 +94,7 @@ def bypass_geounits(
         if up >= 0:
             children[up].append(node)
     kept = np.ones(n, dtype=bool)
+    owner = np.arange(n, dtype=np.int64)
     for node in sorted(range(n), key=lambda u: (-int(depth[u]), u)):
         kids = children[node]
         c = len(kids)
@@ -100,6 +112,7 @@ def bypass_geounits(
         for k in kids:
             shares[k] = shares[k] + shares[node]
             parent[k] = up
+            owner[k] = owner[node]  # the merged geounit sits in the parent's geolevel (SPN §5)
         if up >= 0:
             siblings = children[up]
             siblings.remove(node)
@@ -108,7 +121,7 @@ def bypass_geounits(
         shares[node] = shares[node] * 0
         parent[node] = -2
         kept[node] = False
-    return BypassResult(kept=kept, parent=parent, share=shares)
+    return BypassResult(kept=kept, parent=parent, share=shares, query_owner=owner)
 
 
 def path_share_sums(parent: np.ndarray, share: np.ndarray, leaves: np.ndarray) -> list:

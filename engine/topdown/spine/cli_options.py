@@ -6,8 +6,8 @@
     --entities NAME|CSV                   off-spine entity sets to report (repeatable);
                                           NAME: providence-wards (the shipped sample), or a
                                           block → entity CSV (columns GEOID, entity[, entity_set])
-    --special-areas NAME|CSV|none         the areas of the AIAN-style branch (default for aian and
-                                          optimized: the union of the --entities sets)
+    --special-areas NAME|CSV|none         the areas of the AIAN-style branch (required for aian;
+                                          default none: no branch, SPN §6)
     --fanout-cutoff X                     optimized block groups/tract groups hold ≤ √n + X units
     --tract-groups                        add Algorithm 2's greedy tract groups (optimized only)
     --bypass / --no-bypass                bypass single-child parents (default: optimized only)
@@ -66,9 +66,9 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
         "--special-areas",
         default=None,
         metavar="NAME|CSV|none",
-        help="areas of the AIAN-style branch (same formats as --entities; their union is used). "
-        "Default for --spine aian/optimized: the union of the --entities sets; 'none' builds the "
-        "optimized spine without the branch",
+        help="areas of the AIAN-style inside/outside branch (same formats as --entities; their "
+        "union is used); required for --spine aian. Default: none, no branch (SPN §6: the branch "
+        "is only for areas you name; the --entities are targets, not branches)",
     )
     group.add_argument(
         "--fanout-cutoff",
@@ -170,8 +170,8 @@ def plan_spine(
     The plain-argument form of the spine options, used by the CLI (through
     :func:`apply_spine_options`) and by the app. ``entities`` and ``special_areas`` are entity
     sources (a shipped name such as ``providence-wards`` or a block → entity CSV);
-    ``special_areas`` ``None`` means the union of the entity sets for the AIAN-style and
-    optimized spines, ``"none"`` no branch (optimized only).
+    ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
+    branches only for areas the user names; required for the AIAN-style spine).
     """
     import numpy as np
 
@@ -189,20 +189,18 @@ def plan_spine(
     special: np.ndarray | None = None
     special_label: str | None = None
     if kind in ("aian", "optimized"):
-        if special_areas is None:
-            if entity_sets:
-                special = np.logical_or.reduce([s.union() for s in entity_sets])
-                special_label = "union of " + ", ".join(names)
-            elif kind == "aian":
+        if special_areas is None or special_areas.lower() == NO_SPECIAL_AREAS:
+            # No AIAN-style branch unless the user names its areas (SPN §6: the branch is for the
+            # AIAN areas; an entity set is a target of the optimized block groups, not a branch).
+            if kind == "aian":
                 raise ValidationError(
-                    "--spine aian needs --special-areas (or --entities, whose union is used)"
+                    "--spine aian needs --special-areas NAME|CSV: the areas of the inside/outside "
+                    "branch (e.g. --special-areas providence-wards); --entities are only reported"
                 )
-        elif special_areas.lower() != NO_SPECIAL_AREAS:
+        else:
             areas = _load_all([special_areas], block_ids)
             special = np.logical_or.reduce([s.union() for s in areas])
             special_label = special_areas
-        elif kind == "aian":
-            raise ValidationError("--spine aian cannot run with --special-areas none")
     elif special_areas is not None:
         raise ValidationError("--special-areas applies to --spine aian or optimized only")
     if tract_groups and kind != "optimized":

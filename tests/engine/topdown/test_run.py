@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from fractions import Fraction
 
 import numpy as np
@@ -250,3 +252,23 @@ def test_run_query_names_is_the_budget_array_order():
     result = run_topdown(hist, allocation, seed=0, options=options)
     assert list(result.query_names) == names
     assert result.measured.budget.shape[1] == len(names)
+
+
+def test_a_bypassed_allocation_root_lends_its_query_shares_to_the_single_state():
+    # SPN §5: the state that takes the bypassed US root's budget is measured with the US level's
+    # query proportions, at the summed level share.
+    from engine.topdown.measure import node_query_budget
+    from engine.topdown.run import default_tree
+
+    hist = tiny_histogram()
+    base = tiny_allocation(levels=("US", "State", "County", "Block"))
+    shares = dict(base.query_shares)
+    shares["US"] = {"TOTAL": Fraction(1, 5), "DETAILED": Fraction(4, 5)}
+    with_us = dataclasses.replace(base, query_shares=shares)
+    tree = default_tree(hist, with_us)
+    names = list(with_us.all_queries())
+    budget = node_query_budget(tree, with_us, names)
+    c = with_us.level_shares["US"] + with_us.level_shares["State"]
+    for j, q in enumerate(names):
+        expected = with_us.rho * c * with_us.query_share("US", q)
+        assert budget[0, j] == pytest.approx(float(expected), rel=1e-12)

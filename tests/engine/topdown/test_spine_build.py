@@ -128,3 +128,23 @@ def test_a_bypassed_root_chain_keeps_the_total_invariant_on_the_new_root():
     assert built.tree.levels[0] == "County" and built.n_bypassed == 2  # US and State folded
     assert built.invariants["County"] == ("TOTAL",)
     assert block_path_sums(built) == {Fraction(1)}
+
+
+def test_a_bypassed_lone_block_group_is_measured_with_the_tract_query_shares():
+    # SPN §5, Algorithm 3, Observation 1: tract 44001000200 has one block group; bypassing the
+    # tract gives the block group the tract's γ *and* the tract level's query proportions.
+    built = build_spine(toy_histogram(), "conventional", ALLOCATION, bypass=True)
+    tree = built.tree
+    node = tree.node_id.index("440010002001")
+    assert "44001000200" not in tree.node_id
+    shares = ALLOCATION.level_shares
+    assert built.share[node] == shares["Tract"] + shares["Block_Group"]
+    assert built.query_level[node] == "Tract"
+    names = list(ALLOCATION.all_queries())
+    budget = built.budget(ALLOCATION, names)
+    for j, q in enumerate(names):
+        expected = ALLOCATION.rho * built.share[node] * ALLOCATION.query_share("Tract", q)
+        assert budget[node, j] == pytest.approx(float(expected), rel=1e-12)
+    # a block group with siblings keeps its own level's proportions
+    other = tree.node_id.index("440010001001")
+    assert built.query_level[other] == "Block_Group"

@@ -76,3 +76,15 @@ def test_bad_trees_are_rejected():
         bypass_geounits(PARENT, np.ones(3))
     with pytest.raises(ValidationError, match="cycle"):
         node_depths(np.array([-1, 2, 1]))
+
+
+def test_a_merged_geounit_takes_the_query_shares_of_the_topmost_bypassed_parent():
+    # SPN §5: bypassing u puts its lone child in u's geolevel (the DAS code's definition), so the
+    # child is measured with u's level query proportions; along a chain, the topmost one's.
+    result = bypass_geounits(PARENT, SHARE)
+    kept = np.flatnonzero(result.kept)
+    owner = dict(zip(kept.tolist(), result.query_owner[kept].tolist(), strict=True))
+    assert owner[1] == 0  # the state took the bypassed US root's place
+    assert owner[4] == 2  # tract under county 2 (county bypassed)
+    assert owner[8] == 3  # block under tract 5 under county 3: both bypassed, county is topmost
+    assert owner[6] == 6 and owner[7] == 6 + 1  # blocks with siblings keep their own level

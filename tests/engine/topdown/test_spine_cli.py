@@ -36,6 +36,8 @@ def test_run_topdown_with_a_spine_writes_spine_metrics(
     out = tmp_path / spine
     argv = ["run", "topdown", "--data", "toy", "--preset", "ri2010-production-like", "--seed", "5"]
     argv += ["--spine", spine, "--entities", str(toy_data), "--out", str(out)]
+    if spine == "aian":  # the branch only for areas the user names (SPN §6); union = the city
+        argv += ["--special-areas", str(toy_data)]
     assert main([*argv, "--no-microdata", "--quiet"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["entity_mae"]) == set(metrics["osed"]) == {"city", "wards"}
@@ -43,8 +45,11 @@ def test_run_topdown_with_a_spine_writes_spine_metrics(
     assert metrics["conventional_mae"]["State"] == 0.0
     assert metrics["spine"]["kind"] == spine
     assert "mae" in metrics and "runtime_s" in metrics  # the engine's own sections are kept
-    if spine != "conventional":
+    if spine == "aian":
         assert metrics["osed"]["city"] == 1.0
+    if spine == "optimized":  # default: no branch, so the city is not a state-level geounit
+        assert metrics["spine"]["special_areas"] is None
+        assert metrics["osed"]["city"] > 1.0
     assert "entity_mae" in capsys.readouterr().out
 
 

@@ -72,10 +72,32 @@ def test_cli_options_resolve_to_a_plan(tmp_path: Path):
     hist = cases.toy_histogram()
     args = parser.parse_args(["--spine", "optimized", "--entities", str(csv)])
     plan = apply_spine_options(args, hist, cases.ALLOCATION)
-    assert plan.built.kind == "optimized" and plan.special_areas == "union of areas"
+    # SPN §6: no AIAN-style branch unless the special areas are named (the entities are targets)
+    assert plan.built.kind == "optimized" and plan.special_areas is None
+    assert not any("|inside" in n for n in plan.built.tree.node_id)
+    none = apply_spine_options(
+        parser.parse_args(
+            ["--spine", "optimized", "--entities", str(csv), "--special-areas", "none"]
+        ),
+        hist,
+        cases.ALLOCATION,
+    )
+    assert none.built.tree.node_id == plan.built.tree.node_id
+    assert np.array_equal(
+        none.run_kwargs(cases.ALLOCATION)["node_budgets"],
+        plan.run_kwargs(cases.ALLOCATION)["node_budgets"],
+    )
     kwargs = plan.run_kwargs(cases.ALLOCATION)
     assert kwargs["node_budgets"].shape[0] == plan.built.tree.n_nodes
-    assert dict(kwargs["options"].invariants) == {"US": ("TOTAL",)}
+    named = apply_spine_options(
+        parser.parse_args(
+            ["--spine", "optimized", "--entities", str(csv), "--special-areas", str(csv)]
+        ),
+        hist,
+        cases.ALLOCATION,
+    )
+    assert named.special_areas == str(csv)
+    assert any(n.endswith("|inside") for n in named.built.tree.node_id)
     with pytest.raises(ValidationError, match="needs --special-areas"):
         apply_spine_options(parser.parse_args(["--spine", "aian"]), hist, cases.ALLOCATION)
     with pytest.raises(ValidationError, match="--tract-groups applies"):
