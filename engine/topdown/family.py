@@ -77,6 +77,20 @@ class ChildBounds:
 
 
 @dataclass(frozen=True)
+class ChildSum:
+    """Σ_{c ∈ rows} A_q x_c = ``target``: an invariant held for the *sum* of some siblings.
+
+    TDA §7.4: a state split into an AIAN and a non-AIAN branch estimates each branch from noisy
+    measurements; only the sum of the two branches is invariant. ``rows`` are child rows of the
+    batch (all in one family), ``target`` the exact answer ``(size_q,)``.
+    """
+
+    query: int
+    rows: np.ndarray
+    target: np.ndarray
+
+
+@dataclass(frozen=True)
 class FamilyBatch:
     """``F`` families with ``K`` children in total; children of family ``f`` are rows
     ``child_ptr[f]:child_ptr[f+1]`` of every per-child array.
@@ -86,7 +100,8 @@ class FamilyBatch:
     noisy answer for the query; ``invariant[q]`` is ``(K, size_q)`` with NaN where the answer is
     free (or ``None`` when query ``q`` is nowhere invariant). ``family_id`` / ``child_id`` /
     ``child_level`` name the geounits for diagnostics. ``bounds`` holds the children's structural
-    bounds (:mod:`engine.topdown.constraints`).
+    bounds (:mod:`engine.topdown.constraints`); ``sums`` invariants held for a sum of siblings
+    (:class:`ChildSum`).
     """
 
     queries: tuple[QuerySpec, ...]
@@ -100,6 +115,7 @@ class FamilyBatch:
     family_level: str = ""
     child_level: str = ""
     bounds: tuple[ChildBounds, ...] = ()
+    sums: tuple[ChildSum, ...] = ()
 
     @property
     def n_families(self) -> int:
@@ -118,6 +134,16 @@ class FamilyBatch:
         """Family index of every child."""
         return np.repeat(np.arange(self.n_families), np.diff(self.child_ptr))
 
+    def sum_matrix(self, held: ChildSum) -> sp.csr_matrix:
+        """``(size_q, K·n_cells)``: Σ_{c ∈ held.rows} A_q x_c, the left side of ``held``."""
+        a_q = self.queries[held.query].matrix()
+        rows = np.asarray(held.rows, dtype=np.int64)
+        pick = sp.csr_matrix(
+            (np.ones(rows.size), (np.zeros(rows.size, dtype=np.int64), rows)),
+            shape=(1, self.n_children),
+        )
+        return sp.kron(pick, a_q, format="csr")
+
     def query_position(self, name: str) -> int:
         for k, q in enumerate(self.queries):
             if q.name == name:
@@ -133,6 +159,13 @@ class FamilyBatch:
             if families.size
             else np.zeros(0, dtype=np.int64)
         )
+        position = np.full(self.n_children, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size)
+        sums = tuple(
+            ChildSum(c.query, position[c.rows], c.target)
+            for c in self.sums
+            if np.all(position[c.rows] >= 0)
+        )
         return FamilyBatch(
             queries=self.queries,
             parent=None if self.parent is None else self.parent[families],
@@ -145,6 +178,7 @@ class FamilyBatch:
             family_level=self.family_level,
             child_level=self.child_level,
             bounds=tuple(b.take(rows) for b in self.bounds),
+            sums=sums,
         )
 
     @property

@@ -1,7 +1,8 @@
 """Feasibility diagnostics for the parent→children problems (TDA §6.2, §7.3; SPEC §4).
 
 Every TopDown subproblem must admit a non-negative histogram for each child such that the children
-sum to the (already rounded) parent cell by cell and every invariant holds. Invariants derived from
+sum to the (already rounded) parent cell by cell and every invariant holds (including the sums of
+siblings held exact, e.g. a split state's two branches, TDA §7.4). Invariants derived from
 the same data are consistent once their right-hand sides are summed up the tree (an invariant at a
 level is also held at every level above it, SPEC §4), but a hand-made tree, an allocation with
 invariants below noisy levels or a corrupt input can break this. :func:`check_batch` tests the
@@ -78,6 +79,27 @@ def check_batch(batch: FamilyBatch) -> list[str]:
                 f"{parent_answer[f, a]:g} (children sum to the parent)"
             )
     problems += _bound_problems(batch)
+    for held in batch.sums:
+        spec = batch.queries[held.query]
+        names = " + ".join(batch.child_id[r] for r in held.rows)
+        if np.any(held.target < 0):
+            problems.append(
+                f"{batch.child_level} {names}: the invariant sum of {spec.name} is negative, "
+                "but counts are non-negative"
+            )
+        if batch.parent is None:
+            continue
+        f = int(batch.child_family[held.rows[0]])
+        if np.any(batch.child_family[held.rows] != f):
+            problems.append(f"{names}: an invariant sum must join siblings (one parent)")
+            continue
+        parent_answer = spec.answer(batch.parent[f : f + 1])[0]
+        over = np.flatnonzero(held.target > parent_answer + _TOL)
+        for a in over[:MAX_REPORTED]:
+            problems.append(
+                f"{_family_name(batch, f)}: the invariant {spec.name} [{a}] of {names} sums to "
+                f"{held.target[a]:g}, more than the parent's estimate {parent_answer[a]:g}"
+            )
     return problems[: 4 * MAX_REPORTED]
 
 
@@ -141,6 +163,9 @@ def family_is_feasible(batch: FamilyBatch, f: int) -> bool:
             stacked = sp.kron(sp.identity(k), one.queries[q].matrix(), format="csr")[fixed]
             rows.append(stacked)
             rhs.append(flat[fixed])
+    for held in one.sums:
+        rows.append(one.sum_matrix(held))
+        rhs.append(np.asarray(held.target, dtype=np.float64))
     ub_rows: list[sp.spmatrix] = []
     ub_rhs: list[np.ndarray] = []
     for bound in one.bounds:

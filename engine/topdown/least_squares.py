@@ -176,6 +176,8 @@ def _common_constraints(
             builder.add_le(_pad(stacked[up], 0, total), upper[up])
         if low.size:
             builder.add_le(_pad(-stacked[low], 0, total), -lower[low])
+    for held in batch.sums:  # a sum of siblings held exact (TDA §7.4: a split state's branches)
+        builder.add_eq(_pad(batch.sum_matrix(held), 0, total), held.target)
     # x ≥ floor (0, or −x0 for a problem centred at x0), written −x ≤ −floor.
     rhs = np.zeros(n_x) if floor is None else -floor.reshape(-1)
     builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), rhs)
@@ -242,7 +244,7 @@ def _solve(
 
 
 def _has_child_invariants(batch: FamilyBatch) -> bool:
-    return any(t is not None and np.isfinite(t).any() for t in batch.invariant)
+    return bool(batch.sums) or any(t is not None and np.isfinite(t).any() for t in batch.invariant)
 
 
 def solve_pass(
@@ -368,6 +370,9 @@ def _centred(
         invariant=tuple(
             None if t is None else t - a for t, a in zip(batch.invariant, answers, strict=True)
         ),
+        sums=tuple(
+            replace(c, target=c.target - answers[c.query][c.rows].sum(axis=0)) for c in batch.sums
+        ),
     )
     centred = replace(centred, bounds=tuple(b.shifted(b.spec.answer(x0)) for b in batch.bounds))
     centred_bands = [Band(b.query, b.target - answers[b.query], b.tol) for b in bands]
@@ -395,6 +400,7 @@ def _scaled(batch: FamilyBatch, scale: float) -> FamilyBatch:
         weight=batch.weight / top if top > 0 else batch.weight,
         invariant=tuple(None if t is None else t / scale for t in batch.invariant),
         bounds=tuple(b.scaled(scale) for b in batch.bounds),
+        sums=tuple(replace(c, target=c.target / scale) for c in batch.sums),
     )
 
 

@@ -9,7 +9,9 @@ by query in node order, so a run is reproducible from its seed.
 
 Invariants (TDA §5.2) bypass noise: by default the TOTAL of the US and of every state. An invariant
 set at one level is also held at every level above it (its right-hand side summed up the tree,
-SPEC §4), which keeps every parent→children problem feasible.
+SPEC §4), which keeps every parent→children problem feasible. A spine may also hold the *sum* of
+sibling geounits (:class:`InvariantSum`): a state split into AIAN-style inside and outside
+branches measures both branches with noise and holds only their sum (TDA §7.4).
 
 A spine other than the conventional one (SPN: AIAN branches, optimized block groups, bypassed
 single-child parents) supplies its own tree and, if it moves budget between nodes, its own
@@ -36,6 +38,70 @@ from phexplore.errors import ValidationError
 
 DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": ("TOTAL",), "State": ("TOTAL",)}
 """Levels whose query answers are published exactly (TDA §5.2: US and state total population)."""
+
+
+@dataclass(frozen=True)
+class InvariantSum:
+    """The answer to ``query`` summed over sibling tree ``nodes`` is held exact (TDA §5.2, §7.4).
+
+    A state whose geounit is split into an AIAN-style inside and outside branch keeps its total
+    invariant as the sum of the two branches, each branch being measured with noise ("only their
+    sum is invariant", TDA §7.4). A single node is an ordinary invariant (no noise). ``nodes`` are
+    node indices of the run's :class:`~engine.topdown.geography.GeoTree`.
+    """
+
+    query: str
+    nodes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HeldSum:
+    """A resolved :class:`InvariantSum` of two or more siblings: query index, nodes, exact answer."""
+
+    query: int
+    nodes: np.ndarray
+    exact: np.ndarray
+
+
+def held_sums(
+    tree: GeoTree,
+    truth: np.ndarray,
+    queries: Sequence[QueryGroup],
+    sums: Sequence[InvariantSum],
+) -> tuple[HeldSum, ...]:
+    """The multi-node :class:`InvariantSum` constraints with their exact answers.
+
+    Sets that hold every child of their parent are implied by the parent's invariant (which
+    :func:`invariant_mask` sets) and are left out.
+    """
+    names = [q.name for q in queries]
+    n_children = np.bincount(tree.parent[1:], minlength=tree.n_nodes)
+    out: list[HeldSum] = []
+    for held in sums:
+        nodes = _check_sum(tree, held, names)
+        if nodes.size < 2 or nodes.size == n_children[tree.parent[nodes[0]]]:
+            continue
+        q = names.index(held.query)
+        exact = queries[q].answer(truth[nodes]).sum(axis=0).astype(np.float64)
+        out.append(HeldSum(q, nodes, exact))
+    return tuple(out)
+
+
+def _check_sum(tree: GeoTree, held: InvariantSum, names: Sequence[str]) -> np.ndarray:
+    if held.query not in names:
+        raise ValidationError(f"invariant query {held.query!r} is not a query of this run")
+    nodes = np.unique(np.asarray(held.nodes, dtype=np.int64))
+    if nodes.size == 0 or nodes.min() < 0 or nodes.max() >= tree.n_nodes:
+        raise ValidationError(
+            f"an invariant sum of {held.query} names no node or a node outside the spine "
+            f"(0..{tree.n_nodes - 1})"
+        )
+    if nodes.size > 1 and np.unique(tree.parent[nodes]).size != 1:
+        ids = ", ".join(tree.node_id[n] for n in nodes[:5])
+        raise ValidationError(
+            f"an invariant sum of {held.query} must join siblings; {ids} have different parents"
+        )
+    return nodes
 
 
 @dataclass(frozen=True)
@@ -122,10 +188,24 @@ def node_query_budget(
 
 
 def invariant_mask(
-    tree: GeoTree, invariants: Mapping[str, Sequence[str]], query_names: Sequence[str]
+    tree: GeoTree,
+    invariants: Mapping[str, Sequence[str]],
+    query_names: Sequence[str],
+    sums: Sequence[InvariantSum] = (),
 ) -> np.ndarray:
-    """``(n_nodes, n_queries)`` bool: answers held exactly (levels listed and every ancestor)."""
+    """``(n_nodes, n_queries)`` bool: answers held exactly (levels listed and every ancestor).
+
+    Of ``sums``, a single node is held like a listed level; a set of siblings is measured with
+    noise, and its parent (and every ancestor) is held.
+    """
     mask = np.zeros((tree.n_nodes, len(query_names)), dtype=bool)
+    for held in sums:
+        nodes = _check_sum(tree, held, query_names)
+        q = list(query_names).index(held.query)
+        if nodes.size == 1:
+            mask[nodes[0], q] = True
+        else:
+            mask[tree.parent[nodes[0]], q] = True
     for level, names in invariants.items():
         if level not in tree.levels:
             continue

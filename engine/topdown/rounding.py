@@ -158,6 +158,10 @@ def _round(
             spec = batch.queries[q]
             base_rows.append(_stacked(spec, n_children)[fixed])
             base_rhs.append(flat[fixed] - spec.answer(base).reshape(-1)[fixed])
+    for held in batch.sums:  # a sum of siblings held exact (TDA §7.4)
+        spec = batch.queries[held.query]
+        base_rows.append(batch.sum_matrix(held))
+        base_rhs.append(held.target - spec.answer(base[held.rows]).sum(axis=0))
     # Structural bounds (TDA §5.3): lower ≤ Q(base + y) ≤ upper, as rows A_ub y ≤ b_ub.
     ub_rows: list[sp.spmatrix] = []
     ub_rhs: list[np.ndarray] = []

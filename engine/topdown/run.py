@@ -37,13 +37,16 @@ from engine.topdown.constraints import (
     node_bounds,
     unconstrained_note,
 )
-from engine.topdown.family import FamilyBatch, QuerySpec
+from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import US, GeoTree
 from engine.topdown.least_squares import multipass_least_squares
 from engine.topdown.measure import (
     DEFAULT_INVARIANTS,
+    HeldSum,
+    InvariantSum,
     Measurements,
+    held_sums,
     invariant_mask,
     measure,
     node_query_budget,
@@ -69,11 +72,14 @@ class TopDownOptions:
     two passes — TOTAL, then every other measured query — for the levels in between).
     ``rounder_chain``: nested marginals of the rounder (default:
     :func:`~engine.topdown.queries.rounder_chain`). ``invariants``: level → exact queries.
+    ``invariant_sums``: answers held exact for single nodes or for the sum of sibling nodes of the
+    run's tree (TDA §7.4: a split state's two branches), set by the spine builder.
     """
 
     invariants: Mapping[str, Sequence[str]] = field(
         default_factory=lambda: dict(DEFAULT_INVARIANTS)
     )
+    invariant_sums: tuple[InvariantSum, ...] = ()
     ls_passes: tuple[tuple[str, ...], ...] | None = None
     rounder_chain: tuple[str, ...] | None = None
     noise_method: str = "fast"
@@ -269,6 +275,7 @@ def _build_batch(
     *,
     root: bool = False,
     bounds: tuple[QuerySpec, CountBounds] | None = None,
+    sums: Sequence[HeldSum] = (),
 ) -> FamilyBatch:
     ptr, idx = tree.children_ptr
     if root:
@@ -279,6 +286,13 @@ def _build_batch(
         kids = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
         child_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     levels = tree.level_names
+    child_sums: list[ChildSum] = []
+    if sums and not root:
+        row_of = {int(k): r for r, k in enumerate(kids)}
+        for held in sums:
+            if all(int(n) in row_of for n in held.nodes):
+                rows = np.array([row_of[int(n)] for n in held.nodes], dtype=np.int64)
+                child_sums.append(ChildSum(held.query, rows, held.exact))
     return FamilyBatch(
         queries=specs,
         parent=None if root else estimates[parents].astype(np.float64),
@@ -291,6 +305,7 @@ def _build_batch(
         family_level="/".join(sorted(set(levels[parents]))) if not root else str(levels[0]),
         child_level="/".join(sorted(set(levels[kids]))),
         bounds=() if bounds is None else (child_bounds(bounds[0], bounds[1], kids),),
+        sums=tuple(child_sums),
     )
 
 
@@ -374,7 +389,8 @@ def run_topdown(
         budget = node_query_budget(tree, allocation, names)
     else:
         budget = np.asarray(node_budgets, dtype=np.float64)
-    mask = invariant_mask(tree, options.invariants, names)
+    mask = invariant_mask(tree, options.invariants, names, options.invariant_sums)
+    sums = held_sums(tree, truth, queries, options.invariant_sums)
     rng = np.random.default_rng(seed)
     measured = measure(
         truth, queries, budget, mask, allocation.mechanism, rng, method=options.noise_method
@@ -423,7 +439,9 @@ def run_topdown(
             trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
             easy = parents[trivial]
             if easy.size:
-                batch = _build_batch(easy, tree, estimates, specs, measured, weight, bounds=held)
+                batch = _build_batch(
+                    easy, tree, estimates, specs, measured, weight, bounds=held, sums=sums
+                )
                 problems = check_batch(batch)
                 if problems:
                     raise TopDownInfeasible("; ".join(problems))
@@ -447,7 +465,7 @@ def run_topdown(
                 chunks += group_chunks
                 chunk_passes += [group_passes] * len(group_chunks)
             batches = [
-                _build_batch(c, tree, estimates, specs, measured, weight, bounds=held)
+                _build_batch(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
                 for c in chunks
             ]
             for batch in batches:

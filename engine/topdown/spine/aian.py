@@ -5,8 +5,9 @@ Given a set of special areas (block → area id; in the 2020 DAS the AIAN tribal
 (the state) and of every level below it is replaced by the part inside and the part outside
 that union; when one part holds no block the geounit is kept whole under its original id (SPN
 footnote 2), so a state without special areas is not split. Levels above the split level (the
-US root) are unchanged, so the state-total invariant then holds for the sum of a state's two
-branches only.
+US root) are unchanged; a split state's total invariant is then held for the sum of its two
+branches, each branch being measured with noise (TDA §7.4; the constraint is set by
+:func:`engine.topdown.spine.build.build_spine`).
 
 Split geounits are labelled ``<id>|inside`` and ``<id>|outside``.
 """

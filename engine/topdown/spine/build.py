@@ -28,7 +28,7 @@ is always bypassed (it is the same geounit as its child; SPN Algorithm 3, Observ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
@@ -37,6 +37,7 @@ import numpy as np
 
 from engine.data.histogram import BlockHistogram
 from engine.topdown.geography import GeoTree
+from engine.topdown.measure import InvariantSum
 from engine.topdown.spine.aian import split_by_special_areas
 from engine.topdown.spine.bypass import bypass_geounits
 from engine.topdown.spine.entities import EntitySet
@@ -74,7 +75,9 @@ class BuiltSpine:
     proportions the tree level ``name`` uses; ``query_level[n]`` the allocation level whose
     query proportions node n is measured with — its level's source, or for a geounit that a
     single-child parent was bypassed into, the parent's (SPN §5: the merged geounit sits in the
-    parent's geolevel); ``invariants`` the exact answers to hold.
+    parent's geolevel); ``invariants`` the exact answers to hold by level (the root's total);
+    ``invariant_sums`` every state total, on the tree nodes that make up the state (one node, or
+    a split state's two branches whose sum only is held, TDA §7.4).
     """
 
     kind: str
@@ -85,6 +88,7 @@ class BuiltSpine:
     invariants: Mapping[str, tuple[str, ...]]
     n_bypassed: int
     query_level: tuple[str, ...]
+    invariant_sums: tuple[InvariantSum, ...] = ()
     details: dict[str, object] = field(default_factory=dict)
 
     def budget(self, allocation: TopDownAllocation, query_names: Sequence[str]) -> np.ndarray:
@@ -186,15 +190,15 @@ def build_spine(
         root_fraction=root_fraction,
         tract_group_fraction=tract_group_fraction,
     )
-    tree, node_share, n_bypassed, owner_level = _tree_with_bypass(
+    tree, node_share, n_bypassed, owner_level, represent = _tree_with_bypass(
         levels, shares, pure_dp=allocation.mechanism == "puredp", full=do_bypass
     )
-    # The root's total is invariant (the state total, or the sum of a split state's branches,
-    # whichever level the root has after bypassing); unsplit states keep their own invariant.
+    # The root's total is invariant, and so is every state total (TDA §5.2): a whole state's
+    # own total, a split state's as the sum of its two branches (TDA §7.4), on whichever tree
+    # nodes stand for the state after bypassing.
     root_level = tree.levels[int(tree.level[0])]
     invariants = {root_level: ("TOTAL",)}
-    if area is None:
-        invariants[split_level] = ("TOTAL",)
+    invariant_sums = _state_total_sums(conventional, levels, split_level, represent)
     details["bypass"] = do_bypass
     return BuiltSpine(
         kind=kind,
@@ -205,6 +209,7 @@ def build_spine(
         invariants=invariants,
         n_bypassed=n_bypassed,
         query_level=tuple(source_level[name] for name in owner_level),
+        invariant_sums=invariant_sums,
         details=details,
     )
 
@@ -299,12 +304,34 @@ def _level_shares(
     return shares, source
 
 
+def _state_total_sums(
+    conventional: SpineLevels,
+    levels: SpineLevels,
+    split_level: str,
+    represent: Callable[[int, int], list[int]],
+) -> tuple[InvariantSum, ...]:
+    """One TOTAL :class:`InvariantSum` per geounit of ``split_level`` (the state) of the
+    conventional spine, over the tree nodes that stand for its (possibly split) parts."""
+    lv = levels.index(split_level)
+    _, first_block = np.unique(levels.codes[lv], return_index=True)
+    state_of_part = conventional.codes[conventional.index(split_level)][first_block]
+    out = []
+    for state in range(len(conventional.labels[conventional.index(split_level)])):
+        nodes = sorted(
+            n for part in np.flatnonzero(state_of_part == state) for n in represent(lv, int(part))
+        )
+        out.append(InvariantSum("TOTAL", tuple(nodes)))
+    return tuple(out)
+
+
 def _tree_with_bypass(
     levels: SpineLevels, shares: Mapping[str, Fraction], *, pure_dp: bool, full: bool
-) -> tuple[GeoTree, tuple[Fraction, ...], int, tuple[str, ...]]:
+) -> tuple[GeoTree, tuple[Fraction, ...], int, tuple[str, ...], Callable[[int, int], list[int]]]:
     """The GeoTree of ``levels`` after Algorithm 3 (or only the single-child-root bypass), the
-    share of each tree node, the number bypassed and, per tree node, the spine level whose query
-    proportions it takes (SPN §5)."""
+    share of each tree node, the number bypassed, per tree node the spine level whose query
+    proportions it takes (SPN §5), and ``represent(level, unit)``: the tree nodes that stand for
+    geounit ``unit`` of spine level ``level`` (itself, or if bypassed, the nodes its children
+    became)."""
     offsets = np.cumsum([0] + [levels.n_units(lv) for lv in range(levels.n_levels)])
     parent = np.full(offsets[-1], -1, dtype=np.int64)
     level_of = np.repeat(np.arange(levels.n_levels), np.diff(offsets))
@@ -348,4 +375,20 @@ def _tree_with_bypass(
         block_node=new_index[offsets[-2] + levels.codes[-1]],
     )
     owner_level = tuple(levels.names[level_of[owner[n]]] for n in order)
-    return tree, tuple(new_share[n] for n in order), int((~kept).sum()), owner_level
+    children: list[list[int]] = [[] for _ in range(parent.size)]
+    for node, up in enumerate(parent.tolist()):
+        if up >= 0:
+            children[up].append(node)
+
+    def represent(level: int, unit: int) -> list[int]:
+        stack, found = [int(offsets[level] + unit)], []
+        while stack:
+            node = stack.pop()
+            if kept[node]:
+                found.append(int(new_index[node]))
+            else:
+                stack.extend(children[node])
+        return found
+
+    shares_out = tuple(new_share[n] for n in order)
+    return tree, shares_out, int((~kept).sum()), owner_level, represent

@@ -28,9 +28,14 @@ __all__ = ["run_on_spine", "run_query_names", "spine_options", "spine_report"]
 
 
 def spine_options(built: BuiltSpine, options: TopDownOptions | None = None) -> TopDownOptions:
-    """``options`` (default settings if None) with the spine's invariants."""
+    """``options`` (default settings if None) with the spine's invariants (the root's total and
+    every state total, a split state's as the sum of its branches, TDA §5.2, §7.4)."""
     base = options or TopDownOptions()
-    return replace(base, invariants={k: tuple(v) for k, v in built.invariants.items()})
+    return replace(
+        base,
+        invariants={k: tuple(v) for k, v in built.invariants.items()},
+        invariant_sums=built.invariant_sums,
+    )
 
 
 def run_on_spine(
