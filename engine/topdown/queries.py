@@ -25,10 +25,19 @@ import numpy as np
 
 from engine.data.histogram import Schema
 from phexplore.errors import ValidationError
+from phexplore.marginals import DETAILED, HHINSTLEVELS, TOTAL, parse_marginal
 
-TOTAL = "TOTAL"
-DETAILED = "DETAILED"
-HHINSTLEVELS = "HHINSTLEVELS"
+__all__ = [
+    "DETAILED",
+    "HHINSTLEVELS",
+    "ROUNDER_CHAINS",
+    "SCHEMA_QUERIES",
+    "TOTAL",
+    "QueryGroup",
+    "query_group",
+    "query_groups",
+    "rounder_chain",
+]
 
 SCHEMA_QUERIES: dict[str, tuple[str, ...]] = {
     "ri2010": ("TOTAL", "VOTINGAGE", "RACEETH", "DETAILED"),
@@ -59,20 +68,6 @@ ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
     ),
 }
 """Nested chains of marginals minimised by the multi-pass rounder (TDA §7.3, eq. 7.7; SPEC §4)."""
-
-# HHGQ levels grouped into household / institutional GQ / non-institutional GQ (TDA §5.1).
-_HHINST_GROUPS: dict[str, int] = {
-    "household": 0,
-    "1": 1,
-    "2": 1,
-    "3": 1,
-    "4": 1,
-    "5": 2,
-    "6": 2,
-    "7": 2,
-}
-_HHINST_LABELS = ("household", "institutional", "noninstitutional")
-
 
 @dataclass(frozen=True)
 class QueryGroup:
@@ -203,39 +198,13 @@ def _assert_partition(group: QueryGroup) -> None:
 
 
 def query_group(schema: Schema, name: str) -> QueryGroup:
-    """The query group called ``name`` on ``schema`` (TOTAL, DETAILED, HHINSTLEVELS or ``A*B``)."""
-    if name == TOTAL:
-        return QueryGroup(name, schema, ())
-    if name == DETAILED:
-        return QueryGroup(name, schema, schema.names)
-    parts = name.split("*")
-    recodes: list[tuple[str, tuple[int, ...], tuple[str, ...]]] = []
-    kept: list[str] = []
-    for part in parts:
-        attr = part
-        if part == HHINSTLEVELS:
-            attr = "HHGQ"
-            if attr not in schema.names:
-                raise ValidationError(
-                    f"query {name!r} needs attribute HHGQ, which schema {schema.name!r} lacks"
-                )
-            levels = schema.attributes[schema.axis(attr)].levels
-            unknown = [lv for lv in levels if lv not in _HHINST_GROUPS]
-            if unknown:
-                raise ValidationError(
-                    f"HHINSTLEVELS cannot group HHGQ level(s) {unknown} of schema {schema.name!r}"
-                )
-            recodes.append((attr, tuple(_HHINST_GROUPS[lv] for lv in levels), _HHINST_LABELS))
-        elif part not in schema.names:
-            raise ValidationError(
-                f"query {name!r}: schema {schema.name!r} has no attribute {part!r}; "
-                f"known attributes: {', '.join(schema.names)} (or TOTAL, DETAILED, HHINSTLEVELS)"
-            )
-        if attr in kept:
-            raise ValidationError(f"query {name!r} names attribute {attr!r} twice")
-        kept.append(attr)
-    ordered = tuple(sorted(kept, key=schema.axis))
-    return QueryGroup(name, schema, ordered, tuple(recodes))
+    """The query group called ``name`` on ``schema`` (TOTAL, DETAILED, HHINSTLEVELS or ``A*B``).
+
+    The name is parsed by :func:`phexplore.marginals.parse_marginal` (shared with the analytic
+    prediction of :mod:`phexplore.prediction`)."""
+    attributes = [(a.name, a.levels) for a in schema.attributes]
+    parse = parse_marginal(name, attributes, schema.name)
+    return QueryGroup(name, schema, parse.kept, parse.recodes)
 
 
 def query_groups(schema: Schema, names: Sequence[str] | None = None) -> tuple[QueryGroup, ...]:

@@ -1,0 +1,58 @@
+"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (SPEC §7).
+
+:func:`spine_profile` turns the engine's conventional spine of a histogram
+(:func:`engine.topdown.run.default_tree`) into a :class:`phexplore.prediction.SpineProfile`: per
+level the number of children of every geounit above, and each geounit's true counts (the count
+profile of the non-negativity correction). The core never imports the engine; callers (CLI, app
+API, benchmarks) build the profile here and hand it to :func:`phexplore.prediction.predict_topdown`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.data.histogram import BlockHistogram
+from engine.topdown.geography import GeoTree
+from engine.topdown.run import default_tree
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import ValidationError
+from phexplore.prediction.spine import SpineProfile
+
+
+def tree_profile(
+    tree: GeoTree, hist: BlockHistogram, name: str, *, with_counts: bool = True
+) -> tuple[SpineProfile, list[np.ndarray]]:
+    """The profile of ``tree`` and, per level, the tree's node index of each profile unit."""
+    depth = tree.depth
+    if not np.array_equal(depth, tree.level):
+        raise ValidationError(
+            "the analytic prediction needs a spine whose levels are its depths (the conventional "
+            "spine); this spine skips levels (bypass or optimized block groups)"
+        )
+    ptr, idx = tree.children_ptr
+    order = [np.array([0], dtype=np.int64)]
+    fanouts = [np.ones(1, dtype=np.int64)]
+    for _ in range(1, len(tree.levels)):
+        parents = order[-1]
+        fanouts.append((ptr[parents + 1] - ptr[parents]).astype(np.int64))
+        order.append(
+            np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents]).astype(np.int64)
+            if parents.size
+            else np.zeros(0, dtype=np.int64)
+        )
+    counts = None
+    if with_counts:
+        truth = tree.aggregate(hist.counts.astype(np.int64))
+        counts = tuple(truth[o] for o in order)
+    attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
+    profile = SpineProfile(
+        name, tuple(tree.levels), tuple(fanouts), attributes, counts, hist.source, hist.licence
+    )
+    return profile, order
+
+
+def spine_profile(
+    hist: BlockHistogram, allocation: TopDownAllocation, name: str = "data"
+) -> SpineProfile:
+    """The conventional spine of ``hist`` for ``allocation`` as a profile with counts."""
+    return tree_profile(default_tree(hist, allocation), hist, name)[0]

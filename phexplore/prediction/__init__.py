@@ -1,0 +1,24 @@
+"""Analytic prediction of the accuracy of TopDown's published counts (SPEC §7).
+
+:func:`predict_topdown` gives, per geolevel × query, the predicted RMSE and 90% MOE of the published
+(post-processed) counts beside the noisy-measurement σ: an exact least-squares covariance
+(:mod:`.least_squares` on the block algebra of :mod:`.algebra`) corrected for non-negativity and
+rounding with a count profile (:mod:`.correction`), on a spine profile (:mod:`.spine`).
+"""
+
+from phexplore.prediction.predict import (
+    DEFAULT_INVARIANTS,
+    Prediction,
+    QueryPrediction,
+    predict_topdown,
+)
+from phexplore.prediction.spine import SpineProfile, shipped_profile
+
+__all__ = [
+    "DEFAULT_INVARIANTS",
+    "Prediction",
+    "QueryPrediction",
+    "SpineProfile",
+    "predict_topdown",
+    "shipped_profile",
+]

@@ -1,0 +1,292 @@
+"""Predicted accuracy of TopDown's published counts, per geolevel × query, before any run (SPEC §7).
+
+:func:`predict_topdown` maps an allocation onto a spine profile the way the engine does (levels of
+the allocation present in the profile; an allocation root the data lack folded into its single
+child, SPN Algorithm 3; invariants held exactly at their level and every level above, TDA §5.2),
+computes the exact least-squares error covariance of every level
+(:mod:`phexplore.prediction.least_squares`) and, when the profile carries counts, the
+non-negativity and rounding correction (:mod:`phexplore.prediction.correction`).
+
+Per (geolevel, query) it reports the noisy-measurement σ (SPEC §2; ``None`` where the query is not
+measured there), the least-squares RMSE, and the predicted RMSE and 90% MOE of the *published*
+count (``post_processed_rmse``, ``post_processed_moe`` = z·RMSE, z = 1.645 at 90%).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from phexplore.budget import TopDownAllocation
+from phexplore.distributions import discrete_gaussian_variance, geometric_variance
+from phexplore.errors import ValidationError
+from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
+from phexplore.moe import z_for_confidence
+from phexplore.prediction.algebra import CellAlgebra, Operator
+from phexplore.prediction.correction import LevelCorrection, level_correction
+from phexplore.prediction.least_squares import (
+    LevelDesign,
+    engine_passes,
+    level_covariance,
+    path_coefficients,
+)
+from phexplore.prediction.spine import SpineProfile
+
+DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": (TOTAL,), "State": (TOTAL,)}
+"""Exact queries by level (TDA §5.2: US and state total population), as in the engine."""
+
+
+@dataclass(frozen=True)
+class QueryPrediction:
+    """Predicted accuracy of one query at one geolevel (all errors in persons per answer cell)."""
+
+    geolevel: str
+    query: str
+    cells: int
+    units: int
+    sigma: float | None
+    ls_rmse: float
+    post_processed_rmse: float
+    post_processed_moe: float
+    mean_count: float | None
+    model_holds: bool
+    invariant: bool = False
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "geolevel": self.geolevel,
+            "query": self.query,
+            "cells": self.cells,
+            "units": self.units,
+            "sigma": self.sigma,
+            "ls_rmse": self.ls_rmse,
+            "post_processed_rmse": self.post_processed_rmse,
+            "post_processed_moe": self.post_processed_moe,
+            "mean_count": self.mean_count,
+            "model_holds": self.model_holds,
+            "invariant": self.invariant,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Predictions of one allocation on one spine, with what an off-spine query needs."""
+
+    allocation: str
+    profile: str
+    levels: tuple[str, ...]
+    rows: tuple[QueryPrediction, ...]
+    confidence: float
+    level_covariances: tuple[Operator, ...] = field(repr=False, default=())
+    algebra: CellAlgebra | None = field(repr=False, default=None)
+
+    def row(self, geolevel: str, query: str) -> QueryPrediction:
+        for r in self.rows:
+            if r.geolevel == geolevel and r.query == query:
+                return r
+        raise KeyError((geolevel, query))
+
+    def as_rows(self) -> list[dict[str, Any]]:
+        return [r.as_row() for r in self.rows]
+
+
+def infer_attributes(
+    allocation: TopDownAllocation, extra_queries: Sequence[str] = ()
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The shipped schema whose attributes cover every query of the allocation."""
+    names = [*allocation.all_queries(), *extra_queries]
+    for attributes in SCHEMA_ATTRIBUTES.values():
+        try:
+            for q in names:
+                parse_marginal(q, attributes)
+        except ValidationError:
+            continue
+        return attributes
+    raise ValidationError(
+        f"allocation {allocation.name!r}: its queries ({', '.join(names)}) fit none of the shipped "
+        f"schemas ({', '.join(SCHEMA_ATTRIBUTES)}); give the data (--data) to predict on its schema"
+    )
+
+
+def level_budgets(
+    allocation: TopDownAllocation, levels: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Per spine level, ρ_q (ε_q for pure DP) of each measured query; an allocation root missing
+    from the spine whose child is the spine's root is folded into it (SPN Algorithm 3), as the
+    engine's ``node_query_budget`` does."""
+    alloc_levels = tuple(allocation.geolevels)
+    missing = [lv for lv in levels if lv not in alloc_levels]
+    if missing:
+        raise ValidationError(
+            f"allocation {allocation.name!r} has no share for level(s) {', '.join(missing)}; "
+            f"its levels are {', '.join(alloc_levels)}"
+        )
+    sources: dict[str, list[str]] = {lv: [lv] for lv in levels}
+    for lv in alloc_levels:
+        if lv in levels:
+            continue
+        if lv == alloc_levels[0] and len(alloc_levels) > 1 and alloc_levels[1] == levels[0]:
+            sources[levels[0]].insert(0, lv)
+            continue
+        raise ValidationError(
+            f"allocation {allocation.name!r} has level {lv!r}, which the spine lacks (spine "
+            f"levels: {', '.join(levels)}); only a root level with a single child can be bypassed"
+        )
+    out: dict[str, dict[str, float]] = {}
+    for lv in levels:
+        budgets: dict[str, float] = {}
+        for src in sources[lv]:
+            for q in allocation.queries(src):
+                budgets[q] = budgets.get(q, 0.0) + allocation.query_budget(src, q)
+        out[lv] = budgets
+    return out
+
+
+def held_exactly(
+    levels: Sequence[str], invariants: Mapping[str, Sequence[str]]
+) -> dict[str, tuple[str, ...]]:
+    """Invariant queries of each level: those named for it and for any level below it."""
+    out: dict[str, tuple[str, ...]] = {}
+    for k, lv in enumerate(levels):
+        names: dict[str, None] = {}
+        for below in levels[k:]:
+            for q in invariants.get(below, ()):
+                names.setdefault(q, None)
+        out[lv] = tuple(names)
+    return out
+
+
+def _design(
+    allocation: TopDownAllocation,
+    budgets: Mapping[str, float],
+    exact: Sequence[str],
+    single: bool,
+    ls_passes: Sequence[Sequence[str]] | None,
+) -> LevelDesign:
+    weight: dict[str, float] = {}
+    variance: dict[str, float] = {}
+    for q, b in budgets.items():
+        if q in exact or b <= 0:
+            continue
+        if allocation.mechanism == "puredp":
+            z = b / 2.0
+            weight[q] = z * z / 2.0
+            variance[q] = geometric_variance(z)
+        else:
+            weight[q] = b
+            variance[q] = discrete_gaussian_variance(1.0 / b)
+    measured = list(weight)
+    return LevelDesign(
+        weight=weight,
+        noise_variance=variance,
+        invariants=tuple(exact),
+        passes=engine_passes(measured, single=single, custom=ls_passes),
+    )
+
+
+def predict_topdown(
+    allocation: TopDownAllocation,
+    profile: SpineProfile,
+    *,
+    attributes: Sequence[tuple[str, Sequence[str]]] | None = None,
+    queries: Sequence[str] | None = None,
+    invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
+    ls_passes: Sequence[Sequence[str]] | None = None,
+    confidence: float = 0.90,
+    correct: bool = True,
+) -> Prediction:
+    """Predicted RMSE and MOE of the published counts of every geolevel × query (module doc).
+
+    ``attributes``: the schema (default: the profile's, else the shipped schema that fits the
+    allocation's queries). ``queries``: which to report (default: every query of the allocation,
+    plus TOTAL). ``correct``: apply the non-negativity and rounding correction when the profile
+    has counts (else the published RMSE is the least-squares one plus rounding).
+    """
+    if allocation.universe != "persons":
+        raise ValidationError(
+            f"allocation {allocation.name!r} is for {allocation.universe}; the prediction covers "
+            "person histograms (the persons run)"
+        )
+    report = list(queries) if queries is not None else [TOTAL, *allocation.all_queries()]
+    report = list(dict.fromkeys(report))
+    if attributes is None:
+        attributes = profile.attributes or infer_attributes(allocation, report)
+    attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
+    all_queries = tuple(dict.fromkeys([TOTAL, *allocation.all_queries(), *report]))
+    for q in all_queries:
+        parse_marginal(q, attrs)
+    keep = [lv for lv in profile.levels if lv in allocation.geolevels]
+    if not keep or keep[0] != profile.levels[0]:
+        keep = [profile.levels[0], *[lv for lv in keep if lv != profile.levels[0]]]
+    spine = profile.restrict(keep)
+    levels = spine.levels
+    budgets = level_budgets(allocation, levels)
+    exact = held_exactly(levels, invariants)
+    algebra = CellAlgebra(attrs, all_queries)
+    covariances: list[Operator] = []
+    for k, lv in enumerate(levels):
+        single = k == 0 or k == len(levels) - 1
+        design = _design(allocation, budgets[lv], exact[lv], single, ls_passes)
+        if not design.passes and k == 0:
+            raise ValidationError(
+                f"the root level {lv} has no measured query: give it a positive share, or its "
+                "estimate has nothing to start from"
+            )
+        covariances.append(level_covariance(algebra, design))
+    coefs = path_coefficients(spine.fanouts)
+    z = z_for_confidence(confidence)
+    counts = spine.counts if correct else None
+    rows: list[QueryPrediction] = []
+    for k, lv in enumerate(levels):
+        mean_coef = coefs[k].mean(axis=0)
+        units = int(coefs[k].shape[0])
+        for q in report:
+            per_level = np.array(
+                [algebra.mean_cell_variance(covariances[j], q) for j in range(k + 1)]
+            )
+            ls_var = float(np.clip(mean_coef @ per_level, 0.0, None))
+            node_var = np.clip(coefs[k] @ per_level, 0.0, None)
+            is_exact = q in exact[lv]
+            if is_exact:
+                ls_var, node_var = 0.0, np.zeros_like(node_var)
+            b = budgets[lv].get(q, 0.0)
+            sigma: float | None = None
+            if b > 0 and not is_exact:
+                sigma = math.sqrt(
+                    geometric_variance(b / 2.0) if allocation.mechanism == "puredp" else 1.0 / b
+                )
+            corr: LevelCorrection = level_correction(
+                node_var,
+                None if counts is None else counts[k],
+                attrs,
+                q,
+                exact=is_exact,
+            )
+            rows.append(
+                QueryPrediction(
+                    geolevel=lv,
+                    query=q,
+                    cells=algebra.answer_cells(q),
+                    units=units,
+                    sigma=sigma,
+                    ls_rmse=math.sqrt(ls_var),
+                    post_processed_rmse=corr.rmse,
+                    post_processed_moe=z * corr.rmse,
+                    mean_count=corr.mean_count,
+                    model_holds=corr.model_holds,
+                    invariant=is_exact,
+                )
+            )
+    return Prediction(
+        allocation=allocation.name,
+        profile=spine.name,
+        levels=levels,
+        rows=tuple(rows),
+        confidence=confidence,
+        level_covariances=tuple(covariances),
+        algebra=algebra,
+    )

@@ -1,0 +1,156 @@
+"""The shape of a geographic spine as the prediction needs it: levels and fan-outs (SPEC §7; SPN §3).
+
+A :class:`SpineProfile` lists the levels root first and, for every level below the root, the number
+of children of each geounit of the level above (children of one parent consecutive, parents in
+order). Optionally it carries each geounit's true counts over the schema's cells (the *count
+profile* of the non-negativity correction, :mod:`phexplore.prediction.correction`). It is plain
+data: the engine builds one from a histogram (:func:`engine.topdown.profile.spine_profile`), and a
+profile of the Rhode Island 2010 blocks is shipped as JSON (:func:`shipped_profile`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from phexplore.errors import ValidationError
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+
+@dataclass(frozen=True, eq=False)
+class SpineProfile:
+    """Levels (root first), fan-outs and optional per-geounit counts of a spine.
+
+    ``fanouts[k]`` (k ≥ 1) has one entry per geounit of level k−1; ``fanouts[0]`` is ``[1]``.
+    ``counts[k]`` is ``(n_units_k, n_cells)`` true counts (or ``None``), on ``attributes``.
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    fanouts: tuple[np.ndarray, ...]
+    attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    counts: tuple[np.ndarray, ...] | None = None
+    source: str = ""
+    licence: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.fanouts) != len(self.levels):
+            raise ValidationError(
+                f"spine profile {self.name!r}: {len(self.fanouts)} fan-out arrays for "
+                f"{len(self.levels)} levels"
+            )
+        for k in range(1, len(self.levels)):
+            if self.fanouts[k].size != self.n_units(k - 1):
+                raise ValidationError(
+                    f"spine profile {self.name!r}: level {self.levels[k]} has "
+                    f"{self.fanouts[k].size} fan-outs for {self.n_units(k - 1)} parents"
+                )
+        if self.counts is not None:
+            for k, c in enumerate(self.counts):
+                if c.shape[0] != self.n_units(k):
+                    raise ValidationError(
+                        f"spine profile {self.name!r}: counts of {self.levels[k]} have "
+                        f"{c.shape[0]} rows for {self.n_units(k)} geounits"
+                    )
+
+    def n_units(self, k: int) -> int:
+        return 1 if k == 0 else int(np.sum(self.fanouts[k]))
+
+    def restrict(self, keep: Sequence[str]) -> SpineProfile:
+        """The profile with only the levels ``keep`` (root kept): a dropped level's children
+        join its parent, as the engine's spine does when an allocation lacks a data level."""
+        keep_set = set(keep)
+        if self.levels[0] not in keep_set:
+            raise ValidationError(f"the root level {self.levels[0]} cannot be dropped")
+        levels = [self.levels[0]]
+        fanouts = [np.ones(1, dtype=np.int64)]
+        counts = None if self.counts is None else [self.counts[0]]
+        # parent index (into the last kept level) of every unit of the current level
+        parent_of = np.zeros(1, dtype=np.int64)
+        n_last = 1
+        for k in range(1, len(self.levels)):
+            kids = np.repeat(np.arange(self.n_units(k - 1)), self.fanouts[k])
+            parent_of = parent_of[kids]
+            if self.levels[k] in keep_set:
+                fanouts.append(np.bincount(parent_of, minlength=n_last).astype(np.int64))
+                n_last = self.n_units(k)
+                levels.append(self.levels[k])
+                if counts is not None:
+                    counts.append(self.counts[k])  # type: ignore[index]
+                parent_of = np.arange(self.n_units(k))
+        return SpineProfile(
+            self.name,
+            tuple(levels),
+            tuple(fanouts),
+            self.attributes,
+            None if counts is None else tuple(counts),
+            self.source,
+            self.licence,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "levels": list(self.levels),
+            "fanouts": [f.tolist() for f in self.fanouts],
+            "attributes": [[a, list(lv)] for a, lv in self.attributes],
+            "source": self.source,
+            "licence": self.licence,
+        }
+        if self.counts is not None:
+            out["leaf_counts"] = self.counts[-1].astype(np.int64).tolist()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SpineProfile:
+        fanouts = tuple(np.asarray(f, dtype=np.int64) for f in data["fanouts"])
+        attributes = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in data["attributes"])
+        counts = None
+        if "leaf_counts" in data:
+            leaf = np.asarray(data["leaf_counts"], dtype=np.int64)
+            counts = aggregate_counts(fanouts, leaf)
+        return cls(
+            str(data["name"]),
+            tuple(str(x) for x in data["levels"]),
+            fanouts,
+            attributes,
+            counts,
+            str(data.get("source", "")),
+            str(data.get("licence", "")),
+        )
+
+
+def aggregate_counts(fanouts: Sequence[np.ndarray], leaf: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Counts of every level from the leaves' counts (children sum to their parent)."""
+    out = [leaf]
+    for k in range(len(fanouts) - 1, 0, -1):
+        starts = np.concatenate([[0], np.cumsum(fanouts[k])[:-1]]).astype(np.int64)
+        child = out[0]
+        summed = np.zeros((fanouts[k].size, child.shape[1]), dtype=child.dtype)
+        nonempty = fanouts[k] > 0
+        summed[nonempty] = np.add.reduceat(child, starts[nonempty], axis=0)
+        out.insert(0, summed)
+    return tuple(out)
+
+
+SHIPPED_PROFILES = {"ri2010": "ri2010_spine.json.gz"}
+"""Shipped spine profiles (see ``profiles/NOTICE.md`` for sources and licences)."""
+
+
+@lru_cache(maxsize=4)
+def shipped_profile(name: str = "ri2010") -> SpineProfile:
+    """A shipped spine profile; ``ri2010``: the Rhode Island 2010 blocks (CC BY-SA 4.0)."""
+    if name not in SHIPPED_PROFILES:
+        raise ValidationError(
+            f"unknown spine profile {name!r}; shipped: {', '.join(SHIPPED_PROFILES)}"
+        )
+    with gzip.open(PROFILE_DIR / SHIPPED_PROFILES[name], "rt", encoding="utf-8") as fh:
+        return SpineProfile.from_json(json.load(fh))
