@@ -135,3 +135,24 @@ def answer_cells(parse: MarginalParse, attributes: Sequence[tuple[str, Sequence[
     for attr, levels in attributes:
         n *= attribute_factor(parse, attr, len(levels)).shape[0]
     return n
+
+
+def cell_index(parse: MarginalParse, attributes: Sequence[tuple[str, Sequence[str]]]) -> np.ndarray:
+    """``(n_cells,)`` int64: the answer cell that each (C-order) histogram cell is counted in."""
+    shape = tuple(len(levels) for _, levels in attributes)
+    names = [a for a, _ in attributes]
+    if not parse.kept:
+        return np.zeros(int(np.prod(shape)), dtype=np.int64)
+    grids = np.indices(shape).reshape(len(shape), -1)
+    coords = []
+    sizes = []
+    for attr in parse.kept:
+        level = grids[names.index(attr)]
+        rec = parse.recode(attr)
+        if rec is None:
+            coords.append(level)
+            sizes.append(shape[names.index(attr)])
+        else:
+            coords.append(np.asarray(rec[0], dtype=np.int64)[level])
+            sizes.append(len(rec[1]))
+    return np.ravel_multi_index(tuple(coords), tuple(sizes)).astype(np.int64)

@@ -56,3 +56,31 @@ def spine_profile(
 ) -> SpineProfile:
     """The conventional spine of ``hist`` for ``allocation`` as a profile with counts."""
     return tree_profile(default_tree(hist, allocation), hist, name)[0]
+
+
+def write_ri2010_profile(path: str) -> None:
+    """Regenerate the shipped profile ``phexplore/prediction/profiles/ri2010_spine.json.gz`` from
+    the shipped Rhode Island 2010 blocks (``python -m engine.topdown.profile PATH``)."""
+    import gzip
+    import json
+
+    from engine.data.samples import load_topdown_sample
+    from engine.topdown.geography import GeoTree
+
+    hist = load_topdown_sample("ri2010")
+    tree = GeoTree.from_histogram(hist, list(hist.levels))
+    profile, _ = tree_profile(tree, hist, "ri2010")
+    data = profile.to_json()
+    data["source"] = (
+        "Rhode Island 2010 census blocks (data/samples/ri2010: ALARM Project, Kenny & McCartan, "
+        "from the 2010 P.L. 94-171 file): spine fan-outs and block counts over VOTINGAGE x RACEETH"
+    )
+    data["licence"] = "CC BY-SA 4.0 (derived from data/samples/ri2010; see profiles/NOTICE.md)"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(data, fh, separators=(",", ":"))
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_ri2010_profile(sys.argv[1])

@@ -25,7 +25,14 @@ import numpy as np
 
 from engine.data.histogram import Schema
 from phexplore.errors import ValidationError
-from phexplore.marginals import DETAILED, HHINSTLEVELS, TOTAL, parse_marginal
+from phexplore.marginals import (
+    DETAILED,
+    HHINSTLEVELS,
+    TOTAL,
+    MarginalParse,
+    parse_marginal,
+)
+from phexplore.marginals import cell_index as marginal_cell_index
 
 __all__ = [
     "DETAILED",
@@ -117,15 +124,8 @@ class QueryGroup:
     @cached_property
     def cell_index(self) -> np.ndarray:
         """``(schema.size,)`` int64: the answer cell that each histogram cell is counted in."""
-        grids = np.indices(self.schema.shape).reshape(len(self.schema.shape), -1)
-        if not self.kept:
-            return np.zeros(self.schema.size, dtype=np.int64)
-        coords = []
-        for attr in self.kept:
-            level = grids[self.schema.axis(attr)]
-            rec = self._recode(attr)
-            coords.append(np.asarray(rec[0], dtype=np.int64)[level] if rec else level)
-        return np.ravel_multi_index(tuple(coords), self.shape).astype(np.int64)
+        attributes = [(a.name, a.levels) for a in self.schema.attributes]
+        return marginal_cell_index(MarginalParse(self.name, self.kept, self.recodes), attributes)
 
     @cached_property
     def labels(self) -> tuple[str, ...]:

@@ -167,9 +167,7 @@ class CellAlgebra:
         """Mean over the query's answer cells of Var(A_q e) for an error e with covariance ``cov``:
         tr(A_q C A_qᵀ) / size_q = Σ_b m_b tr(C_b G_b) / size_q."""
         g = self.gram(query)
-        total = sum(
-            m * float(np.sum(c * gb)) for m, c, gb in zip(self.mults, cov, g, strict=True)
-        )
+        total = sum(m * float(np.sum(c * gb)) for m, c, gb in zip(self.mults, cov, g, strict=True))
         return total / self.answer_cells(query)
 
     def row_space(self, queries: Sequence[str]) -> Operator:

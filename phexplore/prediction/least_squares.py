@@ -123,9 +123,7 @@ def path_coefficients(fanouts: Sequence[np.ndarray]) -> list[np.ndarray]:
         n = np.asarray(fanouts[k], dtype=np.int64)
         parent = coefs[-1]
         if n.size != parent.shape[0]:
-            raise ValueError(
-                f"level {k}: {n.size} fan-outs for {parent.shape[0]} parent geounits"
-            )
+            raise ValueError(f"level {k}: {n.size} fan-outs for {parent.shape[0]} parent geounits")
         kids = np.repeat(np.arange(n.size), n)
         nn = n[kids].astype(np.float64)
         coefs.append(np.column_stack([parent[kids] / nn[:, None] ** 2, 1.0 - 1.0 / nn]))

@@ -27,7 +27,13 @@ from phexplore.errors import ValidationError
 from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
 from phexplore.moe import z_for_confidence
 from phexplore.prediction.algebra import CellAlgebra, Operator
-from phexplore.prediction.correction import LevelCorrection, level_correction
+from phexplore.prediction.correction import (
+    LevelCorrection,
+    held_query_correction,
+    level_moments,
+    query_correction,
+    sample_families,
+)
 from phexplore.prediction.least_squares import (
     LevelDesign,
     engine_passes,
@@ -53,7 +59,7 @@ class QueryPrediction:
     post_processed_rmse: float
     post_processed_moe: float
     mean_count: float | None
-    model_holds: bool
+    model_holds: bool | None
     invariant: bool = False
 
     def as_row(self) -> dict[str, Any]:
@@ -198,13 +204,16 @@ def predict_topdown(
     ls_passes: Sequence[Sequence[str]] | None = None,
     confidence: float = 0.90,
     correct: bool = True,
+    max_units: int | None = None,
 ) -> Prediction:
     """Predicted RMSE and MOE of the published counts of every geolevel × query (module doc).
 
     ``attributes``: the schema (default: the profile's, else the shipped schema that fits the
     allocation's queries). ``queries``: which to report (default: every query of the allocation,
     plus TOTAL). ``correct``: apply the non-negativity and rounding correction when the profile
-    has counts (else the published RMSE is the least-squares one plus rounding).
+    has counts (else the published RMSE is the least-squares one). ``max_units``: evaluate the
+    correction on whole families of at most about this many geounits per level (every k-th
+    family; ``None``: all) — the planner uses it to stay interactive.
     """
     if allocation.universe != "persons":
         raise ValidationError(
@@ -216,7 +225,7 @@ def predict_topdown(
     if attributes is None:
         attributes = profile.attributes or infer_attributes(allocation, report)
     attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
-    all_queries = tuple(dict.fromkeys([TOTAL, *allocation.all_queries(), *report]))
+    all_queries = tuple(dict.fromkeys([TOTAL, *allocation.all_queries(), *report, "DETAILED"]))
     for q in all_queries:
         parse_marginal(q, attrs)
     keep = [lv for lv in profile.levels if lv in allocation.geolevels]
@@ -228,6 +237,7 @@ def predict_topdown(
     exact = held_exactly(levels, invariants)
     algebra = CellAlgebra(attrs, all_queries)
     covariances: list[Operator] = []
+    held_early: list[set[str]] = []
     for k, lv in enumerate(levels):
         single = k == 0 or k == len(levels) - 1
         design = _design(allocation, budgets[lv], exact[lv], single, ls_passes)
@@ -237,35 +247,57 @@ def predict_topdown(
                 "estimate has nothing to start from"
             )
         covariances.append(level_covariance(algebra, design))
+        held_early.append({q for p in design.passes[:-1] for q in p})
     coefs = path_coefficients(spine.fanouts)
     z = z_for_confidence(confidence)
     counts = spine.counts if correct else None
     rows: list[QueryPrediction] = []
+    detailed = "DETAILED"
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
         units = int(coefs[k].shape[0])
+        per_level = {
+            q: np.array([algebra.mean_cell_variance(covariances[j], q) for j in range(k + 1)])
+            for q in dict.fromkeys([*report, detailed])
+            if q in algebra.queries or q == detailed
+        }
+        moments = None
+        if counts is not None:
+            sample = sample_families(spine.fanouts[k], max_units)
+            cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
+            moments, _ = level_moments(counts[k], cell_var, spine.fanouts[k], sample)
         for q in report:
-            per_level = np.array(
-                [algebra.mean_cell_variance(covariances[j], q) for j in range(k + 1)]
-            )
-            ls_var = float(np.clip(mean_coef @ per_level, 0.0, None))
-            node_var = np.clip(coefs[k] @ per_level, 0.0, None)
+            ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
             is_exact = q in exact[lv]
-            if is_exact:
-                ls_var, node_var = 0.0, np.zeros_like(node_var)
             b = budgets[lv].get(q, 0.0)
             sigma: float | None = None
             if b > 0 and not is_exact:
                 sigma = math.sqrt(
                     geometric_variance(b / 2.0) if allocation.mechanism == "puredp" else 1.0 / b
                 )
-            corr: LevelCorrection = level_correction(
-                node_var,
-                None if counts is None else counts[k],
-                attrs,
-                q,
-                exact=is_exact,
-            )
+            if is_exact:
+                corr = LevelCorrection(0.0, None, True)
+                ls_var = 0.0
+            elif moments is None or counts is None:
+                corr = LevelCorrection(math.sqrt(ls_var), None, None)
+            elif q in held_early[k]:
+                corr = held_query_correction(
+                    counts[k][sample],
+                    np.clip(coefs[k][sample] @ per_level[q], 0.0, None),
+                    spine.fanouts[k],
+                    sample,
+                    attrs,
+                    q,
+                )
+            else:
+                corr = query_correction(
+                    moments,
+                    counts[k][sample],
+                    np.clip(coefs[k][sample] @ per_level[q], 0.0, None),
+                    cell_var,
+                    attrs,
+                    q,
+                )
             rows.append(
                 QueryPrediction(
                     geolevel=lv,
