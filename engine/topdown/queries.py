@@ -76,6 +76,7 @@ ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
 }
 """Nested chains of marginals minimised by the multi-pass rounder (TDA §7.3, eq. 7.7; SPEC §4)."""
 
+
 @dataclass(frozen=True)
 class QueryGroup:
     """One marginal query group on ``schema``.

@@ -167,7 +167,6 @@ def query_correction(
     parse = parse_marginal(query, attributes)
     index = cell_index(parse, attributes)
     size = answer_cells(parse, attributes)
-    n_units = counts.shape[0]
 
     if parse.kept == ():
 
