@@ -16,8 +16,6 @@ in units, every unit's MAFID in geo and every geo MAFID in units. Every problem 
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +31,7 @@ from engine.data.cef_types import (
     CefExtract,
 )
 from engine.data.errors import DataValidationError, Problem
+from engine.data.sniff import compressed_pair
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     MAX_PROBLEMS_PER_CHECK,
@@ -88,9 +87,9 @@ CefSource = str | os.PathLike[str] | Mapping[str, DataSource]
 
 def _locate(directory: Path, kind: str) -> Path:
     base = CEF_FILE_NAMES[kind]
-    for candidate in (directory / base, directory / f"{base}.gz"):
-        if candidate.is_file():
-            return candidate
+    found = compressed_pair(directory, base)  # refuses persons.csv beside persons.csv.gz
+    if found is not None:
+        return found
     raise DataValidationError(
         [Problem(str(directory), f"missing {base} (or {base}.gz) in the extract directory")],
         summary="the CEF extract is incomplete",
@@ -98,50 +97,8 @@ def _locate(directory: Path, kind: str) -> Path:
 
 
 def _bytes_of(source: DataSource, label: str, max_bytes: int) -> bytes:
-    data = _raw_bytes(source, label, max_bytes)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-                data = handle.read(max_bytes + 1)
-        except (OSError, EOFError) as exc:
-            raise DataValidationError(
-                [Problem(label, f"cannot decompress the gzip file: {exc}")]
-            ) from None
-        if len(data) > max_bytes:
-            raise DataValidationError(
-                [
-                    Problem(
-                        label,
-                        f"the decompressed file is over the size limit of {max_bytes:,} bytes; raise "
-                        "max_bytes or use a smaller extract",
-                    )
-                ]
-            )
-    return read_source(data, max_bytes=max_bytes, name=label)
-
-
-def _raw_bytes(source: DataSource, label: str, max_bytes: int) -> bytes:
-    """The (possibly compressed) bytes of ``source``, at most ``max_bytes`` of them."""
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        if not path.is_file():
-            raise DataValidationError([Problem(label, f"no such file: {path}")])
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    elif isinstance(source, bytes | bytearray | memoryview):
-        data = bytes(source)
-    else:
-        data = source.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise DataValidationError(
-            [
-                Problem(
-                    label,
-                    f"the file is over the size limit of {max_bytes:,} bytes; raise max_bytes",
-                )
-            ]
-        )
-    return data
+    """The checked text bytes of one CEF file (gzip decompressed; see :mod:`engine.data.sniff`)."""
+    return read_source(source, max_bytes=max_bytes, name=label)
 
 
 def _read(kind: str, source: DataSource, label: str, max_bytes: int) -> CsvTable:
@@ -160,7 +117,7 @@ def _field_problems(kind: str, table: CsvTable) -> tuple[np.ndarray, list[Proble
     if kind == "geo":
         for column, width in _GEO_DIGITS.items():
             raw = pd.Series(table.columns[column], dtype=object).astype(str)
-            bad = ~raw.str.fullmatch(rf"\d{{{width}}}").to_numpy(dtype=bool)
+            bad = ~raw.str.fullmatch(rf"[0-9]{{{width}}}").to_numpy(dtype=bool)
             hits = np.flatnonzero(bad)
             for i in hits[:MAX_PROBLEMS_PER_CHECK]:
                 problems.append(

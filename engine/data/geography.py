@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.errors import Problem
-from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip
+from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip, explain_value
 
 BLOCK_LEVELS: tuple[str, ...] = ("State", "County", "Tract", "Block_Group", "Block")
 """Geolevel column names of every BlockHistogram, root (state) first."""
@@ -60,7 +60,7 @@ def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Pro
         bad,
         lambda i: (
             f"{clip(series.iloc[i])!r} is not a 15-digit block id "
-            "(state 2 + county 3 + tract 6 + block 4 digits)"
+            "(state 2 + county 3 + tract 6 + block 4 digits)" + explain_value(series.iloc[i])
         ),
         "with malformed block ids",
     )

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from engine.data.errors import DataValidationError, Problem
 from engine.data.histogram import BlockHistogram
+from engine.data.sniff import GZIP_MAGIC, check_content, check_path
+from engine.data.validate import DEFAULT_MAX_BYTES
 
 FORMATS: dict[str, str] = {
     "ri2010": "Block CSV, ALARM/RI 2010 layout (GEOID, pop, pop_<group>…, vap…)",
@@ -45,14 +47,31 @@ def _error(message: str, where: str = "input") -> DataValidationError:
     return DataValidationError([Problem(where, message)])
 
 
-def load_topdown_files(kind: str, files: Sequence[Any]) -> BlockHistogram:
-    """Validate and load TopDown data of format ``kind`` from paths or named uploads."""
+def _one(kind: str, files: Sequence[Any]) -> Any:
+    """The single file of a one-file format; several are refused rather than one picked."""
+    if len(files) != 1:
+        names = ", ".join(_name(f) for f in files)
+        raise _error(
+            f"the {kind} format takes exactly one file; got {len(files)} ({names}). Which one is "
+            "the data is ambiguous: give only that one"
+        )
+    return files[0]
+
+
+def load_topdown_files(
+    kind: str, files: Sequence[Any], *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> BlockHistogram:
+    """Validate and load TopDown data of format ``kind`` from paths or named uploads.
+
+    ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``).
+    """
     if not files:
         raise _error("no file given; choose the file(s) to load first")
     if kind == "ri2010":
         from engine.data.ri2010 import load_ri2010
 
-        return load_ri2010(files[0], name=_name(files[0]))
+        one = _one(kind, files)
+        return load_ri2010(one, name=_name(one), max_bytes=max_bytes)
     if kind == "block_csv":
         from engine.data.block_csv import load_block_csv
 
@@ -63,11 +82,12 @@ def load_topdown_files(kind: str, files: Sequence[Any]) -> BlockHistogram:
                 "a block CSV needs two files: the CSV (one row per block) and its mapping JSON "
                 "(see docs/data.md)"
             )
-        return load_block_csv(data[0], mappings[0], name=_name(data[0]))
+        return load_block_csv(data[0], mappings[0], name=_name(data[0]), max_bytes=max_bytes)
     if kind == "ppmf":
         from engine.data.ppmf import load_ppmf
 
-        return load_ppmf(files[0], name=_name(files[0]))
+        one = _one(kind, files)
+        return load_ppmf(one, name=_name(one), max_bytes=max_bytes)
     if kind == "pl94171":
         from engine.data.pl94171 import load_pl94171_histogram
 
@@ -79,18 +99,30 @@ def load_topdown_files(kind: str, files: Sequence[Any]) -> BlockHistogram:
                 "a P.L. 94-171 file set needs four files: the geographic header (name containing "
                 "'geo') and segments 1, 2 and 3"
             )
-        return load_pl94171_histogram(geo[0], parts[0], parts[1], parts[2])
+        return load_pl94171_histogram(geo[0], parts[0], parts[1], parts[2], max_bytes=max_bytes)
     raise _error(f"unknown input format {kind!r}; formats: {', '.join(FORMATS)}")
 
 
-def sniff_format(path: Path) -> str:
-    """Guess the format of one CSV file from its header line."""
+def sniff_format(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Guess the format of one CSV file (plain or gzip) from its header line."""
+    import gzip
+
+    check_path(path, str(path), max_bytes)
     try:
         with path.open("rb") as handle:
-            head = handle.readline(64_000).decode("utf-8-sig", errors="replace").upper()
-    except OSError as exc:
-        raise _error(f"cannot read the file: {exc.strerror}", str(path)) from None
-    columns = {c.strip().strip('"') for c in head.replace("|", ",").split(",")}
+            first = handle.read(2)
+        opener: Any = gzip.open if first == GZIP_MAGIC else open
+        with opener(path, "rb") as handle:
+            raw = handle.readline(64_000)
+    except (OSError, EOFError) as exc:
+        raise _error(
+            f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", str(path)
+        ) from None
+    check_content(raw, str(path))
+    head = raw.decode("utf-8-sig", errors="replace").upper()
+    for delim in ("|", ";", "\t"):
+        head = head.replace(delim, ",")
+    columns = {c.strip().strip('"') for c in head.split(",")}
     if {"TABBLKST", "CENRACE"} <= columns:
         return "ppmf"
     if {"GEOID", "POP", "VAP"} <= columns:
@@ -107,18 +139,31 @@ def load_topdown_input(
     *,
     kind: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> BlockHistogram:
-    """A sample name, a file (format sniffed or given), a CSV + ``mapping``, or a P.L. 94-171 folder."""
+    """A sample name, a file (format sniffed or given), a CSV + ``mapping``, or a P.L. 94-171 folder.
+
+    ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``).
+    """
     from engine.data.samples import list_samples, load_topdown_sample
 
     path = Path(spec)
     if mapping is not None:
-        return load_topdown_files("block_csv", [path, Path(mapping)])
+        return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".pl")
-        return load_topdown_files(kind or "pl94171", files)
+        if not files:
+            raise _error(
+                f"{path} is a folder without P.L. 94-171 files (*.pl); give a file or a sample",
+                "--data",
+            )
+        return load_topdown_files(kind or "pl94171", files, max_bytes=max_bytes)
     if path.is_file():
-        return load_topdown_files(kind or sniff_format(path), [path])
+        return load_topdown_files(
+            kind or sniff_format(path, max_bytes), [path], max_bytes=max_bytes
+        )
+    if os.path.lexists(path):  # a broken link, a link loop, a pipe …: say which
+        check_path(path, str(path), max_bytes)
     known = [s.name for s in list_samples() if s.kind == "topdown"]
     if str(spec) in known:
         return load_topdown_sample(str(spec))

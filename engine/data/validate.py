@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from engine.data.errors import DataValidationError, Problem
+from engine.data.sniff import file_bytes, read_path, repeated_header_rows
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 """Default size limit of one input file (200 MB); every loader takes ``max_bytes`` to change it."""
@@ -66,14 +67,7 @@ def read_source(source: DataSource, *, max_bytes: int, name: str | None = None) 
     if max_bytes <= 0:
         raise ValueError("max_bytes must be positive")
     if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        if not path.is_file():
-            _fail(label, f"no such file: {path}")
-        size = path.stat().st_size
-        if size > max_bytes:
-            _fail(label, _too_large(size, max_bytes))
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+        data = read_path(Path(source), label, max_bytes)
     elif isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
     else:
@@ -84,14 +78,9 @@ def read_source(source: DataSource, *, max_bytes: int, name: str | None = None) 
             data = data.encode("utf-8")
     if len(data) > max_bytes:
         _fail(label, _too_large(len(data), max_bytes))
+    data = file_bytes(data, label, max_bytes)  # gzip decompressed; zip, UTF-16, binary refused
     if not data.strip():
         _fail(label, "the file is empty")
-    if b"\x00" in data[:8192]:
-        _fail(
-            label,
-            "this looks like a binary file (e.g. Excel, zip or Parquet), not delimited text; "
-            "export it as CSV",
-        )
     return data
 
 
@@ -227,10 +216,21 @@ def read_csv_table(
 
     fast = _fast_table(label, text, delimiter, header, wanted, found, skip_rows=1)
     if fast is not None and tuple(h.strip() for h in _split_line(header_line, delimiter)) == header:
-        return fast
-    return _collect_records(
-        reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
-    )
+        table = fast
+    else:
+        table = _collect_records(
+            reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
+        )
+    repeats = repeated_header_rows(table.columns, table.found, table.rows)
+    if repeats:
+        _fail(
+            label,
+            "the header line appears again in the data (row "
+            + ", ".join(map(str, repeats))
+            + "); were two exports concatenated? Keep one header and check for repeated records",
+            row=repeats[0],
+        )
+    return table
 
 
 def read_headerless_table(
@@ -387,6 +387,27 @@ def _collect_records(
     )
 
 
+def explain_value(value: str) -> str:
+    """Why a text is not a plain whole number, as a clause to append (or "")."""
+    v = value.strip().lstrip("+-")
+    if v == "":
+        return " (empty)"
+    if v.isdigit() and not v.isascii():
+        return " (it has digits that are not ASCII 0-9)"
+    if v.isascii() and v.isdigit() and len(v) > 18:
+        return " (too large: counts and ids are limited to 18 digits, the int64 range)"
+    import re
+
+    if re.fullmatch(r"[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+", v):
+        return (
+            " (scientific notation: a spreadsheet turned it into a number; format the column as "
+            "text and export again)"
+        )
+    if re.fullmatch(r"[0-9]+\.0+", v):
+        return " (a decimal point: export whole numbers without decimals)"
+    return ""
+
+
 def clip(value: str, limit: int = 40) -> str:
     """``value`` cut to ``limit`` characters (with an ellipsis) for quoting in a problem message."""
     return value if len(value) <= limit else value[: limit - 1] + "…"
@@ -450,7 +471,7 @@ def int_column(
         table,
         column,
         ~ok,
-        lambda v: f"{v!r} is not a whole number" + (" (empty)" if v == "" else ""),
+        lambda v: f"{v!r} is not a whole number" + explain_value(v),
         "that are not whole numbers",
     )
     if minimum is not None:

@@ -89,14 +89,10 @@ def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
 def load_cef_upload(files: Sequence[Any]) -> Any:
     """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
     from engine.data.cef import load_cef_extract
+    from engine.data.sniff import assign_by_name
 
-    found: dict[str, Any] = {}
-    for f in files:
-        lower = f.name.lower()
-        for kind in ("persons", "units", "geo"):
-            if kind in lower:
-                found[kind] = f
-    return load_cef_extract(found)
+    # Several files that could each be "the persons file" are refused, never one picked.
+    return load_cef_extract(assign_by_name(files, ("persons", "units", "geo"), what="CEF extract"))
 
 
 def problem_lines(exc: BaseException) -> list[str]:

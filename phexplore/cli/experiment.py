@@ -140,6 +140,12 @@ def register(subparsers: Any) -> None:
     )
     add_overwrite_option(parser)
     parser.add_argument(
+        "--max-bytes",
+        type=option_type("whole", "max_bytes", "--max-bytes"),
+        default=None,
+        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)",
+    )
+    parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="printed summary format"
     )
     parser.set_defaults(func=run)
@@ -221,6 +227,20 @@ def _run(
         print(f"[{100 * fraction:5.1f}%] {message}", file=sys.stderr, flush=True)
 
     data: Any = data_label
+    preset = args.preset
+    if Path(data_label).exists() and not args.within:  # the user's own file(s): size-checked
+        from engine.data.validate import DEFAULT_MAX_BYTES
+
+        limit = args.max_bytes or DEFAULT_MAX_BYTES
+        if args.engine == "topdown":
+            from engine.data.inputs import load_topdown_input
+
+            data = load_topdown_input(data_label, max_bytes=limit)
+        else:
+            from engine.phsafe.inputs import load_inputs
+
+            data, _config = load_inputs(data_label, preset, max_bytes=limit)
+            preset = preset or str(Path(data_label) / "config.json")
     if args.within:
         if args.engine != "topdown":
             raise ValidationError("--within restricts TopDown block data; PHSafe has no blocks")
@@ -240,7 +260,7 @@ def _run(
         data,
         rhos,
         args.seeds,
-        preset=args.preset,
+        preset=preset,
         srs_fractions=srs,
         n_boot=args.n_boot,
         workers=args.workers,

@@ -94,14 +94,26 @@ def register(engines: Any) -> None:
         "--out", required=True, help="output folder (written atomically, with manifest.json)"
     )
     add_overwrite_option(parser)
+    parser.add_argument(
+        "--max-bytes",
+        type=option_type("whole", "max_bytes", "--max-bytes"),
+        default=None,
+        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)",
+    )
     add_spine_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def _load_data(args: argparse.Namespace) -> Any:
     from engine.data.inputs import load_topdown_input
+    from engine.data.validate import DEFAULT_MAX_BYTES
 
-    return load_topdown_input(args.data, kind=args.data_format, mapping=args.mapping)
+    return load_topdown_input(
+        args.data,
+        kind=args.data_format,
+        mapping=args.mapping,
+        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
+    )
 
 
 def _filter(hist: Any, spec: str) -> Any:

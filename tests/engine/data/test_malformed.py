@@ -115,7 +115,7 @@ CASES: list[Case] = [
     Case(
         "binary (xlsx) upload",
         lambda: load_ri2010(b"PK\x03\x04\x14\x00\x06\x00\x08\x00\x00\x00!\x00" + b"x" * 50),
-        "binary file",
+        "zip archive (or an Excel .xlsx workbook)",
     ),
     Case(
         "latin-1 bytes",

@@ -34,9 +34,10 @@ def test_named_file_like_and_text_stream_sources():
 
 
 def test_missing_path_and_directory(tmp_path):
-    for path in (tmp_path / "nope.csv", tmp_path):
-        with pytest.raises(DataValidationError, match="no such file"):
-            load_ri2010(path)
+    with pytest.raises(DataValidationError, match="no such file"):
+        load_ri2010(tmp_path / "nope.csv")
+    with pytest.raises(DataValidationError, match="is a folder, not a file"):
+        load_ri2010(tmp_path)
 
 
 def test_oversized_field_is_located_and_clipped():
@@ -53,7 +54,7 @@ def test_int_column_bounds_and_unicode_digits():
     values, problems = int_column(table, "n", minimum=0, maximum=100, what="age")
     assert values.tolist() == [5, 0, 0, 0]
     assert [(p.row, p.message) for p in problems] == [
-        (2, "'\u0663' is not a whole number"),
+        (2, "'\u0663' is not a whole number (it has digits that are not ASCII 0-9)"),
         (3, "negative age -2"),
         (4, "age 200 is above 100"),
     ]
