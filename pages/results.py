@@ -125,7 +125,17 @@ def _epl_section(record: R.RunRecord) -> None:
         key=f"epl_q_{record.id}",
         help="The query group whose cells give the residuals.",
     )
-    d = R.epl_curves(record.token, int(record.settings.get("seed", 0)), geolevel, query, tidy)
+    settings = R.run_epl_settings(record)
+    d = R.epl_curves(
+        record.token,
+        int(record.settings.get("seed", 0)),
+        geolevel,
+        query,
+        tidy,
+        float(settings["percentile"]),
+        float(settings["multiplier"]),
+    )
+    st.caption(f"EPL density range: {settings['label']} (set on the Run page).")
     m = st.columns(3)
     m[0].metric(
         "EPL",
@@ -276,10 +286,26 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
                 line={"dash": "dot", "color": "gray"},
             )
         )
+    reference, note = R.pf_reference_epl(R.run_epl_settings(record))
+    if reference is not None:
+        for (ref_level, part), dash in zip(
+            reference.groupby("geolevel", sort=False), ("dash", "dot"), strict=False
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=part["epsilon"],
+                    y=part["epl"],
+                    mode="lines+markers",
+                    name=f"PF 1940 published: {ref_level} total (ε)",
+                    line={"color": "#969696", "dash": dash},
+                    marker={"symbol": "diamond-open"},
+                )
+            )
     fig.update_xaxes(type="log", exponentformat="power", title=x_title)
     fig.update_yaxes(type="log", exponentformat="power", title="EPL (bars: interval)")
     fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
     _chart(fig, f"run{record.id}_epl_vs_budget")
+    st.caption(note)
     if trade is not None:
         fig2 = go.Figure()
         for design, part in trade.groupby("design", sort=False):

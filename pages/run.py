@@ -41,6 +41,8 @@ TOPDOWN_DEFAULTS: dict[str, object] = {
     "run_td_rhos": "0.25, 1, 4",
     "run_td_sweep_seeds": 1,
     "run_td_srs": True,
+    "run_td_epl_p": R.EPL_PERCENTILE,
+    "run_td_epl_m": R.EPL_MULTIPLIER,
 }
 PHSAFE_DEFAULTS: dict[str, object] = {
     "run_ph_states": "44",
@@ -351,6 +353,7 @@ def _topdown_sweep(
         disabled=not sweep,
         help=R.SRS_HELP,
     )
+    _epl_options()
     go = st.button(
         "Run TopDown",
         type="primary",
@@ -358,6 +361,30 @@ def _topdown_sweep(
         key="run_td_go",
     )
     return preset, sweep, rhos_text, int(sweep_seeds), srs, go
+
+
+def _epl_options() -> None:
+    """EPL density-range settings (default: Petti & Flaxman's published p = 95, m = 1.0)."""
+    (p_lo, p_hi), (m_lo, m_hi) = R.EPL_PERCENTILE_RANGE, R.EPL_MULTIPLIER_RANGE
+    with st.expander("EPL settings (default: Petti & Flaxman's published)"):
+        st.number_input(
+            f"EPL percentile p ({p_lo:g} < p ≤ {p_hi:g})",
+            min_value=p_lo + 0.5,
+            max_value=p_hi,
+            step=0.5,
+            key="run_td_epl_p",
+            help="EPL's density range is ±m × max(|P(100−p)|, |P(p)|) of the residuals. PF "
+            "published every EPL with p = 95, m = 1.0; their function's defaults 99 / 1.5 give "
+            "values up to ~10× larger. PF's numbers are drawn only beside EPLs with p = 95, m = 1.",
+        )
+        st.number_input(
+            f"EPL multiplier m ({m_lo:g} < m ≤ {m_hi:g})",
+            min_value=0.1,
+            max_value=m_hi,
+            step=0.1,
+            key="run_td_epl_m",
+            help="Multiplier of the density range (PF's published setting: 1.0).",
+        )
 
 
 def _topdown_form() -> R.RunJob | None:
@@ -394,6 +421,11 @@ def _topdown_form() -> R.RunJob | None:
         st.error(str(exc))
         return None
     label = data_label + (f" [{level} {', '.join(units)}]" if level and units else "")
+    try:
+        R.epl_settings(s["run_td_epl_p"], s["run_td_epl_m"])
+    except PHExploreError as exc:
+        st.error(str(exc))
+        return None
     work = R.topdown_work(
         run_id=_next_id(),
         scenario=s[S.SCENARIO_NAME],
@@ -409,6 +441,8 @@ def _topdown_form() -> R.RunJob | None:
         sweep_rhos=rhos,
         sweep_seeds=sweep_seeds,
         srs=srs,
+        epl_percentile=float(s["run_td_epl_p"]),
+        epl_multiplier=float(s["run_td_epl_m"]),
     )
     return R.start_job(R.RunJob(engine="topdown", label=label), work)
 

@@ -26,7 +26,15 @@ from engine.metrics.blau import (
     raceeth_counts_from_tidy,
     rank_quintiles,
 )
-from engine.metrics.epl import EPLResult, empirical_privacy_loss, epl_details, epl_table
+from engine.metrics.epl import (
+    PF_FUNCTION_DEFAULT,
+    PF_PUBLISHED,
+    EPLResult,
+    EPLSettings,
+    empirical_privacy_loss,
+    epl_details,
+    epl_table,
+)
 from engine.metrics.errors import (
     BLOCK_SIZE_CLASSES,
     COUNTY_SIZE_CLASSES,
@@ -54,6 +62,9 @@ __all__ = [
     "BLOCK_SIZE_CLASSES",
     "COUNTY_SIZE_CLASSES",
     "EPLResult",
+    "EPLSettings",
+    "PF_FUNCTION_DEFAULT",
+    "PF_PUBLISHED",
     "ExperimentResult",
     "TIDY_COLUMNS",
     "blau_index",

@@ -3,13 +3,23 @@
 Definition, to the letter of SPEC §5 (PF Methods "Empirical Privacy Loss" and their published code):
 
 1. ``e`` = residuals (estimate − true) over exchangeable queries, e.g. every county's total population;
-2. ``bnd = 1.5 · max(|P1(e)|, |P99(e)|)`` with NumPy's default (linear) percentiles;
+2. ``bnd = m · max(|P(100−p)(e)|, |P(p)(e)|)`` with NumPy's default (linear) percentiles;
 3. edges ``e_j = −bnd + j`` for ``j = 0, 1, …`` while ``e_j < bnd`` (``np.arange(-bnd, bnd, 1)``);
 4. a Gaussian KDE of ``e`` whose bandwidth is 0.1 × the sample standard deviation (SciPy's
    ``gaussian_kde(e, bw_method=0.1)``: kernel variance = 0.01 · var(e, ddof=1)), evaluated at the
    midpoints ``x_j = (e_j + e_{j+1}) / 2``;
 5. ``EPL(x) = ln(f(x) / f(x + 1))`` at consecutive midpoints, and
    ``EPL = max_x |EPL(x)|`` over the points where both densities are positive.
+
+**Settings** (:class:`EPLSettings`): the percentile ``p`` and multiplier ``m`` of the density range.
+The default is Petti & Flaxman's *published* setting, p = 95 and m = 1.0 (:data:`PF_PUBLISHED`):
+every EPL they published (their notebooks 001–004 and 008, and so the files in
+``data/reference/petti_flaxman_1940/``) was computed with ``est_range_percentile=95,
+est_range_multiplier=1.0``. p = 99, m = 1.5 (:data:`PF_FUNCTION_DEFAULT`) are only the defaults of
+their function's signature; on the same residuals they give EPLs up to ~10× larger, because the
+grid then reaches into the KDE's tails, which few residuals estimate (RI 2010 Tract TOTAL at
+ρ = 2.56, seed 1: 27.6 under 99/1.5, 0.33 under 95/1.0). Compare with PF's numbers only under PF's
+settings (:attr:`EPLSettings.is_pf_published`).
 
 EPL is undefined (NaN, with a reason) when every residual is zero (an invariant), when the residuals
 have no spread, or when the grid is too short to hold two points. It is a noisy statistic — with a few
@@ -41,8 +51,99 @@ from phexplore.errors import ValidationError
 
 BANDWIDTH_FACTOR = 0.1
 """KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""
-BOUND_FACTOR = 1.5
-"""The grid half-width is this multiple of max(|P1|, |P99|) (SPEC §5)."""
+PERCENTILE_RANGE: tuple[float, float] = (50.0, 100.0)
+"""Valid percentile p: 50 < p ≤ 100 (the range is ±m·max(|P(100−p)|, |P(p)|))."""
+MULTIPLIER_RANGE: tuple[float, float] = (0.0, 10.0)
+"""Valid multiplier m: 0 < m ≤ 10."""
+
+
+@dataclass(frozen=True)
+class EPLSettings:
+    """Density range of the EPL grid: ±``multiplier`` × max(|P(100−p)|, |P(p)|) of the residuals.
+
+    ``percentile`` p must satisfy 50 < p ≤ 100 and ``multiplier`` m 0 < m ≤ 10 (SPEC §5).
+    """
+
+    percentile: float = 95.0
+    multiplier: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name, value, (lo, hi) in (
+            ("percentile", self.percentile, PERCENTILE_RANGE),
+            ("multiplier", self.multiplier, MULTIPLIER_RANGE),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise ValidationError(f"EPL {name} must be a number; got {value!r}")
+            v = float(value)
+            if not (math.isfinite(v) and lo < v <= hi):
+                raise ValidationError(
+                    f"EPL {name} must satisfy {lo:g} < {name} ≤ {hi:g}; got {value!r} "
+                    f"(Petti & Flaxman published EPLs with percentile 95, multiplier 1.0)"
+                )
+            object.__setattr__(self, name, v)
+
+    @property
+    def is_pf_published(self) -> bool:
+        """True for p = 95, m = 1.0: the settings of every EPL Petti & Flaxman published."""
+        return self == PF_PUBLISHED
+
+    @property
+    def low_percentile(self) -> float:
+        """100 − p, the lower percentile of the range."""
+        return 100.0 - self.percentile
+
+    def label(self) -> str:
+        """E.g. ``±1 × max(|P5|, |P95|) (Petti & Flaxman's published settings)``."""
+        text = (
+            f"±{self.multiplier:g} × max(|P{self.low_percentile:g}|, |P{self.percentile:g}|) "
+            "of the residuals"
+        )
+        if self.is_pf_published:
+            return text + " (Petti & Flaxman's published settings)"
+        if self == PF_FUNCTION_DEFAULT:
+            return text + " (the defaults of PF's function, not their published settings)"
+        return text + " (not Petti & Flaxman's published settings)"
+
+    def as_dict(self) -> dict[str, float | bool | str]:
+        """The ``epl_settings`` section of metrics.json."""
+        return {
+            "percentile": self.percentile,
+            "multiplier": self.multiplier,
+            "bandwidth_factor": BANDWIDTH_FACTOR,
+            "pf_published": self.is_pf_published,
+            "label": self.label(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> EPLSettings:
+        """Read an ``epl_settings`` section (missing keys: PF's published values)."""
+        if not isinstance(data, dict):
+            raise ValidationError(f"epl_settings must be an object; got {data!r}")
+        return cls(
+            percentile=data.get("percentile", PF_PERCENTILE),
+            multiplier=data.get("multiplier", PF_MULTIPLIER),
+        )
+
+
+PF_PERCENTILE = 95.0
+"""Percentile of every EPL Petti & Flaxman published (``est_range_percentile=95``)."""
+PF_MULTIPLIER = 1.0
+"""Multiplier of every EPL Petti & Flaxman published (``est_range_multiplier=1.0``)."""
+PF_PUBLISHED = EPLSettings(PF_PERCENTILE, PF_MULTIPLIER)
+"""The default: Petti & Flaxman's published settings (SPEC §5)."""
+PF_FUNCTION_DEFAULT = EPLSettings(99.0, 1.5)
+"""The defaults of PF's function signature (p = 99, m = 1.5); never used for their results."""
+
+
+def settings_of(settings: EPLSettings | None) -> EPLSettings:
+    """``settings`` or, for None, :data:`PF_PUBLISHED`; anything else is refused."""
+    if settings is None:
+        return PF_PUBLISHED
+    if not isinstance(settings, EPLSettings):
+        raise ValidationError(f"EPL settings must be an EPLSettings; got {settings!r}")
+    return settings
+
+
 _KERNEL_BLOCK = 4_000_000  # grid points × distinct values evaluated per chunk
 
 
@@ -66,6 +167,7 @@ class EPLResult:
     n_boot: int = 0
     bandwidth: float = math.nan
     bound: float = math.nan
+    settings: EPLSettings = field(default_factory=EPLSettings)
     x: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     density: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     epl_curve: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -84,6 +186,8 @@ class EPLResult:
             "n_residuals": self.n,
             "n_boot": self.n_boot,
             "reason": self.reason,
+            "percentile": self.settings.percentile,
+            "multiplier": self.settings.multiplier,
         }
 
 
@@ -136,12 +240,15 @@ def _counted_percentiles(values: np.ndarray, counts: np.ndarray, q: np.ndarray) 
 
 
 def _core(
-    values: np.ndarray, counts: np.ndarray, percentiles: tuple[float, float] | None = None
+    values: np.ndarray,
+    counts: np.ndarray,
+    settings: EPLSettings,
+    percentiles: tuple[float, float] | None = None,
 ) -> _Core:
     """EPL of the residuals given as sorted distinct ``values`` with multiplicities ``counts``.
 
-    ``percentiles`` are (P1, P99) when already known (NumPy's, on the raw residuals); otherwise
-    they are computed from the counts with the same linear rule.
+    ``percentiles`` are (P(100−p), P(p)) when already known (NumPy's, on the raw residuals);
+    otherwise they are computed from the counts with the same linear rule.
     """
     empty = np.zeros(0)
     n = int(counts.sum())
@@ -171,16 +278,19 @@ def _core(
     var = float(counts @ (values - mean) ** 2) / (n - 1)
     h = BANDWIDTH_FACTOR * math.sqrt(var)
     if percentiles is None:
-        p1, p99 = _counted_percentiles(values, counts, np.array([1.0, 99.0]))
+        lo_p, hi_p = _counted_percentiles(
+            values, counts, np.array([settings.low_percentile, settings.percentile])
+        )
     else:
-        p1, p99 = percentiles
-    bnd = BOUND_FACTOR * max(abs(float(p1)), abs(float(p99)))
+        lo_p, hi_p = percentiles
+    bnd = settings.multiplier * max(abs(float(lo_p)), abs(float(hi_p)))
     edges = np.arange(-bnd, bnd, 1)
     if edges.size < 3:
         return _Core(
             math.nan,
-            f"the grid from ±1.5·max(|P1|, |P99|) = ±{bnd:g} has fewer than two points: the 1st and 99th "
-            "percentiles lie within ±2/3 of zero, too concentrated for EPL",
+            f"the grid from {settings.label()} = ±{bnd:g} has fewer than two points: the "
+            f"{settings.low_percentile:g}th and {settings.percentile:g}th percentiles lie within "
+            f"±{1 / settings.multiplier:.3g} of zero, too concentrated for EPL",
             h,
             bnd,
             empty,
@@ -211,17 +321,21 @@ def _distinct(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, counts.astype(np.float64)
 
 
-def _percentiles(e: np.ndarray) -> tuple[float, float] | None:
+def _percentiles(e: np.ndarray, settings: EPLSettings) -> tuple[float, float] | None:
     if e.size == 0:
         return None
-    p1, p99 = np.percentile(e, [1, 99])
-    return float(p1), float(p99)
+    lo, hi = np.percentile(e, [settings.low_percentile, settings.percentile])
+    return float(lo), float(hi)
 
 
-def empirical_privacy_loss(residuals: ArrayLike) -> float:
-    """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`)."""
+def empirical_privacy_loss(residuals: ArrayLike, *, settings: EPLSettings | None = None) -> float:
+    """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`).
+
+    ``settings`` default: :data:`PF_PUBLISHED` (p = 95, m = 1.0).
+    """
+    chosen = settings_of(settings)
     e = _as_residuals(residuals)
-    return _core(*_distinct(e), _percentiles(e)).value
+    return _core(*_distinct(e), chosen, _percentiles(e, chosen)).value
 
 
 def bootstrap_generator(rng: np.random.Generator | int) -> np.random.Generator:
@@ -245,12 +359,15 @@ def epl_details(
     n_boot: int = 200,
     rng: np.random.Generator | int = 0,
     level: float = 0.95,
+    settings: EPLSettings | None = None,
 ) -> EPLResult:
     """EPL with its bootstrap interval, the number of residuals and the curves for plotting.
 
     The interval is the ``level`` percentile interval of the EPL of ``n_boot`` resamples of the
-    residuals with replacement (undefined resamples are skipped). ``rng`` is a Generator or a seed.
+    residuals with replacement (undefined resamples are skipped). ``rng`` is a Generator or a seed;
+    ``settings`` the density range (default :data:`PF_PUBLISHED`).
     """
+    chosen = settings_of(settings)
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
     if not (isinstance(level, float | int) and 0.0 < float(level) < 1.0):
@@ -258,7 +375,7 @@ def epl_details(
     generator = bootstrap_generator(rng)
     e = _as_residuals(residuals)
     values, counts = _distinct(e)
-    core = _core(values, counts, _percentiles(e))
+    core = _core(values, counts, chosen, _percentiles(e, chosen))
     low = high = math.nan
     if core.reason is None and n_boot > 0:
         boots = np.full(int(n_boot), np.nan)
@@ -267,7 +384,7 @@ def epl_details(
             c = generator.multinomial(e.size, p)
             keep = c > 0
             vb, cb = values[keep], c[keep]
-            boots[b] = _core(vb, cb.astype(np.float64)).value
+            boots[b] = _core(vb, cb.astype(np.float64), chosen).value
         finite = boots[np.isfinite(boots)]
         if finite.size:
             alpha = (1.0 - float(level)) / 2.0
@@ -282,6 +399,7 @@ def epl_details(
         n_boot=int(n_boot) if core.reason is None else 0,
         bandwidth=core.bandwidth,
         bound=core.bound,
+        settings=chosen,
         x=core.x,
         density=core.density,
         epl_curve=core.curve,
@@ -296,12 +414,15 @@ def epl_table(
     rng: np.random.Generator | int = 0,
     true_col: str = "true",
     estimate_col: str = "estimate",
+    settings: EPLSettings | None = None,
 ) -> pd.DataFrame:
     """EPL per group of a tidy error table (residuals = estimate − true of every cell in the group).
 
     Returns one row per group: the ``by`` columns, ``epl``, ``epl_low``, ``epl_high``,
-    ``n_residuals`` and ``reason`` (``None`` when EPL is defined).
+    ``n_residuals`` and ``reason`` (``None`` when EPL is defined). ``settings`` (default
+    :data:`PF_PUBLISHED`) is kept in the table's ``attrs["epl_settings"]``.
     """
+    chosen = settings_of(settings)
     check_tidy(tidy, by=by, true_col=true_col, estimate_col=estimate_col)
     generator = bootstrap_generator(rng)
     residual = tidy[estimate_col].to_numpy(np.float64) - tidy[true_col].to_numpy(np.float64)
@@ -309,7 +430,9 @@ def epl_table(
     rows = []
     for key, group in frame.groupby(list(by), sort=True, observed=True):
         keys = key if isinstance(key, tuple) else (key,)
-        result = epl_details(group["_residual"].to_numpy(), n_boot=n_boot, rng=generator)
+        result = epl_details(
+            group["_residual"].to_numpy(), n_boot=n_boot, rng=generator, settings=chosen
+        )
         rows.append(
             {
                 **dict(zip(by, keys, strict=True)),
@@ -323,4 +446,5 @@ def epl_table(
     columns = [*by, "epl", "epl_low", "epl_high", "n_residuals", "reason"]
     table = pd.DataFrame(rows, columns=columns)
     table["reason"] = pd.Series([row["reason"] for row in rows], index=table.index, dtype=object)
+    table.attrs["epl_settings"] = chosen.as_dict()
     return table

@@ -44,7 +44,7 @@ from engine.metrics.blau import (
     homogeneity_index_from_histogram,
     raceeth_counts_from_histogram,
 )
-from engine.metrics.epl import epl_table
+from engine.metrics.epl import EPLSettings, epl_table, settings_of
 from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
 from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from phexplore.distributions import discrete_gaussian_moe, geometric_moe
@@ -355,8 +355,12 @@ def run_experiment(
     cancel: Callable[[], bool] | None = None,
     data_name: str | None = None,
     tradeoff: tuple[str, str] | None = None,
+    epl_settings: EPLSettings | None = None,
 ) -> ExperimentResult:
     """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
+
+    EPLs use ``epl_settings`` (default PF's published p = 95, m = 1.0; recorded in
+    ``ExperimentResult.notes["epl_settings"]``).
 
     TopDown (default ``data="ri2010"``, a sample name or a :class:`BlockHistogram`): ``preset``
     (default ``"ri2010-production-like"``) names the allocation whose shares are rescaled to each
@@ -386,7 +390,7 @@ def run_experiment(
     if engine == "topdown" and srs_fractions is not None:
         srs_fractions = check_srs_fractions(srs_fractions)
     report = progress or (lambda message, fraction: None)
-    grid = _Grid(budgets, seed_list, n_boot, report, engine)
+    grid = _Grid(budgets, seed_list, n_boot, report, engine, settings_of(epl_settings))
     if engine == "phsafe":
         return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff)
     return _topdown_experiment(
@@ -435,6 +439,7 @@ class _Grid:
     n_boot: int
     report: Progress
     engine: str
+    epl_settings: EPLSettings
     runs: list[pd.DataFrame] = field(default_factory=list)
     blau: list[pd.DataFrame] = field(default_factory=list)
     homogeneity: list[pd.DataFrame] = field(default_factory=list)
@@ -468,7 +473,7 @@ class _Grid:
         keys = {"rho": budget, "seed": seed}
         errors = mae_table(tidy)
         boot_rng = np.random.default_rng([seed, round(budget * 1_000_000)])
-        epl = epl_table(tidy, n_boot=self.n_boot, rng=boot_rng)
+        epl = epl_table(tidy, n_boot=self.n_boot, rng=boot_rng, settings=self.epl_settings)
         self.runs.append(_prefix(errors.merge(epl, on=["geolevel", "query"], how="left"), keys))
         self.quantiles.append(_prefix(error_quantile_table(tidy), keys))
         self.coverage.append(_prefix(moe_coverage_table(noise, mechanism=mechanism), keys))
@@ -500,7 +505,7 @@ class _Grid:
             error_quantiles=pd.concat(self.quantiles, ignore_index=True),
             moe_coverage=pd.concat(self.coverage, ignore_index=True),
             runtime_s=runtime,
-            notes={**notes, "n_boot": self.n_boot},
+            notes={**notes, "n_boot": self.n_boot, "epl_settings": self.epl_settings.as_dict()},
         )
 
 
@@ -542,7 +547,15 @@ def _topdown_experiment(
         grid.homogeneity.append(_prefix(homogeneity_bias(tidy, homogeneity), keys))
     levels = tree_levels(tree, hist)
     srs = (
-        srs_sweep(hist, srs_fractions, grid.seeds, query_names, levels=levels, n_boot=grid.n_boot)
+        srs_sweep(
+            hist,
+            srs_fractions,
+            grid.seeds,
+            query_names,
+            levels=levels,
+            n_boot=grid.n_boot,
+            epl_settings=grid.epl_settings,
+        )
         if srs_fractions
         else pd.DataFrame()
     )

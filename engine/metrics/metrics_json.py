@@ -13,6 +13,9 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
               "n_residuals", "n_boot", "reason"}}},    # optional: PF's EPL with bootstrap interval
+      "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
+                                                      # with "epl": the density range used (SPEC §5;
+                                                      # default PF's published p = 95, m = 1.0)
       "blau_bias": {"<geolevel>": {"<quintile 1-5>": float}},   # optional: TDA Table 13
       … any further section a caller adds (e.g. "entity_mae", "conventional_mae", "osed",
         "epsilon", "data", "mechanism")
@@ -33,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from engine.metrics.blau import blau_quintile_bias
-from engine.metrics.epl import epl_table
+from engine.metrics.epl import EPLSettings, epl_table, settings_of
 from engine.metrics.errors import mae_table
 from phexplore.errors import ValidationError
 
@@ -45,6 +48,7 @@ RESERVED_KEYS: tuple[str, ...] = (
     "median_ae",
     "n_cells",
     "epl",
+    "epl_settings",
     "blau_bias",
 )
 
@@ -80,6 +84,7 @@ def build_metrics_json(
     median: bool = True,
     epl_boot: int | None = None,
     epl_rng: np.random.Generator | int | None = None,
+    epl_settings: EPLSettings | None = None,
     blau: pd.DataFrame | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -89,7 +94,8 @@ def build_metrics_json(
     two or more columns that key the nested ``mae`` section (PHSafe may pass e.g. ``("region",
     "table")``). ``epl_boot`` adds the ``epl`` section with that many bootstrap resamples (0 = no
     interval; ``None`` = no EPL section) drawn from ``epl_rng`` (a Generator or seed; default
-    ``[seed, 1]``, a stream apart from the noise seed, as the app uses); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
+    ``[seed, 1]``, a stream apart from the noise seed, as the app uses) with ``epl_settings`` (default
+    PF's published p = 95, m = 1.0; recorded as the ``epl_settings`` section); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
     ``blau_bias``; ``extra`` sections are merged last and may not overwrite the standard keys.
     """
     if not isinstance(engine, str) or not engine:
@@ -115,7 +121,8 @@ def build_metrics_json(
     if epl_boot is not None:
         if epl_rng is None:
             epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
-        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=epl_rng)
+        chosen = settings_of(epl_settings)
+        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=epl_rng, settings=chosen)
         section: dict[str, Any] = {}
         for row in table.to_dict("records"):
             node = section
@@ -132,6 +139,7 @@ def build_metrics_json(
                 "reason": reason,
             }
         payload["epl"] = section
+        payload["epl_settings"] = chosen.as_dict()
     if blau is not None:
         bias = blau_quintile_bias(tidy, blau)
         payload["blau_bias"] = nest(bias, ["geolevel", "quintile"], "mean_signed_error")
@@ -176,6 +184,25 @@ def validate_metrics_json(payload: Mapping[str, Any]) -> None:
             _check_leaves(payload[key], key, (int, float))
     if "epl" in payload:
         _check_epl(payload["epl"], "epl")
+    if "epl_settings" in payload:
+        try:
+            EPLSettings.from_dict(dict(payload["epl_settings"]))
+        except (TypeError, ValueError, ValidationError) as exc:
+            raise ValidationError(f"metrics.json: epl_settings is invalid: {exc}") from None
+
+
+def epl_settings_of_metrics(payload: Mapping[str, Any]) -> EPLSettings | None:
+    """The EPL settings a metrics.json was computed with.
+
+    Files written before ``epl_settings`` existed used p = 99, m = 1.5 (the old default), so a
+    file with an ``epl`` section but no settings reads as :data:`~engine.metrics.epl.PF_FUNCTION_DEFAULT`;
+    ``None`` when the file has no EPL at all.
+    """
+    from engine.metrics.epl import PF_FUNCTION_DEFAULT
+
+    if "epl_settings" in payload:
+        return EPLSettings.from_dict(dict(payload["epl_settings"]))
+    return PF_FUNCTION_DEFAULT if "epl" in payload else None
 
 
 def _check_epl(node: Any, path: str) -> None:

@@ -118,3 +118,18 @@ def load_petti_flaxman_homogeneity_bias(directory: Path | None = None) -> pd.Dat
     return frame.sort_values(
         ["count_type", "geolevel", "epsilon", "homogeneity_index"], ignore_index=True
     )
+
+
+PF_TABLE_SA1: tuple[tuple[float, float, float, float], ...] = (
+    (0.001, 0.0010, 0.0008, 0.0013),
+    (0.005, 0.0048, 0.0039, 0.0068),
+    (0.01, 0.0099, 0.0076, 0.0130),
+    (0.05, 0.0490, 0.0390, 0.0673),
+    (0.1, 0.0980, 0.0752, 0.1262),
+    (0.15, 0.1475, 0.1181, 0.1941),
+    (0.2, 0.1988, 0.1521, 0.2639),
+)
+"""PF Supplementary Appendix Table SA1 as printed in their response to reviewers (Gates Open
+Research 3:1722, version 2): (ε of the geometric mechanism, mean EPL, 2.5th percentile, 97.5th
+percentile) over random seeds, 2,663 residuals, EPL settings p = 95, m = 1.0. Reproduced by
+:func:`engine.metrics.epl_check.geometric_epl_check`."""

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.histogram import BlockHistogram, Schema
-from engine.metrics.epl import epl_table
+from engine.metrics.epl import EPLSettings, epl_table
 from engine.metrics.errors import mae_table
 from phexplore.errors import ValidationError
 
@@ -170,6 +170,7 @@ def srs_sweep(
     *,
     levels: Sequence[str] | None = None,
     n_boot: int = 100,
+    epl_settings: EPLSettings | None = None,
 ) -> pd.DataFrame:
     """MAE, median AE and EPL (with bootstrap interval) per fraction × seed × geolevel × query.
 
@@ -187,7 +188,7 @@ def srs_sweep(
             rng = np.random.default_rng([int(seed), round(f * 1_000_000)])
             tidy = srs_tidy(hist, f, rng, queries, levels=levels)
             errors = mae_table(tidy)
-            epl = epl_table(tidy, n_boot=n_boot, rng=rng)
+            epl = epl_table(tidy, n_boot=n_boot, rng=rng, settings=epl_settings)
             merged = errors.merge(epl, on=["geolevel", "query"], how="left")
             merged.insert(0, "seed", int(seed))
             merged.insert(0, "fraction", f)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.metrics.epl import EPLSettings
 from engine.metrics.metrics_json import build_metrics_json
 from engine.topdown.run import TopDownResult
 from phexplore.errors import ValidationError
@@ -85,12 +86,16 @@ def microdata_frame(result: TopDownResult) -> pd.DataFrame:
 
 
 def metrics_payload(
-    result: TopDownResult, extra_sections: Mapping[str, Any] | None = None
+    result: TopDownResult,
+    extra_sections: Mapping[str, Any] | None = None,
+    *,
+    epl_settings: EPLSettings | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
 
     ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
-    top-level keys.
+    top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
+    ``epl_settings``.
     """
     pure = result.mechanism == "puredp"
     extra: dict[str, Any] = {
@@ -121,6 +126,7 @@ def metrics_payload(
         seed=result.seed,
         epl_boot=EPL_BOOT,
         epl_rng=np.random.default_rng([int(result.seed), 1]),
+        epl_settings=epl_settings,
         blau=blau,
         extra=extra,
     )
@@ -146,6 +152,7 @@ def write_outputs(
     microdata: bool = True,
     measurements: bool = True,
     extra_sections: Mapping[str, Any] | None = None,
+    epl_settings: EPLSettings | None = None,
 ) -> dict[str, Path]:
     """Write estimates.csv, measurements.csv, microdata.csv and metrics.json into ``out_dir``."""
     out = Path(out_dir)
@@ -160,6 +167,7 @@ def write_outputs(
         paths["microdata"] = out / "microdata.csv"
         microdata_frame(result).to_csv(paths["microdata"], index=False)
     paths["metrics"] = out / "metrics.json"
-    text = json.dumps(_strict(metrics_payload(result, extra_sections)), indent=2, allow_nan=False)
+    payload = metrics_payload(result, extra_sections, epl_settings=epl_settings)
+    text = json.dumps(_strict(payload), indent=2, allow_nan=False)
     paths["metrics"].write_text(text + "\n", encoding="utf-8")
     return paths

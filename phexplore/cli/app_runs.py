@@ -29,6 +29,7 @@ import streamlit as st
 from engine.data.errors import DataValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
+from engine.metrics.epl import PF_MULTIPLIER, PF_PERCENTILE
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
 from phexplore.errors import PHExploreError
@@ -36,6 +37,10 @@ from phexplore.errors import PHExploreError
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 EPL_BOOT = 200
 """Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
+EPL_PERCENTILE = PF_PERCENTILE
+"""Default EPL percentile p: Petti & Flaxman's published setting (valid 50 < p ≤ 100)."""
+EPL_MULTIPLIER = PF_MULTIPLIER
+"""Default EPL multiplier m: Petti & Flaxman's published setting (valid 0 < m ≤ 10)."""
 SRS_HELP = (
     "Also estimate counts from simple random samples of the persons "
     f"({', '.join(f'{f:.0%}' for f in SRS_FRACTIONS)}) for the trade-off curve (PF Fig. 2)."
@@ -265,11 +270,16 @@ def topdown_work(
     sweep_seeds: int,
     srs: bool,
     epl_boot: int = EPL_BOOT,
+    epl_percentile: float = EPL_PERCENTILE,
+    epl_multiplier: float = EPL_MULTIPLIER,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
-    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6).
+    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6). EPLs use
+    the density range ±``epl_multiplier`` × max(|P(100−p)|, |P(p)|) with p = ``epl_percentile``
+    (default PF's published 95 / 1.0; checked here, before the job starts).
     """
+    settings = epl_settings(epl_percentile, epl_multiplier)
 
     def work(job: RunJob) -> RunRecord:
         from engine.metrics import build_metrics_json, epl_table, mae_table
@@ -311,7 +321,7 @@ def topdown_work(
         if "RACEETH" in hist.schema.names:
             blau = blau_table(raceeth_counts_from_histogram(hist))
             tables["blau_bias"] = blau_quintile_bias(tidy, blau)
-        tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed))
+        tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed), settings=settings)
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
         extra["structural_zeros"] = result.diagnostics.get("structural", {})
         if plan is not None:
@@ -326,6 +336,7 @@ def topdown_work(
             seed=seed,
             epl_boot=epl_boot,  # the same stream as tables["epl"]: the same values the pages show
             epl_rng=bootstrap_rng(seed),
+            epl_settings=settings,
             blau=blau,
             extra=extra,
         )
@@ -347,6 +358,7 @@ def topdown_work(
                 progress=lambda m, f: job.progress(f"Sweep: {m}", f),
                 cancel=job.cancel,
                 data_name=data_label,
+                epl_settings=settings,
             )
         what = "ε" if allocation.mechanism == "puredp" else "ρ"
         return RunRecord(
@@ -366,6 +378,7 @@ def topdown_work(
                 "blocks": hist.n_blocks,
                 "levels": [str(lv) for lv in result.tree.levels],
                 "runtime_s": result.runtime_s,
+                "epl_settings": settings.as_dict(),
             },
             metrics=metrics,
             tidy=tidy,
@@ -429,21 +442,74 @@ def phsafe_work(
     return work
 
 
+def epl_settings(percentile: float = EPL_PERCENTILE, multiplier: float = EPL_MULTIPLIER) -> Any:
+    """The checked :class:`engine.metrics.epl.EPLSettings` (a ValidationError names a bad value)."""
+    from engine.metrics.epl import EPLSettings
+
+    return EPLSettings(percentile=float(percentile), multiplier=float(multiplier))
+
+
+def run_epl_settings(record: RunRecord) -> dict[str, Any]:
+    """The EPL settings a run's EPLs were computed with (``as_dict`` form; PF's for old records)."""
+    recorded = record.settings.get("epl_settings")
+    return dict(recorded) if recorded else epl_settings().as_dict()
+
+
+def pf_reference_epl(settings: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str]:
+    """PF's published TopDown EPLs (1940 Census, total counts) when ``settings`` are PF's.
+
+    Returns ``(table, note)``: the table (epsilon, geolevel, epl) for County and Enumeration
+    district total counts, or ``None`` with the reason it is not drawn when the run's EPL used other
+    settings (values under other settings are not comparable — up to ~10× apart).
+    """
+    if not settings.get("pf_published"):
+        return None, (
+            "Petti & Flaxman's published EPLs are not drawn: this run's EPL uses "
+            f"{settings.get('label', 'other settings')}, and PF computed theirs with "
+            "±1 × max(|P5|, |P95|) (percentile 95, multiplier 1.0). EPLs under different "
+            "density ranges are not comparable (up to ~10× apart on the same residuals)."
+        )
+    from engine.metrics.reference import load_petti_flaxman_tradeoff
+
+    ref = load_petti_flaxman_tradeoff()
+    part = ref[
+        (ref["design"] == "topdown")
+        & (ref["count_type"] == "tc")
+        & ref["geolevel"].isin(["County", "Enumeration district"])
+    ]
+    return part[["epsilon", "geolevel", "epl"]].dropna().reset_index(drop=True), (
+        "Grey: Petti & Flaxman's published EPLs of total counts (2018 End-to-End TopDown on the "
+        "1940 Census, pure ε-DP), computed with the same settings (±1 × max(|P5|, |P95|)); "
+        "their data, geography and mechanism differ from this run's."
+    )
+
+
 @st.cache_data(show_spinner="Computing EPL…", max_entries=64)
 def epl_curves(
-    token: str, seed: int, geolevel: str, query: str, _tidy: pd.DataFrame
+    token: str,
+    seed: int,
+    geolevel: str,
+    query: str,
+    _tidy: pd.DataFrame,
+    percentile: float = EPL_PERCENTILE,
+    multiplier: float = EPL_MULTIPLIER,
 ) -> dict[str, Any]:
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
     Residuals are estimate − true over the group's cells (SPEC §5);
     :func:`engine.metrics.epl_details` gives the value, the bootstrap interval, the KDE and the
-    EPL(x) curve.
+    EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
     from engine.metrics import epl_details
 
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
-    result = epl_details(residuals, n_boot=EPL_BOOT, rng=bootstrap_rng(seed))
+    result = epl_details(
+        residuals,
+        n_boot=EPL_BOOT,
+        rng=bootstrap_rng(seed),
+        settings=epl_settings(percentile, multiplier),
+    )
     return {
         "residuals": residuals,
         "value": result.value,

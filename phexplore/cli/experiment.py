@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
 from phexplore.parsing import RANGES, option_type, parse_real, parse_whole
@@ -148,6 +149,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="printed summary format"
     )
+    add_epl_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -199,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {tradeoff_spec!r}"
         )
     RANGES["n_boot"].check(args.n_boot, "--n-boot")
+    epl_settings = epl_settings_from_args(args)
     data_label = args.data or DEFAULT_DATA[args.engine]
     srs = _srs_fractions(args.srs) if args.engine == "topdown" else None
     preset_path = args.preset if args.preset and Path(args.preset).exists() else None
@@ -267,6 +270,7 @@ def _run(
         progress=progress,
         data_name=data_label,
         tradeoff=(level, query),
+        epl_settings=epl_settings,
     )
     written = result.write(out)
     tradeoff = result.tradeoff(level, query)
@@ -280,6 +284,7 @@ def _run(
                     "out": str(staging.final),
                     "files": [p.name for p in written],
                     "budget_name": result.budget_name,
+                    "epl_settings": epl_settings.as_dict(),
                     "blau_bias": blau.to_dict("records"),
                     "tradeoff": tradeoff.to_dict("records"),
                 }
@@ -302,6 +307,7 @@ def _run(
             print(blau.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             print()
         print(f"MAE–EPL trade-off at {level} / {query} (PF Fig. 2): error = median absolute error")
+        print(f"EPL settings: {epl_settings.label()}")
         print(tradeoff.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()
         print(f"wrote {len(written)} files and manifest.json to {staging.final}")

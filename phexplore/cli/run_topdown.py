@@ -18,6 +18,7 @@ from engine.topdown.spine.cli_options import (
     apply_spine_options,
     spine_options_given,
 )
+from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
 from phexplore.parsing import option_type, parse_exact
@@ -101,6 +102,7 @@ def register(engines: Any) -> None:
         help="size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)",
     )
     add_spine_arguments(parser)
+    add_epl_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -171,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the options and --out, then load, run and write atomically; print a short summary."""
     if args.rho is not None:
         parse_exact(args.rho, where="--rho", range_name="rho")  # fail before loading anything
+    epl_settings_from_args(args)
     inputs = {
         "data": input_location(args.data),
         "config": args.config,
@@ -182,10 +185,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, staging: Any) -> int:
-    from engine.topdown.export import metrics_payload, write_outputs
+    from engine.topdown.export import write_outputs
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import run_topdown
 
+    epl_settings = epl_settings_from_args(args)
     hist = _load_data(args)
     if args.filter:
         hist = _filter(hist, args.filter)
@@ -217,10 +221,14 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         print(file=sys.stderr)
     spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
     paths = write_outputs(
-        result, staging.path, microdata=not args.no_microdata, extra_sections=spine_sections
+        result,
+        staging.path,
+        microdata=not args.no_microdata,
+        extra_sections=spine_sections,
+        epl_settings=epl_settings,
     )
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
-    payload = metrics_payload(result)
+    payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))
     print(
         f"TopDown run on {args.data} with {allocation.name} (ρ = {float(allocation.rho):g}, "
         f"seed {args.seed}): {result.runtime_s:.1f} s"
@@ -228,6 +236,8 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     for level, per_query in payload["mae"].items():
         cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
         print(f"  MAE {level}: {cells}")
+    for line in epl_summary_lines(payload):
+        print(line)
     if spine_sections is not None:
         print(f"  spine {spine_sections['spine']['kind']}: total-population MAE")
         for key in ("conventional_mae", "entity_mae"):
@@ -244,3 +254,28 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         return 0
     print(dumps_json({"runtime_s": payload["runtime_s"], "timings": payload["timings"]}))
     return 0
+
+
+def epl_summary_lines(payload: dict[str, Any]) -> list[str]:
+    """EPL of TOTAL per geolevel with its interval, and the settings it was computed with."""
+    section = payload.get("epl") or {}
+    settings = payload.get("epl_settings") or {}
+    cells = []
+    for level, per_query in section.items():
+        entry = per_query.get("TOTAL") if isinstance(per_query, dict) else None
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("epl") is None:
+            cells.append(f"{level} undefined")
+        else:
+            low, high = entry.get("epl_low"), entry.get("epl_high")
+            interval = "" if low is None or high is None else f" [{low:.3g}, {high:.3g}]"
+            cells.append(f"{level} {entry['epl']:.3g}{interval} (n={entry['n_residuals']})")
+    if not cells:
+        return []
+    return [
+        "  EPL of TOTAL (95% bootstrap interval; settings "
+        + str(settings.get("label", "not recorded"))
+        + "):",
+        "    " + ", ".join(cells),
+    ]

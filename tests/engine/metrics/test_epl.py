@@ -11,14 +11,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
-from engine.metrics import empirical_privacy_loss, epl_details, epl_table
+from engine.metrics import (
+    PF_FUNCTION_DEFAULT,
+    PF_PUBLISHED,
+    EPLSettings,
+    empirical_privacy_loss,
+    epl_details,
+    epl_table,
+)
 from phexplore.errors import ValidationError
 
 
-def reference_epl(e: np.ndarray) -> float:
+def reference_epl(e: np.ndarray, p: float = 95.0, m: float = 1.0) -> float:
     """SPEC §5 read literally, with SciPy's gaussian_kde(e, bw_method=0.1)."""
-    bnd = 1.5 * max(abs(np.percentile(e, 1)), abs(np.percentile(e, 99)))
+    bnd = m * max(abs(np.percentile(e, 100 - p)), abs(np.percentile(e, p)))
     edges = np.arange(-bnd, bnd, 1)
+    if edges.size < 3:
+        return math.nan
     x = (edges[:-1] + edges[1:]) / 2
     f = gaussian_kde(e, bw_method=0.1)(x)
     both = (f[:-1] > 0) & (f[1:] > 0)
@@ -45,7 +54,53 @@ def _fixed_sets() -> list[np.ndarray]:
 @pytest.mark.parametrize("index", range(6))
 def test_matches_plain_implementation_of_definition(index: int) -> None:
     e = _fixed_sets()[index]
-    assert empirical_privacy_loss(e) == pytest.approx(reference_epl(e), rel=1e-9)
+    expected = reference_epl(e)
+    if math.isnan(expected):  # P5 and P95 within ±1 of 0: the grid is too short
+        assert math.isnan(empirical_privacy_loss(e))
+    else:
+        assert empirical_privacy_loss(e) == pytest.approx(expected, rel=1e-9)
+    old = empirical_privacy_loss(e, settings=PF_FUNCTION_DEFAULT)
+    assert old == pytest.approx(reference_epl(e, 99.0, 1.5), rel=1e-9)
+
+
+def test_default_is_pf_published_settings() -> None:
+    """PF published every EPL with est_range_percentile=95, est_range_multiplier=1.0 (SPEC §5)."""
+    assert EPLSettings(95, 1.0) == PF_PUBLISHED and PF_PUBLISHED.is_pf_published
+    assert not PF_FUNCTION_DEFAULT.is_pf_published
+    e = _fixed_sets()[4]
+    assert empirical_privacy_loss(e) == empirical_privacy_loss(e, settings=PF_PUBLISHED)
+    assert empirical_privacy_loss(e) == pytest.approx(reference_epl(e, 95.0, 1.0), rel=1e-9)
+    result = epl_details(e, n_boot=0)
+    assert result.settings == PF_PUBLISHED
+    assert result.summary()["percentile"] == 95.0 and result.summary()["multiplier"] == 1.0
+    assert "published" in PF_PUBLISHED.label() and "P5" in PF_PUBLISHED.label()
+
+
+@pytest.mark.parametrize(
+    ("percentile", "multiplier"),
+    [(50, 1.0), (100.5, 1.0), (95, 0), (95, -1), (95, 10.5), (math.nan, 1.0), ("95", 1.0)],
+)
+def test_settings_ranges_are_enforced(percentile: object, multiplier: object) -> None:
+    with pytest.raises(ValidationError, match="EPL"):
+        EPLSettings(percentile, multiplier)  # type: ignore[arg-type]
+
+
+def test_settings_round_trip_and_table_attrs() -> None:
+    s = EPLSettings(99, 1.5)
+    assert EPLSettings.from_dict(s.as_dict()) == s == PF_FUNCTION_DEFAULT
+    assert s.as_dict()["pf_published"] is False
+    tidy = pd.DataFrame(
+        {
+            "geolevel": "County",
+            "geounit": [str(i) for i in range(400)],
+            "query": "TOTAL",
+            "cell": "total",
+            "true": 50.0,
+            "estimate": 50.0 + np.round(np.random.default_rng(1).normal(0, 5, 400)),
+        }
+    )
+    assert epl_table(tidy, n_boot=0).attrs["epl_settings"]["percentile"] == 95.0
+    assert epl_table(tidy, n_boot=0, settings=s).attrs["epl_settings"]["multiplier"] == 1.5
 
 
 def test_order_and_container_do_not_matter() -> None:
@@ -56,8 +111,9 @@ def test_order_and_container_do_not_matter() -> None:
 
 def test_geometric_noise_eps_one_recovers_eps() -> None:
     e = two_sided_geometric(1.0, 200_000, np.random.default_rng(2024))
-    value = empirical_privacy_loss(e)
-    assert 0.95 <= value <= 1.15
+    for chosen in (PF_PUBLISHED, PF_FUNCTION_DEFAULT):
+        value = empirical_privacy_loss(e, settings=chosen)
+        assert 0.95 <= value <= 1.15
 
 
 def test_larger_eps_gives_larger_epl() -> None:
