@@ -172,10 +172,59 @@ def build_report_html(
             fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE by geolevel")
             if fig is not None:
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+            parts.extend(run_notes_html(metrics))
     parts.append("<h2>Provenance</h2>")
     parts.append(_provenance(scenario, runs, when))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def epl_settings_text(metrics: Mapping[str, Any]) -> str:
+    """What EPL density range a run's metrics.json used, and whether PF's numbers compare.
+
+    Files written before ``epl_settings`` was recorded used ±1.5 × max(|P1|, |P99|) (PF's function
+    defaults, not their published settings).
+    """
+    settings = metrics.get("epl_settings")
+    if not isinstance(settings, Mapping):
+        return (
+            "EPL settings not recorded: this file predates them and used ±1.5 × max(|P1|, |P99|) "
+            "(the defaults of Petti & Flaxman's function, not their published settings); do not "
+            "compare these EPLs with PF's published values."
+        )
+    label = str(settings.get("label", ""))
+    if settings.get("pf_published"):
+        return f"EPL density range {label}: comparable with PF's published EPLs."
+    return (
+        f"EPL density range {label}: not comparable with PF's published EPLs, which used "
+        "±1 × max(|P5|, |P95|)."
+    )
+
+
+def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
+    """The EPL table of a run with its settings (SPEC §5)."""
+    parts: list[str] = []
+    epl = metrics.get("epl")
+    if isinstance(epl, Mapping) and epl:
+        rows = [
+            {
+                "geolevel": lv,
+                "query": q,
+                "EPL": v.get("epl"),
+                "95% low": v.get("epl_low"),
+                "95% high": v.get("epl_high"),
+                "residuals": v.get("n_residuals"),
+                "undefined because": v.get("reason") or "",
+            }
+            for lv, qs in epl.items()
+            if isinstance(qs, Mapping)
+            for q, v in qs.items()
+            if isinstance(v, Mapping)
+        ]
+        parts.append("<h4>Empirical privacy loss (PF), with its bootstrap interval</h4>")
+        parts.append(f"<p class='note'>{html.escape(epl_settings_text(metrics))}</p>")
+        parts.append(_table_html(rows))
+    return parts
 
 
 def _privacy_table(scenario: Scenario) -> str:

@@ -29,7 +29,7 @@ import streamlit as st
 from engine.data.errors import DataValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
-from engine.metrics.epl import PF_MULTIPLIER, PF_PERCENTILE
+from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER, PF_PERCENTILE
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
 from phexplore.errors import PHExploreError
@@ -41,6 +41,8 @@ EPL_PERCENTILE = PF_PERCENTILE
 """Default EPL percentile p: Petti & Flaxman's published setting (valid 50 < p ≤ 100)."""
 EPL_MULTIPLIER = PF_MULTIPLIER
 """Default EPL multiplier m: Petti & Flaxman's published setting (valid 0 < m ≤ 10)."""
+EPL_PERCENTILE_RANGE = PERCENTILE_RANGE
+EPL_MULTIPLIER_RANGE = MULTIPLIER_RANGE
 SRS_HELP = (
     "Also estimate counts from simple random samples of the persons "
     f"({', '.join(f'{f:.0%}' for f in SRS_FRACTIONS)}) for the trade-off curve (PF Fig. 2)."

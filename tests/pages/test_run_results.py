@@ -88,6 +88,9 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert section["epl_low"] == pytest.approx(row["epl_low"])
     assert section["n_residuals"] == row["n_residuals"] > 0
     assert section["n_boot"] == R.EPL_BOOT
+    # EPL uses Petti & Flaxman's published density range by default, recorded with the run.
+    assert record.metrics["epl_settings"]["pf_published"] is True
+    assert record.settings["epl_settings"]["percentile"] == 95.0
 
     at.switch_page("pages/results.py").run()
     _no_problems(at)
@@ -97,6 +100,7 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Residuals"] != "0"
     assert "EPL" in metrics
+    assert any("P5|, |P95|" in c.value for c in at.caption)
 
 
 def test_shared_sample_is_read_only() -> None:
@@ -202,6 +206,17 @@ def test_budget_sweep_gives_epl_vs_rho_and_srs_curves(run_page: AppTest) -> None
     assert sweep["x"] == pytest.approx(expected_x)
     high = (part["epl_high"] - part["epl"]).to_numpy(float)
     assert _plotly_array(sweep["error_y"]["array"]) == pytest.approx(high, nan_ok=True)
+    # PF's published EPLs are drawn beside EPLs computed with PF's settings (the default).
+    names = [t["name"] for t in fig["data"]]
+    assert any(n.startswith("PF 1940 published: County") for n in names)
+
+
+def test_pf_reference_only_under_pf_settings() -> None:
+    table, note = R.pf_reference_epl(R.epl_settings().as_dict())
+    assert table is not None and set(table["geolevel"]) == {"County", "Enumeration district"}
+    assert "same settings" in note
+    table, note = R.pf_reference_epl(R.epl_settings(99, 1.5).as_dict())
+    assert table is None and "not drawn" in note and "P1" in note
 
 
 def _default_level_query(record: R.RunRecord) -> tuple[str, str]:

@@ -60,3 +60,19 @@ def test_malformed_scenarios_have_clear_errors(text: str, message: str) -> None:
     with pytest.raises(ValidationError) as err:
         Scenario.from_json(text, source="upload.json")
     assert message in str(err.value)
+
+
+def test_report_shows_epl_with_its_settings() -> None:
+    epl = {"Tract": {"TOTAL": {"epl": 0.33, "epl_low": 0.26, "epl_high": 0.67, "n_residuals": 244}}}
+    base = {"engine": "topdown", "data": "ri2010", "mae": {"Tract": {"TOTAL": 1.9}}, "epl": epl}
+    pf = {
+        "percentile": 95.0,
+        "multiplier": 1.0,
+        "pf_published": True,
+        "label": "±1 × max(|P5|, |P95|)",
+    }
+    scenario = scenario_from_preset("ri2010-production-like")
+    html = build_report_html(scenario.with_result({**base, "epl_settings": pf}))
+    assert "Empirical privacy loss" in html and "comparable with PF" in html and "0.33" in html
+    legacy = build_report_html(scenario.with_result(base))
+    assert "EPL settings not recorded" in legacy and "P1|, |P99|" in legacy

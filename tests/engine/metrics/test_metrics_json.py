@@ -82,3 +82,33 @@ def test_validator_names_the_broken_key(tidy, change, fragment) -> None:
         validate_metrics_json(payload)
     with pytest.raises(ValidationError, match="lacks required"):
         validate_metrics_json({"engine": "x"})
+
+
+def test_epl_settings_recorded_pf_by_default(tidy) -> None:
+    from engine.metrics import PF_FUNCTION_DEFAULT, EPLSettings
+    from engine.metrics.metrics_json import epl_settings_of_metrics
+
+    payload = build_metrics_json(
+        engine="topdown", tidy=tidy, runtime_s=1, rho=1.0, seed=1, epl_boot=0
+    )
+    assert payload["epl_settings"]["percentile"] == 95.0
+    assert payload["epl_settings"]["multiplier"] == 1.0
+    assert payload["epl_settings"]["pf_published"] is True
+    assert epl_settings_of_metrics(payload) == EPLSettings()
+    other = build_metrics_json(
+        engine="topdown",
+        tidy=tidy,
+        runtime_s=1,
+        rho=1.0,
+        seed=1,
+        epl_boot=0,
+        epl_settings=PF_FUNCTION_DEFAULT,
+    )
+    assert other["epl_settings"]["pf_published"] is False
+    validate_metrics_json(other)
+    # A file from before the settings were recorded used 99 / 1.5.
+    legacy = {k: v for k, v in other.items() if k != "epl_settings"}
+    assert epl_settings_of_metrics(legacy) == PF_FUNCTION_DEFAULT
+    broken = {**payload, "epl_settings": {"percentile": 20, "multiplier": 1.0}}
+    with pytest.raises(ValidationError, match="epl_settings"):
+        validate_metrics_json(broken)

@@ -32,6 +32,10 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     epl = metrics["epl"]["Block"]["TOTAL"]
     assert epl["n_boot"] == 200 and epl["epl_low"] <= epl["epl"] <= epl["epl_high"]
     assert set(metrics["blau_bias"]) >= {"Tract", "Block_Group", "Block"}
+    # EPL with Petti & Flaxman's published settings by default, recorded and printed.
+    assert metrics["epl_settings"]["percentile"] == 95.0
+    assert metrics["epl_settings"]["multiplier"] == 1.0
+    assert metrics["epl_settings"]["pf_published"] is True
     validate_metrics_json(metrics)
     tidy = pd.read_csv(out / "estimates.csv", dtype={"geounit": str})
     assert list(tidy.columns) == ["geolevel", "geounit", "query", "cell", "true", "estimate"]
@@ -40,7 +44,27 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert len(micro) == state_total
     assert set(micro["VOTING_AGE"]) <= {"1", "2"}
     assert (micro["TABBLKST"] == "44").all() and (micro["TABBLKCOU"] == "001").all()
-    assert "MAE Block" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "MAE Block" in printed and "Petti & Flaxman's published settings" in printed
+
+
+def test_epl_settings_options(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", "5", "--no-microdata", "--quiet",
+    ]  # fmt: skip
+    assert (
+        main([*args, "--epl-percentile", "99", "--epl-multiplier", "1.5", "--out", str(out)]) == 0
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epl_settings"]["percentile"] == 99.0
+    assert metrics["epl_settings"]["pf_published"] is False
+    assert "not their published settings" in capsys.readouterr().out
+    for flag, value in (("--epl-percentile", "40"), ("--epl-multiplier", "0")):
+        code = main([*args, flag, value, "--out", str(tmp_path / "bad")])
+        err = capsys.readouterr().err
+        assert code == 1 and "--epl-percentile / --epl-multiplier" in err and "Traceback" not in err
 
 
 def test_ppmf_file_with_2016_cell_schema(tmp_path):
