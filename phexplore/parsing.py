@@ -429,6 +429,12 @@ RANGES: dict[str, Range] = {
     "max_bytes": Range(1, 2**40, meaning="input size limit in bytes (1 TiB at most)"),
     "fraction": Range(0, 1, low_open=True, meaning="a sampling fraction"),
     "fanout": Range(1, 1_000_000, meaning="fan-out cut-off of the spine (children per parent)"),
+    "epl_percentile": Range(
+        50, 100, low_open=True, meaning="EPL density range percentile p; PF published with 95"
+    ),
+    "epl_multiplier": Range(
+        0, 10, low_open=True, meaning="EPL density range multiplier m; PF published with 1.0"
+    ),
 }
 """Every user-typed number's valid range (the CLI, the app and docs/reliability.md use these)."""
 

@@ -48,12 +48,19 @@ from numpy.typing import ArrayLike
 
 from engine.metrics.errors import check_tidy
 from phexplore.errors import ValidationError
+from phexplore.parsing import RANGES
 
 BANDWIDTH_FACTOR = 0.1
 """KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""
-PERCENTILE_RANGE: tuple[float, float] = (50.0, 100.0)
+PERCENTILE_RANGE: tuple[float, float] = (
+    float(RANGES["epl_percentile"].low or 0),
+    float(RANGES["epl_percentile"].high or 100),
+)
 """Valid percentile p: 50 < p ≤ 100 (the range is ±m·max(|P(100−p)|, |P(p)|))."""
-MULTIPLIER_RANGE: tuple[float, float] = (0.0, 10.0)
+MULTIPLIER_RANGE: tuple[float, float] = (
+    float(RANGES["epl_multiplier"].low or 0),
+    float(RANGES["epl_multiplier"].high or 10),
+)
 """Valid multiplier m: 0 < m ≤ 10."""
 
 

@@ -18,6 +18,7 @@ from engine.metrics.epl import (
     EPLSettings,
 )
 from phexplore.errors import ValidationError
+from phexplore.parsing import option_type
 
 
 def add_epl_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def add_epl_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("empirical privacy loss (PF, SPEC §5)")
     group.add_argument(
         "--epl-percentile",
-        type=float,
+        type=option_type("real", "epl_percentile", "--epl-percentile"),
         default=PF_PERCENTILE,
         metavar="P",
         help=f"EPL density range uses the (100−P)th and Pth percentiles of the residuals; "
@@ -34,7 +35,7 @@ def add_epl_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--epl-multiplier",
-        type=float,
+        type=option_type("real", "epl_multiplier", "--epl-multiplier"),
         default=PF_MULTIPLIER,
         metavar="M",
         help=f"EPL density range is ±M × max(|P(100−P)|, |P(P)|); {MULTIPLIER_RANGE[0]:g} < M ≤ "

@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
             f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {tradeoff_spec!r}"
         )
     RANGES["n_boot"].check(args.n_boot, "--n-boot")
-    epl_settings = epl_settings_from_args(args)
+    epl_settings_from_args(args)  # fail before any output or engine work
     data_label = args.data or DEFAULT_DATA[args.engine]
     srs = _srs_fractions(args.srs) if args.engine == "topdown" else None
     preset_path = args.preset if args.preset and Path(args.preset).exists() else None
@@ -225,6 +225,7 @@ def _run(
     from engine.metrics.experiments import run_experiment
 
     out = staging.path
+    epl_settings = epl_settings_from_args(args)
 
     def progress(message: str, fraction: float) -> None:
         print(f"[{100 * fraction:5.1f}%] {message}", file=sys.stderr, flush=True)

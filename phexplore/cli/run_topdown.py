@@ -9,6 +9,7 @@ query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any

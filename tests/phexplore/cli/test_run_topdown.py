@@ -64,7 +64,7 @@ def test_epl_settings_options(tmp_path, capsys):
     for flag, value in (("--epl-percentile", "40"), ("--epl-multiplier", "0")):
         code = main([*args, flag, value, "--out", str(tmp_path / "bad")])
         err = capsys.readouterr().err
-        assert code == 1 and "--epl-percentile / --epl-multiplier" in err and "Traceback" not in err
+        assert code == 1 and f"{flag}: {value} is out of range" in err and "Traceback" not in err
 
 
 def test_ppmf_file_with_2016_cell_schema(tmp_path):
