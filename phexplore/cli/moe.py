@@ -86,6 +86,25 @@ def register(subparsers: Any) -> None:
         metavar="LEVEL",
         help="hide a geolevel's rows (shares are not changed)",
     )
+    pt.add_argument(
+        "--post-processed",
+        action="store_true",
+        help="add the predicted RMSE and 90%% MOE of the published (post-processed) counts: "
+        "post_processed_rmse, post_processed_moe (docs/prediction.md)",
+    )
+    pt.add_argument(
+        "--data",
+        default=None,
+        metavar="SAMPLE_OR_FILE",
+        help="with --post-processed: predict on this data's spine and counts (a sample name such "
+        "as ri2010 or ppmf_perry_al, or a file as for 'run topdown'); default: the shipped Rhode "
+        "Island 2010 profile",
+    )
+    pt.add_argument(
+        "--data-format",
+        choices=("ri2010", "ppmf", "pl94171", "block_csv"),
+        help="format of --data when its header is not enough to tell (default: sniffed)",
+    )
     _common(pt)
     pt.set_defaults(func=run_topdown)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -177,5 +196,36 @@ def run_topdown(args: argparse.Namespace) -> int:
             f"--drop-level: unknown geolevel(s) {unknown}; this scenario has {sorted(levels)}"
         )
     rows = [r for r in topdown_rows(runs, args.confidence) if r["geolevel"] not in args.drop_level]
-    print_rows(rows, topdown_summary(runs, args.delta), args.format)
+    summary = topdown_summary(runs, args.delta)
+    if args.data is not None and not args.post_processed:
+        raise ValidationError("--data is used by --post-processed; add --post-processed")
+    if args.post_processed:
+        rows, summary["post_processed"] = _post_processed(rows, runs, args)
+    print_rows(rows, summary, args.format)
     return 0
+
+
+def _post_processed(
+    rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
+    from phexplore.prediction import shipped_profile
+    from phexplore.prediction.tables import (
+        add_post_processed,
+        prediction_summary,
+        predictions_for_runs,
+    )
+
+    if args.data is None:
+        profile = shipped_profile("ri2010")
+    else:
+        from engine.data.inputs import load_topdown_input
+        from engine.topdown.profile import spine_profile
+
+        persons = [a for a in runs.values() if a.universe == "persons"]
+        if not persons:
+            raise ValidationError("--post-processed needs a persons run")
+        hist = load_topdown_input(args.data, kind=args.data_format)
+        profile = spine_profile(hist, persons[0], name=str(args.data))
+    predictions = predictions_for_runs(runs, profile, confidence=args.confidence)
+    return add_post_processed(rows, predictions), prediction_summary(predictions, profile)

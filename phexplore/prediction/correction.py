@@ -58,11 +58,17 @@ class LevelCorrection:
 
 @dataclass(frozen=True)
 class CellMoments:
-    """Per geounit × cell: P(cell positive), mean error, variance of the error."""
+    """Per geounit × cell: P(cell positive), mean error, variance of the error, and P(cell
+    positive) where the unit is rounded (0 for an only child, a copy of its integral parent)."""
 
     p: np.ndarray
     mean: np.ndarray
     var: np.ndarray
+    rounded: np.ndarray | None = None
+
+    @property
+    def p_rounded(self) -> np.ndarray:
+        return self.p if self.rounded is None else self.rounded
 
 
 def _phi(x: np.ndarray) -> np.ndarray:
@@ -135,7 +141,12 @@ def sample_families(fanouts: np.ndarray, max_units: int | None) -> np.ndarray:
 
 
 def level_moments(
-    counts: np.ndarray, cell_var: np.ndarray, fanouts: np.ndarray, units: np.ndarray
+    counts: np.ndarray,
+    cell_var: np.ndarray,
+    fanouts: np.ndarray,
+    units: np.ndarray,
+    *,
+    root: bool = False,
 ) -> tuple[CellMoments, np.ndarray]:
     """Clipped-cell moments of the ``units`` (whole families) of a level and their family index.
 
@@ -148,7 +159,10 @@ def level_moments(
     if s.ndim == 1:
         s = s[:, None]
     lam = water_fill_shift(y, s, family, int(family.max(initial=-1)) + 1)
-    return clipped_moments(y, s, lam[family]), family
+    moments = clipped_moments(y, s, lam[family])
+    only_child = (fanouts[family_all[units]] == 1) & (not root)
+    rounded = np.where(only_child[:, None], 0.0, moments.p)
+    return CellMoments(moments.p, moments.mean, moments.var, rounded), family
 
 
 def query_correction(
@@ -192,7 +206,7 @@ def query_correction(
         pair_weight = np.where(pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0)
     bias2 = by_answer(moments.mean) ** 2
     spread = np.maximum(by_answer(moments.var) + pair_weight * off_lin, 0.0)
-    mse = spread + bias2 + ROUNDING_VARIANCE * sum_p
+    mse = spread + bias2 + ROUNDING_VARIANCE * by_answer(moments.p_rounded)
     true = by_answer(counts.astype(np.float64))
     mean_count = float(true.mean())
     return LevelCorrection(
@@ -210,6 +224,8 @@ def held_query_correction(
     units: np.ndarray,
     attributes: Sequence[tuple[str, Sequence[str]]],
     query: str,
+    *,
+    root: bool = False,
 ) -> LevelCorrection:
     """Correction of a query estimated in an earlier least-squares pass (e.g. TOTAL in pass 1,
     TDA §7.2) and held in the later ones: water filling on the query's own answers, which is the
@@ -223,8 +239,8 @@ def held_query_correction(
     member = np.zeros((index.size, size))
     member[np.arange(index.size), index] = 1.0
     answers = counts.astype(np.float64) @ member
-    moments, _ = level_moments(answers, linear_var, fanouts, units)
-    mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p
+    moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)
+    mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p_rounded
     mean_count = float(answers.mean())
     return LevelCorrection(
         rmse=math.sqrt(float(mse.mean())),

@@ -89,6 +89,17 @@ class Prediction:
     confidence: float
     level_covariances: tuple[Operator, ...] = field(repr=False, default=())
     algebra: CellAlgebra | None = field(repr=False, default=None)
+    notes: tuple[str, ...] = ()
+    folded: tuple[str, ...] = ()
+    """Allocation levels folded into the spine's root (their published counts are the root's)."""
+
+    def for_level(self, geolevel: str, query: str) -> QueryPrediction | None:
+        """The prediction of an allocation level (a folded root level maps to the spine root)."""
+        level = self.levels[0] if geolevel in self.folded else geolevel
+        try:
+            return self.row(level, query)
+        except KeyError:
+            return None
 
     def row(self, geolevel: str, query: str) -> QueryPrediction:
         for r in self.rows:
@@ -116,6 +127,15 @@ def infer_attributes(
         f"allocation {allocation.name!r}: its queries ({', '.join(names)}) fit none of the shipped "
         f"schemas ({', '.join(SCHEMA_ATTRIBUTES)}); give the data (--data) to predict on its schema"
     )
+
+
+def _fits(attributes: Sequence[tuple[str, Sequence[str]]], queries: Sequence[str]) -> bool:
+    try:
+        for q in queries:
+            parse_marginal(q, attributes)
+    except ValidationError:
+        return False
+    return True
 
 
 def level_budgets(
@@ -222,8 +242,21 @@ def predict_topdown(
         )
     report = list(queries) if queries is not None else [TOTAL, *allocation.all_queries()]
     report = list(dict.fromkeys(report))
+    notes: list[str] = []
+    use_counts = correct and profile.counts is not None
     if attributes is None:
-        attributes = profile.attributes or infer_attributes(allocation, report)
+        if profile.attributes and _fits(profile.attributes, [*allocation.all_queries(), *report]):
+            attributes = profile.attributes
+        else:
+            attributes = infer_attributes(allocation, report)
+            if use_counts:
+                notes.append(
+                    f"the count profile {profile.name!r} is on another schema than the "
+                    "allocation's queries, so no non-negativity correction: the published-count "
+                    "RMSE shown is the least-squares one (typically an upper bound where counts "
+                    "are small); give data on the allocation's schema for the correction"
+                )
+            use_counts = False
     attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
     all_queries = tuple(dict.fromkeys([TOTAL, *allocation.all_queries(), *report, "DETAILED"]))
     for q in all_queries:
@@ -250,7 +283,7 @@ def predict_topdown(
         held_early.append({q for p in design.passes[:-1] for q in p})
     coefs = path_coefficients(spine.fanouts)
     z = z_for_confidence(confidence)
-    counts = spine.counts if correct else None
+    counts = spine.counts if use_counts else None
     rows: list[QueryPrediction] = []
     detailed = "DETAILED"
     for k, lv in enumerate(levels):
@@ -265,7 +298,7 @@ def predict_topdown(
         if counts is not None:
             sample = sample_families(spine.fanouts[k], max_units)
             cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
-            moments, _ = level_moments(counts[k], cell_var, spine.fanouts[k], sample)
+            moments, _ = level_moments(counts[k], cell_var, spine.fanouts[k], sample, root=k == 0)
         for q in report:
             ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
             is_exact = q in exact[lv]
@@ -288,6 +321,7 @@ def predict_topdown(
                     sample,
                     attrs,
                     q,
+                    root=k == 0,
                 )
             else:
                 corr = query_correction(
@@ -321,4 +355,6 @@ def predict_topdown(
         confidence=confidence,
         level_covariances=tuple(covariances),
         algebra=algebra,
+        notes=tuple(notes),
+        folded=tuple(lv for lv in allocation.geolevels if lv not in levels),
     )

@@ -1,0 +1,74 @@
+"""``phexplore moe topdown --post-processed [--data]`` (issue 19): keys, SPEC §7 reference numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from phexplore.cli import main
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _row(out: dict, level: str, query: str) -> dict:
+    return next(r for r in out["rows"] if r["geolevel"] == level and r["query"] == query)
+
+
+def test_post_processed_keys_and_spec_reference(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "moe", "topdown", "--preset", "ri2010-production-like", "--rho", "1",
+        "--post-processed", "--format", "json",
+    )  # fmt: skip
+    for row in out["rows"]:
+        assert {"sigma", "post_processed_rmse", "post_processed_moe"} <= set(row)
+        assert row["post_processed_moe"] == pytest.approx(1.645 * row["post_processed_rmse"], 1e-3)
+    # SPEC §7: on RI at ρ = 1 the published Block TOTAL has RMSE ≈ 9 against σ ≈ 82,
+    # Tract VOTINGAGE ≈ 12 against σ ≈ 70, Block-group RACEETH ≈ 2.1 against 3.6.
+    block = _row(out, "Block", "TOTAL")
+    assert block["sigma"] == pytest.approx(82.4, abs=0.1)
+    assert 8.0 < block["post_processed_rmse"] < 10.5
+    tract = _row(out, "Tract", "VOTINGAGE")
+    assert tract["sigma"] == pytest.approx(70.0, abs=0.1)
+    assert 10.5 < tract["post_processed_rmse"] < 13.5
+    bg = _row(out, "Block_Group", "RACEETH")
+    assert 1.9 < bg["post_processed_rmse"] < 2.5 < bg["sigma"]
+    assert _row(out, "State", "TOTAL")["post_processed_rmse"] == 0.0  # invariant
+    assert out["summary"]["post_processed"]["profile"] == "ri2010"
+
+
+def test_post_processed_without_flag_keeps_old_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "moe", "topdown", "--preset", "ri2010-production-like", "--format", "json")
+    assert "post_processed_rmse" not in out["rows"][0]
+
+
+def test_post_processed_production_units_run(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--post-processed",
+        "--format", "json",
+    )  # fmt: skip
+    units = [r for r in out["rows"] if r["run"] == "units"]
+    assert units and all(r["post_processed_rmse"] is None for r in units)
+    persons = [r for r in out["rows"] if r["run"] == "persons"]
+    assert all(r["post_processed_rmse"] is not None for r in persons)
+    # No 2,016-cell count profile is shipped: the note says the correction is off.
+    assert any("another schema" in n for n in out["summary"]["post_processed"]["notes"])
+
+
+def test_post_processed_with_data(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--post-processed",
+        "--data", "ppmf_perry_al", "--format", "json",
+    )  # fmt: skip
+    assert out["summary"]["post_processed"]["profile"] == "ppmf_perry_al"
+    assert out["summary"]["post_processed"]["notes"] == []
+    row = _row(out, "Block", "TOTAL")
+    assert 0 < row["post_processed_rmse"] < row["sigma"]
+
+
+def test_data_without_post_processed_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["moe", "topdown", "--data", "ri2010"]) != 0
+    assert "--post-processed" in capsys.readouterr().err
