@@ -35,7 +35,10 @@ def _dense(query: str) -> np.ndarray:
 
 def test_gram_inverse_projection_and_variance_match_dense() -> None:
     algebra = CellAlgebra(SMALL, QUERIES)
-    assert max(algebra.dims) == 3 and sum(d * m for d, m in zip(algebra.dims, algebra.mults)) == 48
+    assert (
+        max(algebra.dims) == 3
+        and sum(d * m for d, m in zip(algebra.dims, algebra.mults, strict=True)) == 48
+    )
     rng = np.random.default_rng(0)
     w = {q: rng.uniform(0.1, 2.0) for q in QUERIES}
     h = add(*[scale(algebra.gram(q), w[q]) for q in QUERIES])
@@ -56,7 +59,7 @@ def test_gram_inverse_projection_and_variance_match_dense() -> None:
 def test_production_schema_blocks_are_small() -> None:
     algebra = CellAlgebra(SCHEMA_ATTRIBUTES["redistricting2020"], ("TOTAL", "HHINSTLEVELS"))
     assert max(algebra.dims) <= 3
-    assert sum(d * m for d, m in zip(algebra.dims, algebra.mults)) == 2016
+    assert sum(d * m for d, m in zip(algebra.dims, algebra.mults, strict=True)) == 2016
 
 
 def test_shared_parse_agrees_with_engine_schemas() -> None:
