@@ -18,7 +18,11 @@ from phexplore.accounting import CONVERSIONS, conversions, epsilon_for_delta
 from phexplore.presets import load_topdown_preset
 
 DASHES = {"bun_steinke": "dot", "cks": "solid", "gaussian": "dash"}
-SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS (tight)", "gaussian": "Gaussian profile"}
+SHORT = {
+    "bun_steinke": "Bun–Steinke (TDA paper)",
+    "cks": "CKS (production certificates)",
+    "gaussian": "Gaussian profile",
+}
 
 
 @st.cache_data(show_spinner=False)
@@ -126,9 +130,10 @@ def render() -> None:
     st.title("Privacy loss (ε, δ)")
     st.caption(
         "ρ-zCDP implies (ε, δ)-DP for every δ; the curve shows that trade-off. Three conversions "
-        "are drawn: Bun–Steinke (the Census Bureau's published convention), the tight "
-        "Canonne–Kamath–Steinke bound, and the Gaussian-mechanism profile (approximate for "
-        "discrete noise). Smaller ε means stronger privacy."
+        "are drawn: Bun–Steinke (the conversion the TDA paper quotes), the tight "
+        "Canonne–Kamath–Steinke bound (the one the production privacy-loss certificates use), "
+        "and the Gaussian-mechanism profile (approximate for discrete noise). Smaller ε means "
+        "stronger privacy."
     )
     sources = _sources()
     if not sources:

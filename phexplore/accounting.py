@@ -4,9 +4,10 @@
 - Neighbours: PHSafe's guarantees are stated for *unbounded* neighbours; the bounded guarantee is
   exactly twice the unbounded ρ (PHS Thm 3–4, Table 10 last column).
 - ρ-zCDP → (ε, δ)-DP, three conversions, all labelled for the user:
-  1. ``bun_steinke``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; the Census Bureau's
-     published convention, TDA §2.1 and App. B).
-  2. ``cks``: the tight conversion of Canonne, Kamath & Steinke (2020, Prop. 12 / Cor. 13),
+  1. ``bun_steinke``: ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3; the conversion the TDA
+     paper quotes, TDA §2.1 and App. B — not the one behind the production certificates).
+  2. ``cks``: the tight conversion of Canonne, Kamath & Steinke (2020, Prop. 12 / Cor. 13), which
+     the production privacy-loss certificates use (persons ρ ≈ 2.5562 → ε = 17.14 at δ = 1e-10),
      δ(ε) = inf_{α>1} exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α; equivalently
      ε(δ) = inf_{α>1} αρ + ln(1−1/α) + (ln(1/δ) − ln α)/(α−1), which we minimise directly.
   3. ``gaussian``: the exact privacy profile of a continuous Gaussian mechanism with μ = √(2ρ),
@@ -29,8 +30,8 @@ from phexplore.errors import ValidationError
 Conversion = Literal["bun_steinke", "cks", "gaussian"]
 CONVERSIONS: tuple[Conversion, ...] = ("bun_steinke", "cks", "gaussian")
 CONVERSION_LABELS: dict[str, str] = {
-    "bun_steinke": "Bun–Steinke 2016 (Census Bureau convention)",
-    "cks": "Canonne–Kamath–Steinke 2020 (tight for any ρ-zCDP mechanism)",
+    "bun_steinke": "Bun–Steinke 2016 (the conversion the TDA paper quotes)",
+    "cks": "Canonne–Kamath–Steinke 2020 (tight; used by the production privacy-loss certificates)",
     "gaussian": "Gaussian-mechanism profile (approximate for discrete Gaussian noise)",
 }
 

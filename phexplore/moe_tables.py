@@ -104,11 +104,12 @@ def topdown_rows(
     For pure-DP allocations ``rho_query`` holds the query's ε (``budget`` says which) and the MOE is
     the exact two-sided-geometric one (:func:`phexplore.moe.moe_exact_geometric`).
     """
-    from phexplore.query_cells import query_cells
+    from phexplore.query_cells import allocation_schema, query_cells
 
     z = z_for_confidence(confidence)
     rows = []
     for run, alloc in runs.items():
+        schema = allocation_schema(alloc.all_queries(), alloc.schema)
         for level in alloc.geolevels:
             for query in alloc.queries(level):
                 s2 = alloc.sigma2(level, query)
@@ -122,7 +123,7 @@ def topdown_rows(
                         "run": run,
                         "geolevel": level,
                         "query": query,
-                        "cells": query_cells(query),
+                        "cells": query_cells(query, schema),
                         "budget": "epsilon" if alloc.mechanism == "puredp" else "rho",
                         "rho_query": alloc.query_budget(level, query),
                         "share_level": float(alloc.level_shares[level]),

@@ -7,6 +7,7 @@ OCCUPANCY 2. A query name is ``TOTAL``, ``DETAILED`` or attributes joined by ``*
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import prod
 
 ATTRIBUTE_SIZES: dict[str, int] = {
@@ -19,6 +20,25 @@ ATTRIBUTE_SIZES: dict[str, int] = {
     "OCCUPANCY": 2,
 }
 DETAILED_CELLS: dict[str, int] = {"redistricting2020": 2016, "ri2010": 16}
+SCHEMA_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "redistricting2020": frozenset({"HHGQ", "HHINSTLEVELS", "VOTINGAGE", "HISPANIC", "CENRACE"}),
+    "ri2010": frozenset({"VOTINGAGE", "RACEETH"}),
+}
+DEFAULT_SCHEMA = "redistricting2020"
+
+
+def allocation_schema(queries: Iterable[str], declared: str | None = None) -> str:
+    """The schema whose cells a query list counts: ``declared`` when given, else inferred.
+
+    Inference: queries that use only RI 2010 attributes (VOTINGAGE, RACEETH) and at least one
+    RACEETH query mean ``ri2010``; anything else the production schema (``redistricting2020``).
+    """
+    if declared:
+        return declared
+    used = {part for q in queries if q not in ("TOTAL", "DETAILED") for part in q.split("*")}
+    if "RACEETH" in used and used <= SCHEMA_ATTRIBUTES["ri2010"]:
+        return "ri2010"
+    return DEFAULT_SCHEMA
 
 
 def query_cells(query: str, schema: str = "redistricting2020") -> int | None:

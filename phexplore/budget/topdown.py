@@ -56,6 +56,10 @@ class TopDownAllocation:
     mechanism: str = "zcdp"
     citation: str = ""
     notes: dict[str, Any] = field(default_factory=dict, compare=False)
+    schema: str | None = None
+    """The person schema the queries are built on (``redistricting2020``: 2,016 cells; ``ri2010``:
+    VOTINGAGE × RACEETH, 16 cells); ``None`` when not declared (then inferred from the query names
+    by :func:`phexplore.query_cells.allocation_schema`)."""
 
     def __post_init__(self) -> None:
         validate_topdown(self)
@@ -125,6 +129,7 @@ class TopDownAllocation:
                 for lv in self.geolevels
             },
             "citation": self.citation,
+            **({"schema": self.schema} if self.schema else {}),
         }
 
     @classmethod
@@ -171,7 +176,20 @@ class TopDownAllocation:
             query_shares=query_shares,
             mechanism=str(data.get("mechanism", "zcdp")),
             citation=str(data.get("citation", "")),
+            schema=_schema_name(data.get("schema"), label),
         )
+
+
+def _schema_name(value: Any, label: str) -> str | None:
+    """The ``schema`` key of an allocation JSON: a non-empty name or absent."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(
+            f"{label}: 'schema' must name the person schema, e.g. \"redistricting2020\" or "
+            f'"ri2010"; got {value!r}'
+        )
+    return value.strip()
 
 
 def validate_topdown(alloc: TopDownAllocation) -> None:

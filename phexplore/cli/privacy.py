@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     rho = check_rho(float(parse_fraction(args.rho, where="--rho")))
     conv = conversions(rho, delta=args.delta, epsilon=args.epsilon)
     if args.format == "json":
-        print(dumps_json({"rho": rho, "conversions": conv}))
+        print(dumps_json({"rho": rho, "conversions": conv, "labels": dict(CONVERSION_LABELS)}))
         return 0
     print(f"ρ = {rho:g}")
     for name, values in conv.items():

@@ -88,6 +88,7 @@ def topdown_from_dict(data: Mapping[str, Any]) -> dict[str, TopDownAllocation]:
     data = as_mapping(data, where="allocation")
     name = str(data.get("name", "allocation"))
     citation = str(data.get("citation", ""))
+    schema = data.get("schema")
     if "runs" not in data:
         alloc = TopDownAllocation.from_dict({**data, "citation": citation}, name=name)
         return {alloc.universe: alloc}
@@ -98,7 +99,13 @@ def topdown_from_dict(data: Mapping[str, Any]) -> dict[str, TopDownAllocation]:
     for universe, run in runs.items():
         run = as_mapping(run, where=f"{name}: runs[{universe!r}]")
         out[str(universe)] = TopDownAllocation.from_dict(
-            {**run, "universe": universe, "citation": citation}, name=f"{name} ({universe})"
+            {
+                **run,
+                "universe": universe,
+                "citation": citation,
+                "schema": run.get("schema", schema),
+            },
+            name=f"{name} ({universe})",
         )
     return out
 
@@ -149,6 +156,7 @@ def _derive_topdown(data: Mapping[str, Any]) -> TopDownAllocation:
         query_shares=query_shares,
         mechanism=base.mechanism,
         citation=str(data.get("citation", "")),
+        schema=data.get("schema", base.schema),
     )
 
 

@@ -209,14 +209,33 @@ def test_privacy_loss_page(app: AppTest) -> None:
     prod = refs[refs["Point"].str.startswith("Production persons")]
     assert round(float(prod["ε"].iloc[0]), 2) == 17.14
     eps = next(df for df in frames if "Scenario" in df.columns)
-    before = float(eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (tight)"].iloc[0])
+    before = float(
+        eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (production certificates)"].iloc[0]
+    )
     app.select_slider(key="pl_delta").set_value(1e-5).run()
     _no_problems(app)
     eps = next(df.value for df in app.dataframe if "Scenario" in df.value.columns)
-    after = float(eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (tight)"].iloc[0])
+    after = float(
+        eps.loc[eps["Scenario"] == "TopDown persons", "ε CKS (production certificates)"].iloc[0]
+    )
     assert after < before
     assert app.session_state[S.DELTA] == pytest.approx(1e-5)
     assert app.get("plotly_chart")
+    # Labels say which conversion the TDA paper quotes and which the certificates use.
+    assert "ε Bun–Steinke (TDA paper)" in eps.columns
+    assert any("production privacy-loss certificates use" in c.value for c in app.caption)
+
+
+def test_topdown_planner_cells_come_from_the_schema(app: AppTest) -> None:
+    """On the RI schema DETAILED has 16 cells (VOTINGAGE × RACEETH), not production's 2,016."""
+    app.switch_page("pages/topdown_planner.py").run()
+    app.selectbox(key="td_preset_pick").set_value("ri2010-production-like").run()
+    app.button[0].click().run()
+    _no_problems(app)
+    rows = S.topdown_frames(app.session_state[S.TOPDOWN])[0]
+    detailed = rows[rows["query"] == "DETAILED"]
+    assert set(detailed["cells"]) == {16}
+    assert set(rows.loc[rows["query"] == "RACEETH", "cells"]) == {8}
 
 
 def test_state_kept_between_pages(app: AppTest) -> None:

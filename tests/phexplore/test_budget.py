@@ -172,3 +172,22 @@ def test_phsafe_config_errors(config: dict, message: str) -> None:
 def test_with_tau_keeps_moe_targets() -> None:
     budget = load_phsafe_preset("phsafe-2020").with_tau("PH3", 8)
     assert budget.rho("PH3", "state_A-G") == pytest.approx(1.645**2 * 18**2 / (2 * 20**2))
+
+
+def test_allocation_schema_round_trips_and_is_inferred() -> None:
+    from phexplore.presets import load_topdown_preset
+    from phexplore.query_cells import allocation_schema
+
+    ri = load_topdown_preset("ri2010-production-like")["persons"]
+    assert ri.schema == "ri2010"
+    again = TopDownAllocation.from_dict(ri.to_dict())
+    assert again.schema == "ri2010"
+    prod = load_topdown_preset("topdown-2020-production")["persons"]
+    assert prod.schema == "redistricting2020"
+    undeclared = {k: v for k, v in ri.to_dict().items() if k != "schema"}
+    alloc = TopDownAllocation.from_dict(undeclared)
+    assert alloc.schema is None
+    assert allocation_schema(alloc.all_queries(), alloc.schema) == "ri2010"
+    assert allocation_schema(("TOTAL", "DETAILED")) == "redistricting2020"
+    with pytest.raises(ValidationError, match="schema"):
+        TopDownAllocation.from_dict({**ri.to_dict(), "schema": 3})

@@ -24,6 +24,19 @@ def test_privacy_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert round(out["conversions"]["bun_steinke"]["epsilon"], 2) == 4.36
     out = _json(capsys, "privacy", "--rho", "1", "--epsilon", "10", "--format", "json")
     assert 0 < out["conversions"]["cks"]["delta"] < 1e-9
+    # Bun–Steinke is what the TDA paper quotes; the production certificates use CKS.
+    assert "TDA paper" in out["labels"]["bun_steinke"]
+    assert "production privacy-loss certificates" in out["labels"]["cks"]
+    assert "Census Bureau convention" not in out["labels"]["bun_steinke"]
+
+
+def test_moe_topdown_cells_from_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "moe", "topdown", "--preset", "ri2010-production-like", "--format", "json")
+    cells = {r["query"]: r["cells"] for r in out["rows"]}
+    assert cells == {"TOTAL": 1, "VOTINGAGE": 2, "RACEETH": 8, "DETAILED": 16}
+    out = _json(capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--format", "json")
+    detailed = {r["cells"] for r in out["rows"] if r["query"] == "DETAILED"}
+    assert detailed == {2016}
 
 
 def test_moe_phsafe_contract(capsys: pytest.CaptureFixture[str]) -> None:
