@@ -6,7 +6,8 @@ they accept the same formats with the same validation (issue 4; formats in docs/
 * ``ri2010``   — block CSV in the ALARM/RI 2010 layout (``GEOID, pop, pop_<group>…, vap…``);
 * ``block_csv`` — any one-row-per-block CSV plus a mapping JSON (:mod:`engine.data.block_csv`);
 * ``ppmf``     — PPMF / MDF person records (:mod:`engine.data.ppmf`);
-* ``pl94171``  — the P.L. 94-171 2020-style file set: geographic header + segments 1–3.
+* ``pl94171``  — the P.L. 94-171 2020-style file set: geographic header + segments 1–3;
+* a folder written by ``phexplore generate population`` (PPMF persons + block frame).
 
 Every loader raises :class:`~engine.data.errors.DataValidationError` with located problems.
 """
@@ -141,15 +142,21 @@ def load_topdown_input(
     mapping: str | os.PathLike[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> BlockHistogram:
-    """A sample name, a file (format sniffed or given), a CSV + ``mapping``, or a P.L. 94-171 folder.
+    """A sample name, a file (format sniffed or given), a CSV + ``mapping``, a generated population
+    folder (:mod:`engine.data.generated`) or a P.L. 94-171 folder.
 
-    ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``).
+    ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``; a generated population
+    is our own output and is read in columns without that limit).
     """
     from engine.data.samples import list_samples, load_topdown_sample
 
     path = Path(spec)
     if mapping is not None:
         return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
+    if path.is_dir() and (path / "manifest.json").is_file():
+        from engine.data.generated import load_generated_population
+
+        return load_generated_population(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".pl")
         if not files:

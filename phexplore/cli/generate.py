@@ -1,4 +1,7 @@
-"""``phexplore generate households``: write a synthetic PHSafe CEF extract (persons/units/geo).
+"""``phexplore generate households|population``: synthetic input data for the engines.
+
+``households``: a synthetic PHSafe CEF extract (persons/units/geo). ``population``: one population
+for both engines (:mod:`engine.data.population`: PPMF + CEF extract + block frame).
 
 Wraps :func:`engine.data.synthetic.generate_households` (ACS 2019-calibrated, deterministic for a
 seed) and :func:`engine.data.cef_writer.write_cef_extract` (official PHSafe CEF-extract layout). See
@@ -23,7 +26,7 @@ def register(subparsers: Any) -> None:
     """Add ``generate`` with its ``households`` sub-subcommand."""
     parser = subparsers.add_parser(
         "generate",
-        help="generate synthetic input data (households: a PHSafe CEF extract)",
+        help="generate synthetic input data (households: a PHSafe CEF extract; population: both)",
         description="Generate synthetic input data for the engines.",
     )
     kinds = parser.add_subparsers(dest="kind", metavar="KIND")
@@ -68,6 +71,42 @@ def register(subparsers: Any) -> None:
     add_overwrite_option(households)
     add_format_option(households)
     households.set_defaults(func=run_households)
+    population = kinds.add_parser(
+        "population",
+        help="one synthetic population for both engines (PPMF + CEF extract + block frame)",
+        description=(
+            "Generate a synthetic population with realistic geography (block sizes, empty blocks, "
+            "tracts of ~4,000 persons, counties per state, clustered race/ethnicity) and write, "
+            "from the same persons, ppmf.csv (TopDown), persons.csv/units.csv/geo.csv (PHSafe) "
+            "and blocks.csv (housing units and GQ facilities per block). Large populations are "
+            "generated in chunks with bounded memory."
+        ),
+    )
+    population.add_argument(
+        "--persons",
+        type=_whole_number,
+        required=True,
+        help="number of persons (1,000 – 400,000,000)",
+    )
+    population.add_argument(
+        "--seed", type=int, required=True, help="random seed, ≥ 0 (same seed → same files)"
+    )
+    population.add_argument(
+        "--states",
+        nargs="+",
+        metavar="STATE",
+        help="states (postal codes or FIPS, e.g. RI 44; PR allowed); default: 50 states + DC",
+    )
+    population.add_argument(
+        "--chunk-persons",
+        type=_whole_number,
+        default=None,
+        help="persons generated at once (10,000 – 50,000,000; default 2,000,000): bounds memory",
+    )
+    population.add_argument("--compress", action="store_true", help="write .csv.gz files")
+    population.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    add_format_option(population)
+    population.set_defaults(func=run_population)
     parser.set_defaults(func=lambda args: _no_kind(parser))
 
 
@@ -112,4 +151,41 @@ def run_households(args: argparse.Namespace) -> int:
         "seconds": round(elapsed, 2),
     }
     print_rows(rows, summary, args.format)
+    return 0
+
+
+def run_population(args: argparse.Namespace) -> int:
+    """Generate the population folder and print its manifest as a summary."""
+    import sys
+
+    from engine.data.population import DEFAULT_CHUNK_PERSONS, generate_population
+
+    out = prepare_output_dir(args.out)
+    if any(out.iterdir()):
+        raise ValidationError(f"--out {out}: the folder is not empty; choose a new or empty one")
+    out.rmdir()  # the generator moves its finished folder into place
+
+    def progress(message: str, fraction: float) -> None:
+        if args.format == "table":
+            print(f"\r[{fraction:6.1%}] {message:<50}", end="", file=sys.stderr, flush=True)
+
+    summary = generate_population(
+        args.persons,
+        seed=args.seed,
+        out_dir=out,
+        states=args.states,
+        compress=args.compress,
+        chunk_persons=args.chunk_persons or DEFAULT_CHUNK_PERSONS,
+        progress=progress,
+    )
+    if args.format == "table":
+        print(file=sys.stderr)
+    rows = [{"file": str(out / name)} for name in summary.files]
+    info = {
+        k: v
+        for k, v in vars(summary).items()
+        if k not in ("files", "kind") and not isinstance(v, list)
+    }
+    info["states"] = " ".join(summary.states)
+    print_rows(rows, info, args.format)
     return 0

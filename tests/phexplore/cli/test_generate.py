@@ -76,3 +76,39 @@ def test_generate_checks_out_before_generating(
     argv = ["generate", "households", "--persons", "1000", "--seed", "1", "--out", str(out)]
     assert main(argv) == 1
     assert f"--out {out}: a file is in the way" in capsys.readouterr().err
+
+
+def test_generate_population_feeds_both_engines(tmp_path: Path, capsys: pytest.CaptureFixture):
+    import json
+
+    out = tmp_path / "pop"
+    args = ["generate", "population", "--persons", "12000", "--seed", "2", "--states", "RI"]
+    assert main([*args, "--out", str(out), "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["summary"]["persons"] == 12000
+    assert {p.name for p in out.iterdir()} >= {
+        "ppmf.csv",
+        "persons.csv",
+        "units.csv",
+        "geo.csv",
+        "blocks.csv",
+        "manifest.json",
+    }
+    # a second run into the same (now non-empty) folder is refused in words
+    assert main([*args, "--out", str(out)]) == 1
+    assert "not empty" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "generate",
+                "population",
+                "--persons",
+                "5",
+                "--seed",
+                "1",
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 1
+    )
