@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 
 from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
-from engine.data.population import BLOCK_COLUMNS, read_manifest
+from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
 from engine.data.schemas import REDISTRICTING_SCHEMA
 from phexplore.errors import ValidationError
 
@@ -44,7 +44,7 @@ def _find(directory: Path, stem: str) -> Path:
 
 def is_generated_population(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a folder written by :func:`engine.data.population.generate_population`."""
-    return Path(path).is_dir() and (Path(path) / "manifest.json").is_file()
+    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
 def _block_ids(frame: pd.DataFrame) -> pd.DataFrame:

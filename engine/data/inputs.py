@@ -153,9 +153,9 @@ def load_topdown_input(
     path = Path(spec)
     if mapping is not None:
         return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
-    if path.is_dir() and (path / "manifest.json").is_file():
-        from engine.data.generated import load_generated_population
+    from engine.data.generated import is_generated_population, load_generated_population
 
+    if is_generated_population(path):
         return load_generated_population(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".pl")

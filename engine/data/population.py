@@ -7,7 +7,7 @@
 * ``blocks.csv`` — the block frame: every block (empty ones too) with its housing units, occupied
   units and GQ facilities by type, which TopDown holds as structural zeros and bounds
   (:mod:`engine.topdown.constraints`);
-* ``manifest.json`` — what was generated, written last (readers refuse a folder without it).
+* ``population.json`` — what was generated, written last (readers refuse a folder without it).
 
 Households, GQ persons, ages and race/ethnicity come from the ACS-calibrated household generator
 (:mod:`engine.data.synthetic`); this module adds realistic geography (method in
@@ -100,7 +100,7 @@ CENRACE_CODES_BY_RACE_COUNT = {
 """CENRACE codes 07–63 grouped by the number of races (P.L. 94-171 CENRACE order)."""
 RACEETH_GROUPS = ("hispanic", "white", "black", "aian", "asian", "nhpi", "other", "two")
 FILES = ("ppmf.csv", "persons.csv", "units.csv", "geo.csv", "blocks.csv")
-MANIFEST = "manifest.json"
+MANIFEST = "population.json"
 KIND = "phexplore-generated-population"
 
 PPMF_COLUMNS = (
@@ -133,7 +133,7 @@ Progress = Callable[[str, float], None]
 
 @dataclass(frozen=True)
 class PopulationSummary:
-    """What :func:`generate_population` wrote (also the body of ``manifest.json``)."""
+    """What :func:`generate_population` wrote (also the body of ``population.json``)."""
 
     kind: str
     persons: int
@@ -598,11 +598,14 @@ def generate_population(
     chunk_persons: int = DEFAULT_CHUNK_PERSONS,
     vacancy_rate: float = DEFAULT_VACANCY_RATE,
     progress: Progress | None = None,
+    atomic: bool = True,
 ) -> PopulationSummary:
     """Write the population's files into ``out_dir`` (module docstring); deterministic in ``seed``.
 
-    The files are written into a temporary folder beside ``out_dir`` and moved into place with
-    their manifest only when complete.
+    With ``atomic`` (default) the files are written into a temporary folder beside ``out_dir`` and
+    moved into place only when complete; ``atomic=False`` writes straight into ``out_dir`` (the
+    CLI's staging folder of :mod:`phexplore.output_folder`, which does the same). Either way
+    ``population.json`` is written last.
     """
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
         raise ValidationError(f"persons must be a whole number, got {n_persons!r}")
@@ -623,10 +626,10 @@ def generate_population(
     cal = load_calibration()
     two = all_two_or_more_races()
     block_sizes = load_block_sizes()
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    if tmp.exists():
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}" if atomic else out
+    if atomic and tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    tmp.mkdir(parents=True, exist_ok=True)
     suffix = ".csv.gz" if compress else ".csv"
     names = [f.replace(".csv", suffix) for f in FILES]
     sinks = {f: _Sink(tmp / n, compress) for f, n in zip(FILES, names, strict=True)}
@@ -689,16 +692,17 @@ def generate_population(
         seconds=round(time.perf_counter() - started, 3),
     )
     (tmp / MANIFEST).write_text(json.dumps(asdict(summary), indent=2) + "\n", encoding="utf-8")
-    if out.exists():
-        out.rmdir()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, out)
+    if atomic:
+        if out.exists():
+            out.rmdir()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)
     report("Done", 1.0)
     return summary
 
 
 def read_manifest(directory: str | os.PathLike[str]) -> dict[str, object]:
-    """The manifest of a generated population folder; refuses a folder without one."""
+    """The ``population.json`` of a generated population folder; refuses a folder without one."""
     path = Path(directory) / MANIFEST
     if not path.is_file():
         raise ValidationError(

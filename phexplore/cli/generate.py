@@ -89,7 +89,10 @@ def register(subparsers: Any) -> None:
         help="number of persons (1,000 – 400,000,000)",
     )
     population.add_argument(
-        "--seed", type=int, required=True, help="random seed, ≥ 0 (same seed → same files)"
+        "--seed",
+        type=option_type("whole", "seed", "--seed"),
+        required=True,
+        help="random seed, ≥ 0 (same seed → same files)",
     )
     population.add_argument(
         "--states",
@@ -104,7 +107,10 @@ def register(subparsers: Any) -> None:
         help="persons generated at once (10,000 – 50,000,000; default 2,000,000): bounds memory",
     )
     population.add_argument("--compress", action="store_true", help="write .csv.gz files")
-    population.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    population.add_argument(
+        "--out", type=Path, required=True, help="output folder (written atomically, with manifest)"
+    )
+    add_overwrite_option(population)
     add_format_option(population)
     population.set_defaults(func=run_population)
     parser.set_defaults(func=lambda args: _no_kind(parser))
@@ -155,32 +161,30 @@ def run_households(args: argparse.Namespace) -> int:
 
 
 def run_population(args: argparse.Namespace) -> int:
-    """Generate the population folder and print its manifest as a summary."""
+    """Generate the population folder (atomically, with manifest) and print a summary."""
     import sys
 
     from engine.data.population import DEFAULT_CHUNK_PERSONS, generate_population
-
-    out = prepare_output_dir(args.out)
-    if any(out.iterdir()):
-        raise ValidationError(f"--out {out}: the folder is not empty; choose a new or empty one")
-    out.rmdir()  # the generator moves its finished folder into place
 
     def progress(message: str, fraction: float) -> None:
         if args.format == "table":
             print(f"\r[{fraction:6.1%}] {message:<50}", end="", file=sys.stderr, flush=True)
 
-    summary = generate_population(
-        args.persons,
-        seed=args.seed,
-        out_dir=out,
-        states=args.states,
-        compress=args.compress,
-        chunk_persons=args.chunk_persons or DEFAULT_CHUNK_PERSONS,
-        progress=progress,
-    )
+    with open_output(args, "generate population", {}, seed=args.seed) as staging:
+        staging.settings.update({"persons": args.persons, "states": args.states})
+        summary = generate_population(
+            args.persons,
+            seed=args.seed,
+            out_dir=staging.path,
+            states=args.states,
+            compress=args.compress,
+            chunk_persons=args.chunk_persons or DEFAULT_CHUNK_PERSONS,
+            progress=progress,
+            atomic=False,
+        )
     if args.format == "table":
         print(file=sys.stderr)
-    rows = [{"file": str(out / name)} for name in summary.files]
+    rows = [{"file": str(staging.final / name)} for name in summary.files]
     info = {
         k: v
         for k, v in vars(summary).items()

@@ -154,5 +154,5 @@ def test_bad_requests_are_refused_in_words(tmp_path):
         generate_population(10, seed=1, out_dir=tmp_path / "x")
     with pytest.raises(ValidationError, match="unknown state"):
         generate_population(5_000, seed=1, states=["ZZ"], out_dir=tmp_path / "x")
-    with pytest.raises(ValidationError, match="no manifest.json"):
+    with pytest.raises(ValidationError, match="no population.json"):
         read_manifest(tmp_path)

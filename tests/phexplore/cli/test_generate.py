@@ -92,11 +92,13 @@ def test_generate_population_feeds_both_engines(tmp_path: Path, capsys: pytest.C
         "units.csv",
         "geo.csv",
         "blocks.csv",
+        "population.json",
         "manifest.json",
     }
-    # a second run into the same (now non-empty) folder is refused in words
+    # a second run into the same folder is refused unless --overwrite is given
     assert main([*args, "--out", str(out)]) == 1
-    assert "not empty" in capsys.readouterr().err
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*args, "--out", str(out), "--overwrite"]) == 0
     assert (
         main(
             [
