@@ -32,6 +32,19 @@ HELP_QUERY_SHARE = (
 )
 
 
+HEAT_LABELS = {
+    "moe90": "noisy measurement: 90% MOE",
+    "sigma": "noisy measurement: σ",
+    "post_processed_moe": "published count: 90% MOE",
+    "post_processed_rmse": "published count: RMSE",
+}
+HELP_PUBLISHED = (
+    "Published count: the predicted error after least squares, non-negativity and rounding "
+    "(SPEC §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
+    "validated against repeated runs where the mean count per cell is ≥ 1 (docs/prediction.md)."
+)
+
+
 def _editor_keys(universe: str) -> tuple[str, str]:
     version = st.session_state[S.EDITOR_VERSION]
     return f"td_levels_{universe}_{version}", f"td_queries_{universe}_{version}"
@@ -106,7 +119,9 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
     pivot = rows.pivot_table(index="geolevel", columns="query", values=value, sort=False)
     order = list(dict.fromkeys(rows["geolevel"]))
     pivot = pivot.reindex(order)
-    z = np.log10(pivot.to_numpy(dtype=float))
+    values = pivot.to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log10(np.where(values > 0, values, np.nan))  # 0 = invariant: no colour
     text = [[("" if math.isnan(v) else f"{v:,.1f}") for v in row] for row in pivot.to_numpy()]
     fig = go.Figure(
         go.Heatmap(
@@ -116,7 +131,10 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
             text=text,
             texttemplate="%{text}",
             colorscale="Viridis",
-            colorbar={"title": {"moe90": "log₁₀ MOE", "sigma": "log₁₀ σ"}.get(value, value)},
+            colorbar={
+                "title": "log₁₀ "
+                + ("RMSE" if "rmse" in value else "σ" if value == "sigma" else "MOE")
+            },
             hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
         )
     )
@@ -139,7 +157,8 @@ def render() -> None:
     st.caption(
         "Split each run's total ρ over geolevels and, within a level, over query groups. A query "
         "answered with ρ·c·d gets discrete-Gaussian noise with σ² = 1/(ρ·c·d) (TDA App. B); its "
-        "90% MOE is 1.645·σ (noisy measurements, before post-processing)."
+        "90% MOE is 1.645·σ (noisy measurements, before post-processing). The published counts "
+        "are more accurate: switch the heatmap to the predicted published-count error."
     )
 
     top = st.columns([0.34, 0.16, 0.25, 0.25])
@@ -240,6 +259,11 @@ def render() -> None:
         )
 
     rows, summary = S.topdown_frames(runs, delta)
+    published_error, published_notes = None, []
+    try:
+        rows, published_notes = S.topdown_post_processed(runs)
+    except PHExploreError as exc:
+        published_error = str(exc)
     with right:
         m = st.columns(len(runs) + 1)
         for i, (name, entry) in enumerate(summary["runs"].items()):
@@ -269,14 +293,18 @@ def render() -> None:
             m[-1].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
         show = st.radio(
             "Heatmap shows",
-            ["moe90", "sigma"],
-            format_func={"moe90": "90% MOE (persons)", "sigma": "σ (persons)"}.get,
+            [k for k in HEAT_LABELS if k in rows.columns],
+            format_func=HEAT_LABELS.get,
             horizontal=True,
             key="td_heat_value",
-            help=S.HELP_MOE,
+            help=S.HELP_MOE + " " + HELP_PUBLISHED,
         )
+        if published_error:
+            st.info(f"No published-count prediction for this allocation: {published_error}")
+        for note in published_notes if show.startswith("post_processed") else []:
+            st.caption(f"Published-count prediction: {note}.")
         sub = rows[rows["run"] == universe]
-        label = "90% MOE" if show == "moe90" else "σ"
+        label = HEAT_LABELS[show]
         st.plotly_chart(
             _heatmap(
                 sub, show, f"{s[S.SCENARIO_NAME]} — {alloc.name}: {label} by geolevel × query"
@@ -290,8 +318,11 @@ def render() -> None:
                         "rho_query": "ρ of query",
                         "share_level": "c",
                         "share_query": "d",
-                        "sigma": "σ",
-                        "moe90": "90% MOE",
+                        "sigma": "noisy measurement σ",
+                        "moe90": "noisy measurement 90% MOE",
+                        "post_processed_rmse": "published count RMSE (predicted)",
+                        "post_processed_moe": "published count 90% MOE (predicted)",
+                        "post_processed_holds": "mean count ≥ 1 (model validated)",
                     }
                 ),
                 hide_index=True,

@@ -197,6 +197,42 @@ def topdown_frames(
     return pd.DataFrame(topdown_rows(runs, confidence)), topdown_summary(runs, delta)
 
 
+PLANNER_MAX_UNITS = 3000
+"""Geounits per level on which the planner evaluates the non-negativity correction (whole families,
+every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks/prediction.py)."""
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _post_processed_cached(runs_json: str, confidence: float) -> dict[str, Any]:
+    import json
+
+    from phexplore.prediction import shipped_profile
+    from phexplore.prediction.tables import add_post_processed, predictions_for_runs
+
+    runs = {
+        name: TopDownAllocation.from_dict(data, name=data.get("name"))
+        for name, data in json.loads(runs_json).items()
+    }
+    predictions = predictions_for_runs(
+        runs, shipped_profile("ri2010"), confidence=confidence, max_units=PLANNER_MAX_UNITS
+    )
+    notes = sorted({n for p in predictions.values() for n in p.notes})
+    return {"rows": add_post_processed(topdown_rows(runs, confidence), predictions), "notes": notes}
+
+
+def topdown_post_processed(
+    runs: Mapping[str, TopDownAllocation], confidence: float = 0.90
+) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`topdown_frames` rows plus the predicted accuracy of the published counts (SPEC §7:
+    ``post_processed_rmse``, ``post_processed_moe``) on the shipped RI 2010 profile (cached), and
+    the prediction's notes."""
+    import json
+
+    payload = json.dumps({k: a.to_dict() for k, a in runs.items()}, sort_keys=True)
+    out = _post_processed_cached(payload, confidence)
+    return pd.DataFrame(out["rows"]), list(out["notes"])
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def moe_curve(sensitivity: float, confidence: float = 0.90) -> pd.DataFrame:
     """MOE bound ⌊zσ⌋ over a log grid of ρ for one sensitivity Δ (cached per Δ and confidence)."""

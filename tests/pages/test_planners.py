@@ -306,3 +306,28 @@ def test_topdown_query_share_edit(app: AppTest) -> None:
     after = app.session_state[S.TOPDOWN]["persons"]
     assert "DETAILED" not in after.queries("Block")
     assert after.sigma2("Block", "TOTAL") < before.sigma2("Block", "TOTAL")
+
+
+def test_topdown_planner_shows_published_count_accuracy(app: AppTest) -> None:
+    app.switch_page("pages/topdown_planner.py").run()
+    _no_problems(app)
+    app.selectbox(key="td_preset_pick").set_value("ri2010-production-like").run()
+    app.button[0].click().run()
+    app.number_input(key="td_rho_persons").set_value(1.0).run()
+    _no_problems(app)
+    heat = app.radio(key="td_heat_value")
+    assert "post_processed_moe" in heat.options or "published count: 90% MOE" in heat.options
+    heat.set_value("post_processed_rmse").run()
+    _no_problems(app)
+    table = next(
+        d.value for d in app.dataframe if "published count RMSE (predicted)" in d.value.columns
+    )
+    row = table[(table["geolevel"] == "Block") & (table["query"] == "TOTAL")].iloc[0]
+    assert row["noisy measurement σ"] > 80 and 8 < row["published count RMSE (predicted)"] < 10.5
+    # An edit recomputes it: more ρ, smaller published error.
+    app.number_input(key="td_rho_persons").set_value(4.0).run()
+    table = next(
+        d.value for d in app.dataframe if "published count RMSE (predicted)" in d.value.columns
+    )
+    row4 = table[(table["geolevel"] == "Block") & (table["query"] == "TOTAL")].iloc[0]
+    assert row4["published count RMSE (predicted)"] < row["published count RMSE (predicted)"]
