@@ -53,7 +53,10 @@ def _sidebar() -> None:
         st.text_input(
             "Scenario name",
             key="sb_scenario_name",
-            on_change=lambda: s.__setitem__(S.SCENARIO_NAME, s["sb_scenario_name"] or "Scenario"),
+            on_change=S.guarded(
+                lambda: s.__setitem__(S.SCENARIO_NAME, s["sb_scenario_name"] or "Scenario"),
+                "app: update",
+            ),
             help="Labels every chart and download of this session.",
         )
         S.sync_widget("sb_delta", S.DELTA)
@@ -62,7 +65,7 @@ def _sidebar() -> None:
             options=list(S.DELTA_CHOICES),
             format_func=S.fmt_delta,
             key="sb_delta",
-            on_change=_sync_delta,
+            on_change=S.guarded(_sync_delta, "app: sync_delta"),
             help=S.HELP_DELTA,
         )
         S.sync_widget("sb_conversion", S.CONVERSION)
@@ -71,7 +74,9 @@ def _sidebar() -> None:
             list(CONVERSIONS),
             format_func=S.conversion_label,
             key="sb_conversion",
-            on_change=lambda: s.__setitem__(S.CONVERSION, s["sb_conversion"]),
+            on_change=S.guarded(
+                lambda: s.__setitem__(S.CONVERSION, s["sb_conversion"]), "app: update"
+            ),
             help=S.HELP_CONVERSION,
         )
 
@@ -84,7 +89,10 @@ def main() -> None:
     R.collect_finished(st.session_state, S.RUNS)
     nav = st.navigation(PAGES)
     _sidebar()
-    nav.run()
+    try:
+        nav.run()
+    except Exception as exc:  # one line on the page, the traceback in the log (never on screen)
+        S.show_failure(exc, f"the {nav.title} page")
 
 
 main()

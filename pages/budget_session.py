@@ -121,7 +121,11 @@ def _plan_tab() -> None:
         },
     )
     b1, b2 = st.columns(2)
-    b1.button("Use this plan in the PHSafe planner", on_click=_use_plan, type="primary")
+    b1.button(
+        "Use this plan in the PHSafe planner",
+        on_click=S.guarded(_use_plan, "budget session: use_plan"),
+        type="primary",
+    )
     b2.download_button(
         "Download plan (CSV)",
         R.tidy_bytes(rows, "csv"),

@@ -252,7 +252,11 @@ def render() -> None:
             key="ps_preset",
             help="Shipped PHSafe parameter sets (PHS Table 10: production 2020 S-DHC).",
         )
-        c2.button("Load preset", on_click=_load_preset, width="stretch")
+        c2.button(
+            "Load preset",
+            on_click=S.guarded(_load_preset, "phsafe planner: load_preset"),
+            width="stretch",
+        )
         if "ps_enabled_levels" not in s:
             s["ps_enabled_levels"] = [k for k in LEVEL_KEYS if k not in s[S.PHSAFE_DISABLED]]
         st.multiselect(
@@ -260,7 +264,7 @@ def render() -> None:
             list(LEVEL_KEYS),
             format_func=S.level_label,
             key="ps_enabled_levels",
-            on_change=_on_levels,
+            on_change=S.guarded(_on_levels, "phsafe planner: on_levels"),
             help="Switch whole population-group levels on or off. Budgets of switched-off levels "
             "are kept and come back when you switch them on again.",
         )
@@ -324,7 +328,7 @@ def render() -> None:
                 step=0.001,
                 format="%.6f",
                 key="ps_rho",
-                on_change=_on_rho,
+                on_change=S.guarded(_on_rho, "phsafe planner: on_rho"),
                 help=S.HELP_RHO + " 0 skips the level.",
             )
             e4.number_input(
@@ -333,7 +337,7 @@ def render() -> None:
                 step=1.0,
                 format="%.0f",
                 key="ps_moe",
-                on_change=_on_moe,
+                on_change=S.guarded(_on_moe, "phsafe planner: on_moe"),
                 help=S.HELP_MOE + " Setting it recomputes ρ.",
             )
             e5.number_input(
@@ -342,7 +346,7 @@ def render() -> None:
                 max_value=100,
                 step=1,
                 key="ps_tau",
-                on_change=_on_tau,
+                on_change=S.guarded(_on_tau, "phsafe planner: on_tau"),
                 disabled=table in PHSAFE_DENOMINATOR_TABLES,
                 help=S.HELP_TAU,
             )
@@ -383,7 +387,7 @@ def render() -> None:
         "Import official config.json",
         type=["json"],
         key="ps_upload",
-        on_change=_import_config,
+        on_change=S.guarded(_import_config, "phsafe planner: import_config"),
         help="The official PHSafe configuration (privacy_budget, tau, ...) or a PHExplore PHSafe JSON.",
     )
     b3.download_button(

@@ -146,7 +146,7 @@ def render() -> None:
         options=list(S.DELTA_CHOICES),
         format_func=S.fmt_delta,
         key="pl_delta",
-        on_change=_sync_delta,
+        on_change=S.guarded(_sync_delta, "privacy loss: sync_delta"),
         help=S.HELP_DELTA,
     )
     default = [k for k in sources if k in ("PHSafe (bounded ρ)", "TopDown persons")] or list(

@@ -173,7 +173,10 @@ def _topdown_data() -> _TopDownData:
             help="Validated by the data layer; every problem is listed with its file, row "
             "and column.",
         )
-        st.button("Validate upload", on_click=_validate_topdown_upload)
+        st.button(
+            "Validate upload",
+            on_click=S.guarded(_validate_topdown_upload, "run: validate_topdown_upload"),
+        )
         if UPLOAD_HIST in s:
             hist, data_label = s[UPLOAD_HIST]
             st.success(f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons")
@@ -240,7 +243,9 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         list(options),
         format_func=options.get,
         key="run_td_alloc",
-        on_change=lambda: canonical.__setitem__(data_label, s["run_td_alloc"]),
+        on_change=S.guarded(
+            lambda: canonical.__setitem__(data_label, s["run_td_alloc"]), "run: update"
+        ),
         help="Shares of the budget over geolevels and queries. The data's schema must have "
         "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
     )
@@ -478,7 +483,11 @@ def _phsafe_form() -> R.RunJob | None:
                 key="run_cef_files",
                 help="Three files named persons…, units… and geo… (CSV, optionally gzip-compressed).",
             )
-            st.button("Validate upload", on_click=_validate_cef_upload, key="run_cef_validate")
+            st.button(
+                "Validate upload",
+                on_click=S.guarded(_validate_cef_upload, "run: validate_cef_upload"),
+                key="run_cef_validate",
+            )
             if UPLOAD_CEF in s:
                 extract, data_label = s[UPLOAD_CEF]
                 st.success(f"Loaded {data_label}")

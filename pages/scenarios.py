@@ -236,12 +236,14 @@ def render() -> None:
         st.text_area(
             "Notes", key="sc_notes", height=68, help="Why this scenario; shown in reports."
         )
-        st.button("Save scenario", type="primary", on_click=_on_save)
+        st.button(
+            "Save scenario", type="primary", on_click=S.guarded(_on_save, "scenarios: on_save")
+        )
         st.file_uploader(
             "Load a scenario JSON",
             type=["json"],
             key="sc_upload",
-            on_change=_on_upload,
+            on_change=S.guarded(_on_upload, "scenarios: on_upload"),
             help="A file downloaded from this page or written by `phexplore`.",
         )
     with right:
@@ -280,7 +282,12 @@ def render() -> None:
                 help="The saved scenario the buttons below act on.",
             )
             b1, b2, b3 = st.columns(3)
-            b1.button("Load into planners", on_click=_on_load, args=(name,), width="stretch")
+            b1.button(
+                "Load into planners",
+                on_click=S.guarded(_on_load, "scenarios: on_load"),
+                args=(name,),
+                width="stretch",
+            )
             b2.download_button(
                 "Download JSON",
                 saved[name].to_json().encode("utf-8"),
@@ -288,7 +295,12 @@ def render() -> None:
                 mime="application/json",
                 width="stretch",
             )
-            b3.button("Delete", on_click=_on_delete, args=(name,), width="stretch")
+            b3.button(
+                "Delete",
+                on_click=S.guarded(_on_delete, "scenarios: on_delete"),
+                args=(name,),
+                width="stretch",
+            )
             d1, d2 = st.columns([0.65, 0.35])
             d1.text_input(
                 "Name of the copy",
@@ -296,7 +308,12 @@ def render() -> None:
                 placeholder=f"{name} (copy)",
                 help="Duplicates keep the budgets but not the attached run results.",
             )
-            d2.button("Duplicate", on_click=_on_duplicate, args=(name,), width="stretch")
+            d2.button(
+                "Duplicate",
+                on_click=S.guarded(_on_duplicate, "scenarios: on_duplicate"),
+                args=(name,),
+                width="stretch",
+            )
 
     saved = _saved()
     if len(saved) >= 2:

@@ -173,7 +173,11 @@ def render() -> None:
         help="Production 2020 (TDA Tables 6–8), April 2021 demonstration (Tables 3–5), the 2018 "
         "End-to-End test on 1940 data (pure DP, PF) and their RI 2010 adaptations.",
     )
-    top[1].button("Load preset", on_click=_load_preset, width="stretch")
+    top[1].button(
+        "Load preset",
+        on_click=S.guarded(_load_preset, "topdown planner: load_preset"),
+        width="stretch",
+    )
     if s.get("td_universe") not in runs:
         s["td_universe"] = next(iter(runs))
     universe = top[2].radio(
@@ -193,7 +197,7 @@ def render() -> None:
         step=0.01,
         format="%.4f",
         key=rho_key,
-        on_change=_on_rho,
+        on_change=S.guarded(_on_rho, "topdown planner: on_rho"),
         args=(universe,),
         help=(S.HELP_RHO if what == "ρ" else "Pure-DP budget ε (two-sided geometric noise).")
         + " Shares stay as they are; every query's budget scales with it.",
@@ -252,7 +256,9 @@ def render() -> None:
             list(S.SPINES),
             format_func=S.SPINES.get,
             key="td_spine",
-            on_change=lambda: s.__setitem__(S.SPINE, s["td_spine"]),
+            on_change=S.guarded(
+                lambda: s.__setitem__(S.SPINE, s["td_spine"]), "topdown planner: update"
+            ),
             help="The hierarchy TopDown works down. The AIAN-style spine adds a branch for "
             "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
             "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",

@@ -350,3 +350,31 @@ def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
             and not key.startswith(_UNASSIGNABLE_PREFIXES)
         ):
             s[key] = s[key]
+
+
+# ------------------------------------------------------------------ errors in callbacks and pages
+
+
+def show_failure(exc: BaseException, what: str) -> None:
+    """Show one readable line for ``exc`` (traceback to the log file, never on the page)."""
+    from phexplore.failures import describe_failure
+
+    st.error(describe_failure(exc, what))
+
+
+def guarded(callback: Any, what: str) -> Any:
+    """``callback`` for ``on_click``/``on_change`` that turns any escaping error into one line.
+
+    A user error (PHExploreError) is shown as is; anything else as "<what> failed: …" with the
+    traceback appended to the log file (:mod:`phexplore.failures`).
+    """
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except Exception as exc:  # Streamlit's control-flow exceptions are BaseException
+            show_failure(exc, what)
+            return None
+
+    run.__name__ = getattr(callback, "__name__", "callback")
+    return run

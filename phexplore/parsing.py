@@ -428,6 +428,8 @@ RANGES: dict[str, Range] = {
     "persons": Range(1_000, 50_000_000, meaning="persons to generate"),
     "max_bytes": Range(1, 2**40, meaning="input size limit in bytes (1 TiB at most)"),
     "fraction": Range(0, 1, low_open=True, meaning="a sampling fraction"),
+    "share_rho": Range(0, 1e6, meaning="ρ of one table and level; 0 skips it"),
+    "denominator": Range(1, 1e9, meaning="common denominator of rounded shares"),
     "fanout": Range(1, 1_000_000, meaning="fan-out cut-off of the spine (children per parent)"),
     "epl_percentile": Range(
         50, 100, low_open=True, meaning="EPL density range percentile p; PF published with 95"

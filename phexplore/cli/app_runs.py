@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -223,10 +222,10 @@ def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:
                 job.cancelled = True
             else:
                 job.error = problem_lines(exc)
-        except Exception as exc:  # an engine bug: show it in place, never a traceback page
-            job.error = [f"unexpected error in the engine: {exc!r}"] + traceback.format_exc(
-                limit=3
-            ).splitlines()[-3:]
+        except Exception as exc:  # one line in place; the traceback goes to the log file
+            from phexplore.failures import describe_failure
+
+            job.error = [describe_failure(exc, f"the {job.engine} run")]
         finally:
             job.finished = time.monotonic()
 

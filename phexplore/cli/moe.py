@@ -19,7 +19,7 @@ from phexplore.moe_tables import (
     topdown_rows,
     topdown_summary,
 )
-from phexplore.parsing import load_json_object
+from phexplore.parsing import load_json_object, option_type, parse_real, parse_whole
 from phexplore.presets import (
     load_phsafe_preset,
     load_topdown_preset,
@@ -77,7 +77,11 @@ def register(subparsers: Any) -> None:
         "--preset", default=None, help="TopDown preset (default topdown-2020-production)"
     )
     src.add_argument("--config", type=Path, help="allocation JSON (schema in docs/analytic.md)")
-    pt.add_argument("--rho", type=float, help="scale every run to this total ρ (or ε for pure DP)")
+    pt.add_argument(
+        "--rho",
+        type=option_type("exact", "rho", "--rho"),
+        help="scale every run to this total ρ (or ε for pure DP), 0 < ρ ≤ 10^6",
+    )
     pt.add_argument("--run", action="append", default=[], help="only these runs (persons, units)")
     pt.add_argument(
         "--drop-level",
@@ -112,9 +116,17 @@ def register(subparsers: Any) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--confidence", type=float, default=0.90, help="confidence level of the MOE (0.90)"
+        "--confidence",
+        type=option_type("real", "confidence", "--confidence"),
+        default=0.90,
+        help="confidence level of the MOE, 0 < c < 1 (0.90)",
     )
-    p.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="δ for the ε summary (1e-10)")
+    p.add_argument(
+        "--delta",
+        type=option_type("real", "delta", "--delta"),
+        default=DEFAULT_DELTA,
+        help="δ for the ε summary, 0 < δ < 1 (1e-10)",
+    )
     add_format_option(p)
 
 
@@ -151,18 +163,17 @@ def apply_phsafe_overrides(
     """Apply ``--tau``, ``--rho`` and ``--drop-level`` in that order."""
     for spec in taus:
         table, value = _split(spec, "=", "--tau")
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             raise ValidationError(f"--tau {spec!r}: τ must be a whole number")
-        budget = budget.with_tau(table, int(value))
+        budget = budget.with_tau(
+            table, parse_whole(value, where=f"--tau {spec!r}", range_name="tau")
+        )
     for spec in rhos:
         target, value = _split(spec, "=", "--rho")
         if ":" not in target:
             raise ValidationError(f"--rho {spec!r} must look like 'PH3:state_A-G=0.5'")
         table, level = target.split(":", 1)
-        try:
-            r = float(value)
-        except ValueError:
-            raise ValidationError(f"--rho {spec!r}: {value!r} is not a number") from None
+        r = parse_real(value, where=f"--rho {spec!r}", range_name="share_rho")
         for key in resolve_level_spec(level):
             budget = budget.with_rho(table, key, r)
     for spec in drops:

@@ -8,7 +8,7 @@ from typing import Any
 
 from phexplore.cli._output import add_format_option, print_rows
 from phexplore.errors import ValidationError
-from phexplore.parsing import load_json_object
+from phexplore.parsing import load_json_object, option_type
 from phexplore.planning import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
 from phexplore.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
 
@@ -31,7 +31,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     ps.add_argument("--targets", required=True, help="preset name or targets JSON file")
-    ps.add_argument("--rho-cap", type=float, help="total unbounded ρ cap; best allocation under it")
+    ps.add_argument(
+        "--rho-cap",
+        type=option_type("real", "rho", "--rho-cap"),
+        help="total unbounded ρ cap, 0 < ρ ≤ 10^6; best allocation under it",
+    )
     ps.add_argument(
         "--objective", choices=OBJECTIVES, default="max-ratio", help="objective under a cap"
     )
@@ -47,7 +51,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     pt.add_argument("--targets", required=True, help="preset name or targets JSON file")
-    pt.add_argument("--denominator", type=int, help="round shares to this denominator (e.g. 4097)")
+    pt.add_argument(
+        "--denominator",
+        type=option_type("whole", "denominator", "--denominator"),
+        help="round shares to this denominator, 1 – 10^9 (e.g. 4097)",
+    )
     add_format_option(pt)
     pt.set_defaults(func=run_topdown)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

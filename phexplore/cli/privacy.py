@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from phexplore.accounting import CONVERSION_LABELS, check_rho, conversions
-from phexplore.budget import parse_fraction
 from phexplore.cli._output import add_format_option, dumps_json
+from phexplore.parsing import option_type, parse_exact
 
 
 def register(subparsers: Any) -> None:
@@ -24,15 +24,23 @@ def register(subparsers: Any) -> None:
         "--rho", required=True, help="total ρ (zCDP), e.g. 2.56 or an exact fraction 293764/114921"
     )
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--delta", type=float, help="δ at which to report ε (default 1e-10)")
-    group.add_argument("--epsilon", type=float, help="ε at which to report δ")
+    group.add_argument(
+        "--delta",
+        type=option_type("real", "delta", "--delta"),
+        help="δ at which to report ε, 0 < δ < 1 (default 1e-10)",
+    )
+    group.add_argument(
+        "--epsilon",
+        type=option_type("real", "epsilon", "--epsilon"),
+        help="ε at which to report δ, 0 < ε ≤ 10^6",
+    )
     add_format_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the conversions as JSON or a table."""
-    rho = check_rho(float(parse_fraction(args.rho, where="--rho")))
+    rho = check_rho(float(parse_exact(args.rho, where="--rho", range_name="rho")))
     conv = conversions(rho, delta=args.delta, epsilon=args.epsilon)
     if args.format == "json":
         print(dumps_json({"rho": rho, "conversions": conv, "labels": dict(CONVERSION_LABELS)}))

@@ -81,8 +81,11 @@ def test_moe_topdown_contract(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["privacy", "--rho", "0"], "ρ must be a positive, finite number; got 0.0"),
-        (["privacy", "--rho", "1", "--delta", "2"], "δ must satisfy 0 < δ < 1"),
+        (["privacy", "--rho", "0"], "--rho: 0 is out of range; it must be greater than 0"),
+        (
+            ["privacy", "--rho", "1", "--delta", "2"],
+            "--delta: 2 is out of range; it must be greater than 0 and less than 1",
+        ),
         (["moe", "phsafe", "--tau", "PH3=x"], "--tau 'PH3=x': τ must be a whole number"),
         (["moe", "phsafe", "--drop-level", "County"], "unknown level 'County'"),
         (["moe", "phsafe", "--preset", "nope"], "unknown preset 'nope'"),
