@@ -68,6 +68,41 @@ def _mae_section(record: R.RunRecord) -> None:
     _chart(fig, f"run{record.id}_mae")
     st.dataframe(mae, hide_index=True, width="stretch")
     _csv(mae, f"run{record.id}_mae", f"mae_{record.id}")
+    _prediction_section(record)
+
+
+def _prediction_section(record: R.RunRecord) -> None:
+    """Predicted RMSE of the published counts (SPEC §7, before the run) beside the measured one."""
+    pred = record.tables.get("prediction")
+    st.subheader("Predicted vs measured RMSE of the published counts")
+    if pred is None or pred.empty:
+        st.caption(
+            "No prediction for this run's spine (the prediction covers the conventional one)."
+        )
+        return
+    st.caption(
+        "Predicted before any run from the allocation, the spine's fan-outs and the data's counts "
+        "(exact least-squares covariance, corrected for non-negativity and rounding; "
+        "docs/prediction.md). One run is one draw: levels with few geounits scatter around the "
+        "prediction. 'holds' is False where the mean count per cell is below 1."
+    )
+    fig = go.Figure()
+    x = pred["geolevel"] + " · " + pred["query"]
+    fig.add_trace(go.Bar(x=x, y=pred["measured_rmse"], name="measured (this run)"))
+    fig.add_trace(go.Bar(x=x, y=pred["predicted_rmse"], name="predicted"))
+    fig.update_layout(
+        title=f"{record.scenario}: RMSE of published counts, predicted vs measured (run #{record.id})",
+        barmode="group",
+        yaxis={"title": "RMSE (persons)", "type": "log"},
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_prediction")
+    st.dataframe(
+        pred.rename(columns={"model_holds": "holds", "sigma": "noisy measurement σ"}),
+        hide_index=True,
+        width="stretch",
+    )
+    _csv(pred, f"run{record.id}_prediction", f"pred_{record.id}")
 
 
 def _blau_section(record: R.RunRecord) -> None:

@@ -323,6 +323,12 @@ def topdown_work(
             blau = blau_table(raceeth_counts_from_histogram(hist))
             tables["blau_bias"] = blau_quintile_bias(tidy, blau)
         tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed), settings=settings)
+        if plan is None:  # the prediction covers the conventional spine (SPEC §7)
+            from engine.metrics.prediction import prediction_table
+
+            predicted = prediction_table(result, hist, allocation, tidy)
+            if predicted is not None:
+                tables["prediction"] = predicted
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
         extra["structural_zeros"] = result.diagnostics.get("structural", {})
         if plan is not None:

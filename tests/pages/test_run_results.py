@@ -101,6 +101,12 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert metrics["Residuals"] != "0"
     assert "EPL" in metrics
     assert any("P5|, |P95|" in c.value for c in at.caption)
+    # Predicted RMSE of the published counts beside the measured one (issue 19).
+    pred = record.tables["prediction"]
+    assert {"predicted_rmse", "measured_rmse", "ratio"} <= set(pred.columns)
+    block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]
+    assert 0.5 < block["ratio"] < 2.0
+    assert any("Predicted before any run" in c.value for c in at.caption)
 
 
 def test_shared_sample_is_read_only() -> None:

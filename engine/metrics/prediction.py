@@ -1,0 +1,69 @@
+"""Predicted against measured accuracy of a run's published counts (SPEC §7).
+
+:func:`rmse_table` measures the RMSE of the published counts per geolevel × query (over geounits and
+answer cells); :func:`prediction_table` puts the analytic prediction of
+:func:`phexplore.prediction.predict_topdown` — computed on the run's own spine and true counts —
+beside it, with the ratio predicted / measured. One run gives one draw: over repeated runs the
+ratio concentrates (``benchmarks/prediction.py``); a single run of a level with few geounits (a
+state, a handful of counties) scatters widely around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from engine.data.histogram import BlockHistogram
+from engine.topdown.profile import tree_profile
+from engine.topdown.run import TopDownResult
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import PHExploreError
+from phexplore.prediction import DEFAULT_INVARIANTS, predict_topdown
+
+
+def rmse_table(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Per (geolevel, query): ``measured_rmse`` and the number of answer cells ``n_cells``."""
+    err2 = (tidy["estimate"].astype(float) - tidy["true"].astype(float)) ** 2
+    g = err2.groupby([tidy["geolevel"], tidy["query"]], sort=False)
+    out = pd.DataFrame({"measured_rmse": np.sqrt(g.mean()), "n_cells": g.size()})
+    return out.reset_index()
+
+
+def prediction_table(
+    result: TopDownResult,
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    tidy: pd.DataFrame,
+    *,
+    invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
+) -> pd.DataFrame | None:
+    """Predicted (``predicted_rmse``, ``ls_rmse``) beside ``measured_rmse`` per geolevel × query,
+    or ``None`` when the run's spine is not one the prediction covers (bypassed or optimized)."""
+    try:
+        profile, _ = tree_profile(result.tree, hist, "run")
+        queries = list(dict.fromkeys(str(q) for q in tidy["query"].unique()))
+        pred = predict_topdown(allocation, profile, queries=queries, invariants=invariants)
+    except PHExploreError:
+        return None
+    predicted = pd.DataFrame(
+        [
+            {
+                "geolevel": r.geolevel,
+                "query": r.query,
+                "sigma": r.sigma,
+                "ls_rmse": r.ls_rmse,
+                "predicted_rmse": r.post_processed_rmse,
+                "mean_count": r.mean_count,
+                "model_holds": r.model_holds,
+            }
+            for r in pred.rows
+        ]
+    )
+    out = predicted.merge(rmse_table(tidy), on=["geolevel", "query"], how="inner")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["ratio"] = np.where(
+            out["measured_rmse"] > 0, out["predicted_rmse"] / out["measured_rmse"], np.nan
+        )
+    return out
