@@ -18,7 +18,12 @@ import streamlit as st
 from phexplore import app_state as S
 from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
-from phexplore.planning import plan_phsafe, tradeoff_scale_phsafe, tradeoff_scale_topdown
+from phexplore.planning import (
+    plan_phsafe,
+    plan_topdown_published,
+    tradeoff_scale_phsafe,
+    tradeoff_scale_topdown,
+)
 from phexplore.report import build_report_html
 from phexplore.scenarios import Scenario
 
@@ -132,6 +137,79 @@ def _plan_tab() -> None:
         file_name="phsafe_plan.csv",
         mime="text/csv",
     )
+
+
+def _use_published_plan() -> None:
+    s = st.session_state
+    runs = dict(s[S.TOPDOWN])
+    runs["persons"] = s["bs_pub_plan"]["allocation"]
+    s[S.TOPDOWN] = runs
+    S.bump_editor_version()
+    s["bs_flash"] = f"TopDown planner: persons ρ set to {float(runs['persons'].rho):.4f}."
+
+
+def _published_tab() -> None:
+    """Least total ρ (shares of the working persons allocation kept) meeting targets on the
+    accuracy of the published counts (SPEC §7; :func:`phexplore.planning.plan_topdown_published`)."""
+    from phexplore.prediction import shipped_profile
+
+    s = st.session_state
+    alloc = s[S.TOPDOWN].get("persons")
+    if alloc is None:
+        st.info("The working TopDown scenario has no persons run.")
+        return
+    st.caption(
+        f"Targets on the published counts (after least squares, non-negativity and rounding), "
+        f"not on the noisy measurements. Shares of **{alloc.name}** are kept; the least total ρ "
+        "meeting every target is found on the Rhode Island 2010 spine and counts "
+        "(docs/prediction.md). Targets are in persons, > 0."
+    )
+    default = pd.DataFrame(
+        {"geolevel": [alloc.geolevels[-1]], "query": ["TOTAL"], "target": [10.0]}
+    )
+    targets = st.data_editor(
+        s.get("bs_pub_targets", default),
+        key="bs_pub_editor",
+        num_rows="dynamic",
+        hide_index=True,
+        column_config={
+            "geolevel": st.column_config.SelectboxColumn("Geolevel", options=list(alloc.geolevels)),
+            "query": st.column_config.SelectboxColumn(
+                "Query", options=list(dict.fromkeys(["TOTAL", *alloc.all_queries()]))
+            ),
+            "target": st.column_config.NumberColumn("Target (persons)", min_value=0.001),
+        },
+    )
+    measure = st.radio(
+        "Target is", ["rmse", "moe90"], horizontal=True, key="bs_pub_measure",
+        format_func={"rmse": "RMSE", "moe90": "90% MOE"}.get,
+    )  # fmt: skip
+    if st.button("Plan ρ", key="bs_pub_go", type="primary"):
+        wanted: dict[str, dict[str, float]] = {}
+        for row in targets.dropna().itertuples(index=False):
+            wanted.setdefault(str(row.geolevel), {})[str(row.query)] = float(row.target)
+        try:
+            s["bs_pub_plan"] = plan_topdown_published(
+                alloc, wanted, shipped_profile("ri2010"), measure=measure, delta=float(s[S.DELTA])
+            )
+        except PHExploreError as exc:
+            st.error(str(exc))
+            s.pop("bs_pub_plan", None)
+    plan = s.get("bs_pub_plan")
+    if not plan:
+        return
+    summary = plan["summary"]
+    m = st.columns(2)
+    m[0].metric("Least total ρ (persons)", f"{summary['rho']:.4f}", help=S.HELP_RHO)
+    m[1].metric(
+        f"ε at δ={S.fmt_delta(summary['delta'])}",
+        f"{summary['epsilon'][s[S.CONVERSION]]:.2f}",
+        help=S.conversion_label(s[S.CONVERSION]),
+    )
+    for note in summary["notes"]:
+        st.caption(f"Note: {note}.")
+    st.dataframe(pd.DataFrame(plan["rows"]), hide_index=True, width="stretch")
+    st.button("Use this ρ in the TopDown planner", on_click=_use_published_plan, key="bs_pub_use")
 
 
 def _curves(
@@ -280,12 +358,21 @@ def render() -> None:
     flash = st.session_state.pop("bs_flash", None)
     if flash:
         st.success(flash)
-    tabs = st.tabs(["Plan from targets", "Trade-off curve", "Session report"])
+    tabs = st.tabs(
+        [
+            "Plan from targets",
+            "TopDown: published-count targets",
+            "Trade-off curve",
+            "Session report",
+        ]
+    )
     with tabs[0]:
         _plan_tab()
     with tabs[1]:
-        _tradeoff_tab()
+        _published_tab()
     with tabs[2]:
+        _tradeoff_tab()
+    with tabs[3]:
         _report_tab()
 
 

@@ -346,3 +346,138 @@ def move_share(
     if shares[source] == 0:
         query_shares[source] = {}
     return replace(alloc, level_shares=shares, query_shares=query_shares)
+
+
+# ---------------------------------------------------------------- published-count targets (SPEC §7)
+PUBLISHED_MEASURES = ("rmse", "moe90")
+
+
+def plan_topdown_published(
+    alloc: TopDownAllocation,
+    targets: Mapping[str, Mapping[str, float]],
+    profile: Any,
+    *,
+    measure: str = "rmse",
+    confidence: float = 0.90,
+    max_units: int | None = 3000,
+    rho_max: float = 1e4,
+    delta: float = DEFAULT_DELTA,
+) -> dict[str, Any]:
+    """The least total ρ, keeping ``alloc``'s shares, at which every targeted published count
+    (geolevel → query → RMSE, or 90% MOE with ``measure="moe90"``) is predicted to meet its target
+    (:func:`phexplore.prediction.predict_topdown`, SPEC §7).
+
+    The least-squares error scales exactly as 1/√ρ; the non-negativity and rounding correction
+    does not (rounding leaves a floor of about √(1/6) person per non-zero cell), so ρ is found by
+    bisection on log ρ over (0, ``rho_max``]. ``profile`` is a
+    :class:`phexplore.prediction.SpineProfile` (the shipped RI 2010 one, or the data's). Returns
+    ``{"rows", "summary", "allocation"}``; a target the prediction cannot reach below ``rho_max``
+    (under the rounding floor, say) is a :class:`ValidationError` naming it.
+    """
+    from phexplore.prediction import predict_topdown
+
+    if measure not in PUBLISHED_MEASURES:
+        raise ValidationError(f"measure must be one of {PUBLISHED_MEASURES}; got {measure!r}")
+    wanted: list[tuple[str, str, float]] = []
+    for level, row in as_mapping(targets, where="published-count targets").items():
+        if level not in alloc.geolevels:
+            raise ValidationError(
+                f"published-count target for unknown geolevel {level!r}; "
+                f"the allocation's levels are {', '.join(alloc.geolevels)}"
+            )
+        for query, value in as_mapping(row, where=f"targets of {level}").items():
+            t = as_float(value, where=f"target {measure} for {level}/{query}")
+            if not (t > 0 and math.isfinite(t)):
+                raise ValidationError(f"target {measure} for {level}/{query} must be > 0; got {t}")
+            wanted.append((str(level), str(query), t))
+    if not wanted:
+        raise ValidationError("give at least one published-count target, e.g. Block:TOTAL=10")
+    queries = list(dict.fromkeys(["TOTAL", *alloc.all_queries(), *(q for _, q, _ in wanted)]))
+    key = "post_processed_rmse" if measure == "rmse" else "post_processed_moe"
+
+    def worst(rho: float, units: int | None = max_units) -> tuple[float, Any]:
+        pred = predict_topdown(
+            alloc.with_rho(rho), profile, queries=queries, confidence=confidence, max_units=units
+        )
+        ratios = []
+        for level, query, target in wanted:
+            hit = pred.for_level(level, query)
+            if hit is None:
+                raise ValidationError(f"no prediction for {level}/{query} on this spine")
+            ratios.append(getattr(hit, key) / target)
+        return max(ratios), pred
+
+    hi = float(rho_max)
+    ratio_hi, _ = worst(hi)
+    if ratio_hi > 1.0:
+        raise ValidationError(
+            f"the targets cannot be met with ρ ≤ {rho_max:g} and these shares (worst predicted "
+            f"{measure} / target = {ratio_hi:.3g} at ρ = {rho_max:g}); rounding alone leaves about "
+            "0.4 persons per non-zero cell — raise the target or move shares"
+        )
+    lo = hi
+    while lo > 1e-8:
+        lo /= 10.0
+        if worst(lo)[0] > 1.0:
+            break
+    else:
+        lo = 1e-8
+    for _ in range(40):  # bisection on log ρ
+        mid = math.sqrt(lo * hi)
+        if worst(mid)[0] > 1.0:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1.0 + 1e-3:
+            break
+    planned = alloc.with_rho(Fraction(hi).limit_denominator(10**6))
+    ratio, pred = worst(float(planned.rho), None)
+    for _ in range(4):  # the bisection used a sample of families: confirm on all of them
+        if ratio <= 1.0:
+            break
+        hi = min(float(planned.rho) * ratio**2 * 1.001, rho_max)
+        planned = alloc.with_rho(Fraction(hi).limit_denominator(10**6))
+        ratio, pred = worst(float(planned.rho), None)
+    rows = []
+    for level, query, target in wanted:
+        hit = pred.for_level(level, query)
+        assert hit is not None
+        rows.append(
+            {
+                "geolevel": level,
+                "query": query,
+                "target": target,
+                "measure": measure,
+                "predicted_rmse": hit.post_processed_rmse,
+                "predicted_moe90": hit.post_processed_moe,
+                "sigma": hit.sigma,
+                "model_holds": hit.model_holds,
+            }
+        )
+    summary = {
+        "rho": float(planned.rho),
+        "worst_ratio": ratio,
+        "shares_from": alloc.name,
+        "profile": getattr(profile, "name", ""),
+        "notes": list(pred.notes),
+        "delta": delta,
+        "epsilon": epsilons(float(planned.rho), delta),
+    }
+    return {"rows": rows, "summary": summary, "allocation": planned}
+
+
+def parse_published_targets(specs: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``["Block:TOTAL=10", "Tract:VOTINGAGE=12"]`` → ``{"Block": {"TOTAL": 10.0}, ...}``."""
+    out: dict[str, dict[str, float]] = {}
+    for spec in specs:
+        target, sep, value = spec.rpartition("=")
+        level, colon, query = target.partition(":")
+        if not sep or not colon or not level.strip() or not query.strip():
+            raise ValidationError(
+                f"published-count target {spec!r} must look like LEVEL:QUERY=VALUE, "
+                "e.g. Block:TOTAL=10"
+            )
+        out.setdefault(level.strip(), {})[query.strip()] = as_float(
+            value, where=f"published-count target {spec!r}"
+        )
+    return out

@@ -50,7 +50,34 @@ def register(subparsers: Any) -> None:
             '(use "moe90" instead of "sigma" for 90% MOE targets).'
         ),
     )
-    pt.add_argument("--targets", required=True, help="preset name or targets JSON file")
+    pt.add_argument("--targets", help="preset name or targets JSON file (σ / MOE targets)")
+    pt.add_argument(
+        "--published",
+        action="append",
+        default=[],
+        metavar="LEVEL:QUERY=VALUE",
+        help="target on the accuracy of the published (post-processed) count, e.g. "
+        "Block:TOTAL=10 (repeatable): the least total ρ keeping --shares' shares (docs/prediction.md)",
+    )
+    pt.add_argument(
+        "--published-measure",
+        choices=("rmse", "moe90"),
+        default="rmse",
+        help="what --published VALUEs are: RMSE (default) or 90%% MOE, in persons",
+    )
+    pt.add_argument(
+        "--shares",
+        default="topdown-2020-production",
+        help="with --published: preset or allocation JSON whose shares are kept "
+        "(default topdown-2020-production)",
+    )
+    pt.add_argument(
+        "--data",
+        default=None,
+        metavar="SAMPLE_OR_FILE",
+        help="with --published: predict on this data's spine and counts (default: the shipped "
+        "Rhode Island 2010 profile)",
+    )
     pt.add_argument(
         "--denominator",
         type=option_type("whole", "denominator", "--denominator"),
@@ -83,10 +110,48 @@ def run_phsafe(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_topdown_published(args: argparse.Namespace) -> int:
+    """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
+    from phexplore.planning import parse_published_targets, plan_topdown_published
+    from phexplore.prediction import shipped_profile
+    from phexplore.presets import topdown_from_dict
+
+    data = _read_targets(args.shares)
+    runs = load_topdown_preset(args.shares) if data is None else topdown_from_dict(data)
+    persons = [a for a in runs.values() if a.universe == "persons"]
+    if not persons:
+        raise ValidationError(f"--shares {args.shares}: no persons allocation")
+    alloc = persons[0]
+    if args.data is None:
+        profile = shipped_profile("ri2010")
+    else:
+        from engine.data.inputs import load_topdown_input
+        from engine.topdown.profile import spine_profile
+
+        profile = spine_profile(load_topdown_input(args.data), alloc, name=str(args.data))
+    plan = plan_topdown_published(
+        alloc,
+        parse_published_targets(args.published),
+        profile,
+        measure=args.published_measure,
+        max_units=None if profile.n_units(len(profile.levels) - 1) <= 3000 else 3000,
+    )
+    print_rows(plan["rows"], plan["summary"], args.format)
+    return 0
+
+
 def run_topdown(args: argparse.Namespace) -> int:
     """Print the TopDown plan."""
     from phexplore.moe import z_for_confidence
 
+    if args.published:
+        if args.targets:
+            raise ValidationError("give either --targets (σ/MOE targets) or --published, not both")
+        return run_topdown_published(args)
+    if not args.targets:
+        raise ValidationError(
+            "plan topdown needs --targets (σ / MOE targets) or --published LEVEL:QUERY=VALUE"
+        )
     data = _read_targets(args.targets)
     geolevels = None
     if data is None:

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from phexplore import app_state as S
+from phexplore.presets import load_topdown_preset
 from phexplore.scenarios import Scenario
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -152,3 +153,19 @@ def test_budget_session_plan_tradeoff_report(app: AppTest) -> None:
     _no_problems(at)
     name, html = at.session_state["bs_report"]
     assert html.startswith("<!DOCTYPE html>") and name == "Working scenario"
+
+
+def test_budget_session_plans_rho_from_published_count_targets(app: AppTest) -> None:
+    at = app
+    at.session_state[S.TOPDOWN] = load_topdown_preset("ri2010-production-like")
+    at.switch_page("pages/budget_session.py").run()
+    _no_problems(at)
+    at.button(key="bs_pub_go").click().run()
+    _no_problems(at)
+    plan = at.session_state["bs_pub_plan"]
+    assert plan["rows"][0]["geolevel"] == "Block" and plan["rows"][0]["predicted_rmse"] <= 10.0
+    rho = float(_metric(at, "Least total ρ (persons)"))
+    assert 0.5 < rho < 1.0  # Block TOTAL RMSE ≈ 9 at ρ = 1 (SPEC §7), so 10 needs a bit less
+    at.button(key="bs_pub_use").click().run()
+    _no_problems(at)
+    assert float(at.session_state[S.TOPDOWN]["persons"].rho) == pytest.approx(rho, rel=1e-3)

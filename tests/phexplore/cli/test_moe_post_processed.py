@@ -72,3 +72,14 @@ def test_post_processed_with_data(capsys: pytest.CaptureFixture[str]) -> None:
 def test_data_without_post_processed_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["moe", "topdown", "--data", "ri2010"]) != 0
     assert "--post-processed" in capsys.readouterr().err
+
+
+def test_plan_topdown_published(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "plan", "topdown", "--published", "Block:TOTAL=9.2", "--shares",
+        "ri2010-production-like", "--format", "json",
+    )  # fmt: skip
+    assert 0.7 < out["summary"]["rho"] < 1.3
+    assert out["rows"][0]["predicted_rmse"] <= 9.2 * (1 + 1e-9)
+    assert main(["plan", "topdown"]) != 0
+    assert "--published" in capsys.readouterr().err
