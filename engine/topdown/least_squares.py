@@ -86,38 +86,39 @@ class _Builder:
         self.ineq_blocks: list[sp.spmatrix] = []
         self.ineq_rhs: list[np.ndarray] = []
 
+    @staticmethod
+    def _used(rows: sp.spmatrix, rhs: np.ndarray, is_eq: bool) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Drop rows without a variable (over cells fixed at 0); their rhs must already hold."""
+        rows = sp.csr_matrix(rows)
+        rhs = np.asarray(rhs, dtype=np.float64)
+        used = np.diff(rows.indptr) > 0
+        if used.all():
+            return rows, rhs
+        unused = rhs[~used]
+        if np.any(np.abs(unused) > 1e-9 if is_eq else unused < -1e-9):
+            raise _FixedRowViolated()
+        return rows[used], rhs[used]
+
     def add_eq(self, rows: sp.spmatrix, rhs: np.ndarray) -> None:
         if rows.shape[0]:
-            self.eq_blocks.append(sp.csr_matrix(rows))
-            self.eq_rhs.append(np.asarray(rhs, dtype=np.float64))
+            rows, rhs = self._used(rows, rhs, True)
+            self.eq_blocks.append(rows)
+            self.eq_rhs.append(rhs)
 
     def add_le(self, rows: sp.spmatrix, rhs: np.ndarray) -> None:
         if rows.shape[0]:
-            self.ineq_blocks.append(sp.csr_matrix(rows))
-            self.ineq_rhs.append(np.asarray(rhs, dtype=np.float64))
+            rows, rhs = self._used(rows, rhs, False)
+            self.ineq_blocks.append(rows)
+            self.ineq_rhs.append(rhs)
 
-    def matrices(
-        self, keep: np.ndarray | None = None
-    ) -> tuple[sp.csc_matrix, np.ndarray, list[object]]:
-        """(A, b, cones); with ``keep`` only those variables (the others are fixed at 0) and
-        the rows that still involve a kept variable (a dropped row's right-hand side must be 0,
-        else :class:`_FixedRowViolated`)."""
+    def matrices(self) -> tuple[sp.csc_matrix, np.ndarray, list[object]]:
+        """(A, b, cones): the equality rows (zero cone), then the inequality rows."""
         parts = []
         for blocks, rhs in ((self.eq_blocks, self.eq_rhs), (self.ineq_blocks, self.ineq_rhs)):
             if not blocks:
                 parts.append((sp.csr_matrix((0, self.n_vars)), np.zeros(0)))
                 continue
-            a_part = sp.vstack(blocks, format="csr")
-            b_part = np.concatenate(rhs)
-            if keep is not None:
-                a_part = a_part[:, keep].tocsr()
-                used = np.diff(a_part.indptr) > 0
-                is_eq = blocks is self.eq_blocks
-                unused_rhs = b_part[~used]
-                if np.any(np.abs(unused_rhs) > 1e-9 if is_eq else unused_rhs < -1e-9):
-                    raise _FixedRowViolated()
-                a_part, b_part = a_part[used], b_part[used]
-            parts.append((a_part, b_part))
+            parts.append((sp.vstack(blocks, format="csr"), np.concatenate(rhs)))
         a = sp.vstack([parts[0][0], parts[1][0]], format="csc")
         b = np.concatenate([parts[0][1], parts[1][1]])
         n_eq = parts[0][0].shape[0]
@@ -136,28 +137,67 @@ def _pad(block: sp.spmatrix, left: int, total: int) -> sp.csr_matrix:
     return sp.csr_matrix((block.data, (block.row, block.col + left)), shape=(block.shape[0], total))
 
 
+def _free_cells(batch: FamilyBatch, fixed: np.ndarray | None = None) -> np.ndarray:
+    """Flat indices (child · n_cells + cell) of the x variables: every cell not ``fixed`` at 0."""
+    n_x = batch.n_children * batch.n_cells
+    if fixed is None:
+        return np.arange(n_x)
+    return np.flatnonzero(~np.asarray(fixed, dtype=bool).reshape(-1))
+
+
+def _fixed_cells(batch: FamilyBatch) -> np.ndarray | None:
+    """``(K, n_cells)`` cells that must be 0: empty in the parent, or structural zeros."""
+    fixed = None if batch.parent is None else batch.parent[batch.child_family] <= 0
+    zero = batch.structural_zero_cells()
+    if zero is not None:
+        fixed = zero if fixed is None else fixed | zero
+    return fixed
+
+
+def _stacked_free(spec: QuerySpec, n_children: int, n_cells: int, free: np.ndarray):
+    """``kron(I_K, A_q)`` restricted to the columns ``free``, built directly (no Kronecker
+    product over all K · n_cells columns: the family is built on the cells it can populate)."""
+    child, cell = np.divmod(free, n_cells)
+    rows = child * spec.size + spec.cell_index[cell]
+    return sp.csr_matrix(
+        (np.ones(free.size), (rows, np.arange(free.size))),
+        shape=(n_children * spec.size, free.size),
+    )
+
+
 def _kron_rows(spec: QuerySpec, n_children: int) -> sp.csr_matrix:
-    """``kron(I_K, A_q)`` for query ``spec``."""
-    return sp.kron(sp.identity(n_children, format="csr"), spec.matrix(), format="csr")
+    """``kron(I_K, A_q)`` for query ``spec`` (all columns)."""
+    return _stacked_free(spec, n_children, spec.n_cells, np.arange(n_children * spec.n_cells))
 
 
-def _stacked_query(batch: FamilyBatch, q: int, rows: np.ndarray | None = None) -> sp.csr_matrix:
-    """``kron(I_K, A_q)`` restricted to the answer rows ``rows`` (None: all)."""
-    full = _kron_rows(batch.queries[q], batch.n_children)
+def _stacked_query(
+    batch: FamilyBatch, q: int, rows: np.ndarray | None = None, free: np.ndarray | None = None
+) -> sp.csr_matrix:
+    """``kron(I_K, A_q)`` on the columns ``free`` (None: all) restricted to the answer rows
+    ``rows`` (None: all)."""
+    cols = np.arange(batch.n_children * batch.n_cells) if free is None else free
+    full = _stacked_free(batch.queries[q], batch.n_children, batch.n_cells, cols)
     return full if rows is None else full[rows]
 
 
 def _common_constraints(
-    batch: FamilyBatch, builder: _Builder, n_x: int, floor: np.ndarray | None = None
+    batch: FamilyBatch,
+    builder: _Builder,
+    free: np.ndarray,
+    floor: np.ndarray | None = None,
 ) -> None:
-    """Children sum to the parent; invariants; non-negativity (rows shared by eq. 7.5 and 7.6)."""
+    """Children sum to the parent; invariants; non-negativity (rows shared by eq. 7.5 and 7.6).
+
+    The x variables are the cells ``free`` (flat indices; the others are 0).
+    """
     n_cells, total = batch.n_cells, builder.n_vars
+    n_free = free.size
     if batch.parent is not None:
-        membership = sp.csr_matrix(
-            (np.ones(batch.n_children), (batch.child_family, np.arange(batch.n_children))),
-            shape=(batch.n_families, batch.n_children),
+        child, cell = np.divmod(free, n_cells)
+        rows = sp.csr_matrix(
+            (np.ones(n_free), (batch.child_family[child] * n_cells + cell, np.arange(n_free))),
+            shape=(batch.n_families * n_cells, n_free),
         )
-        rows = sp.kron(membership, sp.identity(n_cells, format="csr"), format="csr")
         builder.add_eq(_pad(rows, 0, total), batch.parent.reshape(-1).astype(np.float64))
     for q, target in enumerate(batch.invariant):
         if target is None:
@@ -165,10 +205,10 @@ def _common_constraints(
         flat = target.reshape(-1)
         fixed = np.flatnonzero(np.isfinite(flat))
         if fixed.size:
-            builder.add_eq(_pad(_stacked_query(batch, q, fixed), 0, total), flat[fixed])
+            builder.add_eq(_pad(_stacked_query(batch, q, fixed, free), 0, total), flat[fixed])
     # Structural bounds (TDA §5.3, SPEC §6): lower ≤ A_q x_c ≤ upper where finite.
     for bound in batch.bounds:
-        stacked = _kron_rows(bound.spec, batch.n_children)
+        stacked = _stacked_free(bound.spec, batch.n_children, n_cells, free)
         upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
         up = np.flatnonzero(np.isfinite(upper))
         low = np.flatnonzero(np.isfinite(lower))
@@ -177,17 +217,22 @@ def _common_constraints(
         if low.size:
             builder.add_le(_pad(-stacked[low], 0, total), -lower[low])
     for held in batch.sums:  # a sum of siblings held exact (TDA §7.4: a split state's branches)
-        builder.add_eq(_pad(batch.sum_matrix(held), 0, total), held.target)
+        held_rows = sp.csr_matrix(batch.sum_matrix(held))[:, free]
+        builder.add_eq(_pad(held_rows, 0, total), held.target)
     # x ≥ floor (0, or −x0 for a problem centred at x0), written −x ≤ −floor.
-    rhs = np.zeros(n_x) if floor is None else -floor.reshape(-1)
-    builder.add_le(_pad(-sp.identity(n_x, format="csr"), 0, total), rhs)
+    rhs = np.zeros(n_free) if floor is None else -floor.reshape(-1)[free]
+    builder.add_le(_pad(-sp.identity(n_free, format="csr"), 0, total), rhs)
 
 
 def _band_rows(
-    batch: FamilyBatch, band: Band, builder: _Builder, tau_column: np.ndarray | None
+    batch: FamilyBatch,
+    band: Band,
+    builder: _Builder,
+    tau_column: np.ndarray | None,
+    free: np.ndarray,
 ) -> None:
     """|A_q x_c − target| ≤ tol (fixed slack) or ≤ τ_family (``tau_column`` given, eq. 7.6)."""
-    stacked = _pad(_stacked_query(batch, band.query), 0, builder.n_vars)
+    stacked = _pad(_stacked_query(batch, band.query, None, free), 0, builder.n_vars)
     size = batch.queries[band.query].size
     target = band.target.reshape(-1)
     family_of_row = np.repeat(batch.child_family, size)
@@ -205,21 +250,10 @@ def _band_rows(
 
 
 def _solve(
-    p: sp.csc_matrix,
-    c: np.ndarray,
-    builder: _Builder,
-    batch: FamilyBatch,
-    what: str,
-    keep: np.ndarray | None = None,
+    p: sp.csc_matrix, c: np.ndarray, builder: _Builder, batch: FamilyBatch, what: str
 ) -> np.ndarray:
-    """Solve with Clarabel; ``keep`` lists the free variables (the rest are fixed at 0)."""
-    try:
-        a, b, cones = builder.matrices(keep)
-    except _FixedRowViolated:
-        raise TopDownInfeasible(describe_family_failure(batch, what, "infeasible")) from None
-    if keep is not None:
-        p = sp.csc_matrix(p)[keep][:, keep]
-        c = c[keep]
+    """Solve with Clarabel (tight tolerances, then Clarabel's defaults as a retry)."""
+    a, b, cones = builder.matrices()
     status = ""
     for strict in (True, False):  # tight tolerances first, Clarabel's defaults as a retry
         settings = clarabel.DefaultSettings()
@@ -236,11 +270,7 @@ def _solve(
             break
     else:
         raise TopDownInfeasible(describe_family_failure(batch, what, status))
-    if keep is None:
-        return np.asarray(solution.x)
-    full = np.zeros(builder.n_vars)
-    full[keep] = np.asarray(solution.x)
-    return full
+    return np.asarray(solution.x)
 
 
 def _has_child_invariants(batch: FamilyBatch) -> bool:
@@ -293,10 +323,7 @@ def _solve_clarabel_centred(
 ) -> np.ndarray:
     x0 = _reference_point(batch)
     centred, centred_bands = _centred(batch, bands, x0)
-    fixed = None if batch.parent is None else batch.parent[batch.child_family] <= 0
-    zero = batch.structural_zero_cells()
-    if zero is not None:
-        fixed = zero if fixed is None else fixed | zero
+    fixed = _fixed_cells(batch)
     d = _solve_pass_clarabel(centred, pass_queries, centred_bands, floor=-x0, fixed=fixed)
     return np.maximum(x0 + d, 0.0)
 
@@ -495,50 +522,66 @@ def _solve_pass_clarabel(
     floor: np.ndarray | None = None,
     fixed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The pass as one sparse QP for Clarabel, in residual variables r = A_q x − m̃.
+    """The pass as one sparse QP for Clarabel, built only on the cells the parent can populate.
 
-    The objective Σ w r² then carries no constant, so Clarabel's relative gap is measured against
-    the weighted residual itself (with z = A_q x the constant Σ w m̃² would dominate the objective
-    and loosen the tolerance by orders of magnitude).
+    Cells fixed at 0 (``fixed``: empty in the parent, or structural zeros) get no variable. A
+    DETAILED query (the identity) enters the objective directly on x (diagonal Hessian, linear
+    term); every other query through residual variables r = A_q x − m̃, one per answer cell that
+    involves a free cell (answers over fixed cells only are constants and are dropped). Compared
+    with residuals for every answer cell this shrinks a block family of the 2,016-cell schema
+    several-fold. Residual variables keep Clarabel's relative gap measured against the weighted
+    residual itself (with z = A_q x the constant Σ w m̃² would dominate the objective).
     """
     n_cells, n_children = batch.n_cells, batch.n_children
-    n_x = n_children * n_cells
-    parts: list[tuple[int, np.ndarray]] = []  # (query, stacked answer rows with weight > 0)
+    free = _free_cells(batch, fixed)
+    n_free = free.size
+    child, cell = np.divmod(free, n_cells)
+    diag_x = np.zeros(n_free)
+    lin_x = np.zeros(n_free)
+    parts: list[tuple[int, sp.csr_matrix, np.ndarray]] = []  # (query, live rows, their index)
     n_r = 0
     for q in pass_queries:
         spec = batch.queries[q]
         w = batch.weight[:, q]
         if not np.any(w > 0):
             continue
-        children = np.flatnonzero(w > 0)
-        rows = (children[:, None] * spec.size + np.arange(spec.size)).reshape(-1)
-        parts.append((q, rows))
+        if spec.is_detailed and np.array_equal(spec.cell_index, np.arange(n_cells)):
+            diag_x += 2.0 * w[child]
+            lin_x += -2.0 * w[child] * batch.noisy[q][child, cell]
+            continue
+        stacked = _stacked_free(spec, n_children, n_cells, free)
+        live = (np.diff(stacked.indptr) > 0) & np.repeat(w > 0, spec.size)
+        rows = np.flatnonzero(live)
+        parts.append((q, stacked[rows], rows))
         n_r += rows.size
-    total = n_x + n_r
+    total = n_free + n_r
     builder = _Builder(total)
-    diag = np.zeros(total)
-    offset = n_x
-    for q, rows in parts:
+    diag = np.concatenate([diag_x, np.zeros(n_r)])
+    offset = n_free
+    for q, stacked, rows in parts:
         spec = batch.queries[q]
         w = np.repeat(batch.weight[:, q], spec.size)[rows]
         m = batch.noisy[q].reshape(-1)[rows]
         diag[offset : offset + rows.size] = 2.0 * w
-        link = _pad(-_stacked_query(batch, q, rows), 0, total) + _pad(
-            sp.identity(rows.size, format="csr"), offset, total
+        link = sp.hstack(
+            [-stacked, sp.csr_matrix((rows.size, offset - n_free)), sp.identity(rows.size)],
+            format="csr",
         )
-        builder.add_eq(link, -m)  # r − A_q x = −m̃
+        builder.add_eq(_pad(link, 0, total), -m)  # r − A_q x = −m̃
         offset += rows.size
-    _common_constraints(batch, builder, n_x, floor)
-    for band in bands:
-        _band_rows(batch, band, builder, None)
+    try:
+        _common_constraints(batch, builder, free, floor)
+        for band in bands:
+            _band_rows(batch, band, builder, None, free)
+    except _FixedRowViolated:
+        what = "weighted least squares (TDA eq. 7.5)"
+        raise TopDownInfeasible(describe_family_failure(batch, what, "infeasible")) from None
     p = sp.diags(diag, format="csc")
-    keep = None
-    if fixed is not None and fixed.any():
-        # Cells whose parent cell is 0 are 0 in every child: no variable (on the 2,016-cell
-        # schema most cells of a block group are empty, so this shrinks the QP many-fold).
-        keep = np.flatnonzero(np.concatenate([~fixed.reshape(-1), np.ones(n_r, dtype=bool)]))
-    raw = _solve(p, np.zeros(total), builder, batch, "weighted least squares (TDA eq. 7.5)", keep)
-    return raw[:n_x].reshape(n_children, n_cells)
+    c = np.concatenate([lin_x, np.zeros(n_r)])
+    raw = _solve(p, c, builder, batch, "weighted least squares (TDA eq. 7.5)")
+    x = np.zeros(n_children * n_cells)
+    x[free] = raw[:n_free]
+    return x.reshape(n_children, n_cells)
 
 
 def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[int]) -> np.ndarray:
@@ -555,16 +598,21 @@ def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[i
 
 def minimal_slack(batch: FamilyBatch, bands: Sequence[Band]) -> np.ndarray:
     """τ̂ of TDA eq. 7.6 for each family: the smallest τ with |B^(j)(x − x̃^(j))| ≤ τ for all j."""
-    n_x = batch.n_children * batch.n_cells
+    free = _free_cells(batch, _fixed_cells(batch))
+    n_x = free.size
     total = n_x + batch.n_families
     builder = _Builder(total)
-    _common_constraints(batch, builder, n_x)
-    tau_column = n_x + np.arange(batch.n_families)
-    for band in bands:
-        _band_rows(batch, band, builder, tau_column)
+    what = "minimal slack of earlier passes (TDA eq. 7.6)"
+    try:
+        _common_constraints(batch, builder, free)
+        tau_column = n_x + np.arange(batch.n_families)
+        for band in bands:
+            _band_rows(batch, band, builder, tau_column, free)
+    except _FixedRowViolated:
+        raise TopDownInfeasible(describe_family_failure(batch, what, "infeasible")) from None
     c = np.concatenate([np.zeros(n_x), np.ones(batch.n_families)])
     p = sp.csc_matrix((total, total))
-    raw = _solve(p, c, builder, batch, "minimal slack of earlier passes (TDA eq. 7.6)")
+    raw = _solve(p, c, builder, batch, what)
     return np.maximum(raw[n_x:], 0.0)
 
 
