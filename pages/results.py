@@ -113,10 +113,14 @@ def _blau_section(record: R.RunRecord) -> None:
     st.caption(
         "Blau index = 1 − Σ p² over eight race-ethnicity groups, computed on the true data; "
         "quintile 1 = most homogeneous. TDA Table 13 found homogeneous areas biased up and "
-        "diverse areas biased down."
+        "diverse areas biased down. Levels are the run's spine levels and the tabulation "
+        "geographies summed from its blocks (block groups, tracts …): on an optimized or "
+        "AIAN-style spine, `Block_Group` (tabulation) sits beside `Optimized_Block_Group` "
+        "(spine); the column *geography* says which."
     )
+    index = ["geolevel", "geography"] if "geography" in bias.columns else ["geolevel"]
     table = bias.pivot_table(
-        index="geolevel", columns="quintile", values="mean_signed_error", sort=False
+        index=index, columns="quintile", values="mean_signed_error", sort=False
     )
     table.columns = [f"Q{int(c)}" for c in table.columns]
     fig = go.Figure()

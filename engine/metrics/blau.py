@@ -228,7 +228,11 @@ def blau_quintile_bias(tidy: pd.DataFrame, blau: pd.DataFrame, **totals_kwargs) 
     ``blau`` is a :func:`blau_table`. Returns geolevel, quintile, n_geounits, blau_low, blau_high,
     mean_true, mean_signed_error and mean_abs_error, geolevels in the order they appear in ``blau``.
     """
-    totals = geounit_totals(tidy, **totals_kwargs)
+    return _quintile_bias(geounit_totals(tidy, **totals_kwargs), blau)
+
+
+def _quintile_bias(totals: pd.DataFrame, blau: pd.DataFrame) -> pd.DataFrame:
+    """:func:`blau_quintile_bias` from a (geolevel, geounit, true, estimate) totals table."""
     merged = totals.merge(blau[blau["quintile"] > 0], on=["geolevel", "geounit"], how="inner")
     if merged.empty:
         raise ValidationError(
@@ -300,3 +304,107 @@ def homogeneity_bias(
         {"n_geounits": g["error"].size(), "mean_signed_error": g["error"].mean()}
     ).reset_index()
     return out
+
+
+GEOGRAPHY_SPINE = "spine"
+GEOGRAPHY_TABULATION = "tabulation"
+GEOGRAPHY_BOTH = "spine = tabulation"
+
+
+def tabulation_totals(hist: BlockHistogram, estimated_block_totals: ArrayLike) -> pd.DataFrame:
+    """True and estimated total population of every tabulation geounit, summed from blocks.
+
+    ``hist`` holds the true blocks and their tabulation geography (its ``levels``: e.g. State,
+    County, Tract, Block_Group, Block); ``estimated_block_totals`` the estimated total population
+    of each block, in ``hist``'s block order. Returns geolevel, geounit, true, estimate.
+    """
+    est = np.asarray(estimated_block_totals, dtype=np.float64).reshape(-1)
+    if est.shape != (hist.n_blocks,):
+        raise ValidationError(
+            f"estimated block totals must have one value per block ({hist.n_blocks}); "
+            f"got {est.size}"
+        )
+    per_block = np.column_stack([hist.counts.sum(axis=1).astype(np.float64), est])
+    frames = [
+        pd.DataFrame(
+            {
+                "geolevel": level,
+                "geounit": units.astype(str),
+                "true": sums[:, 0],
+                "estimate": sums[:, 1],
+            }
+        )
+        for level, units, sums in _level_sums(hist, per_block)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def tabulation_blau_bias(hist: BlockHistogram, estimated_block_totals: ArrayLike) -> pd.DataFrame:
+    """Blau-quintile bias on the tabulation geographies (block groups, tracts …) summed from blocks.
+
+    The run may have measured on another spine (AIAN-style branches, optimized block groups, SPN
+    §1–§6); publication is on the tabulation geographies, where TDA Table 13's pattern is read.
+    Columns as :func:`blau_quintile_bias`.
+    """
+    blau = blau_table(raceeth_counts_from_histogram(hist))
+    return _quintile_bias(tabulation_totals(hist, estimated_block_totals), blau)
+
+
+def spine_and_tabulation_blau_bias(
+    spine_bias: pd.DataFrame | None,
+    spine_blau: pd.DataFrame | None,
+    tabulation_bias: pd.DataFrame,
+    tabulation_blau: pd.DataFrame,
+) -> pd.DataFrame:
+    """One Blau-bias table with a ``geography`` column: the run's spine levels and the tabulation ones.
+
+    A tabulation level whose geounits are exactly a spine level's (the conventional spine) is the
+    same numbers: it is kept once, marked ``"spine = tabulation"``. A tabulation level absent from
+    the spine (``Block_Group`` beside ``Optimized_Block_Group``) keeps its name, marked
+    ``"tabulation"``. A spine level named like a tabulation level but with other geounits (an
+    AIAN-style spine splits tracts into inside/outside parts) is renamed ``"<level> (spine)"``, so
+    the plain level names always mean the published (tabulation) geographies.
+    """
+    frames = []
+    spine_units: dict[str, set[str]] = {}
+    if spine_bias is not None and spine_blau is not None and not spine_bias.empty:
+        for level, part in spine_blau.groupby("geolevel", sort=False):
+            spine_units[str(level)] = set(map(str, part["geounit"]))
+    tab_units = {
+        str(level): set(map(str, part["geounit"]))
+        for level, part in tabulation_blau.groupby("geolevel", sort=False)
+    }
+    same = {lv for lv, units in tab_units.items() if spine_units.get(lv) == units}
+    if spine_units and spine_bias is not None:
+        spine = spine_bias.copy()
+        level = spine["geolevel"].astype(str)
+        spine["geography"] = np.where(level.isin(same), GEOGRAPHY_BOTH, GEOGRAPHY_SPINE)
+        clash = ~level.isin(same) & level.isin(tab_units)
+        spine["geolevel"] = np.where(clash, level + " (spine)", level)
+        frames.append(spine)
+    tab = tabulation_bias[~tabulation_bias["geolevel"].astype(str).isin(same)].copy()
+    tab["geography"] = GEOGRAPHY_TABULATION
+    frames.append(tab)
+    return pd.concat(frames, ignore_index=True)
+
+
+def blau_bias_report(
+    tidy: pd.DataFrame,
+    hist: BlockHistogram,
+    estimated_block_totals: ArrayLike,
+    *,
+    spine_counts: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Blau-quintile bias of a run on its spine levels and on the tabulation geographies.
+
+    ``tidy`` is the run's comparison table on its own spine (totals from TOTAL or DETAILED);
+    ``spine_counts`` the true race–ethnicity counts of the spine's geounits
+    (:func:`raceeth_counts_from_tidy` of the run's RACEETH query; ``None``: tabulation levels only);
+    ``hist`` the true blocks with their tabulation geography and ``estimated_block_totals`` the
+    run's estimated block totals in ``hist``'s order. See :func:`spine_and_tabulation_blau_bias`.
+    """
+    spine_blau = blau_table(spine_counts) if spine_counts is not None else None
+    spine_bias = blau_quintile_bias(tidy, spine_blau) if spine_blau is not None else None
+    tab_blau = blau_table(raceeth_counts_from_histogram(hist))
+    tab_bias = _quintile_bias(tabulation_totals(hist, estimated_block_totals), tab_blau)
+    return spine_and_tabulation_blau_bias(spine_bias, spine_blau, tab_bias, tab_blau)

@@ -16,7 +16,9 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
                                                       # with "epl": the density range used (SPEC §5;
                                                       # default PF's published p = 95, m = 1.0)
-      "blau_bias": {"<geolevel>": {"<quintile 1-5>": float}},   # optional: TDA Table 13
+      "blau_bias": {"<geolevel>": {"<quintile 1-5>": float}},   # optional: TDA Table 13, on the
+                                                      # run's spine levels and the tabulation ones
+      "blau_bias_geography": {"<geolevel>": "spine" | "tabulation" | "spine = tabulation"},
       … any further section a caller adds (e.g. "entity_mae", "conventional_mae", "osed",
         "epsilon", "data", "mechanism")
     }
@@ -50,6 +52,7 @@ RESERVED_KEYS: tuple[str, ...] = (
     "epl",
     "epl_settings",
     "blau_bias",
+    "blau_bias_geography",
 )
 
 
@@ -86,6 +89,7 @@ def build_metrics_json(
     epl_rng: np.random.Generator | int | None = None,
     epl_settings: EPLSettings | None = None,
     blau: pd.DataFrame | None = None,
+    blau_bias: pd.DataFrame | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of one run.
@@ -96,7 +100,8 @@ def build_metrics_json(
     interval; ``None`` = no EPL section) drawn from ``epl_rng`` (a Generator or seed; default
     ``[seed, 1]``, a stream apart from the noise seed, as the app uses) with ``epl_settings`` (default
     PF's published p = 95, m = 1.0; recorded as the ``epl_settings`` section); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
-    ``blau_bias``; ``extra`` sections are merged last and may not overwrite the standard keys.
+    ``blau_bias`` on the tidy table's levels, or ``blau_bias`` (a
+    :func:`engine.metrics.blau.blau_bias_report`) gives it ready, with ``blau_bias_geography``; ``extra`` sections are merged last and may not overwrite the standard keys.
     """
     if not isinstance(engine, str) or not engine:
         raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
@@ -140,7 +145,16 @@ def build_metrics_json(
             }
         payload["epl"] = section
         payload["epl_settings"] = chosen.as_dict()
-    if blau is not None:
+    if blau_bias is not None:
+        payload["blau_bias"] = nest(blau_bias, ["geolevel", "quintile"], "mean_signed_error")
+        if "geography" in blau_bias.columns:
+            payload["blau_bias_geography"] = {
+                str(lv): str(g)
+                for lv, g in blau_bias.drop_duplicates("geolevel")[
+                    ["geolevel", "geography"]
+                ].itertuples(index=False)
+            }
+    elif blau is not None:
         bias = blau_quintile_bias(tidy, blau)
         payload["blau_bias"] = nest(bias, ["geolevel", "quintile"], "mean_signed_error")
     for key, value in (extra or {}).items():

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.data.histogram import BlockHistogram
 from engine.metrics.epl import EPLSettings
 from engine.metrics.metrics_json import build_metrics_json
 from engine.topdown.run import TopDownResult
@@ -90,12 +91,15 @@ def metrics_payload(
     extra_sections: Mapping[str, Any] | None = None,
     *,
     epl_settings: EPLSettings | None = None,
+    hist: BlockHistogram | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
 
     ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
     top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
-    ``epl_settings``.
+    ``epl_settings``. With ``hist`` (the run's true blocks and their tabulation geography),
+    ``blau_bias`` also covers the tabulation geographies summed from the estimated blocks
+    (block groups, tracts …) whatever the spine (:func:`engine.metrics.blau.blau_bias_report`).
     """
     pure = result.mechanism == "puredp"
     extra: dict[str, Any] = {
@@ -111,13 +115,23 @@ def metrics_payload(
     if pure:
         extra["epsilon"] = result.rho
     tidy = result.to_tidy()
-    blau = None
+    blau = blau_bias = None
     if "RACEETH" in result.schema.names:
-        from engine.metrics.blau import RACEETH_GROUPS, blau_table, raceeth_counts_from_tidy
+        from engine.metrics.blau import (
+            RACEETH_GROUPS,
+            blau_bias_report,
+            blau_table,
+            raceeth_counts_from_tidy,
+        )
 
         attribute = result.schema.attributes[result.schema.axis("RACEETH")]
         if tuple(attribute.levels) == tuple(RACEETH_GROUPS):  # the eight Blau groups (RI schema)
-            blau = blau_table(raceeth_counts_from_tidy(result.to_tidy(("RACEETH",))))
+            counts = raceeth_counts_from_tidy(result.to_tidy(("RACEETH",)))
+            if hist is not None:
+                estimated = result.block_histogram().sum(axis=1)
+                blau_bias = blau_bias_report(tidy, hist, estimated, spine_counts=counts)
+            else:
+                blau = blau_table(counts)
     return build_metrics_json(
         engine="topdown",
         tidy=tidy,
@@ -128,6 +142,7 @@ def metrics_payload(
         epl_rng=np.random.default_rng([int(result.seed), 1]),
         epl_settings=epl_settings,
         blau=blau,
+        blau_bias=blau_bias,
         extra=extra,
     )
 
@@ -153,6 +168,7 @@ def write_outputs(
     measurements: bool = True,
     extra_sections: Mapping[str, Any] | None = None,
     epl_settings: EPLSettings | None = None,
+    hist: BlockHistogram | None = None,
 ) -> dict[str, Path]:
     """Write estimates.csv, measurements.csv, microdata.csv and metrics.json into ``out_dir``."""
     out = Path(out_dir)
@@ -167,7 +183,7 @@ def write_outputs(
         paths["microdata"] = out / "microdata.csv"
         microdata_frame(result).to_csv(paths["microdata"], index=False)
     paths["metrics"] = out / "metrics.json"
-    payload = metrics_payload(result, extra_sections, epl_settings=epl_settings)
+    payload = metrics_payload(result, extra_sections, epl_settings=epl_settings, hist=hist)
     text = json.dumps(_strict(payload), indent=2, allow_nan=False)
     paths["metrics"].write_text(text + "\n", encoding="utf-8")
     return paths

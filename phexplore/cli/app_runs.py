@@ -285,9 +285,9 @@ def topdown_work(
     def work(job: RunJob) -> RunRecord:
         from engine.metrics import build_metrics_json, epl_table, mae_table
         from engine.metrics.blau import (
-            blau_quintile_bias,
-            blau_table,
-            raceeth_counts_from_histogram,
+            RACEETH_GROUPS,
+            blau_bias_report,
+            raceeth_counts_from_tidy,
         )
         from engine.topdown.queries import SCHEMA_QUERIES
         from engine.topdown.run import run_topdown
@@ -318,10 +318,19 @@ def topdown_work(
         job.progress("Computing metrics", 1.0)
         tidy = result.to_tidy(queries)
         tables: dict[str, pd.DataFrame] = {"mae": mae_table(tidy)}
-        blau = None
-        if "RACEETH" in hist.schema.names:
-            blau = blau_table(raceeth_counts_from_histogram(hist))
-            tables["blau_bias"] = blau_quintile_bias(tidy, blau)
+        blau_bias = None
+        if "RACEETH" in hist.schema.names and tuple(
+            hist.schema.attributes[hist.schema.axis("RACEETH")].levels
+        ) == tuple(RACEETH_GROUPS):
+            # The run's spine levels and the tabulation geographies summed from blocks (block
+            # groups, tracts), so optimized and AIAN-style spines show Block_Group too.
+            blau_bias = blau_bias_report(
+                tidy,
+                hist,
+                result.block_histogram().sum(axis=1),
+                spine_counts=raceeth_counts_from_tidy(result.to_tidy(("RACEETH",))),
+            )
+            tables["blau_bias"] = blau_bias
         tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed), settings=settings)
         if plan is None:  # the prediction covers the conventional spine (SPEC §7)
             from engine.metrics.prediction import prediction_table
@@ -344,7 +353,7 @@ def topdown_work(
             epl_boot=epl_boot,  # the same stream as tables["epl"]: the same values the pages show
             epl_rng=bootstrap_rng(seed),
             epl_settings=settings,
-            blau=blau,
+            blau_bias=blau_bias,
             extra=extra,
         )
         experiment = None

@@ -227,6 +227,7 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         microdata=not args.no_microdata,
         extra_sections=spine_sections,
         epl_settings=epl_settings,
+        hist=hist,
     )
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))

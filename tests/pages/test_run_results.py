@@ -261,6 +261,12 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     assert not any("|inside" in str(g) for g in record.tidy["geounit"].unique())
     assert set(record.metrics["entity_mae"]) == {"providence_city", "providence_wards"}
     assert "Block_Group" in record.metrics["conventional_mae"]
+    # Blau-index bias on the published block groups beside the optimized ones (TDA Table 13).
+    bias = record.tables["blau_bias"]
+    geography = dict(zip(bias["geolevel"], bias["geography"], strict=False))
+    assert geography["Block_Group"] == "tabulation"
+    assert geography["Optimized_Block_Group"] == "spine"
+    assert set(record.metrics["blau_bias"]) >= {"Block_Group", "Optimized_Block_Group"}
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     assert len(at.get("plotly_chart")) >= 4  # MAE, Blau, EPL and the on/off-spine bars

@@ -125,3 +125,41 @@ def test_empty_geounits_are_homogeneous_by_default(histogram) -> None:
     assert empty.any()
     assert (default.loc[empty, "blau"] == 0).all() and (default.loc[empty, "quintile"] >= 1).all()
     assert excluded.loc[empty, "blau"].isna().all() and (excluded.loc[empty, "quintile"] == 0).all()
+
+
+def test_tabulation_bias_from_blocks_and_geography_labels(histogram) -> None:
+    """Tabulation levels summed from blocks; on the conventional spine they equal the spine's."""
+    from engine.metrics.blau import (
+        blau_bias_report,
+        raceeth_counts_from_tidy,
+        tabulation_blau_bias,
+        tabulation_totals,
+    )
+    from engine.metrics.srs import srs_tidy
+
+    tidy = srs_tidy(histogram, 0.5, np.random.default_rng(3), ("TOTAL", "RACEETH"))
+    blocks = tidy[(tidy["geolevel"] == "Block") & (tidy["query"] == "TOTAL")]
+    order = histogram.geography["Block"].astype(str)
+    est = blocks.set_index("geounit").loc[order, "estimate"].to_numpy()
+    totals = tabulation_totals(histogram, est)
+    tract = totals[totals["geolevel"] == "Tract"].set_index("geounit")
+    tidy_tract = tidy[(tidy["geolevel"] == "Tract") & (tidy["query"] == "TOTAL")]
+    assert tract.loc[tidy_tract["geounit"], "estimate"].to_numpy() == pytest.approx(
+        tidy_tract["estimate"].to_numpy()
+    )
+    # Conventional spine: one set of numbers per level, marked "spine = tabulation".
+    report = blau_bias_report(tidy, histogram, est, spine_counts=raceeth_counts_from_tidy(tidy))
+    assert set(report["geography"]) == {"spine = tabulation"}
+    direct = tabulation_blau_bias(histogram, est)
+    left = report.set_index(["geolevel", "quintile"])["mean_signed_error"].sort_index()
+    right = direct.set_index(["geolevel", "quintile"])["mean_signed_error"].sort_index()
+    assert left.to_numpy() == pytest.approx(right.to_numpy())
+    # A spine whose Tract level has other geounits (an AIAN-style split): both are kept.
+    split = tidy.copy()
+    is_tract = split["geolevel"] == "Tract"
+    split.loc[is_tract, "geounit"] = split.loc[is_tract, "geounit"] + "|inside"
+    mixed = blau_bias_report(split, histogram, est, spine_counts=raceeth_counts_from_tidy(split))
+    geo = dict(zip(mixed["geolevel"], mixed["geography"], strict=False))
+    assert geo["Tract (spine)"] == "spine" and geo["Tract"] == "tabulation"
+    with pytest.raises(ValidationError, match="one value per block"):
+        tabulation_totals(histogram, est[:-1])

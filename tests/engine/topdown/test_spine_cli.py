@@ -51,6 +51,18 @@ def test_run_topdown_with_a_spine_writes_spine_metrics(
         assert metrics["spine"]["special_areas"] is None
         assert metrics["osed"]["city"] > 1.0
     assert "entity_mae" in capsys.readouterr().out
+    # Blau-index bias on the tabulation geographies (summed from blocks) for every spine.
+    geography = metrics["blau_bias_geography"]
+    assert geography["Block_Group"] in ("tabulation", "spine = tabulation")
+    if spine == "aian":  # split block groups are the spine's; the plain name is the published one
+        assert geography["Block_Group"] == "tabulation"
+        assert geography.get("Block_Group (spine)", "spine") == "spine"
+    assert {"Block_Group", "Block"} <= set(metrics["blau_bias"])
+    if spine == "optimized":  # TDA Table 13's level beside the optimized block groups
+        assert geography["Optimized_Block_Group"] == "spine"
+        assert geography["Block_Group"] == "tabulation"
+    if spine == "conventional":
+        assert set(geography.values()) == {"spine = tabulation"}
 
 
 def test_spine_option_errors_are_reported(toy_data: Path, tmp_path: Path, capsys):
