@@ -134,8 +134,10 @@ def build_report_html(
         ]
     else:
         parts.append(
-            "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B); "
-            "errors after estimation depend on the data — see run results.</p>"
+            "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
+            "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
+            "least squares, non-negativity and rounding; SPEC §7, docs/prediction.md) on the "
+            "Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
         )
         cols = [
             "run",
@@ -147,8 +149,14 @@ def build_report_html(
             "rho_query",
             "sigma",
             "moe90",
+            "post_processed_rmse",
+            "post_processed_moe",
         ]
-    parts.append(f"<div id='moe-table'>{_table_html(scenario.moe_rows(), cols)}</div>")
+    moe_rows = scenario.moe_rows()
+    if scenario.kind == "topdown":
+        moe_rows, notes = _with_post_processed(scenario, moe_rows)
+        parts.extend(f"<p class='note'>{html.escape(n)}.</p>" for n in notes)
+    parts.append(f"<div id='moe-table'>{_table_html(moe_rows, cols)}</div>")
     parts.append(
         f"<details><summary>Summary (JSON)</summary><pre>{html.escape(str(summary))}</pre></details>"
     )
@@ -172,11 +180,34 @@ def build_report_html(
             fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE by geolevel")
             if fig is not None:
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+            prediction = metrics.get("prediction")
+            if isinstance(prediction, list) and prediction:
+                parts.append(
+                    "<p>Predicted (before the run) vs measured RMSE of the published counts:</p>"
+                )
+                parts.append(_table_html(prediction))
             parts.extend(run_notes_html(metrics))
     parts.append("<h2>Provenance</h2>")
     parts.append(_provenance(scenario, runs, when))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _with_post_processed(
+    scenario: Scenario, rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """MOE rows plus the predicted published-count accuracy (SPEC §7) and its notes."""
+    from phexplore.errors import PHExploreError
+    from phexplore.prediction import shipped_profile
+    from phexplore.prediction.tables import add_post_processed, predictions_for_runs
+
+    assert scenario.topdown is not None
+    try:
+        predictions = predictions_for_runs(scenario.topdown, shipped_profile("ri2010"))
+    except PHExploreError as exc:
+        return rows, [f"No published-count prediction: {exc}"]
+    notes = sorted({n for p in predictions.values() for n in p.notes})
+    return add_post_processed(rows, predictions), notes
 
 
 def epl_settings_text(metrics: Mapping[str, Any]) -> str:

@@ -332,14 +332,20 @@ def topdown_work(
             )
             tables["blau_bias"] = blau_bias
         tables["epl"] = epl_table(tidy, n_boot=epl_boot, rng=bootstrap_rng(seed), settings=settings)
+        prediction_rows: list[dict[str, Any]] = []
         if plan is None:  # the prediction covers the conventional spine (SPEC §7)
             from engine.metrics.prediction import prediction_table
 
             predicted = prediction_table(result, hist, allocation, tidy)
             if predicted is not None:
                 tables["prediction"] = predicted
+                prediction_rows = predicted[
+                    ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
+                ].to_dict("records")
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
         extra["structural_zeros"] = result.diagnostics.get("structural", {})
+        if prediction_rows:
+            extra["prediction"] = prediction_rows
         if plan is not None:
             sections = plan.metrics(result, hist)
             extra.update({k: v for k, v in sections.items() if k != "spine"})

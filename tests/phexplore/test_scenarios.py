@@ -45,6 +45,23 @@ def test_report_contains_tables_and_chart() -> None:
     html = build_report_html(scenario_from_preset("topdown-2020-production"))
     assert html.startswith("<!DOCTYPE html>") and "Provenance" in html
     assert "Block_Group" in html and "plotly" in html.lower()
+    # Both accuracies: the noisy measurement's σ/MOE and the predicted published count's.
+    assert "post_processed_rmse" in html and "moe90" in html and "published counts" in html
+
+
+def test_report_carries_predicted_vs_measured_of_a_run() -> None:
+    scenario = scenario_from_preset("ri2010-production-like")
+    metrics = {
+        "engine": "topdown",
+        "data": "ri2010",
+        "mae": {"Block": {"TOTAL": 6.1}},
+        "prediction": [
+            {"geolevel": "Block", "query": "TOTAL", "sigma": 82.4, "predicted_rmse": 9.2,
+             "measured_rmse": 9.1, "ratio": 1.01},
+        ],
+    }  # fmt: skip
+    html = build_report_html(scenario, [metrics])
+    assert "Predicted (before the run) vs measured RMSE" in html and "measured_rmse" in html
 
 
 @pytest.mark.parametrize(
