@@ -31,10 +31,6 @@ INTEGRALITY_TOL = 1e-6
 SNAP_TOL = 1e-6
 
 
-def _stacked(spec: QuerySpec, n_children: int) -> sp.csr_matrix:
-    return sp.kron(sp.identity(n_children, format="csr"), spec.matrix(), format="csr")
-
-
 class _LPFailed(Exception):
     """The rounding LP (or MILP) reported no solution."""
 
@@ -102,11 +98,22 @@ def round_batch(
         ) from None
 
 
-def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
-    """Columns ``cols`` of the stacked rows; drop rows left empty (their rhs must be 0)."""
+def _on(spec: QuerySpec, n_children: int, n_cells: int, cols: np.ndarray) -> sp.csr_matrix:
+    """``kron(I_K, Q)`` on the free cells ``cols`` only, built directly (no Kronecker product
+    over all K · n_cells cells: on the 2,016-cell schema most cells of a family are not free)."""
+    child, cell = np.divmod(cols, n_cells)
+    rows = child * spec.size + spec.cell_index[cell]
+    return sp.csr_matrix(
+        (np.ones(cols.size), (rows, np.arange(cols.size))),
+        shape=(n_children * spec.size, cols.size),
+    )
+
+
+def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], n_cols: int):
+    """The stacked rows (already on the free cells) without empty rows (their rhs must be 0)."""
     if not rows:
-        return sp.csr_matrix((0, cols.size)), np.zeros(0)
-    a = sp.vstack(rows, format="csc")[:, cols].tocsr()
+        return sp.csr_matrix((0, n_cols)), np.zeros(0)
+    a = sp.vstack(rows, format="csr")
     b = np.concatenate(rhs)
     nonempty = np.diff(a.indptr) > 0
     if np.any(np.abs(b[~nonempty]) > 1e-9):
@@ -114,11 +121,11 @@ def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
     return a[nonempty], b[nonempty]
 
 
-def _select_ub(rows: list[sp.spmatrix], rhs: list[np.ndarray], cols: np.ndarray):
+def _select_ub(rows: list[sp.spmatrix], rhs: list[np.ndarray]):
     """Like :func:`_select` for ≤ rows: a row with no free cell left must already hold."""
     if not rows:
         return None, None
-    a = sp.vstack(rows, format="csc")[:, cols].tocsr()
+    a = sp.vstack(rows, format="csr")
     b = np.concatenate(rhs)
     nonempty = np.diff(a.indptr) > 0
     if np.any(b[~nonempty] < -1e-9):
@@ -141,12 +148,15 @@ def _round(
     # Equality rows shared by every pass: children sum to the parent; invariants.
     base_rows: list[sp.spmatrix] = []
     base_rhs: list[np.ndarray] = []
+    n_free = cols.size
     if batch.parent is not None:
-        membership = sp.csr_matrix(
-            (np.ones(n_children), (batch.child_family, np.arange(n_children))),
-            shape=(batch.n_families, n_children),
+        child, cell = np.divmod(cols, n_cells)
+        base_rows.append(
+            sp.csr_matrix(
+                (np.ones(n_free), (batch.child_family[child] * n_cells + cell, np.arange(n_free))),
+                shape=(batch.n_families * n_cells, n_free),
+            )
         )
-        base_rows.append(sp.kron(membership, sp.identity(n_cells, format="csr"), format="csr"))
         base_sum = np.add.reduceat(base, batch.child_ptr[:-1], axis=0)
         base_rhs.append((batch.parent - base_sum).reshape(-1))
     for q, target in enumerate(batch.invariant):
@@ -156,40 +166,39 @@ def _round(
         fixed = np.flatnonzero(np.isfinite(flat))
         if fixed.size:
             spec = batch.queries[q]
-            base_rows.append(_stacked(spec, n_children)[fixed])
+            base_rows.append(_on(spec, n_children, n_cells, cols)[fixed])
             base_rhs.append(flat[fixed] - spec.answer(base).reshape(-1)[fixed])
     for held in batch.sums:  # a sum of siblings held exact (TDA §7.4)
         spec = batch.queries[held.query]
-        base_rows.append(batch.sum_matrix(held))
+        base_rows.append(sp.csr_matrix(batch.sum_matrix(held))[:, cols])
         base_rhs.append(held.target - spec.answer(base[held.rows]).sum(axis=0))
     # Structural bounds (TDA §5.3): lower ≤ Q(base + y) ≤ upper, as rows A_ub y ≤ b_ub.
     ub_rows: list[sp.spmatrix] = []
     ub_rhs: list[np.ndarray] = []
     for bound in batch.bounds:
-        stacked = _stacked(bound.spec, n_children)
+        stacked = _on(bound.spec, n_children, n_cells, cols)
         at_base = bound.spec.answer(base).reshape(-1)
         upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
         up, low = np.flatnonzero(np.isfinite(upper)), np.flatnonzero(np.isfinite(lower))
         ub_rows += [stacked[up], -stacked[low]]
         ub_rhs += [upper[up] - at_base[up], at_base[low] - lower[low]]
-    a_ub, b_ub = _select_ub(ub_rows, ub_rhs, cols)
+    a_ub, b_ub = _select_ub(ub_rows, ub_rhs)
     frozen_rows: list[sp.spmatrix] = []
     frozen_rhs: list[np.ndarray] = []
     y = np.zeros(n_y)
     fallbacks = 0
-    n_free = cols.size
     for spec in chain:
-        a_eq, b_eq = _select(base_rows + frozen_rows, base_rhs + frozen_rhs, cols)
+        a_eq, b_eq = _select(base_rows + frozen_rows, base_rhs + frozen_rhs, n_free)
         if spec.is_detailed:
             c = (1.0 - 2.0 * frac).reshape(-1)[cols]
             v, used = (
                 _solve_lp(c, a_eq, b_eq, n_free, a_ub, b_ub) if n_free else (np.zeros(0), False)
             )
         else:
-            stacked = _stacked(spec, n_children)
+            stacked = _on(spec, n_children, n_cells, cols)
             lower = spec.answer(base).reshape(-1)  # L = Q x_base per (child, answer cell)
             target = spec.answer(x_tilde).reshape(-1)  # a = Q x̃
-            seg_count = np.rint(stacked @ free.reshape(-1).astype(np.float64)).astype(np.int64)
+            seg_count = np.diff(stacked.tocsr().indptr)  # free cells behind each answer
             seg_owner = np.repeat(np.arange(seg_count.size), seg_count)
             seg_step = np.arange(seg_owner.size) - np.repeat(
                 np.cumsum(seg_count) - seg_count, seg_count
@@ -200,7 +209,7 @@ def _round(
             # Link rows: Q y − Σ segments = 0 for every (child, answer cell) with a free cell.
             link = sp.hstack(
                 [
-                    stacked[:, cols],
+                    stacked,
                     -sp.csr_matrix(
                         (np.ones(n_s), (seg_owner, np.arange(n_s))), shape=(seg_count.size, n_s)
                     ),
@@ -220,8 +229,8 @@ def _round(
         y = np.zeros(n_y)
         y[cols] = np.round(v[:n_free])
         if not spec.is_detailed:
-            stacked = _stacked(spec, n_children)
+            stacked = _on(spec, n_children, n_cells, cols)
             frozen_rows.append(stacked)
-            frozen_rhs.append(stacked @ y)
+            frozen_rhs.append(stacked @ y[cols])
     x_hat = (base + y.reshape(n_children, n_cells)).astype(np.int64)
     return x_hat, fallbacks
