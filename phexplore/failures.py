@@ -52,7 +52,11 @@ def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    ours = [f for f in frames if "/phexplore/" in f.filename or "/engine/" in f.filename]
+    ours = [
+        f
+        for f in frames
+        if ("/phexplore/" in f.filename or "/engine/" in f.filename) and "/tests/" not in f.filename
+    ]
     frame = (ours or frames)[-1]
     parts = Path(frame.filename).parts
     for anchor in ("phexplore", "engine", "pages"):

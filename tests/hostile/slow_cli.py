@@ -1,0 +1,40 @@
+"""Run ``phexplore`` with a slowed-down TopDown writer, for the interrupt and concurrency tests.
+
+The real CLI entry point runs in this (real) process; only
+:func:`engine.topdown.export.write_outputs` is wrapped so that, after writing the real files into
+the staging folder, it prints ``WRITING`` and waits ``PHEXPLORE_TEST_PAUSE`` seconds (or until
+the file named by ``PHEXPLORE_TEST_RELEASE`` appears) — a window in which the test sends SIGINT or SIGTERM, or starts a second run against the same ``--out``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main() -> int:
+    import engine.topdown.export as export
+    import phexplore.cli.run_topdown  # noqa: F401  (imports write_outputs lazily; patch the module)
+    from phexplore.cli import main as cli_main
+
+    real = export.write_outputs
+    pause = float(os.environ.get("PHEXPLORE_TEST_PAUSE", "30"))
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        paths = real(*args, **kwargs)
+        print("WRITING", flush=True)
+        release = os.environ.get("PHEXPLORE_TEST_RELEASE")
+        deadline = time.monotonic() + pause
+        while time.monotonic() < deadline:  # until the test releases us (a file appears)
+            if release and os.path.exists(release):
+                break
+            time.sleep(0.05)
+        return paths
+
+    export.write_outputs = slow
+    return cli_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
