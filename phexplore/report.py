@@ -3,7 +3,10 @@
 Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
 conversion named (SPEC §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
 charts) and a provenance block (PHExplore version, seeds, data source and licence, timestamp).
-Plotly's JavaScript is embedded once, so the file opens offline.
+Plotly's JavaScript is embedded once, so the file opens offline. Figures use the explicit report
+template of :mod:`phexplore.charts` (distinct colours, full log-axis labels) — never the app's
+Streamlit theme, whose colours only resolve inside the app. Only runs made with the scenario's exact
+budget (same fingerprint) are reported, each once, with run number, data and seed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from phexplore.budget.fingerprint import short_fingerprint
+from phexplore.charts import for_report
+from phexplore.naming import display_frame
 from phexplore.scenarios import Scenario
 
 _CSS = """
@@ -48,12 +54,11 @@ def epsilon_delta_figure(scenario: Scenario) -> go.Figure:
     fig.add_vline(x=scenario.delta, line_dash="dot", annotation_text=f"δ = {scenario.delta:g}")
     fig.update_layout(
         title=f"(ε, δ) curves — {scenario.name} (ρ = {rho:.4g})",
-        xaxis={"title": "δ", "type": "log", "exponentformat": "power"},
-        yaxis={"title": "ε"},
-        height=420,
-        legend={"orientation": "h", "y": -0.25},
+        xaxis={"title": "δ (probability the guarantee may fail)", "type": "log"},
+        yaxis={"title": "ε (privacy-loss parameter)"},
+        height=440,
     )
-    return fig
+    return for_report(fig)
 
 
 def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -62,7 +67,9 @@ def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None
     frame = pd.DataFrame(list(rows))
     if columns:
         frame = frame[[c for c in columns if c in frame.columns]]
-    return frame.to_html(index=False, float_format=lambda v: f"{v:.6g}", na_rep="—", border=0)
+    return display_frame(frame).to_html(
+        index=False, float_format=lambda v: f"{v:.6g}", na_rep="—", border=0
+    )
 
 
 def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
@@ -77,8 +84,14 @@ def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
     for q in queries:
         levels = [lv for lv, vals in mae.items() if isinstance(vals, Mapping) and q in vals]
         fig.add_trace(go.Bar(name=q, x=levels, y=[mae[lv][q] for lv in levels]))
-    fig.update_layout(title=title, barmode="group", yaxis_title="mean absolute error", height=380)
-    return fig
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        xaxis_title="Geolevel",
+        yaxis_title="Mean absolute error (persons)",
+        height=400,
+    )
+    return for_report(fig)
 
 
 def build_report_html(
@@ -86,9 +99,18 @@ def build_report_html(
     results: Sequence[Mapping[str, Any]] | None = None,
     *,
     generated_at: dt.datetime | None = None,
+    keep_unrecorded: bool = False,
 ) -> str:
-    """Self-contained HTML report of a scenario and its run results (``metrics.json`` payloads)."""
-    runs = list(results if results is not None else scenario.results)
+    """Self-contained HTML report of a scenario and its run results (``metrics.json`` payloads).
+
+    Of ``results`` (default: the scenario's attached runs) only those made with the scenario's
+    exact budget are reported, each once (:meth:`Scenario.matching_runs`; ``keep_unrecorded``
+    also keeps runs whose ``metrics.json`` records no budget, labelled as such).
+    """
+    runs = scenario.matching_runs(
+        list(results if results is not None else scenario.results),
+        keep_unrecorded=keep_unrecorded,
+    )
     when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
     summary = scenario.summary()
     head = scenario.headline()
@@ -166,8 +188,8 @@ def build_report_html(
             "<p class='note'>Comparisons of DP output with the confidential truth are possible only "
             "for non-confidential test data such as the shipped samples.</p>"
         )
-        for i, metrics in enumerate(runs, 1):
-            label = f"Run {i}: {metrics.get('engine', '?')} on {metrics.get('data', '?')}"
+        for metrics in runs:
+            label = run_title(metrics)
             parts.append(f"<h3>{html.escape(label)}</h3>")
             mae_rows = [
                 {"geolevel": lv, "query": q, "mae": v}
@@ -187,6 +209,9 @@ def build_report_html(
                 )
                 parts.append(_table_html(prediction))
             parts.extend(run_notes_html(metrics))
+    elif scenario.results or results:
+        parts.append("<h2>Run results</h2>")
+        parts.append("<p><em>No run of this exact budget is attached.</em></p>")
     parts.append("<h2>Provenance</h2>")
     parts.append(_provenance(scenario, runs, when))
     parts.append("</body></html>")
@@ -258,6 +283,15 @@ def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def run_title(metrics: Mapping[str, Any]) -> str:
+    """``"Run #3: PHSafe on synthetic_us [states 44], seed 2020"`` (run number, data and seed)."""
+    engine = {"phsafe": "PHSafe", "topdown": "TopDown"}.get(str(metrics.get("engine")), "run")
+    return (
+        f"Run #{metrics.get('run_id', '?')}: {engine} on {metrics.get('data', 'unnamed data')}, "
+        f"seed {metrics.get('seed', '?')}"
+    )
+
+
 def _privacy_table(scenario: Scenario) -> str:
     from phexplore.moe_tables import epsilons
 
@@ -298,11 +332,14 @@ def _provenance(scenario: Scenario, runs: Sequence[Mapping[str, Any]], when: str
         cite = next(iter(scenario.topdown.values())).citation
         if cite:
             items.append(("parameters from", cite))
-    for i, m in enumerate(runs, 1):
+    for fp in sorted(scenario.fingerprints()):
+        items.append(("budget fingerprint (SHA-256)", fp))
+    for m in runs:
         items.append(
             (
-                f"run {i}",
-                f"engine={m.get('engine', '?')}, data={m.get('data', '?')}, seed={m.get('seed', '?')}, "
+                f"run #{m.get('run_id', '?')}",
+                f"engine={m.get('engine')}, data={m.get('data')}, seed={m.get('seed')}, "
+                f"budget={short_fingerprint(str(m['budget_fingerprint'])) if m.get('budget_fingerprint') else 'not recorded'}, "
                 f"licence={m.get('licence', m.get('data_licence', 'see data/samples'))}",
             )
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from phexplore.accounting import CONVERSIONS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
+from phexplore.budget.fingerprint import budget_fingerprint
 from phexplore.errors import ValidationError
 from phexplore.moe_tables import (
     DEFAULT_DELTA,
@@ -27,6 +28,7 @@ from phexplore.moe_tables import (
 )
 from phexplore.parsing import as_float, as_mapping, check_keys, loads_strict_json, read_input_bytes
 from phexplore.presets import (
+    list_presets,
     load_phsafe_preset,
     load_topdown_preset,
     preset_info,
@@ -115,6 +117,52 @@ class Scenario:
             label = "ρ (bounded neighbours)"
         eps = epsilons(rho, self.delta)[self.conversion]
         return {"rho": rho, "rho_label": label, "epsilon": eps, "delta": self.delta}
+
+    # ------------------------------------------------------------------ provenance
+    def fingerprints(self) -> frozenset[str]:
+        """Fingerprints of the budgets a run of this scenario can use (one per TopDown universe)."""
+        if self.kind == "phsafe":
+            assert self.phsafe is not None
+            return frozenset({budget_fingerprint(self.phsafe)})
+        assert self.topdown is not None
+        return frozenset(budget_fingerprint(a) for a in self.topdown.values())
+
+    def matching_runs(
+        self, results: Sequence[Mapping[str, Any]], *, keep_unrecorded: bool = False
+    ) -> list[Mapping[str, Any]]:
+        """The runs among ``results`` made with this scenario's exact budget, each once.
+
+        A run's ``metrics.json`` carries the fingerprint of the budget it used
+        (``budget_fingerprint``); runs without one, of another engine or of another budget are
+        left out (runs without one are kept when ``keep_unrecorded``: ``metrics.json`` files written
+        before fingerprints were recorded), and a run listed twice (same ``run_token``, else same engine, run number, data
+        and seed) is kept once, in first-seen order.
+        """
+        mine = self.fingerprints()
+        seen: set[tuple[Any, ...]] = set()
+        out: list[Mapping[str, Any]] = []
+        for metrics in results:
+            engine = metrics.get("engine")
+            if engine != self.kind and not (keep_unrecorded and engine is None):
+                continue
+            recorded = metrics.get("budget_fingerprint")
+            if recorded not in mine and (recorded or not keep_unrecorded):
+                continue
+            key = (
+                ("token", metrics["run_token"])
+                if metrics.get("run_token")
+                else (
+                    "run",
+                    metrics.get("run_id"),
+                    metrics.get("data"),
+                    metrics.get("seed"),
+                )
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(metrics)
+        return out
 
     # ------------------------------------------------------------------ edits
     def duplicate(self, new_name: str) -> Scenario:
@@ -221,6 +269,38 @@ def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scen
     if info.kind == "phsafe":
         return Scenario(name=scenario_name or name, kind="phsafe", phsafe=load_phsafe_preset(name))
     return Scenario(name=scenario_name or name, kind="topdown", topdown=load_topdown_preset(name))
+
+
+def budget_origin(
+    budget: PHSafeBudget | Mapping[str, TopDownAllocation] | TopDownAllocation,
+    preset: str | None = None,
+) -> str:
+    """Where a working budget comes from: ``"phsafe-2020"`` or ``"modified from phsafe-2020"``.
+
+    ``preset`` names the preset it was loaded from (for a PHSafe budget its name by default). The
+    budget is that preset while its fingerprint equals the preset's; after any edit of a number it
+    is "modified from" it. A budget from no known preset is named by its own name.
+    """
+    name = preset
+    if name is None:
+        name = budget.name if isinstance(budget, PHSafeBudget | TopDownAllocation) else None
+    known = {p.name for p in list_presets()}
+    if not name or name not in known:
+        own = getattr(budget, "name", None)
+        return str(own or name or "custom budget")
+    if isinstance(budget, PHSafeBudget):
+        reference: Any = load_phsafe_preset(name)
+    else:
+        runs = load_topdown_preset(name)
+        if isinstance(budget, TopDownAllocation):
+            reference = runs.get(budget.universe)
+            if reference is None:
+                return f"modified from {name}"
+        else:
+            reference = runs
+    if budget_fingerprint(budget) == budget_fingerprint(reference):
+        return name
+    return f"modified from {name}"
 
 
 def scenario_from_allocation_json(data: Mapping[str, Any], *, name: str) -> Scenario:

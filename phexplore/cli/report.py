@@ -49,9 +49,23 @@ def run(args: argparse.Namespace) -> int:
     # Check --out before the (slow) build, then write it atomically under the lock.
     check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
+    mine = scenario.fingerprints()
     for path in results:
-        scenario = scenario.with_result(load_json_object(path))
-    page = build_report_html(scenario)
+        metrics = load_json_object(path)
+        recorded = metrics.get("budget_fingerprint")
+        if metrics.get("engine") not in (None, scenario.kind):
+            raise ValidationError(
+                f"--results {path}: a {metrics.get('engine')} run cannot belong to a "
+                f"{scenario.kind} scenario; give the metrics.json of a {scenario.kind} run"
+            )
+        if recorded and recorded not in mine:
+            raise ValidationError(
+                f"--results {path}: made with budget {recorded[:12]}, not with this scenario's "
+                f"({', '.join(sorted(f[:12] for f in mine))}); report it with the scenario it was "
+                "run with"
+            )
+        scenario = scenario.with_result(metrics)
+    page = build_report_html(scenario, keep_unrecorded=True)
     with atomic_file(args.out, overwrite=args.overwrite, inputs=inputs) as tmp:
         tmp.write_text(page, encoding="utf-8")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")

@@ -31,9 +31,12 @@ def browser_page(chromium_launch: dict):  # type: ignore[no-untyped-def]
 def test_report_opens_with_table_and_chart(
     browser_page, tmp_path: Path, screenshots_dir: Path
 ) -> None:
-    scenario = scenario_from_preset("phsafe-2020").with_result(
+    base = scenario_from_preset("phsafe-2020")
+    scenario = base.with_result(
         {
             "engine": "phsafe",
+            "budget_fingerprint": next(iter(base.fingerprints())),
+            "run_id": 1,
             "data": "phsafe_synthetic_us",
             "seed": 7,
             "mae": {"State": {"PH1_num": 3.2}},
@@ -45,7 +48,7 @@ def test_report_opens_with_table_and_chart(
     page.goto(report.as_uri())
     table = page.locator("#moe-table table")
     assert table.count() == 1
-    assert "PH1_num" in table.inner_text()
+    assert "PH1 numerator" in table.inner_text()
     assert page.locator("#moe-table tbody tr").count() == 46
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
     assert page.locator(".js-plotly-plot").count() >= 2  # (ε, δ) chart and the run's MAE chart

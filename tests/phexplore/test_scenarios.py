@@ -89,7 +89,53 @@ def test_report_shows_epl_with_its_settings() -> None:
         "label": "±1 × max(|P5|, |P95|)",
     }
     scenario = scenario_from_preset("ri2010-production-like")
+    base["budget_fingerprint"] = next(iter(scenario.fingerprints()))
     html = build_report_html(scenario.with_result({**base, "epl_settings": pf}))
     assert "Empirical privacy loss" in html and "comparable with PF" in html and "0.33" in html
     legacy = build_report_html(scenario.with_result(base))
     assert "EPL settings not recorded" in legacy and "P1|, |P99|" in legacy
+
+
+def _run(scenario: Scenario, **extra: object) -> dict[str, object]:
+    return {
+        "engine": scenario.kind,
+        "budget_fingerprint": next(iter(scenario.fingerprints())),
+        "data": "phsafe_synthetic_us [states 44]",
+        "seed": 2020,
+        "run_id": 1,
+        "run_token": "t1",
+        "mae": {"State": {"PH1_num": 2.0}},
+        **extra,
+    }
+
+
+def test_report_keeps_only_runs_of_this_budget_once_with_number_data_and_seed() -> None:
+    """Issue 15: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
+    mine = scenario_from_preset("phsafe-2020")
+    other_budget = mine.phsafe.with_tau("PH3", 4)  # type: ignore[union-attr]
+    other = Scenario(name="other", kind="phsafe", phsafe=other_budget)
+    own = _run(mine)
+    foreign = _run(other, run_id=2, run_token="t2")
+    topdown = {**_run(mine, run_id=3, run_token="t3"), "engine": "topdown"}
+    runs = mine.matching_runs([own, own, foreign, topdown])
+    assert runs == [own]
+    html = build_report_html(mine.with_result(own), [own, foreign])
+    assert html.count("Run #1: PHSafe on phsafe_synthetic_us [states 44], seed 2020") == 1
+    assert "Run #2" not in html and " on ?" not in html
+    assert next(iter(mine.fingerprints())) in html  # the budget's fingerprint in the provenance
+
+
+def test_budget_origin_says_modified_after_any_edit() -> None:
+    from phexplore.presets import load_phsafe_preset, load_topdown_preset
+    from phexplore.scenarios import budget_origin
+
+    budget = load_phsafe_preset("phsafe-2020")
+    assert budget_origin(budget) == "phsafe-2020"
+    edited = budget.with_moe_target("PH3", "state_A-G", 40)
+    assert budget_origin(edited) == "modified from phsafe-2020"
+    runs = load_topdown_preset("topdown-2020-production")
+    assert budget_origin(runs, "topdown-2020-production") == "topdown-2020-production"
+    changed = {**runs, "persons": runs["persons"].with_rho(1)}
+    assert budget_origin(changed, "topdown-2020-production") == (
+        "modified from topdown-2020-production"
+    )

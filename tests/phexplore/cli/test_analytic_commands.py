@@ -125,16 +125,29 @@ def test_plan_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
 
 def test_report_command_writes_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"engine": "topdown", "data": "ri2010", "seed": 3,
-                                   "mae": {"County": {"TOTAL": 1.5}}}))  # fmt: skip
+    metrics.write_text(json.dumps({"engine": "phsafe", "data": "synthetic", "seed": 3,
+                                   "mae": {"State": {"PH1_num": 1.5}}}))  # fmt: skip
     out = tmp_path / "report.html"
     assert (
         main(["report", "--preset", "phsafe-2020", "--results", str(metrics), "--out", str(out)])
         == 0
     )
     text = out.read_text(encoding="utf-8")
-    assert "id='moe-table'" in text and "PH1_num" in text and "(ε, δ) curves" in text
-    assert "seed=3" in text and "PHExplore version" in text
+    assert "id='moe-table'" in text and "PH1 numerator" in text and "(ε, δ) curves" in text
+    assert "seed=3" in text and "PHExplore version" in text and "budget=not recorded" in text
+
+
+def test_report_command_refuses_runs_of_another_budget(tmp_path: Path) -> None:
+    """A metrics.json of another engine or another budget (fingerprint) is an error, not a row."""
+    other = tmp_path / "topdown.json"
+    other.write_text(json.dumps({"engine": "topdown", "data": "ri2010", "seed": 3}))
+    out = tmp_path / "report.html"
+    args = ["report", "--preset", "phsafe-2020", "--out", str(out), "--results"]
+    assert main([*args, str(other)]) == 1
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"engine": "phsafe", "budget_fingerprint": "0" * 64, "seed": 1}))
+    assert main([*args, str(wrong)]) == 1
+    assert not out.exists()
 
 
 def test_presets_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
