@@ -14,27 +14,25 @@ from phexplore.accounting import CONVERSIONS
 from phexplore.cli import app_runs as R
 
 PAGES = {
+    "Start": [
+        st.Page("pages/start.py", title="Start here", icon="🧭", default=True),
+    ],
     "Plan": [
-        st.Page(
-            "pages/phsafe_planner.py",
-            title="PHSafe planner",
-            icon=":material/calculate:",
-            default=True,
-        ),
-        st.Page(
-            "pages/topdown_planner.py", title="TopDown planner", icon=":material/account_tree:"
-        ),
-        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon=":material/lock:"),
+        st.Page("pages/phsafe_planner.py", title="PHSafe planner", icon="🧮"),
+        st.Page("pages/topdown_planner.py", title="TopDown planner", icon="🌳"),
+        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon="🔒"),
     ],
     "Test": [
-        st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
-        st.Page("pages/results.py", title="Results", icon=":material/bar_chart:"),
+        st.Page("pages/run.py", title="Run", icon="▶️"),
+        st.Page("pages/results.py", title="Results", icon="📊"),
     ],
     "Decide": [
-        st.Page("pages/scenarios.py", title="Scenarios", icon=":material/compare:"),
-        st.Page("pages/budget_session.py", title="Budget session", icon=":material/groups:"),
+        st.Page("pages/scenarios.py", title="Scenarios", icon="⚖️"),
+        st.Page("pages/budget_session.py", title="Budget session", icon="👥"),
     ],
 }
+"""Page icons are emoji (drawn by the browser's own fonts) and the tab icon is an emoji favicon
+(a ``data:`` URL): Material-symbol icons would make the browser fetch from an outside font host."""
 
 
 def _sync_delta() -> None:
@@ -83,7 +81,7 @@ def _sidebar() -> None:
 
 def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
-    st.set_page_config(page_title="PHExplore", page_icon=":material/calculate:", layout="wide")
+    st.set_page_config(page_title="PHExplore", page_icon="🧮", layout="wide")
     S.init_state()
     S.keep_widget_state()
     R.collect_finished(st.session_state, S.RUNS)

@@ -16,8 +16,11 @@ import streamlit as st
 
 from phexplore import app_state as S
 from phexplore.budget import LEVEL_KEYS, PHSafeBudget, allowed_levels
+from phexplore.charts import readable
 from phexplore.errors import PHExploreError
+from phexplore.guide import epsilon_reading
 from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
+from phexplore.naming import level_label, table_label
 from phexplore.parsing import load_json_object
 from phexplore.presets import load_phsafe_preset, phsafe_from_dict
 
@@ -164,7 +167,7 @@ def _moe_vs_rho_figure(
                 y=sel["moe_bound"],
                 mode="markers",
                 hovertext=[
-                    f"{g} · {it}: ρ={r:.6f}, MOE={m}"
+                    f"{g} · {it}: ρ = {r:.6f}, MOE = {m:,} persons"
                     for g, it, r, m in zip(
                         sel["geo_level"],
                         sel["iteration_level"],
@@ -177,15 +180,11 @@ def _moe_vs_rho_figure(
                 name="enabled levels",
             )
         )
-    fig.update_xaxes(type="log", exponentformat="power", title="ρ per level (unbounded)")
-    fig.update_yaxes(type="log", exponentformat="power", title="90% MOE (persons or households)")
-    fig.update_layout(
-        title=f"{scenario}: MOE vs ρ for {table}",
-        height=360,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        legend={"orientation": "h", "y": -0.25},
-    )
-    return fig
+    fig.update_xaxes(type="log", title="ρ of one level (unbounded zCDP budget, unitless)")
+    unit = "households" if table in PHSAFE_DENOMINATOR_TABLES else "persons"
+    fig.update_yaxes(type="log", title=f"90% MOE ({unit})")
+    fig.update_layout(title=f"{scenario}: MOE vs ρ for {table_label(table)}", height=380)
+    return readable(fig)
 
 
 def render() -> None:
@@ -211,7 +210,8 @@ def render() -> None:
         "Edit a cell and every number below updates."
     )
     if s[ERROR_KEY]:
-        st.error(f"Not applied: {s[ERROR_KEY]}")
+        st.error(f"Not applied: {s[ERROR_KEY]}", icon="⚠️")
+    st.markdown(f"Working budget: **{S.phsafe_origin()}**")
 
     eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))
     m = st.columns(4)
@@ -237,6 +237,7 @@ def render() -> None:
         f"{len(rows)}",
         help="Number of (table, population-group level) measurements with a positive budget.",
     )
+    st.caption(f"💬 {epsilon_reading(eps, delta)}")
 
     left, right = st.columns([0.48, 0.52])
     with left:
@@ -262,7 +263,7 @@ def render() -> None:
         st.multiselect(
             "Measured population-group levels",
             list(LEVEL_KEYS),
-            format_func=S.level_label,
+            format_func=level_label,
             key="ps_enabled_levels",
             on_change=S.guarded(_on_levels, "phsafe planner: on_levels"),
             help="Switch whole population-group levels on or off. Budgets of switched-off levels "
@@ -292,7 +293,7 @@ def render() -> None:
                 ),
                 **{
                     k: st.column_config.NumberColumn(
-                        S.level_label(k),
+                        level_label(k),
                         format="%.6f" if mode == "rho" else "%.0f",
                         min_value=0.0,
                         help=value_help,
@@ -308,7 +309,11 @@ def render() -> None:
         with st.expander("Edit one cell", expanded=True):
             e1, e2 = st.columns(2)
             table = e1.selectbox(
-                "Table", PHSAFE_TABLES, key="ps_table", help="Also selects the plot's table."
+                "Table",
+                PHSAFE_TABLES,
+                format_func=table_label,
+                key="ps_table",
+                help="Also selects the plot's table.",
             )
             levels = allowed_levels(table)
             if s.get("ps_level") not in levels:
@@ -316,7 +321,7 @@ def render() -> None:
             e2.selectbox(
                 "Population-group level",
                 levels,
-                format_func=S.level_label,
+                format_func=level_label,
                 key="ps_level",
                 help="Nation or State, by the population group iterated over (Unattributed = everyone, A-G = race-alone groups, H-I = Hispanic / White alone not Hispanic).",
             )
@@ -359,8 +364,8 @@ def render() -> None:
             width="stretch",
             height=320,
             column_config={
-                "ρ unbounded": st.column_config.NumberColumn(format="%.6f"),
-                "ρ bounded (2×)": st.column_config.NumberColumn(format="%.6f"),
+                "ρ (unbounded)": st.column_config.NumberColumn(format="%.6f"),
+                "ρ (bounded, 2×)": st.column_config.NumberColumn(format="%.6f"),
                 "σ (persons)": st.column_config.NumberColumn(format="%.2f"),
             },
         )

@@ -15,6 +15,8 @@ import streamlit as st
 
 from phexplore import app_state as S
 from phexplore.accounting import CONVERSIONS, conversions, epsilon_for_delta
+from phexplore.charts import readable
+from phexplore.guide import epsilon_reading
 from phexplore.presets import load_topdown_preset
 
 DASHES = {"bun_steinke": "dot", "cks": "solid", "gaussian": "dash"}
@@ -93,34 +95,30 @@ def _figure(chosen: dict[str, float], delta: float, reported: str, scenario: str
                     },
                 )
             )
-    refs = _reference_points()
-    fig.add_trace(
-        go.Scatter(
-            x=[r["delta"] for r in refs],
-            y=[r["epsilon"] for r in refs],
-            mode="markers+text",
-            marker={"symbol": "diamond", "size": 11, "color": "black"},
-            text=[f"{r['label']}: ε={r['epsilon']:.2f}" for r in refs],
-            textposition="middle right",
-            name="Reference points (δ = 1e-10)",
+    # Reference points are markers named in the legend (no text on the plot: labels beside the
+    # markers would lie across the curves).
+    symbols = ["diamond", "square", "triangle-up"]
+    for i, r in enumerate(_reference_points()):
+        fig.add_trace(
+            go.Scatter(
+                x=[r["delta"]],
+                y=[r["epsilon"]],
+                mode="markers",
+                marker={"symbol": symbols[i % len(symbols)], "size": 12, "color": "black"},
+                name=f"{r['label']}: ε={r['epsilon']:.2f}",
+                hovertemplate=f"{r['label']}<br>ρ = {r['rho']:.4f}, δ = 1e-10, "
+                f"ε = {r['epsilon']:.2f}<extra></extra>",
+            )
         )
-    )
     fig.add_vline(x=delta, line_dash="dot", line_color="gray")
-    fig.update_xaxes(type="log", exponentformat="power", title="δ", dtick=1)
-    fig.update_yaxes(
-        type="log",
-        exponentformat="power",
-        title="ε",
-        tickvals=[0.1, 0.2, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100],
-        ticktext=["0.1", "0.2", "0.5", "1", "2", "3", "5", "10", "20", "30", "50", "100"],
-    )
+    fig.update_xaxes(type="log", title="δ (probability the guarantee may fail)")
+    fig.update_yaxes(type="log", title="ε (privacy-loss parameter, unitless)")
     fig.update_layout(
         title=f"{scenario}: (ε, δ) curves — line style = conversion, thick = reported",
-        height=560,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        legend={"font": {"size": 10}, "orientation": "h", "y": -0.2},
+        height=600,
+        legend={"font": {"size": 11}},
     )
-    return fig
+    return readable(fig)
 
 
 def render() -> None:
@@ -185,6 +183,10 @@ def render() -> None:
             "ε bounds how much any one person's data can change the odds of any output "
             "(by a factor of at most e^ε, except with probability δ).",
         )
+    if headline:
+        name = headline[0]
+        eps = float(frame.loc[frame["Scenario"] == name, f"ε {SHORT[reported]}"].iloc[0])
+        st.info(f"**{name}:** {epsilon_reading(eps, delta)}", icon="💬")
     left, right = st.columns([0.62, 0.38])
     with left:
         if chosen:

@@ -500,9 +500,9 @@ def render() -> None:
     runs: list[R.RunRecord] = s[S.RUNS]
     if not runs:
         st.info("No runs yet. Start one on the Run page; results stay in this session.")
-        st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        st.page_link("pages/run.py", label="Go to the Run page", icon="▶️")
         return
-    st.warning(R.TRUTH_NOTE, icon=":material/shield:")
+    st.warning(R.TRUTH_NOTE, icon="🛡️")
     labels = {r.id: r.label for r in runs}
     run_id = st.selectbox(
         "Run",

@@ -8,13 +8,18 @@ run-result rows shown here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import app_state as S
+from phexplore.budget.fingerprint import short_fingerprint
+from phexplore.charts import readable
 from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
+from phexplore.naming import display_frame
 from phexplore.scenarios import Scenario, compare
 
 ERROR_KEY = "sc_error"
@@ -30,10 +35,9 @@ def _store(scenario: Scenario) -> None:
 
 
 def _current(kind: str, name: str, notes: str, run_ids: list[int]) -> Scenario:
-    """The working scenario of ``kind`` with the chosen session runs attached."""
+    """The working scenario of ``kind`` with the chosen session runs of its exact budget attached."""
     s = st.session_state
-    records = [r for r in s[S.RUNS] if r.id in run_ids]
-    return Scenario(
+    scenario = Scenario(
         name=name,
         kind=kind,
         phsafe=S.effective_phsafe() if kind == "phsafe" else None,
@@ -42,8 +46,9 @@ def _current(kind: str, name: str, notes: str, run_ids: list[int]) -> Scenario:
         conversion=s[S.CONVERSION],
         spine=s[S.SPINE],
         notes=notes,
-        results=tuple(r.metrics for r in records),
     )
+    chosen = [r.metrics for r in s[S.RUNS] if r.id in run_ids]
+    return replace(scenario, results=tuple(scenario.matching_runs(chosen)))
 
 
 def _on_save() -> None:
@@ -130,6 +135,49 @@ def _on_upload() -> None:
         )
 
 
+def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
+    """Only the MOEs that differ, with B − A, as a table and a bar chart of the differences."""
+    keys = [c for c in moe.columns if c not in ("moe_a", "moe_b", "difference")]
+    differs = moe["moe_a"].isna() | moe["moe_b"].isna() | (moe["difference"].fillna(0) != 0)
+    changed = moe[differs].copy()
+    st.markdown(f"**90% MOE: {len(changed)} of {len(moe)} rows differ**")
+    if changed.empty:
+        st.success(f"All {len(moe)} MOEs are the same in “{a.name}” and “{b.name}”.")
+        return
+    shown = display_frame(changed, extra={"moe_a": a.name, "moe_b": b.name})
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "Difference (B − A)": st.column_config.NumberColumn(format="%+.1f"),
+            a.name: st.column_config.NumberColumn(format="%.1f"),
+            b.name: st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+    label_cols = display_frame(changed[keys])
+    labels = label_cols.astype(str).agg(" · ".join, axis=1).tolist()
+    fig = go.Figure(
+        go.Bar(
+            x=changed["difference"].fillna(0),
+            y=labels,
+            orientation="h",
+            texttemplate="%{x:+.1f}",
+            marker_color=["#D55E00" if v > 0 else "#0072B2" for v in changed["difference"]],
+            name="B − A",
+        )
+    )
+    unit = "persons" if a.kind == "topdown" else "persons or households"
+    fig.update_xaxes(title=f"Difference of 90% MOE, {b.name} − {a.name} ({unit})")
+    fig.update_yaxes(title="", autorange="reversed")
+    fig.update_layout(
+        title=f"MOEs that differ: {b.name} − {a.name}",
+        height=max(260, 40 + 28 * len(changed)),
+        showlegend=False,
+    )
+    st.plotly_chart(readable(fig), config={"toImageButtonOptions": {"filename": "comparison_moe"}})
+
+
 def _comparison(a: Scenario, b: Scenario) -> None:
     rows = compare(a, b)
     totals = pd.DataFrame(rows["totals"]).rename(columns={"a": a.name, "b": b.name})
@@ -137,12 +185,12 @@ def _comparison(a: Scenario, b: Scenario) -> None:
     with c1:
         st.markdown("**Privacy loss**")
         st.dataframe(
-            totals,
+            display_frame(totals),
             hide_index=True,
             width="stretch",
             column_config={
                 col: st.column_config.NumberColumn(format="%.4f")
-                for col in (a.name, b.name, "difference")
+                for col in (a.name, b.name, "Difference (B − A)")
             },
         )
         st.download_button(
@@ -156,24 +204,7 @@ def _comparison(a: Scenario, b: Scenario) -> None:
         if moe.empty:
             st.info("MOEs are compared between scenarios of the same kind (PHSafe or TopDown).")
         else:
-            keys = [c for c in moe.columns if c not in ("moe_a", "moe_b", "difference")]
-            label = moe[keys].astype(str).agg(" · ".join, axis=1)
-            fig = go.Figure()
-            fig.add_trace(go.Bar(x=label, y=moe["moe_a"], name=a.name))
-            fig.add_trace(go.Bar(x=label, y=moe["moe_b"], name=b.name))
-            fig.update_layout(
-                title=f"90% MOE: {a.name} vs {b.name}",
-                barmode="group",
-                yaxis_type="log",
-                yaxis_title="90% MOE",
-                height=380,
-                margin={"l": 10, "r": 10, "t": 40, "b": 10},
-            )
-            st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": "comparison_moe"}})
-    if not pd.DataFrame(rows["moe"]).empty:
-        with st.expander("MOE rows"):
-            moe = pd.DataFrame(rows["moe"]).rename(columns={"moe_a": a.name, "moe_b": b.name})
-            st.dataframe(moe, hide_index=True, width="stretch")
+            _moe_differences(a, b, moe)
     results = pd.DataFrame(rows["results"])
     st.markdown("**Run results (latest attached run of each)**")
     if results.empty:
@@ -181,7 +212,7 @@ def _comparison(a: Scenario, b: Scenario) -> None:
     else:
         st.caption(R.TRUTH_NOTE)
         st.dataframe(
-            results.rename(columns={"mae_a": f"MAE {a.name}", "mae_b": f"MAE {b.name}"}),
+            display_frame(results, extra={"mae_a": f"MAE {a.name}", "mae_b": f"MAE {b.name}"}),
             hide_index=True,
             width="stretch",
         )
@@ -219,7 +250,16 @@ def render() -> None:
             help="A scenario holds one kind of budget: the PHSafe planner's or the TopDown planner's.",
         )
         kind = s["sc_kind"]
-        runs = [r for r in s[S.RUNS] if r.engine == kind]
+        working = _current(kind, "working", "", [])
+        st.caption(
+            f"Budget: **{working.origin()}** · fingerprint "
+            f"`{short_fingerprint(next(iter(sorted(working.fingerprints()))))}`"
+        )
+        mine = working.fingerprints()
+        runs = [
+            r for r in s[S.RUNS] if r.engine == kind and r.metrics.get("budget_fingerprint") in mine
+        ]
+        others = sum(1 for r in s[S.RUNS] if r.engine == kind) - len(runs)
         ids = [r.id for r in runs]
         if s.get("sc_runs_kind") != kind or "sc_runs" not in s:
             s["sc_runs"], s["sc_runs_kind"] = ids, kind
@@ -230,9 +270,14 @@ def render() -> None:
             ids,
             format_func={r.id: r.label for r in runs}.get,
             key="sc_runs",
-            help="Runs of this session made with this kind of engine; their metrics are saved "
-            "with the scenario.",
+            help="Runs of this session made with exactly this budget (same fingerprint); their "
+            "metrics are saved with the scenario.",
         )
+        if others:
+            st.caption(
+                f"{others} run(s) of this session used another budget and cannot be attached "
+                "to this scenario."
+            )
         st.text_area(
             "Notes", key="sc_notes", height=68, help="Why this scenario; shown in reports."
         )
@@ -256,7 +301,8 @@ def render() -> None:
                 [
                     {
                         "Scenario": sc.name,
-                        "Kind": sc.kind,
+                        "Kind": KINDS[sc.kind],
+                        "Budget": sc.origin(),
                         "ρ": sc.headline()["rho"],
                         f"ε ({sc.conversion}) at δ": sc.headline()["epsilon"],
                         "δ": sc.delta,
@@ -265,7 +311,7 @@ def render() -> None:
                     for sc in saved.values()
                 ]
             )
-            summary.columns = ["Scenario", "Kind", "ρ", "ε", "δ", "Runs"]
+            summary.columns = ["Scenario", "Kind", "Budget", "ρ", "ε", "δ", "Runs"]
             st.dataframe(
                 summary,
                 hide_index=True,

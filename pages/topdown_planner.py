@@ -16,12 +16,20 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import app_state as S
-from phexplore.budget import TopDownAllocation, format_fraction
+from phexplore.budget import ShareProblem, TopDownAllocation, format_fraction, locate_share_problems
+from phexplore.charts import log_colorbar, readable
 from phexplore.errors import PHExploreError
+from phexplore.naming import column_label, display_frame
 from phexplore.presets import load_topdown_preset
 
 BASE_KEY = "td_base"
 ERROR_KEY = "td_rho_error"
+TOASTED_KEY = "td_toasted"
+STALE_CSS = (
+    "<style>.st-key-td_stale_label ~ div{opacity:.45;filter:grayscale(100%);}"
+    ".st-key-td_stale_label{color:#8a6d00;}</style>"
+)
+MARK = "⚠ "
 HELP_LEVEL_SHARE = (
     "Share c of the run's ρ spent at this geolevel. Shares must add up to exactly 1 along the "
     "spine (US → block). Write fractions like 447/4099 or decimals like 0.25."
@@ -131,17 +139,54 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
             text=text,
             texttemplate="%{text}",
             colorscale="Viridis",
-            colorbar={
-                "title": "log₁₀ "
-                + ("RMSE" if "rmse" in value else "σ" if value == "sigma" else "MOE")
-            },
-            hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
+            colorbar=log_colorbar(
+                [v for v in pivot.to_numpy(dtype=float).ravel() if v > 0],
+                column_label(value),
+            ),
+            hovertemplate="%{y} · %{x}: %{text} persons<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", title="Geolevel")
     fig.update_xaxes(title="Query group", tickangle=-35)
-    fig.update_layout(title=title, height=420, margin={"l": 10, "r": 10, "t": 40, "b": 10})
-    return fig
+    fig.update_layout(title=title, height=440)
+    return readable(fig)
+
+
+def _with_edits(frame: pd.DataFrame, editor_key: str) -> pd.DataFrame:
+    """``frame`` with the data editor's pending cell edits applied (the editor's own state)."""
+    out = frame.copy()
+    for row, changes in (st.session_state.get(editor_key) or {}).get("edited_rows", {}).items():
+        for column, value in changes.items():
+            if column in out.columns:
+                out.loc[int(row), column] = value
+    return out
+
+
+def _mark(label: str, hit: bool) -> str:
+    """A column header with a warning mark when a problem lies in that column."""
+    return MARK + label if hit else label
+
+
+def _styled(frame: pd.DataFrame, column: str, bad: set[str]) -> Any:
+    """``frame`` with the label cells of offending rows in red (the label column is read-only)."""
+    if not bad:
+        return frame
+    return frame.style.map(
+        lambda v: "background-color:#f8d7da;color:#842029;font-weight:bold" if v in bad else "",
+        subset=[column],
+    )
+
+
+def _problem_list(problems: list[ShareProblem]) -> str:
+    """Markdown list of the offending cells, each named by table, level and query."""
+    lines = []
+    for p in problems:
+        if p.table == "levels":
+            where = "Level share column" if p.level is None else f"Level share of {p.level}"
+        else:
+            where = f"Query shares of {p.level}" if p.query is None else f"{p.query} at {p.level}"
+        lines.append(f"- **{where}**: {p.message}")
+    return "\n".join(lines)
 
 
 def render() -> None:
@@ -203,31 +248,64 @@ def render() -> None:
         + " Shares stay as they are; every query's budget scales with it.",
     )
 
-    if s[ERROR_KEY]:
-        st.error(f"Not applied: {s[ERROR_KEY]}")
-
     level_key, query_key = _editor_keys(universe)
     base_all = s.setdefault(BASE_KEY, {})
     if level_key not in s and query_key not in s or universe not in base_all:
         base_all[universe] = alloc
     base: TopDownAllocation = base_all[universe]
 
+    # Validate the editors' pending edits before drawing them, so the error sits at the top of the
+    # page and the offending column headers and row labels are marked in the editors themselves.
+    level_frame, query_frame = _level_frame(base), _query_frame(base)
+    draft = _draft(alloc, _with_edits(level_frame, level_key), _with_edits(query_frame, query_key))
+    problems = locate_share_problems(draft)
+    invalid: str | None = None
+    try:
+        candidate = TopDownAllocation.from_dict(draft, name=alloc.name)
+    except PHExploreError as exc:
+        invalid = str(exc)
+    if s[ERROR_KEY]:
+        st.error(f"Not applied: {s[ERROR_KEY]}", icon="⚠️")
+    if invalid is not None:
+        st.error(
+            "**Invalid shares — not applied.** The numbers below are stale: they show the last "
+            f"valid allocation until the marked cells (⚠) are fixed.\n\n"
+            f"{_problem_list(problems) or '- ' + invalid}",
+            icon="⚠️",
+        )
+        if s.get(TOASTED_KEY) != invalid:
+            st.toast(f"Invalid shares: {invalid}", icon="⚠️")
+        s[TOASTED_KEY] = invalid
+    else:
+        s[TOASTED_KEY] = None
+        runs[universe] = candidate
+        s[S.TOPDOWN] = runs
+        alloc = candidate
+    st.markdown(f"Working allocations: **{S.topdown_origin()}**")
+
+    bad_levels = {p.level for p in problems if p.table == "levels" and p.level}
+    bad_queries = {p.query for p in problems if p.table == "queries" and p.query}
+    level_share_bad = any(p.table == "levels" for p in problems)
+    query_cols_bad = {p.level for p in problems if p.table == "queries"}
+
     left, right = st.columns([0.42, 0.58])
     with left:
         st.subheader("Shares")
-        edited_levels = st.data_editor(
-            _level_frame(base),
+        st.data_editor(
+            _styled(level_frame, "geolevel", bad_levels),
             key=level_key,
             hide_index=True,
             width="stretch",
             disabled=["geolevel"],
             column_config={
                 "geolevel": st.column_config.TextColumn("Geolevel"),
-                "share": st.column_config.TextColumn("Level share c", help=HELP_LEVEL_SHARE),
+                "share": st.column_config.TextColumn(
+                    _mark("Level share c", level_share_bad), help=HELP_LEVEL_SHARE
+                ),
             },
         )
-        edited_queries = st.data_editor(
-            _query_frame(base),
+        st.data_editor(
+            _styled(query_frame, "query", bad_queries),
             key=query_key,
             hide_index=True,
             width="stretch",
@@ -235,21 +313,13 @@ def render() -> None:
             column_config={
                 "query": st.column_config.TextColumn("Query group"),
                 **{
-                    lv: st.column_config.TextColumn(lv, help=HELP_QUERY_SHARE)
+                    lv: st.column_config.TextColumn(
+                        _mark(lv, lv in query_cols_bad), help=HELP_QUERY_SHARE
+                    )
                     for lv in base.geolevels
                 },
             },
         )
-        try:
-            alloc = TopDownAllocation.from_dict(
-                _draft(alloc, edited_levels, edited_queries), name=alloc.name
-            )
-            runs[universe] = alloc
-            s[S.TOPDOWN] = runs
-        except PHExploreError as exc:
-            st.error(
-                f"Invalid shares — not applied (numbers show the last valid allocation): {exc}"
-            )
         S.sync_widget("td_spine", S.SPINE)
         st.radio(
             "Geographic spine for runs",
@@ -271,6 +341,12 @@ def render() -> None:
     except PHExploreError as exc:
         published_error = str(exc)
     with right:
+        if invalid is not None:
+            # Everything after this label in the column is greyed (CSS sibling rule).
+            st.html(STALE_CSS)
+            st.container(key="td_stale_label").markdown(
+                "**Stale** — computed from the last valid allocation; fix the marked shares."
+            )
         m = st.columns(len(runs) + 1)
         for i, (name, entry) in enumerate(summary["runs"].items()):
             eps = (
@@ -319,17 +395,12 @@ def render() -> None:
         )
         with st.expander("All queries (table)"):
             st.dataframe(
-                sub.rename(
-                    columns={
-                        "rho_query": "ρ of query",
-                        "share_level": "c",
-                        "share_query": "d",
-                        "sigma": "noisy measurement σ",
-                        "moe90": "noisy measurement 90% MOE",
-                        "post_processed_rmse": "published count RMSE (predicted)",
-                        "post_processed_moe": "published count 90% MOE (predicted)",
-                        "post_processed_holds": "mean count ≥ 1 (model validated)",
-                    }
+                display_frame(
+                    sub,
+                    extra={
+                        "sigma": "Noisy-measurement σ (persons)",
+                        "moe90": "Noisy-measurement 90% MOE (persons)",
+                    },
                 ),
                 hide_index=True,
                 width="stretch",

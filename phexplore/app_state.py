@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from phexplore import naming
 from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
 from phexplore.budget import (
     LEVEL_KEYS,
-    LEVEL_LABELS,
     PHSafeBudget,
     TopDownAllocation,
     allowed_levels,
@@ -37,7 +37,9 @@ from phexplore.moe_tables import (
     topdown_rows,
     topdown_summary,
 )
+from phexplore.naming import display_frame, table_label
 from phexplore.presets import list_presets, load_phsafe_preset, load_topdown_preset
+from phexplore.scenarios import budget_origin
 
 # Session-state keys (one place, so pages and tests agree on them).
 PHSAFE = "phsafe_budget"
@@ -106,6 +108,17 @@ def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[
     return s
 
 
+def phsafe_origin(state: Mapping[str, Any] | None = None) -> str:
+    """ "phsafe-2020" or "modified from phsafe-2020" for the working PHSafe budget (by fingerprint)."""
+    return budget_origin(effective_phsafe(state))
+
+
+def topdown_origin(state: Mapping[str, Any] | None = None) -> str:
+    """The working TopDown allocations' preset, or "modified from <preset>" after an edit."""
+    s = st.session_state if state is None else state
+    return budget_origin(s[TOPDOWN], s.get(TOPDOWN_PRESET))
+
+
 def bump_editor_version(state: MutableMapping[str, Any] | None = None) -> None:
     """Give every data editor a fresh key (after a preset/file load replaces the data)."""
     s = st.session_state if state is None else state
@@ -164,28 +177,27 @@ def phsafe_grid_frame(
             else:
                 row[level] = bounds.get((table, level))
         out.append(row)
-    return pd.DataFrame(out, index=pd.Index(PHSAFE_TABLES, name="Table"))
+    return pd.DataFrame(out, index=pd.Index([table_label(t) for t in PHSAFE_TABLES], name="Table"))
 
 
 def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rename the MOE-table columns for display (units in the headers)."""
+    """The MOE-table columns for display, named by :func:`phexplore.naming.display_frame`."""
     if rows.empty:
         return rows
-    columns = {
-        "table": "Table",
-        "geo_level": "Geography",
-        "iteration_level": "Iteration",
-        "moe_exact": "MOE exact",
-        "moe_bound": "MOE bound ⌊zσ⌋",
-        "moe_target": "MOE target",
-        "sigma": "σ (persons)",
-        "rho_unbounded": "ρ unbounded",
-        "rho_bounded": "ρ bounded (2×)",
-        "tau": "τ (persons/household)",
-        "sensitivity": "Sensitivity Δ",
-    }
-    out = rows[list(columns)].rename(columns=columns)
-    return out
+    columns = [
+        "table",
+        "geo_level",
+        "iteration_level",
+        "moe_exact",
+        "moe_bound",
+        "moe_target",
+        "sigma",
+        "rho_unbounded",
+        "rho_bounded",
+        "tau",
+        "sensitivity",
+    ]
+    return display_frame(rows[columns])
 
 
 def topdown_frames(
@@ -273,9 +285,8 @@ def conversion_label(name: str) -> str:
 
 
 def level_label(key: str) -> str:
-    """``"state_A-G"`` → ``"State · A-G"``."""
-    geo, it = LEVEL_LABELS[key]
-    return f"{geo} · {it}"
+    """``"state_A-G"`` → ``"State · A-G"`` (:func:`phexplore.naming.level_label`)."""
+    return naming.level_label(key)
 
 
 def preset_options(kind: str) -> dict[str, str]:

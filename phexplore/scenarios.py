@@ -9,6 +9,7 @@ scenarios are rows of ρ, ε and MOE side by side (SPEC §1–§2).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -104,6 +105,14 @@ class Scenario:
             return phsafe_summary(self.phsafe, self.delta)
         assert self.topdown is not None
         return topdown_summary(self.topdown, self.delta)
+
+    def origin(self) -> str:
+        """The preset the scenario's budget is, or "modified from <preset>" (:func:`budget_origin`)."""
+        if self.kind == "phsafe":
+            assert self.phsafe is not None
+            return budget_origin(self.phsafe)
+        assert self.topdown is not None
+        return budget_origin(self.topdown)
 
     def headline(self) -> dict[str, Any]:
         """Total ρ and the quoted ε (the scenario's conversion) for one-line comparisons."""
@@ -283,24 +292,30 @@ def budget_origin(
     """
     name = preset
     if name is None:
-        name = budget.name if isinstance(budget, PHSafeBudget | TopDownAllocation) else None
+        if isinstance(budget, PHSafeBudget | TopDownAllocation):
+            name = budget.name
+        elif budget:
+            # Allocations of a TopDown preset are named "<preset> (<universe>)" or "<preset>".
+            name = str(next(iter(budget.values())).name).split(" (")[0]
     known = {p.name for p in list_presets()}
     if not name or name not in known:
-        own = getattr(budget, "name", None)
-        return str(own or name or "custom budget")
-    if isinstance(budget, PHSafeBudget):
-        reference: Any = load_phsafe_preset(name)
-    else:
-        runs = load_topdown_preset(name)
-        if isinstance(budget, TopDownAllocation):
-            reference = runs.get(budget.universe)
-            if reference is None:
-                return f"modified from {name}"
-        else:
-            reference = runs
-    if budget_fingerprint(budget) == budget_fingerprint(reference):
+        return str(getattr(budget, "name", None) or name or "custom budget")
+    universe = budget.universe if isinstance(budget, TopDownAllocation) else None
+    kind = "phsafe" if isinstance(budget, PHSafeBudget) else "topdown"
+    if budget_fingerprint(budget) == _preset_fingerprint(name, kind, universe):
         return name
     return f"modified from {name}"
+
+
+@functools.lru_cache(maxsize=64)
+def _preset_fingerprint(name: str, kind: str, universe: str | None) -> str | None:
+    """Fingerprint of a shipped preset (a universe of a TopDown preset); None if it has none."""
+    if kind == "phsafe":
+        return budget_fingerprint(load_phsafe_preset(name))
+    runs = load_topdown_preset(name)
+    if universe is None:
+        return budget_fingerprint(runs)
+    return budget_fingerprint(runs[universe]) if universe in runs else None
 
 
 def scenario_from_allocation_json(data: Mapping[str, Any], *, name: str) -> Scenario:

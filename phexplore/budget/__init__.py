@@ -13,16 +13,23 @@ from phexplore.budget.phsafe import (
     level_key,
     resolve_level_spec,
 )
-from phexplore.budget.topdown import TopDownAllocation, validate_topdown
+from phexplore.budget.topdown import (
+    ShareProblem,
+    TopDownAllocation,
+    locate_share_problems,
+    validate_topdown,
+)
 
 __all__ = [
     "LEVEL_KEYS",
     "LEVEL_LABELS",
     "PHSafeBudget",
+    "ShareProblem",
     "TopDownAllocation",
     "allowed_levels",
     "format_fraction",
     "level_key",
+    "locate_share_problems",
     "parse_fraction",
     "resolve_level_spec",
     "validate_topdown",

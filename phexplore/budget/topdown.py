@@ -243,3 +243,79 @@ def validate_topdown(alloc: TopDownAllocation) -> None:
                 f"{name}: query shares at level {lv} must sum to exactly 1; they sum to "
                 f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})"
             )
+
+
+@dataclass(frozen=True)
+class ShareProblem:
+    """Where a draft allocation's shares are wrong: which table, level column and query row."""
+
+    table: str
+    """``"levels"`` (the geolevel shares c) or ``"queries"`` (the query shares d)."""
+    level: str | None
+    """Geolevel of the offending share (None: the geolevel-share column as a whole)."""
+    query: str | None
+    """Query of the offending share (None: a level share, or a level's query shares as a whole)."""
+    message: str
+
+
+def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
+    """Every offending share of a draft allocation dict, located for the planner to mark it.
+
+    Checks what :func:`validate_topdown` checks on shares (SPEC §4: level shares sum to exactly 1
+    along the spine, each measured level's query shares sum to exactly 1, no negative or unreadable
+    share), but collects all problems with their (level, query) instead of stopping at the first.
+    """
+    problems: list[ShareProblem] = []
+    levels: dict[str, Fraction] = {}
+    for lv, raw in (data.get("level_shares") or {}).items():
+        try:
+            levels[str(lv)] = parse_fraction(raw, where=f"level share of {lv}")
+        except ValidationError as exc:
+            problems.append(ShareProblem("levels", str(lv), None, str(exc)))
+            continue
+        if levels[str(lv)] < 0:
+            problems.append(
+                ShareProblem("levels", str(lv), None, f"level share of {lv} is negative")
+            )
+    if len(levels) == len(data.get("level_shares") or {}):
+        total = sum(levels.values(), Fraction(0))
+        if total != 1:
+            problems.append(
+                ShareProblem(
+                    "levels",
+                    None,
+                    None,
+                    f"geolevel shares must sum to exactly 1; they sum to "
+                    f"{format_fraction(total)} (≈ {float(total):.6f})",
+                )
+            )
+    for lv, qs in (data.get("query_shares") or {}).items():
+        parsed: dict[str, Fraction] = {}
+        bad = False
+        for q, raw in (qs or {}).items():
+            try:
+                parsed[q] = parse_fraction(raw, where=f"share of query {q} at {lv}")
+            except ValidationError as exc:
+                problems.append(ShareProblem("queries", str(lv), str(q), str(exc)))
+                bad = True
+                continue
+            if parsed[q] < 0:
+                problems.append(
+                    ShareProblem(
+                        "queries", str(lv), str(q), f"share of query {q} at {lv} is negative"
+                    )
+                )
+        if bad or levels.get(str(lv), Fraction(1)) == 0:
+            continue
+        qtotal = sum(parsed.values(), Fraction(0))
+        if qtotal != 1:
+            problems.append(
+                ShareProblem(
+                    "queries",
+                    str(lv),
+                    None,
+                    f"query shares at level {lv} must sum to exactly 1; they sum to "
+                    f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})",
+                )
+            )
+    return problems

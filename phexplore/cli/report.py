@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from phexplore.errors import ValidationError
 from phexplore.output_folder import atomic_file, check_result_file, check_target
 from phexplore.parsing import load_json_object
 from phexplore.report import build_report_html

@@ -33,6 +33,9 @@ def app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
     _no_problems(at)
+    assert at.title[0].value == "Start here"  # the default page is the guided start
+    at.switch_page("pages/phsafe_planner.py").run()
+    _no_problems(at)
     return at
 
 
@@ -42,9 +45,9 @@ def test_phsafe_planner_loads_production_preset(app: AppTest) -> None:
     assert m["Total ρ (bounded, = 2×)"] == "2.5146"
     assert m["Measured cells"] == "46"
     shown = [df.value for df in app.dataframe]
-    moe = next(df for df in shown if "MOE exact" in df.columns)
+    moe = next(df for df in shown if "MOE exact (90%)" in df.columns)
     assert len(moe) == 46
-    assert set(moe["Table"]) >= {"PH1_num", "PH3", "PH8_denom"}
+    assert set(moe["Table"]) >= {"PH1 numerator", "PH3", "PH8 denominator"}
     assert app.get("plotly_chart"), "the MOE vs ρ chart is shown"
 
 
@@ -58,8 +61,8 @@ def test_phsafe_tau_change_updates_numbers(app: AppTest) -> None:
     # MOE targets are kept; ρ follows the new sensitivity Δ = 2·8 + 2.
     expected = load_phsafe_preset("phsafe-2020").with_tau("PH1_num", 8).total_unbounded()
     assert after == f"{expected:.4f}"
-    moe = next(df.value for df in app.dataframe if "MOE exact" in df.value.columns)
-    assert set(moe.loc[moe["Table"] == "PH1_num", "Sensitivity Δ"]) == {18}
+    moe = next(df.value for df in app.dataframe if "MOE exact (90%)" in df.value.columns)
+    assert set(moe.loc[moe["Table"] == "PH1 numerator", "Sensitivity Δ"]) == {18}
 
 
 def test_phsafe_rho_and_moe_follow_each_other(app: AppTest) -> None:

@@ -32,6 +32,8 @@ def app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     _no_problems(at)
+    at.switch_page("pages/phsafe_planner.py").run()
+    _no_problems(at)
     return at
 
 
@@ -111,8 +113,9 @@ def test_json_download_upload_round_trip(app: AppTest) -> None:
     assert uploaded.topdown["persons"].to_dict() == saved.topdown["persons"].to_dict()
     # Two scenarios → the comparison appears.
     frames = [df.value for df in at.dataframe]
-    totals = next(f for f in frames if "measure" in f.columns)
-    assert set(totals["difference"]) == {0.0}
+    totals = next(f for f in frames if "Measure" in f.columns)
+    assert set(totals["Difference (B − A)"]) == {0.0}
+    assert any("MOEs are the same" in m.value for m in at.success)  # no 46 identical bar pairs
     # A broken file gives a message, not a traceback.
     at.file_uploader(key="sc_upload").set_value(
         [("bad.json", b"{not json", "application/json")]
@@ -131,7 +134,22 @@ def test_duplicate_and_compare(app: AppTest) -> None:
     _click(at, "Duplicate")
     _no_problems(at)
     assert set(at.session_state[S.SAVED]) == {"Base", "Base copy"}
-    assert at.get("plotly_chart"), "MOE comparison chart"
+    # Change one target and save a third scenario: the comparison lists only what differs.
+    at.switch_page("pages/phsafe_planner.py").run()
+    at.selectbox(key="ps_table").set_value("PH3").run()
+    at.selectbox(key="ps_level").set_value("state_A-G").run()
+    at.number_input(key="ps_moe").set_value(40.0).run()
+    assert "modified from phsafe-2020" in " ".join(m.value for m in at.markdown)
+    at.switch_page("pages/scenarios.py").run()
+    at.text_input(key="sc_name").set_value("Looser PH3").run()
+    _click(at, "Save scenario")
+    _no_problems(at)
+    at.selectbox(key="sc_cmp_b").set_value("Looser PH3").run()
+    diff = next(df.value for df in at.dataframe if "Difference (B − A)" in df.value.columns
+                and "Table" in df.value.columns)  # fmt: skip
+    assert len(diff) == 1 and diff.iloc[0]["Table"] == "PH3"
+    assert diff.iloc[0]["Difference (B − A)"] == pytest.approx(20.0, abs=1)
+    assert at.get("plotly_chart"), "chart of the MOE differences"
 
 
 def test_budget_session_plan_tradeoff_report(app: AppTest) -> None:

@@ -191,3 +191,19 @@ def test_allocation_schema_round_trips_and_is_inferred() -> None:
     assert allocation_schema(("TOTAL", "DETAILED")) == "redistricting2020"
     with pytest.raises(ValidationError, match="schema"):
         TopDownAllocation.from_dict({**ri.to_dict(), "schema": 3})
+
+
+def test_locate_share_problems_names_level_and_query() -> None:
+    """The planner marks the offending cell: every share problem comes with its level and query."""
+    from phexplore.budget import locate_share_problems
+    from phexplore.presets import load_topdown_preset
+
+    draft = load_topdown_preset("topdown-2020-production")["persons"].to_dict()
+    assert locate_share_problems(draft) == []
+    first, second = draft["geolevels"][:2]
+    draft["level_shares"][first] = "0"
+    query = next(iter(draft["query_shares"][second]))
+    draft["query_shares"][second][query] = "abc"
+    found = {(p.table, p.level, p.query) for p in locate_share_problems(draft)}
+    assert ("levels", None, None) in found  # the level-share column does not sum to 1
+    assert ("queries", second, query) in found  # the unreadable cell
