@@ -7,32 +7,38 @@ settings shared by every page — the scenario name, the δ at which ε is repor
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from phexplore import app_state as S
 from phexplore.accounting import CONVERSIONS
 from phexplore.cli import app_runs as R
 
+# Icons: Material symbols are drawn with the font bundled in Streamlit's own static files (served
+# from this machine); the browser-tab icon is a PNG in assets/ (a Material page_icon would be
+# fetched from an outside font host, and emoji need a colour-emoji font that is often missing).
+ICON = str(Path(__file__).resolve().parent / "assets" / "phexplore-icon.png")
 PAGES = {
     "Start": [
-        st.Page("pages/start.py", title="Start here", icon="🧭", default=True),
+        st.Page("pages/start.py", title="Start here", icon=":material/school:", default=True),
     ],
     "Plan": [
-        st.Page("pages/phsafe_planner.py", title="PHSafe planner", icon="🧮"),
-        st.Page("pages/topdown_planner.py", title="TopDown planner", icon="🌳"),
-        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon="🔒"),
+        st.Page("pages/phsafe_planner.py", title="PHSafe planner", icon=":material/calculate:"),
+        st.Page(
+            "pages/topdown_planner.py", title="TopDown planner", icon=":material/account_tree:"
+        ),
+        st.Page("pages/privacy_loss.py", title="Privacy loss (ε, δ)", icon=":material/lock:"),
     ],
     "Test": [
-        st.Page("pages/run.py", title="Run", icon="▶️"),
-        st.Page("pages/results.py", title="Results", icon="📊"),
+        st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
+        st.Page("pages/results.py", title="Results", icon=":material/bar_chart:"),
     ],
     "Decide": [
-        st.Page("pages/scenarios.py", title="Scenarios", icon="⚖️"),
-        st.Page("pages/budget_session.py", title="Budget session", icon="👥"),
+        st.Page("pages/scenarios.py", title="Scenarios", icon=":material/compare:"),
+        st.Page("pages/budget_session.py", title="Budget session", icon=":material/groups:"),
     ],
 }
-"""Page icons are emoji (drawn by the browser's own fonts) and the tab icon is an emoji favicon
-(a ``data:`` URL): Material-symbol icons would make the browser fetch from an outside font host."""
 
 
 def _sync_delta() -> None:
@@ -81,7 +87,7 @@ def _sidebar() -> None:
 
 def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
-    st.set_page_config(page_title="PHExplore", page_icon="🧮", layout="wide")
+    st.set_page_config(page_title="PHExplore", page_icon=ICON, layout="wide")
     S.init_state()
     S.keep_widget_state()
     R.collect_finished(st.session_state, S.RUNS)

@@ -16,8 +16,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import app_state as S
+from phexplore.charts import readable
 from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
+from phexplore.naming import cell_label, display_frame
 from phexplore.planning import (
     plan_phsafe,
     plan_topdown_published,
@@ -94,7 +96,7 @@ def _plan_tab() -> None:
     )
     m[3].metric("Targets met", "yes" if summary["targets_met"] else "no")
     rows = pd.DataFrame(plan["rows"])
-    st.dataframe(
+    shown = display_frame(
         rows[
             [
                 "table",
@@ -107,21 +109,19 @@ def _plan_tab() -> None:
                 "ratio",
                 "binding",
             ]
-        ],
+        ]
+    )
+    st.dataframe(
+        shown,
         hide_index=True,
         width="stretch",
         height=260,
         column_config={
-            "table": "Table",
-            "geo_level": "Geography",
-            "iteration_level": "Iteration",
-            "moe_target": st.column_config.NumberColumn("MOE target", format="%.0f"),
-            "rho_unbounded": st.column_config.NumberColumn("ρ unbounded", format="%.6f"),
-            "moe_bound": "MOE bound ⌊zσ⌋",
-            "moe_exact": "MOE exact",
-            "ratio": st.column_config.NumberColumn("MOE / target", format="%.3f"),
-            "binding": st.column_config.CheckboxColumn(
-                "Binding", help="This target sets the worst shortfall."
+            "MOE target (90%)": st.column_config.NumberColumn(format="%.0f"),
+            "ρ (unbounded)": st.column_config.NumberColumn(format="%.6f"),
+            "MOE / target": st.column_config.NumberColumn(format="%.3f"),
+            "Binding target": st.column_config.CheckboxColumn(
+                help="This target sets the worst shortfall."
             ),
         },
     )
@@ -241,7 +241,9 @@ def _tradeoff_tab() -> None:
         if rows.empty:
             st.info("The working PHSafe budget measures nothing.")
             return
-        rows["cell"] = rows["table"] + " · " + rows["level"]
+        rows["cell"] = [
+            cell_label(t, lv) for t, lv in zip(rows["table"], rows["level"], strict=True)
+        ]
         cells = list(dict.fromkeys(rows["cell"]))
         picked = st.multiselect(
             "Tables · levels",
@@ -275,14 +277,14 @@ def _tradeoff_tab() -> None:
         x_title = f"ε of the persons run ({S.conversion_label(conv)})"
         part = rows[rows["cell"].isin(picked)]
         fig = _curves(part, f"epsilon_{conv}", "moe90", lambda g: [f"ρ = {v:g}" for v in g["rho"]])
-    fig.update_xaxes(title=x_title)
-    fig.update_yaxes(type="log", exponentformat="power", title="90% MOE")
+    fig.update_xaxes(title=x_title + ", unitless")
+    fig.update_yaxes(type="log", title="90% MOE (persons)")
     fig.update_layout(
-        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = {delta:g})",
-        height=430,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = {delta:g})", height=450
     )
-    st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": f"tradeoff_{engine}"}})
+    st.plotly_chart(
+        readable(fig), config={"toImageButtonOptions": {"filename": f"tradeoff_{engine}"}}
+    )
     st.download_button(
         "Download trade-off table (CSV)",
         R.tidy_bytes(rows, "csv"),
@@ -305,9 +307,10 @@ def _report_tab() -> None:
     )
     s.setdefault("bs_report_runs", True)
     attach = st.checkbox(
-        "Include this session's run results",
+        "Include this session's runs of this exact budget",
         key="bs_report_runs",
-        help="metrics.json of the runs made with the same engine (error and EPL tables).",
+        help="metrics.json of the session's runs whose budget fingerprint is the scenario's "
+        "(error and EPL tables); runs of other budgets are never included.",
     )
     if st.button("Build the report", key="bs_build"):
         try:
@@ -326,13 +329,16 @@ def _report_tab() -> None:
                 )
             runs = list(scenario.results)
             if attach:
-                runs += [r.metrics for r in s[S.RUNS] if r.engine == scenario.kind]
+                runs += [r.metrics for r in s[S.RUNS]]
+            # Only runs of the scenario's exact budget, each once (Scenario.matching_runs).
             s["bs_report"] = (scenario.name, build_report_html(scenario, runs))
+            s["bs_report_count"] = len(scenario.matching_runs(runs))
         except PHExploreError as exc:
             st.error(str(exc))
     built = s.get("bs_report")
     if built is not None:
         name, html = built
+        st.caption(f"Runs in the report: {s.get('bs_report_count', 0)}.")
         st.download_button(
             f"Download the report of “{name}” (HTML, {len(html) / 1024:,.0f} KB)",
             html.encode("utf-8"),

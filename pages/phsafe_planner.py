@@ -210,7 +210,7 @@ def render() -> None:
         "Edit a cell and every number below updates."
     )
     if s[ERROR_KEY]:
-        st.error(f"Not applied: {s[ERROR_KEY]}", icon="⚠️")
+        st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
     st.markdown(f"Working budget: **{S.phsafe_origin()}**")
 
     eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))
@@ -237,7 +237,7 @@ def render() -> None:
         f"{len(rows)}",
         help="Number of (table, population-group level) measurements with a positive budget.",
     )
-    st.caption(f"💬 {epsilon_reading(eps, delta)}")
+    st.caption(f"**ε in words:** {epsilon_reading(eps, delta)}")
 
     left, right = st.columns([0.48, 0.52])
     with left:

@@ -186,7 +186,7 @@ def render() -> None:
     if headline:
         name = headline[0]
         eps = float(frame.loc[frame["Scenario"] == name, f"ε {SHORT[reported]}"].iloc[0])
-        st.info(f"**{name}:** {epsilon_reading(eps, delta)}", icon="💬")
+        st.info(f"**{name}:** {epsilon_reading(eps, delta)}", icon=":material/chat:")
     left, right = st.columns([0.62, 0.38])
     with left:
         if chosen:

@@ -18,9 +18,11 @@ from plotly.subplots import make_subplots
 
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
+from phexplore.charts import readable
 from phexplore.cli import app_runs as R
+from phexplore.naming import cell_label, display_frame
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "height": 400}
+LAYOUT = {"height": 420}
 
 
 def _most_residuals(tidy: pd.DataFrame) -> str:
@@ -30,7 +32,7 @@ def _most_residuals(tidy: pd.DataFrame) -> str:
 
 
 def _chart(fig: go.Figure, name: str) -> None:
-    st.plotly_chart(fig, config={"toImageButtonOptions": {"filename": name}})
+    st.plotly_chart(readable(fig), config={"toImageButtonOptions": {"filename": name}})
 
 
 def _csv(frame: pd.DataFrame, name: str, key: str) -> None:
@@ -56,17 +58,17 @@ def _mae_section(record: R.RunRecord) -> None:
             text=[[f"{v:,.2f}" for v in row] for row in pivot.to_numpy(float)],
             texttemplate="%{text}",
             colorscale="Blues",
-            colorbar={"title": "MAE (persons)"},
+            colorbar={"title": {"text": "MAE (persons)"}},
         )
     )
     fig.update_yaxes(autorange="reversed", title="Geolevel")
-    fig.update_xaxes(title="Query")
+    fig.update_xaxes(title="Query group")
     fig.update_layout(
         title=f"{record.scenario}: mean absolute error by geolevel × query (run #{record.id})",
         **LAYOUT,
     )
     _chart(fig, f"run{record.id}_mae")
-    st.dataframe(mae, hide_index=True, width="stretch")
+    st.dataframe(display_frame(mae), hide_index=True, width="stretch")
     _csv(mae, f"run{record.id}_mae", f"mae_{record.id}")
     _prediction_section(record)
 
@@ -88,6 +90,7 @@ def _prediction_section(record: R.RunRecord) -> None:
     )
     fig = go.Figure()
     x = pred["geolevel"] + " · " + pred["query"]
+    fig.update_xaxes(title="Geolevel · query group")
     fig.add_trace(go.Bar(x=x, y=pred["measured_rmse"], name="measured (this run)"))
     fig.add_trace(go.Bar(x=x, y=pred["predicted_rmse"], name="predicted"))
     fig.update_layout(
@@ -98,7 +101,10 @@ def _prediction_section(record: R.RunRecord) -> None:
     )
     _chart(fig, f"run{record.id}_prediction")
     st.dataframe(
-        pred.rename(columns={"model_holds": "holds", "sigma": "noisy measurement σ"}),
+        display_frame(
+            pred,
+            extra={"model_holds": "Model holds", "sigma": "Noisy-measurement σ (persons)"},
+        ),
         hide_index=True,
         width="stretch",
     )
@@ -140,7 +146,7 @@ def _blau_section(record: R.RunRecord) -> None:
         **LAYOUT,
     )
     _chart(fig, f"run{record.id}_blau")
-    st.dataframe(table.reset_index(), hide_index=True, width="stretch")
+    st.dataframe(display_frame(table.reset_index()), hide_index=True, width="stretch")
     _csv(bias, f"run{record.id}_blau_bias", f"blau_{record.id}")
 
 
@@ -218,7 +224,9 @@ def _epl_section(record: R.RunRecord) -> None:
         2,
     )
     fig.update_xaxes(title_text="estimate − true (persons)", row=1, col=1)
+    fig.update_yaxes(title_text="density (per person)", row=1, col=1)
     fig.update_xaxes(title_text="x (persons)", row=1, col=2)
+    fig.update_yaxes(title_text="EPL(x) (nats)", row=1, col=2)
     fig.update_layout(
         title=f"{record.scenario}: EPL of {query} at {geolevel} (run #{record.id}; PF Fig. 1)",
         **LAYOUT,
@@ -340,8 +348,8 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
                     marker={"symbol": "diamond-open"},
                 )
             )
-    fig.update_xaxes(type="log", exponentformat="power", title=x_title)
-    fig.update_yaxes(type="log", exponentformat="power", title="EPL (bars: interval)")
+    fig.update_xaxes(type="log", title=x_title + ", unitless")
+    fig.update_yaxes(type="log", title="EPL (nats; bars: interval)")
     fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
     _chart(fig, f"run{record.id}_epl_vs_budget")
     st.caption(note)
@@ -361,7 +369,7 @@ def _sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
                     ],
                 )
             )
-        fig2.update_xaxes(title="EPL (privacy loss, empirical; bars: interval)")
+        fig2.update_xaxes(title="EPL (empirical privacy loss, nats; bars: interval)")
         fig2.update_yaxes(title="MAE (persons)")
         fig2.update_layout(
             title=f"{record.scenario}: error–privacy trade-off, TopDown vs simple random sampling (PF Fig. 2)",
@@ -434,6 +442,7 @@ def _spine_section(record: R.RunRecord) -> None:
         fig.add_trace(go.Bar(x=part["unit"], y=part["mae"], name=str(kind)))
     fig.update_layout(
         title=f"{record.scenario}: total-population MAE on and off the spine (run #{record.id})",
+        xaxis_title="Geounit",
         yaxis_title="MAE (persons)",
         **LAYOUT,
     )
@@ -446,7 +455,9 @@ def _phsafe_sections(record: R.RunRecord) -> None:
     if le.empty or "mae_noise" not in le:
         st.info("This PHSafe run measured nothing with noise (non-private run).")
         return
-    le = le.assign(cell=le["table"] + " · " + le["level"].astype(str))
+    le = le.assign(
+        cell=[cell_label(t, str(lv)) for t, lv in zip(le["table"], le["level"], strict=True)]
+    )
     c1, c2 = st.columns(2)
     with c1:
         fig = go.Figure()
@@ -455,8 +466,8 @@ def _phsafe_sections(record: R.RunRecord) -> None:
         fig.update_layout(
             title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
             barmode="group",
-            yaxis_title="Mean absolute error",
-            yaxis_type="log",
+            xaxis_title="Table · level",
+            yaxis_title="Mean absolute error (persons or households)",
             **LAYOUT,
         )
         _chart(fig, f"run{record.id}_noise_vs_truncation")
@@ -483,12 +494,12 @@ def _phsafe_sections(record: R.RunRecord) -> None:
         )
         fig2.update_layout(
             title=f"{record.scenario}: empirical vs analytic 90% MOE ({record.settings.get('trials')} trials)",
-            xaxis_title="Analytic MOE",
-            yaxis_title="Empirical MOE",
+            xaxis_title="Analytic 90% MOE (persons or households)",
+            yaxis_title="Empirical 90% MOE (persons or households)",
             **LAYOUT,
         )
         _chart(fig2, f"run{record.id}_moe_check")
-    st.dataframe(le.drop(columns=["cell"]), hide_index=True, width="stretch")
+    st.dataframe(display_frame(le, drop=["cell"]), hide_index=True, width="stretch")
     _csv(record.tables["level_errors"], f"run{record.id}_level_errors", f"le_{record.id}")
 
 
@@ -500,9 +511,9 @@ def render() -> None:
     runs: list[R.RunRecord] = s[S.RUNS]
     if not runs:
         st.info("No runs yet. Start one on the Run page; results stay in this session.")
-        st.page_link("pages/run.py", label="Go to the Run page", icon="▶️")
+        st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
         return
-    st.warning(R.TRUTH_NOTE, icon="🛡️")
+    st.warning(R.TRUTH_NOTE, icon=":material/shield:")
     labels = {r.id: r.label for r in runs}
     run_id = st.selectbox(
         "Run",

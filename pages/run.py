@@ -604,7 +604,7 @@ def _results_list() -> None:
         key=f"dl_metrics_{record.id}",
         on_click="ignore",
     )
-    d[3].page_link("pages/results.py", label="Open the Results page", icon="📊")
+    d[3].page_link("pages/results.py", label="Open the Results page", icon=":material/bar_chart:")
     with st.expander(f"All runs of this session ({len(runs)})"):
         for r in runs:
             st.write(r.label)

@@ -46,7 +46,7 @@ def render() -> None:
         f"{eps:.2f}",
         help=f"{S.conversion_label(conversion)}; budget {S.phsafe_origin()}.",
     )
-    c2.info(epsilon_reading(eps, delta), icon="💬")
+    c2.info(epsilon_reading(eps, delta), icon=":material/chat:")
 
     example = _example(delta, conversion)
     st.subheader("Three steps, with a worked example")
@@ -61,7 +61,11 @@ def render() -> None:
             st.markdown(f"**Where:** {step.page}")
             st.markdown(f"**Do:** {step.action}")
             st.markdown(f"**See:** {step.look_for}")
-            st.page_link(PAGE_FILES[step.page], label=f"Open {step.page.split(' → ')[0]}", icon="➡️")
+            st.page_link(
+                PAGE_FILES[step.page],
+                label=f"Open {step.page.split(' → ')[0]}",
+                icon=":material/arrow_forward:",
+            )
 
     st.subheader("Glossary")
     for term, text in GLOSSARY.items():

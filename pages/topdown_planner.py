@@ -265,16 +265,16 @@ def render() -> None:
     except PHExploreError as exc:
         invalid = str(exc)
     if s[ERROR_KEY]:
-        st.error(f"Not applied: {s[ERROR_KEY]}", icon="⚠️")
+        st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
     if invalid is not None:
         st.error(
             "**Invalid shares — not applied.** The numbers below are stale: they show the last "
             f"valid allocation until the marked cells (⚠) are fixed.\n\n"
             f"{_problem_list(problems) or '- ' + invalid}",
-            icon="⚠️",
+            icon=":material/warning:",
         )
         if s.get(TOASTED_KEY) != invalid:
-            st.toast(f"Invalid shares: {invalid}", icon="⚠️")
+            st.toast(f"Invalid shares: {invalid}", icon=":material/warning:")
         s[TOASTED_KEY] = invalid
     else:
         s[TOASTED_KEY] = None

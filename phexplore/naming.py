@@ -54,6 +54,8 @@ COLUMN_LABELS: dict[str, str] = {
     # run metrics (engine.metrics)
     "mae": "Mean absolute error (persons)",
     "rmse": "Root mean squared error (persons)",
+    "measured_rmse": "Measured RMSE (persons)",
+    "predicted_rmse": "Predicted RMSE (persons)",
     "mean_signed_error": "Mean signed error (persons)",
     "quintile": "Blau-index quintile",
     "blau": "Blau index",

@@ -96,7 +96,7 @@ def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
             pg = context.new_page()
             pg.set_default_timeout(UI_TIMEOUT_MS)
             pg.goto(server)
-            pg.get_by_role("heading", name="PHSafe planner").wait_for()
+            pg.get_by_role("heading", name="Start here").wait_for()
             yield pg
         finally:
             browser.close()
@@ -170,7 +170,7 @@ def _wait_changed(pg, label: str, before: str) -> str:  # type: ignore[no-untype
 
 
 def test_phsafe_planner(page) -> None:  # type: ignore[no-untyped-def]
-    _idle(page)
+    _goto(page, "PHSafe planner", "PHSafe planner")
     _wait_plot(page)
     label = "Total ρ (unbounded neighbours)"
     before = _metric(page, label)
