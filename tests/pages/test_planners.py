@@ -323,14 +323,24 @@ def test_topdown_planner_shows_published_count_accuracy(app: AppTest) -> None:
     heat.set_value("post_processed_rmse").run()
     _no_problems(app)
     table = next(
-        d.value for d in app.dataframe if "published count RMSE (predicted)" in d.value.columns
+        d.value
+        for d in app.dataframe
+        if "Published count RMSE (predicted, persons)" in d.value.columns
     )
-    row = table[(table["geolevel"] == "Block") & (table["query"] == "TOTAL")].iloc[0]
-    assert row["noisy measurement σ"] > 80 and 8 < row["published count RMSE (predicted)"] < 10.5
+    row = table[(table["Geolevel"] == "Block") & (table["Query group"] == "TOTAL")].iloc[0]
+    assert (
+        row["Noisy-measurement σ (persons)"] > 80
+        and 8 < row["Published count RMSE (predicted, persons)"] < 10.5
+    )
     # An edit recomputes it: more ρ, smaller published error.
     app.number_input(key="td_rho_persons").set_value(4.0).run()
     table = next(
-        d.value for d in app.dataframe if "published count RMSE (predicted)" in d.value.columns
+        d.value
+        for d in app.dataframe
+        if "Published count RMSE (predicted, persons)" in d.value.columns
     )
-    row4 = table[(table["geolevel"] == "Block") & (table["query"] == "TOTAL")].iloc[0]
-    assert row4["published count RMSE (predicted)"] < row["published count RMSE (predicted)"]
+    row4 = table[(table["Geolevel"] == "Block") & (table["Query group"] == "TOTAL")].iloc[0]
+    assert (
+        row4["Published count RMSE (predicted, persons)"]
+        < row["Published count RMSE (predicted, persons)"]
+    )
