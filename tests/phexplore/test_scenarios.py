@@ -46,13 +46,15 @@ def test_report_contains_tables_and_chart() -> None:
     assert html.startswith("<!DOCTYPE html>") and "Provenance" in html
     assert "Block_Group" in html and "plotly" in html.lower()
     # Both accuracies: the noisy measurement's σ/MOE and the predicted published count's.
-    assert "post_processed_rmse" in html and "moe90" in html and "published counts" in html
+    assert "Published count RMSE (predicted, persons)" in html and "90% MOE (persons)" in html
+    assert "published counts" in html
 
 
 def test_report_carries_predicted_vs_measured_of_a_run() -> None:
     scenario = scenario_from_preset("ri2010-production-like")
     metrics = {
         "engine": "topdown",
+        "budget_fingerprint": next(iter(scenario.fingerprints())),
         "data": "ri2010",
         "mae": {"Block": {"TOTAL": 6.1}},
         "prediction": [
@@ -61,7 +63,8 @@ def test_report_carries_predicted_vs_measured_of_a_run() -> None:
         ],
     }  # fmt: skip
     html = build_report_html(scenario, [metrics])
-    assert "Predicted (before the run) vs measured RMSE" in html and "measured_rmse" in html
+    assert "Predicted (before the run) vs measured RMSE" in html
+    assert "Measured RMSE (persons)" in html
 
 
 @pytest.mark.parametrize(
