@@ -16,7 +16,10 @@ family and cell). With α = (λ − y)/s the cell error e = x − y has, in clos
 
 A query answer sums cells: its mean squared error is Σ Var(e_i) + Σ_{i≠j} p_i p_j C_ij + (Σ E e_i)²,
 the first-order (Price) expansion of the covariance of two clipped Gaussians, with the linear
-off-diagonal covariance C_ij of the answer cell spread evenly over its pairs of cells. Rounding
+off-diagonal covariance C_ij of the answer cell spread evenly over its pairs of cells — capped by the
+answer's linear variance: least squares that knew which cells are 0 (exact constraints) could only
+be more precise, and an answer pinned by its own measurement keeps it (no re-estimation of the free
+cells is modelled, so sparse marginals measured precisely are over-predicted). Rounding
 (TDA eq. 7.7) adds at most one person to a cell that is not already integral: variance p_i/6 per cell
 (a uniform fractional part rounded up or down with the probability that keeps the sum), summed over
 the answer cell.
@@ -29,7 +32,7 @@ mean count per answer cell is below 1 the model is flagged as outside its valida
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,6 +168,22 @@ def level_moments(
     return CellMoments(moments.p, moments.mean, moments.var, rounded), family
 
 
+def _summer(
+    index: np.ndarray, size: int, shape: tuple[int, ...]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Sum ``(units, cells)`` arrays (or per-unit ``(units, 1)``) into the query's answer cells."""
+    if size == index.size and np.array_equal(index, np.arange(size)):
+        return lambda x: np.array(np.broadcast_to(x, shape), dtype=np.float64)
+    order = np.argsort(index, kind="stable")
+    starts = np.searchsorted(index[order], np.arange(size))
+
+    def by_answer(x: np.ndarray) -> np.ndarray:
+        full = np.broadcast_to(x, shape)
+        return np.add.reduceat(full[:, order], starts, axis=1)
+
+    return by_answer
+
+
 def query_correction(
     moments: CellMoments,
     counts: np.ndarray,
@@ -182,17 +201,7 @@ def query_correction(
     index = cell_index(parse, attributes)
     size = answer_cells(parse, attributes)
 
-    if parse.kept == ():
-
-        def by_answer(x: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(x, counts.shape).sum(axis=1, keepdims=True)
-    else:
-        member = np.zeros((index.size, size))
-        member[np.arange(index.size), index] = 1.0
-
-        def by_answer(x: np.ndarray) -> np.ndarray:
-            return np.broadcast_to(x, counts.shape) @ member
-
+    by_answer = _summer(index, size, counts.shape)
     cells_per_answer = np.bincount(index, minlength=size).astype(np.float64)
     sum_p = by_answer(moments.p)
     sum_p2 = by_answer(moments.p**2)
@@ -206,7 +215,11 @@ def query_correction(
         pair_weight = np.where(pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0)
     bias2 = by_answer(moments.mean) ** 2
     spread = np.maximum(by_answer(moments.var) + pair_weight * off_lin, 0.0)
-    mse = spread + bias2 + ROUNDING_VARIANCE * by_answer(moments.p_rounded)
+    # Knowing which cells are 0 can only lower the least-squares variance of an answer (exact
+    # constraints added); where the answer is pinned by its own measurements rather than by its
+    # cells, the frozen-cell sum above overstates it, so the linear variance caps it.
+    clipped = np.minimum(spread + bias2, np.broadcast_to(linear_var[:, None], spread.shape))
+    mse = clipped + ROUNDING_VARIANCE * by_answer(moments.p_rounded)
     true = by_answer(counts.astype(np.float64))
     mean_count = float(true.mean())
     return LevelCorrection(
@@ -236,9 +249,7 @@ def held_query_correction(
     parse = parse_marginal(query, attributes)
     index = cell_index(parse, attributes)
     size = answer_cells(parse, attributes)
-    member = np.zeros((index.size, size))
-    member[np.arange(index.size), index] = 1.0
-    answers = counts.astype(np.float64) @ member
+    answers = _summer(index, size, counts.shape)(counts.astype(np.float64))
     moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)
     mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p_rounded
     mean_count = float(answers.mean())
