@@ -402,7 +402,7 @@ class Range:
 
 
 def _fmt(x: float) -> str:
-    if float(x).is_integer() and abs(x) < 1e15:
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
         return f"{int(x):,}"
     return f"{x:g}"
 
@@ -430,7 +430,7 @@ RANGES: dict[str, Range] = {
     "fraction": Range(0, 1, low_open=True, meaning="a sampling fraction"),
     "share_rho": Range(0, 1e6, meaning="ρ of one table and level; 0 skips it"),
     "denominator": Range(1, 1e9, meaning="common denominator of rounded shares"),
-    "fanout": Range(1, 1_000_000, meaning="fan-out cut-off of the spine (children per parent)"),
+    "fanout": Range(0, 1_000_000, meaning="optimized block groups hold at most √n + X blocks"),
     "epl_percentile": Range(
         50, 100, low_open=True, meaning="EPL density range percentile p; PF published with 95"
     ),

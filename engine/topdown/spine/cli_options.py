@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 from phexplore.errors import ValidationError
+from phexplore.parsing import option_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +73,7 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--fanout-cutoff",
-        type=float,
+        type=option_type("real", "fanout", "--fanout-cutoff"),
         default=DEFAULT_FANOUT_CUTOFF,
         metavar="X",
         help=f"optimized block groups hold at most sqrt(n) + X blocks of their tract (default "
