@@ -458,11 +458,29 @@ def _phsafe_sections(record: R.RunRecord) -> None:
     le = le.assign(
         cell=[cell_label(t, str(lv)) for t, lv in zip(le["table"], le["level"], strict=True)]
     )
+    scale = record.settings.get("scale")
+    trunc = le["mae_truncation"] / scale if scale else le["mae_truncation"]
+    trunc_name = (
+        f"truncation (τ), PROJECTED to full scale (×{1 / scale:,.0f})"
+        if scale
+        else "truncation (τ)"
+    )
+    st.caption(
+        "Noise vs truncation at one scale: noise does not grow with population, truncation error "
+        "does. "
+        + (
+            f"The data hold {scale:g} of the full population (declared by the sample), so "
+            f"truncation error is projected ×{1 / scale:,.0f} to full scale — a projection that "
+            "assumes the same household-size mix."
+            if scale
+            else "No scale is declared for these data: they are taken as the full population."
+        )
+    )
     c1, c2 = st.columns(2)
     with c1:
         fig = go.Figure()
         fig.add_trace(go.Bar(x=le["cell"], y=le["mae_noise"], name="noise"))
-        fig.add_trace(go.Bar(x=le["cell"], y=le["mae_truncation"], name="truncation (τ)"))
+        fig.add_trace(go.Bar(x=le["cell"], y=trunc, name=trunc_name))
         fig.update_layout(
             title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
             barmode="group",
@@ -500,6 +518,10 @@ def _phsafe_sections(record: R.RunRecord) -> None:
         )
         _chart(fig2, f"run{record.id}_moe_check")
     st.dataframe(display_frame(le, drop=["cell"]), hide_index=True, width="stretch")
+    scaled = record.tables.get("truncation_scale")
+    if scaled is not None and not scaled.empty:
+        st.markdown("**Truncation error per 1,000 persons and projected to full scale**")
+        st.dataframe(display_frame(scaled), hide_index=True, width="stretch")
     _csv(record.tables["level_errors"], f"run{record.id}_level_errors", f"le_{record.id}")
 
 

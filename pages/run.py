@@ -458,7 +458,7 @@ def _phsafe_form() -> R.RunJob | None:
     for key, default in PHSAFE_DEFAULTS.items():
         s.setdefault(key, default)
     c1, c2 = st.columns(2)
-    extract, data_label = None, ""
+    extract, data_label, scale = None, "", None
     with c1:
         st.markdown("**Data (CEF extract)**")
         source = st.radio(
@@ -474,7 +474,7 @@ def _phsafe_form() -> R.RunJob | None:
                 "phsafe", "run_ph_sample", "Synthetic or public records only.", R.phsafe_sample
             )
             if loaded is not None:
-                extract, data_label = loaded, sample
+                extract, data_label, scale = loaded, sample, R.sample_scale(sample)
         else:
             st.file_uploader(
                 "CEF extract files (persons, units, geo)",
@@ -537,6 +537,7 @@ def _phsafe_form() -> R.RunJob | None:
         states=wanted,
         seed=int(seed),
         trials=int(trials),
+        scale=scale,
     )
     return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)
 

@@ -431,6 +431,9 @@ RANGES: dict[str, Range] = {
     "share_rho": Range(0, 1e6, meaning="ρ of one table and level; 0 skips it"),
     "denominator": Range(1, 1e9, meaning="common denominator of rounded shares"),
     "fanout": Range(0, 1_000_000, meaning="optimized block groups hold at most √n + X blocks"),
+    "scale": Range(
+        0, 1, low_open=True, meaning="fraction of the full population the data hold, e.g. 0.001"
+    ),
     "epl_percentile": Range(
         50, 100, low_open=True, meaning="EPL density range percentile p; PF published with 95"
     ),

@@ -4,7 +4,9 @@ A manifest (documented in ``docs/data.md``) is a JSON object with the fields of
 :class:`SampleInfo`: ``name`` (the folder name), ``kind`` (``"topdown"``, ``"phsafe"`` or
 ``"entities"``), ``title``, ``description``, ``files`` (data files in the folder, in the order the
 loader expects), ``rows``, ``persons`` (or ``null``), ``geography``, ``source``, ``licence``,
-``licence_file`` (the licence/attribution file kept beside the data) and ``loader``. Every manifest
+``licence_file`` (the licence/attribution file kept beside the data) and ``loader``; optionally
+``scale`` (the fraction of a full population the sample represents, 0 < scale ≤ 1, e.g. 0.001 for
+the 1/1000 synthetic US households), ``full_scale_persons`` and ``scale_note``. Every manifest
 found is listed, whatever its kind; :func:`load_topdown_sample` loads the ``"topdown"`` ones with the
 loader their manifest names (a fixed table of functions; nothing from the manifest is evaluated).
 Sources and licences of the data are those of ``/work/shared/data/README.md``, copied into
@@ -58,6 +60,15 @@ class SampleInfo:
     loader: str
     path: Path
     manifest: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    scale: float | None = None
+    """Fraction of a full population the sample represents (None: the sample is the whole)."""
+    full_scale_persons: int | None = None
+    """Persons of that full population, when declared."""
+
+    @property
+    def projection_factor(self) -> float | None:
+        """1 / scale: the factor that projects a count that grows with population to full scale."""
+        return None if self.scale is None else 1.0 / self.scale
 
     def file_paths(self) -> tuple[Path, ...]:
         """Absolute paths of the data files, in manifest order."""
@@ -70,6 +81,7 @@ class SampleInfo:
             "kind": self.kind,
             "rows": self.rows,
             "persons": self.persons,
+            "scale": self.scale,
             "geography": self.geography,
             "licence": self.licence,
         }
@@ -97,6 +109,23 @@ def read_manifest(path: Path) -> SampleInfo:
     if "persons" in raw and raw["persons"] is not None and not isinstance(raw["persons"], int):
         problems.append(
             Problem(label, "field 'persons' must be an integer or null", column="persons")
+        )
+    scale = raw.get("scale")
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale <= 1
+    ):
+        problems.append(
+            Problem(
+                label,
+                f"field 'scale' must be the fraction of the full population the sample holds, "
+                f"0 < scale ≤ 1 (e.g. 0.001 for 1/1000); got {scale!r}",
+                column="scale",
+            )
+        )
+    full = raw.get("full_scale_persons")
+    if full is not None and (isinstance(full, bool) or not isinstance(full, int) or full < 1):
+        problems.append(
+            Problem(label, "field 'full_scale_persons' must be a positive integer", column="scale")
         )
     if isinstance(raw.get("kind"), str) and raw["kind"] not in KINDS:
         problems.append(
@@ -129,6 +158,8 @@ def read_manifest(path: Path) -> SampleInfo:
         loader=raw["loader"],
         path=path.parent,
         manifest=raw,
+        scale=None if scale is None else float(scale),
+        full_scale_persons=full,
     )
 
 
@@ -204,3 +235,20 @@ def load_topdown_sample(name: str, root: Path | None = None) -> BlockHistogram:
     histogram = loader(info)
     histogram.extra.setdefault("sample", info.name)
     return histogram
+
+
+def declared_scale(data: str | Path) -> float | None:
+    """The ``scale`` declared for ``data``: a shipped sample's name or a folder with a sample.json.
+
+    ``None`` when nothing is declared (the data are then taken as a full population).
+    """
+    text = str(data)
+    folder = Path(text)
+    if folder.is_dir() and (folder / MANIFEST).is_file():
+        return read_manifest(folder / MANIFEST).scale
+    if "/" in text or folder.exists():
+        return None
+    try:
+        return get_sample(text).scale
+    except DataValidationError:
+        return None

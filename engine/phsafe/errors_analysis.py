@@ -23,6 +23,7 @@ import pandas as pd
 
 from engine.phsafe.join import TruncationStats
 from engine.phsafe.measure import MeasuredLevel
+from phexplore.errors import ValidationError
 
 
 def mean_absolute(values: np.ndarray) -> float:
@@ -126,3 +127,49 @@ def truncation_summary(stats: Mapping[str, TruncationStats]) -> dict[str, dict[s
         }
         for table, s in stats.items()
     }
+
+
+PER_PERSONS = 1_000
+"""Truncation error is also reported per this many persons of the run."""
+
+
+def truncation_at_scale(
+    level_errors: pd.DataFrame, n_persons: int, scale: float | None
+) -> pd.DataFrame:
+    """Truncation error at one scale with the noise: per 1,000 persons and projected to full scale.
+
+    Truncation drops the persons of households larger than τ, so its error grows in proportion to
+    the population; the noise of a cell does not depend on the population (PHS §7.1). A sample
+    holding the fraction ``scale`` of a full population (e.g. 0.001 for the 1/1000 synthetic US)
+    therefore shows a truncation error ``scale`` times its full-scale size next to full-scale noise.
+    Per table × level this returns: ``mean_truncation_error`` and ``mae_truncation`` as measured
+    (sample scale), the same per 1,000 persons of the run (``…_per_1000``), and — when ``scale``
+    is declared — projected to full scale (``…_projected`` = measured / scale; a projection that
+    assumes the same household-size mix), beside the noise's ``analytic_moe`` (any scale) and
+    ``projected_bias_over_moe`` = |projected mean truncation error| / analytic MOE. Without a
+    declared scale the projected columns are NaN (the data are taken as the full population).
+    """
+    if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer) or n_persons < 1:
+        raise ValidationError(f"n_persons must be a positive whole number; got {n_persons!r}")
+    if scale is not None and not 0 < float(scale) <= 1:
+        raise ValidationError(
+            f"the sample's scale must satisfy 0 < scale ≤ 1 (e.g. 0.001 for 1/1000); got {scale!r}"
+        )
+    columns = ["table", "level", "cells", "mean_truncation_error", "mae_truncation"]
+    out = level_errors[[c for c in columns if c in level_errors.columns]].copy()
+    per = PER_PERSONS / float(n_persons)
+    out["mean_truncation_error_per_1000"] = out["mean_truncation_error"] * per
+    out["mae_truncation_per_1000"] = out["mae_truncation"] * per
+    factor = np.nan if scale is None else 1.0 / float(scale)
+    out["projection_factor"] = factor
+    out["mean_truncation_error_projected"] = out["mean_truncation_error"] * factor
+    out["mae_truncation_projected"] = out["mae_truncation"] * factor
+    moe = (
+        level_errors["analytic_moe"].to_numpy(np.float64)
+        if "analytic_moe" in level_errors.columns
+        else np.full(len(out), np.nan)
+    )
+    out["analytic_moe"] = moe
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["projected_bias_over_moe"] = np.abs(out["mean_truncation_error_projected"]) / moe
+    return out.reset_index(drop=True)

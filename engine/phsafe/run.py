@@ -83,9 +83,19 @@ class PHSafeResult:
     def label(self) -> str:
         return "non-private (true tabulation, no noise)" if self.non_private else "private"
 
-    def metrics(self) -> dict[str, Any]:
-        """The metrics.json payload (schema in docs/phsafe.md)."""
-        return build_metrics(self)
+    def metrics(self, scale: float | None = None) -> dict[str, Any]:
+        """The metrics.json payload (schema in docs/phsafe.md); ``scale`` as in :func:`build_metrics`."""
+        return build_metrics(self, scale=scale)
+
+    def truncation_at_scale(self, scale: float | None = None) -> pd.DataFrame:
+        """Truncation error per 1,000 persons and projected to full scale, beside the noise MOE.
+
+        ``scale``: the fraction of a full population the data hold (the sample's declared scale,
+        e.g. 0.001); see :func:`engine.phsafe.errors_analysis.truncation_at_scale`.
+        """
+        return errors_analysis.truncation_at_scale(
+            self.level_errors, max(int(self.n_persons), 1), scale
+        )
 
 
 def _check_args(trials: int, seed: int | None) -> None:
@@ -286,8 +296,13 @@ def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def build_metrics(result: PHSafeResult) -> dict[str, Any]:
-    """metrics.json for a PHSafe run (documented in docs/phsafe.md)."""
+def build_metrics(result: PHSafeResult, scale: float | None = None) -> dict[str, Any]:
+    """metrics.json for a PHSafe run (documented in docs/phsafe.md).
+
+    ``scale`` is the fraction of a full population the data hold (a sample's declared scale, e.g.
+    0.001): it adds ``truncation_at_scale`` — truncation error per 1,000 persons and projected to
+    full scale beside the noise MOE — and the ``scale`` section.
+    """
     config = result.config
     budgets = {
         t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}
@@ -335,5 +350,28 @@ def build_metrics(result: PHSafeResult) -> dict[str, Any]:
         "moe_coverage": _nested(le, "coverage"),
         "truncation": trunc,
         "unmapped_records": result.unmapped_records,
+        "scale": {
+            "sample_fraction": scale,
+            "projection_factor": None if scale is None else 1.0 / float(scale),
+            "persons_in_run": result.n_persons,
+            "note": (
+                "truncation error grows with population and noise does not: truncation error is "
+                "reported per 1,000 persons and, with a declared scale, projected to full scale "
+                "(a projection assuming the same household-size mix)"
+            ),
+        },
     }
+    if result.n_persons > 0 and not le.empty and "mean_truncation_error" in le:
+        scaled = result.truncation_at_scale(scale)
+        metrics["truncation_at_scale"] = {
+            table: {
+                row["level"]: {
+                    k: (None if isinstance(v, float) and math.isnan(v) else v)
+                    for k, v in row.items()
+                    if k not in ("table", "level")
+                }
+                for row in part.to_dict("records")
+            }
+            for table, part in scaled.groupby("table", sort=False)
+        }
     return metrics

@@ -421,8 +421,13 @@ def phsafe_work(
     states: Sequence[str],
     seed: int,
     trials: int,
+    scale: float | None = None,
 ) -> Callable[[RunJob], RunRecord]:
-    """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``."""
+    """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
+
+    ``scale`` is the data's declared fraction of the full population (:func:`sample_scale`):
+    truncation error is then also shown per 1,000 persons and projected to full scale.
+    """
 
     def work(job: RunJob) -> RunRecord:
         from engine.phsafe.config import PHSafeConfig
@@ -435,7 +440,7 @@ def phsafe_work(
         result = run_phsafe(
             extract, config, seed=seed, trials=trials, progress=job.progress, cancel=job.cancel
         )
-        metrics = build_metrics(result)
+        metrics = build_metrics(result, scale=scale)
         cells = result.cell_errors
         return RunRecord(
             id=run_id,
@@ -451,17 +456,28 @@ def phsafe_work(
                 "states": list(result.states),
                 "persons": result.n_persons,
                 "runtime_s": result.runtime_s,
+                "scale": scale,
             },
             metrics=metrics,
             tidy=cells,
             tables={
                 "level_errors": result.level_errors,
+                "truncation_scale": result.truncation_at_scale(scale)
+                if result.n_persons > 0
+                else pd.DataFrame(),
                 "truncation": result.truncation,
                 "measurements": result.measurements,
             },
         )
 
     return work
+
+
+def sample_scale(name: str) -> float | None:
+    """The declared scale of a shipped sample (fraction of the full population), or None."""
+    from engine.data.samples import declared_scale
+
+    return declared_scale(name)
 
 
 def epl_settings(percentile: float = EPL_PERCENTILE, multiplier: float = EPL_MULTIPLIER) -> Any:

@@ -67,6 +67,15 @@ def register(engines: Any) -> None:
     )
     add_overwrite_option(parser)
     parser.add_argument(
+        "--scale",
+        type=option_type("real", "scale", "--scale"),
+        default=None,
+        metavar="FRACTION",
+        help="fraction of the full population the data hold, 0 < FRACTION ≤ 1 (default: the "
+        "sample's declared scale, e.g. 0.001 for phsafe_synthetic_us; else 1). Truncation error "
+        "is reported per 1,000 persons and projected to full scale (÷ FRACTION)",
+    )
+    parser.add_argument(
         "--max-bytes",
         type=option_type("whole", "max_bytes", "--max-bytes"),
         default=None,
@@ -99,8 +108,12 @@ def parse_tau(spec: str) -> dict[str, int]:
     return out
 
 
-def summary_lines(result: Any, out_dir: Path) -> list[str]:
-    """A readable summary of a run (what the CLI prints and writes to summary.txt)."""
+def summary_lines(result: Any, out_dir: Path, scale: float | None = None) -> list[str]:
+    """A readable summary of a run (what the CLI prints and writes to summary.txt).
+
+    ``scale`` (the data's fraction of the full population) adds truncation error per 1,000 persons
+    and projected to full scale, beside the noise MOE (which does not grow with population).
+    """
     cfg = result.config
     unit = "ρ" if cfg.privacy_defn == "zcdp" else "ε"
     lines = [
@@ -133,6 +146,8 @@ def summary_lines(result: Any, out_dir: Path) -> list[str]:
             f"({100 * s.share_dropped:.3f}%), households over τ: {s.households_over_tau:,}, "
             f"largest: {s.largest_household}"
         )
+    if not result.non_private and result.n_persons > 0:
+        lines.extend(scale_lines(result, scale))
     unmapped = {t: n for t, n in result.unmapped_records.items() if n}
     if unmapped:
         lines.append(f"  records matching no basis cell (inconsistent input): {unmapped}")
@@ -155,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
+    from engine.data.samples import declared_scale
     from engine.data.validate import DEFAULT_MAX_BYTES
     from engine.phsafe.inputs import load_inputs
     from engine.phsafe.outputs import write_official
@@ -173,15 +189,51 @@ def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, see
         extract, config, seed=seed, trials=args.trials, non_private=args.non_private
     )
     write_official(result.official, out, private=not args.non_private)
-    (out / "metrics.json").write_text(dumps_json(result.metrics()) + "\n", encoding="utf-8")
+    scale = args.scale if args.scale is not None else declared_scale(args.data)
+    (out / "metrics.json").write_text(dumps_json(result.metrics(scale)) + "\n", encoding="utf-8")
     details = out / "details"
     details.mkdir(exist_ok=True)
     result.measurements.to_csv(details / "cells.csv", index=False)
     result.level_errors.to_csv(details / "errors_by_level.csv", index=False)
     result.truncation.to_csv(details / "truncation_by_tau.csv", index=False)
+    result.truncation_at_scale(scale).to_csv(details / "truncation_at_scale.csv", index=False)
     if result.published is not None:
         result.published.to_csv(details / "published_tables.csv", index=False)
-    text = "\n".join(summary_lines(result, staging.final))
+    text = "\n".join(summary_lines(result, staging.final, scale))
     (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
+
+
+def scale_lines(result: Any, scale: float | None) -> list[str]:
+    """Truncation bias of the Nation and State levels at one scale with the noise MOE."""
+    frame = result.truncation_at_scale(scale)
+    frame = frame[frame["mean_truncation_error"] != 0]
+    if frame.empty:
+        return ["", "  truncation: no cell lost persons at the configured τ"]
+    if scale is None:
+        head = (
+            "  truncation bias per cell (no declared scale: the data are taken as the full "
+            "population, so measured = full scale):"
+        )
+    else:
+        head = (
+            f"  truncation bias per cell at one scale with the noise: the data hold {scale:g} of "
+            f"the full population, so the full-scale bias is projected ×{1 / scale:,.0f} "
+            "(PROJECTION, same household-size mix assumed); noise MOE does not grow with population"
+        )
+    lines = ["", head]
+    lines.append(
+        "  table      level        mean err   per 1,000 persons   projected full scale   MOE90"
+        "   |proj|/MOE"
+    )
+    for row in frame.itertuples(index=False):
+        projected = row.mean_truncation_error_projected
+        shown = row.mean_truncation_error if scale is None else projected
+        ratio = abs(shown) / row.analytic_moe if row.analytic_moe else float("nan")
+        lines.append(
+            f"  {row.table:<10} {row.level:<10} {row.mean_truncation_error:>10.1f} "
+            f"{row.mean_truncation_error_per_1000:>19.3f} {shown:>22,.0f} "
+            f"{row.analytic_moe:>7.0f} {ratio:>12.1f}"
+        )
+    return lines

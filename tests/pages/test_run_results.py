@@ -150,6 +150,12 @@ def test_phsafe_run_and_results(run_page: AppTest) -> None:
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     assert len(at.get("plotly_chart")) == 2  # noise vs truncation, empirical vs analytic MOE
+    # The 1/1000 sample declares its scale: truncation is compared with noise at full scale.
+    assert record.settings["scale"] == 0.001
+    assert "truncation_at_scale" in record.metrics
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any("PROJECTED to full scale (×1,000)" in t["name"] for t in fig["data"])
+    assert any("one scale" in c.value for c in at.caption)
 
 
 def test_cancel_flag_stops_a_run() -> None:

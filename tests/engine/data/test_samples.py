@@ -83,3 +83,23 @@ def test_non_topdown_kind_is_refused(tmp_path):
     assert [s.name for s in list_samples(tmp_path)] == ["units_only"]
     with pytest.raises(DataValidationError, match="not a TopDown input"):
         load_topdown_sample("units_only", tmp_path)
+
+
+def test_samples_declare_their_scale(tmp_path):
+    """The synthetic US households are 1/1000 of the US; the real extracts are whole."""
+    from engine.data.samples import declared_scale, read_manifest
+
+    us = get_sample("phsafe_synthetic_us")
+    assert us.scale == 0.001 and us.projection_factor == 1000
+    assert us.full_scale_persons == 308_745_538
+    assert us.persons / us.scale == pytest.approx(us.full_scale_persons, rel=1e-5)
+    assert get_sample("ri2010").scale is None
+    assert declared_scale("phsafe_synthetic_us") == 0.001
+    assert declared_scale(us.path) == 0.001
+    assert declared_scale("ri2010") is None and declared_scale(tmp_path) is None
+    bad = json.loads((us.path / "sample.json").read_text())
+    folder = tmp_path / "phsafe_synthetic_us"
+    folder.mkdir()
+    (folder / "sample.json").write_text(json.dumps({**bad, "scale": 1000}))
+    with pytest.raises(DataValidationError, match="scale"):
+        read_manifest(folder / "sample.json")

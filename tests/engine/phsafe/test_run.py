@@ -226,3 +226,30 @@ def test_derived_totals_use_the_same_moe_rule_as_cells(cef) -> None:
         moe = (frame["ci90_high"] - frame["estimate"]).to_numpy()
         exact = [discrete_gaussian_moe(float(v)) for v in frame["variance"]]
         assert np.array_equal(moe, exact)
+
+
+def test_truncation_at_scale_projects_only_truncation() -> None:
+    """Truncation grows with population, noise does not: per 1,000 persons and ×1/scale."""
+    import pandas as pd
+
+    from engine.phsafe.errors_analysis import truncation_at_scale
+
+    le = pd.DataFrame(
+        {
+            "table": ["PH1_num"],
+            "level": ["usa_*"],
+            "cells": [1],
+            "mean_truncation_error": [-123.0],
+            "mae_truncation": [123.0],
+            "analytic_moe": [500],
+        }
+    )
+    out = truncation_at_scale(le, 308_746, 0.001).iloc[0]
+    assert out["mean_truncation_error_per_1000"] == pytest.approx(-123 / 308.746)
+    assert out["mean_truncation_error_projected"] == pytest.approx(-123_000)
+    assert out["analytic_moe"] == 500  # the noise MOE is not scaled
+    assert out["projected_bias_over_moe"] == pytest.approx(246)
+    bare = truncation_at_scale(le, 308_746, None).iloc[0]
+    assert np.isnan(bare["mean_truncation_error_projected"])
+    with pytest.raises(ValidationError, match="scale"):
+        truncation_at_scale(le, 10, 2.0)

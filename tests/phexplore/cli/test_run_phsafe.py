@@ -114,3 +114,22 @@ def test_cli_bad_out_fails_before_the_run(tmp_path: Path, capsys, monkeypatch) -
     data = FIXTURES / "e2e_test1"
     assert main(["run", "phsafe", "--data", str(data), "--out", str(out)]) == 1
     assert f"--out {out}: a file is in the way" in capsys.readouterr().err
+
+
+def test_truncation_is_compared_with_noise_at_one_scale(tmp_path, capsys):
+    """The 1/1000 sample: truncation per 1,000 persons and projected ×1,000 beside the MOE."""
+    out = tmp_path / "ph"
+    argv = ["run", "phsafe", "--data", "phsafe_synthetic_us", "--seed", "1", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "projected ×1,000" in printed and "PROJECTION" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["scale"]["sample_fraction"] == 0.001
+    nation = metrics["truncation_at_scale"]["PH1_num"]["usa_*"]
+    assert nation["mean_truncation_error_projected"] == pytest.approx(
+        1000 * nation["mean_truncation_error"]
+    )
+    assert nation["projected_bias_over_moe"] > 10  # far from "small next to the MOE of 500"
+    assert (out / "details" / "truncation_at_scale.csv").is_file()
+    assert main([*argv[:-1], str(tmp_path / "bad"), "--scale", "2"]) == 1
+    assert "--scale: 2 is out of range" in capsys.readouterr().err
