@@ -552,6 +552,18 @@ def render() -> None:
     if structural.get("note"):
         held = structural.get("structural_zeros_held")
         st.caption(("Constraints: " if held else "Not held: ") + str(structural["note"]))
+    folded = (record.metrics or {}).get("schema_note") or {}
+    if folded.get("note"):
+        st.info(str(folded["note"]), icon=":material/info:")
+        if folded.get("sigma_comparison"):
+            with st.expander(
+                f"σ on RI vs production's HISPANIC × CENRACE at ρ = {folded['rho']:g}"
+            ):
+                st.dataframe(
+                    display_frame(pd.DataFrame(folded["sigma_comparison"])),
+                    hide_index=True,
+                    width="stretch",
+                )
     tabs = st.tabs(["MAE", "Blau-index bias", "EPL", "EPL vs budget · SRS", "On/off spine"])
     with tabs[0]:
         _mae_section(record)

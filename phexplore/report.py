@@ -258,8 +258,19 @@ def epl_settings_text(metrics: Mapping[str, Any]) -> str:
 
 
 def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
-    """The EPL table of a run with its settings (SPEC §5)."""
+    """Notes beside a run's numbers: RI's folded schema (with σ), and the EPL table with its settings."""
     parts: list[str] = []
+    note = metrics.get("schema_note")
+    if isinstance(note, Mapping) and note.get("note"):
+        parts.append(f"<p class='note'>{html.escape(str(note['note']))}</p>")
+        rows = note.get("sigma_comparison") or []
+        if rows:
+            parts.append(
+                f"<p>Noisy-measurement σ at ρ = {float(note.get('rho', 0)):g}: RI's RACEETH per "
+                f"group vs production's HISPANIC × CENRACE ({html.escape(str(note.get('production_preset')))} "
+                "shares) per cell and summed over a group's cells.</p>"
+            )
+            parts.append(_table_html(list(rows)))
     epl = metrics.get("epl")
     if isinstance(epl, Mapping) and epl:
         rows = [

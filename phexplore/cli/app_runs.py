@@ -32,6 +32,7 @@ from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore.budget import PHSafeBudget, TopDownAllocation
 from phexplore.errors import PHExploreError
+from phexplore.folded_schema import schema_note_section
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 EPL_BOOT = 200
@@ -344,6 +345,9 @@ def topdown_work(
                 ].to_dict("records")
         extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
         extra["structural_zeros"] = result.diagnostics.get("structural", {})
+        schema_note = schema_note_section(hist.schema.name, allocation)
+        if schema_note:
+            extra["schema_note"] = schema_note
         if prediction_rows:
             extra["prediction"] = prediction_rows
         if plan is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
+from phexplore.folded_schema import NOTE as FOLDED_NOTE
 from phexplore.parsing import RANGES, option_type, parse_real, parse_whole
 
 
@@ -309,6 +310,8 @@ def _run(
             print()
         print(f"MAE–EPL trade-off at {level} / {query} (PF Fig. 2): error = median absolute error")
         print(f"EPL settings: {epl_settings.label()}")
+        if "RACEETH" in (result.notes.get("queries") or []):
+            print(f"Note: {FOLDED_NOTE}")
         print(tradeoff.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()
         print(f"wrote {len(written)} files and manifest.json to {staging.final}")

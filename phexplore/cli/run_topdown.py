@@ -22,6 +22,7 @@ from engine.topdown.spine.cli_options import (
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
+from phexplore.folded_schema import note_lines, schema_note_section
 from phexplore.parsing import option_type, parse_exact
 
 
@@ -221,11 +222,13 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     if not args.quiet:
         print(file=sys.stderr)
     spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
+    schema_note = schema_note_section(hist.schema.name, allocation)
+    sections = {**(spine_sections or {}), **({"schema_note": schema_note} if schema_note else {})}
     paths = write_outputs(
         result,
         staging.path,
         microdata=not args.no_microdata,
-        extra_sections=spine_sections,
+        extra_sections=sections or None,
         epl_settings=epl_settings,
         hist=hist,
     )
@@ -239,6 +242,8 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
         print(f"  MAE {level}: {cells}")
     for line in epl_summary_lines(payload):
+        print(line)
+    for line in note_lines(schema_note):
         print(line)
     if spine_sections is not None:
         print(f"  spine {spine_sections['spine']['kind']}: total-population MAE")

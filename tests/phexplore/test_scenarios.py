@@ -95,6 +95,11 @@ def test_report_shows_epl_with_its_settings() -> None:
     base["budget_fingerprint"] = next(iter(scenario.fingerprints()))
     html = build_report_html(scenario.with_result({**base, "epl_settings": pf}))
     assert "Empirical privacy loss" in html and "comparable with PF" in html and "0.33" in html
+    from phexplore.folded_schema import schema_note_section
+
+    note = schema_note_section("ri2010", scenario.topdown["persons"])
+    folded = build_report_html(scenario.with_result({**base, "schema_note": note}))
+    assert "overstates production" in folded and "Two or more races (57 cells)" in folded
     legacy = build_report_html(scenario.with_result(base))
     assert "EPL settings not recorded" in legacy and "P1|, |P99|" in legacy
 

@@ -46,6 +46,11 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert (micro["TABBLKST"] == "44").all() and (micro["TABBLKCOU"] == "001").all()
     printed = capsys.readouterr().out
     assert "MAE Block" in printed and "Petti & Flaxman's published settings" in printed
+    # RI's folded schema is said next to its results, with production's σ for comparison.
+    assert "overstates production's for multi-race" in printed
+    assert "Two or more races (57 cells)" in printed
+    note = metrics["schema_note"]
+    assert note["schema"] == "ri2010" and note["sigma_comparison"]
 
 
 def test_epl_settings_options(tmp_path, capsys):
