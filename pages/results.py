@@ -548,6 +548,9 @@ def render() -> None:
     if record.engine == "phsafe":
         _phsafe_sections(record)
         return
+    spent = R.budget_caption(record)
+    if spent:
+        st.caption(spent)
     structural = (record.metrics or {}).get("structural_zeros") or {}
     if structural.get("note"):
         held = structural.get("structural_zeros_held")

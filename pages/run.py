@@ -285,6 +285,11 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
+    if s[S.SPREAD_INVARIANT]:
+        st.caption(
+            "Held-exact shares **spread over each level's other queries — a departure from "
+            "production** (change it on the TopDown planner)."
+        )
     entity = ENTITY_SAMPLE.get(sample or "")
     needs_entities = s[S.SPINE] != "conventional"
     if needs_entities and not entity:
@@ -443,6 +448,7 @@ def _topdown_form() -> R.RunJob | None:
         spine=s[S.SPINE],
         entities=[budget.entity] if budget.use_entities and budget.entity else [],
         special_areas=budget.special_areas,
+        spread_invariant_share=bool(s[S.SPREAD_INVARIANT]),
         sweep_rhos=rhos,
         sweep_seeds=sweep_seeds,
         srs=srs,
@@ -580,6 +586,9 @@ def _results_list() -> None:
     m[2].metric("Runtime", f"{settings.get('runtime_s', 0):.1f} s")
     label, value, help_text = R.headline_error(record)
     m[3].metric(label, f"{value:.2f}" if value is not None else "—", help=help_text)
+    spent = R.budget_caption(record)
+    if spent:
+        st.caption(spent)
     d = st.columns(4)
     d[0].download_button(
         "Tidy table (CSV)",

@@ -16,7 +16,19 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import app_state as S
-from phexplore.budget import ShareProblem, TopDownAllocation, format_fraction, locate_share_problems
+from phexplore.budget import (
+    ShareProblem,
+    TopDownAllocation,
+    default_states,
+    format_fraction,
+    locate_share_problems,
+)
+from phexplore.budget.invariants import (
+    HELD_EXACT,
+    SPREAD_LABEL,
+    spent_label,
+    spread_invariant_share,
+)
 from phexplore.charts import log_colorbar, readable
 from phexplore.errors import PHExploreError
 from phexplore.naming import column_label, display_frame
@@ -123,14 +135,25 @@ def _draft(alloc: TopDownAllocation, levels: pd.DataFrame, queries: pd.DataFrame
 
 
 def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
-    """Geolevel × query heatmap of σ or MOE (colour on a log scale, numbers printed)."""
-    pivot = rows.pivot_table(index="geolevel", columns="query", values=value, sort=False)
+    """Geolevel × query heatmap of σ or MOE (colour on a log scale, numbers printed); queries
+    held exact (invariants, TDA §5.2) are blank cells labelled "held exact"."""
+    rows = rows.assign(**{value: rows[value].where(rows["status"] == "measured")})
+    pivot = rows.pivot_table(
+        index="geolevel", columns="query", values=value, sort=False, dropna=False
+    )
     order = list(dict.fromkeys(rows["geolevel"]))
     pivot = pivot.reindex(order)
+    held = {(r.geolevel, r.query) for r in rows.itertuples() if r.status == HELD_EXACT}
     values = pivot.to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.log10(np.where(values > 0, values, np.nan))  # 0 = invariant: no colour
-    text = [[("" if math.isnan(v) else f"{v:,.1f}") for v in row] for row in pivot.to_numpy()]
+    text = [
+        [
+            "held exact" if (lv, q) in held else ("" if math.isnan(v) else f"{v:,.1f}")
+            for q, v in zip(pivot.columns, row, strict=True)
+        ]
+        for lv, row in zip(pivot.index, values, strict=True)
+    ]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -334,10 +357,40 @@ def render() -> None:
             "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
         )
 
-    rows, summary = S.topdown_frames(runs, delta)
+        states_key = f"td_states_{alloc.name}"
+        s.setdefault(states_key, default_states(alloc))
+        n_states = int(
+            st.number_input(
+                "States in the run's geography (1–100)",
+                min_value=1,
+                max_value=100,
+                step=1,
+                key=states_key,
+                help="1 for Rhode Island, a county or any part of one state; 52 for the US. The "
+                "US and state total populations are held exact (TDA §5.2), so their shares buy "
+                "no measurement; with one state a US level is bypassed into it (SPN §5).",
+            )
+        )
+        S.sync_widget("td_spread", S.SPREAD_INVARIANT)
+        st.checkbox(
+            "Spread the held-exact shares over each level's other queries",
+            key="td_spread",
+            on_change=lambda: s.__setitem__(S.SPREAD_INVARIANT, s["td_spread"]),
+            help=f"{SPREAD_LABEL}. Production assigned State TOTAL a share although it is "
+            "invariant outside AIAN-split states. Used by the Run page.",
+        )
+        if s[S.SPREAD_INVARIANT]:
+            st.warning(f"Departure from production: {SPREAD_LABEL}.")
+            runs = {
+                name: spread_invariant_share(a, n_states) if a.universe == "persons" else a
+                for name, a in runs.items()
+            }
+            alloc = runs[universe]
+
+    rows, summary = S.topdown_frames(runs, delta, n_states=n_states)
     published_error, published_notes = None, []
     try:
-        rows, published_notes = S.topdown_post_processed(runs)
+        rows, published_notes = S.topdown_post_processed(runs, n_states=n_states)
     except PHExploreError as exc:
         published_error = str(exc)
     with right:
@@ -373,6 +426,11 @@ def render() -> None:
             )
         else:
             m[-1].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
+        for name, entry in summary["runs"].items():
+            pure = entry["mechanism"] == "puredp"
+            nominal = entry["epsilon"] if pure else entry["rho"]
+            spent = entry["epsilon_spent"] if pure else entry["rho_spent"]
+            st.caption(f"{name}: {spent_label(nominal, spent, 'ε' if pure else 'ρ')}.")
         show = st.radio(
             "Heatmap shows",
             [k for k in HEAT_LABELS if k in rows.columns],
@@ -394,12 +452,16 @@ def render() -> None:
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
         )
         with st.expander("All queries (table)"):
+            measured = sub["status"] == "measured"
             st.dataframe(
                 display_frame(
-                    sub,
+                    sub.assign(
+                        sigma=sub["sigma"].where(measured), moe90=sub["moe90"].where(measured)
+                    ),
                     extra={
                         "sigma": "Noisy-measurement σ (persons)",
                         "moe90": "Noisy-measurement 90% MOE (persons)",
+                        "status": "Measured?",
                     },
                 ),
                 hide_index=True,

@@ -47,6 +47,9 @@ PHSAFE_DISABLED = "phsafe_disabled_levels"
 TOPDOWN = "topdown_runs"
 TOPDOWN_PRESET = "topdown_preset"
 SPINE = "spine"
+SPREAD_INVARIANT = "td_spread_invariant"
+"""Session key: spread held-exact query shares over their level (a departure from production);
+set on the TopDown planner, applied by the Run page."""
 DELTA = "delta"
 CONVERSION = "conversion"
 SCENARIO_NAME = "scenario_name"
@@ -99,6 +102,7 @@ def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[
         s[TOPDOWN_PRESET] = DEFAULT_TOPDOWN_PRESET
     s.setdefault(TOPDOWN_PRESET, DEFAULT_TOPDOWN_PRESET)
     s.setdefault(SPINE, "conventional")
+    s.setdefault(SPREAD_INVARIANT, False)
     s.setdefault(DELTA, DEFAULT_DELTA)
     s.setdefault(CONVERSION, "cks")
     s.setdefault(SCENARIO_NAME, "Working scenario")
@@ -204,9 +208,14 @@ def topdown_frames(
     runs: Mapping[str, TopDownAllocation],
     delta: float = DEFAULT_DELTA,
     confidence: float = 0.90,
+    n_states: int | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Per-(run, geolevel, query) rows of :func:`phexplore.moe_tables.topdown_rows`, and totals."""
-    return pd.DataFrame(topdown_rows(runs, confidence)), topdown_summary(runs, delta)
+    """Per-(run, geolevel, query) rows of :func:`phexplore.moe_tables.topdown_rows`, and totals
+    (with ``rho_spent``), for a geography of ``n_states`` states (default: by allocation)."""
+    return (
+        pd.DataFrame(topdown_rows(runs, confidence, n_states)),
+        topdown_summary(runs, delta, n_states),
+    )
 
 
 PLANNER_MAX_UNITS = 3000
@@ -215,7 +224,9 @@ every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _post_processed_cached(runs_json: str, confidence: float) -> dict[str, Any]:
+def _post_processed_cached(
+    runs_json: str, confidence: float, n_states: int | None = None
+) -> dict[str, Any]:
     import json
 
     from phexplore.prediction import shipped_profile
@@ -229,11 +240,12 @@ def _post_processed_cached(runs_json: str, confidence: float) -> dict[str, Any]:
         runs, shipped_profile("ri2010"), confidence=confidence, max_units=PLANNER_MAX_UNITS
     )
     notes = sorted({n for p in predictions.values() for n in p.notes})
-    return {"rows": add_post_processed(topdown_rows(runs, confidence), predictions), "notes": notes}
+    rows = topdown_rows(runs, confidence, n_states)
+    return {"rows": add_post_processed(rows, predictions), "notes": notes}
 
 
 def topdown_post_processed(
-    runs: Mapping[str, TopDownAllocation], confidence: float = 0.90
+    runs: Mapping[str, TopDownAllocation], confidence: float = 0.90, n_states: int | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
     """:func:`topdown_frames` rows plus the predicted accuracy of the published counts (SPEC §7:
     ``post_processed_rmse``, ``post_processed_moe``) on the shipped RI 2010 profile (cached), and
@@ -241,7 +253,7 @@ def topdown_post_processed(
     import json
 
     payload = json.dumps({k: a.to_dict() for k, a in runs.items()}, sort_keys=True)
-    out = _post_processed_cached(payload, confidence)
+    out = _post_processed_cached(payload, confidence, n_states)
     return pd.DataFrame(out["rows"]), list(out["notes"])
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from phexplore.accounting import CONVERSIONS, epsilon_for_delta
-from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
+from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
 from phexplore.distributions import geometric_variance
 from phexplore.moe import (
     moe_bound,
@@ -97,12 +97,18 @@ def phsafe_summary(budget: PHSafeBudget, delta: float = DEFAULT_DELTA) -> dict[s
 
 
 def topdown_rows(
-    runs: Mapping[str, TopDownAllocation], confidence: float = 0.90
+    runs: Mapping[str, TopDownAllocation],
+    confidence: float = 0.90,
+    n_states: int | None = None,
 ) -> list[dict[str, Any]]:
     """Per (run, geolevel, query): cells, ρ of the query, σ and the 90% MOE z·σ (TDA App. B).
 
     For pure-DP allocations ``rho_query`` holds the query's ε (``budget`` says which) and the MOE is
-    the exact two-sided-geometric one (:func:`phexplore.moe.moe_exact_geometric`).
+    the exact two-sided-geometric one (:func:`phexplore.moe.moe_exact_geometric`). ``status`` says
+    whether the query is measured, held exact (an invariant, TDA §5.2: no noise, so its ``sigma``
+    and ``moe90`` are the nominal values of a measurement that is never taken) or not used (a
+    one-state bypass, SPN §5), for a geography of ``n_states`` states
+    (default :func:`phexplore.budget.default_states`).
     """
     from phexplore.query_cells import allocation_schema, query_cells
 
@@ -110,12 +116,28 @@ def topdown_rows(
     rows = []
     for run, alloc in runs.items():
         schema = allocation_schema(alloc.all_queries(), alloc.schema)
+        use = budget_use(alloc, n_states)
         for level in alloc.geolevels:
+            share = use.level_share(alloc, level)
             for query in alloc.queries(level):
-                s2 = alloc.sigma2(level, query)
+                if share == alloc.level_shares[level]:
+                    rho_query = alloc.query_budget(level, query)
+                    s2 = alloc.sigma2(level, query)
+                    geo_z = alloc.geometric_z(level, query) if alloc.mechanism == "puredp" else 0
+                else:  # one-state bypass: US carries US + State (SPN §5); State is not used
+                    rho_query = float(alloc.rho * share * alloc.query_share(level, query))
+                    geo_z = rho_query / 2.0
+                    if rho_query <= 0:
+                        s2 = math.inf
+                    elif alloc.mechanism == "puredp":
+                        s2 = geometric_variance(geo_z)
+                    else:
+                        s2 = 1.0 / rho_query
                 sigma = math.sqrt(s2)
-                if alloc.mechanism == "puredp":
-                    moe = float(moe_exact_geometric(alloc.geometric_z(level, query), confidence))
+                if not math.isfinite(sigma):
+                    moe = math.inf
+                elif alloc.mechanism == "puredp":
+                    moe = float(moe_exact_geometric(geo_z, confidence))
                 else:
                     moe = z * sigma
                 rows.append(
@@ -125,37 +147,51 @@ def topdown_rows(
                         "query": query,
                         "cells": query_cells(query, schema),
                         "budget": "epsilon" if alloc.mechanism == "puredp" else "rho",
-                        "rho_query": alloc.query_budget(level, query),
-                        "share_level": float(alloc.level_shares[level]),
+                        "rho_query": rho_query,
+                        "share_level": float(share),
                         "share_query": float(alloc.query_share(level, query)),
                         "sigma": sigma,
                         "moe90": moe,
+                        "status": use.status(level, query),
                     }
                 )
     return rows
 
 
 def topdown_summary(
-    runs: Mapping[str, TopDownAllocation], delta: float = DEFAULT_DELTA
+    runs: Mapping[str, TopDownAllocation],
+    delta: float = DEFAULT_DELTA,
+    n_states: int | None = None,
 ) -> dict[str, Any]:
-    """ρ (or ε for pure DP) per run and in total, with ε per conversion at δ."""
+    """ρ (or ε for pure DP) per run and in total, with ε per conversion at δ, and beside each the
+    budget actually spent on noisy measurements (``rho_spent`` / ``epsilon_spent``: the nominal
+    budget less the shares of queries held exact, TDA §5.2) on ``n_states`` states."""
     per_run: dict[str, Any] = {}
-    total = 0.0
+    total = spent_total = 0.0
     puredp = all(a.mechanism == "puredp" for a in runs.values())
     for run, alloc in runs.items():
         rho = float(alloc.rho)
+        use = budget_use(alloc, n_states)
+        spent = float(use.spent)
         total += rho
+        spent_total += spent
         entry: dict[str, Any] = {"mechanism": alloc.mechanism}
         if alloc.mechanism == "puredp":
             entry["epsilon"] = rho
+            entry["epsilon_spent"] = spent
         else:
             entry["rho"] = rho
+            entry["rho_spent"] = spent
             entry["epsilon"] = epsilons(rho, delta)
+        entry["held_exact"] = [f"{level} {query}" for level, query in use.held]
+        entry["states"] = use.n_states
         per_run[run] = entry
     out: dict[str, Any] = {"runs": per_run, "delta": delta}
     if puredp:
         out["epsilon_total"] = total
+        out["epsilon_spent"] = spent_total
     else:
         out["rho_total"] = total
+        out["rho_spent"] = spent_total
         out["epsilon_total"] = epsilons(total, delta)
     return out

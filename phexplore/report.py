@@ -22,7 +22,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from phexplore.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from phexplore.budget import budget_use
 from phexplore.budget.fingerprint import short_fingerprint
+from phexplore.budget.invariants import SPREAD_LABEL, spent_label
 from phexplore.charts import for_report
 from phexplore.naming import display_frame
 from phexplore.scenarios import Scenario
@@ -173,6 +175,7 @@ def build_report_html(
             "moe90",
             "post_processed_rmse",
             "post_processed_moe",
+            "status",
         ]
     moe_rows = scenario.moe_rows()
     if scenario.kind == "topdown":
@@ -191,6 +194,11 @@ def build_report_html(
         for metrics in runs:
             label = run_title(metrics)
             parts.append(f"<h3>{html.escape(label)}</h3>")
+            if metrics.get("engine") == "topdown" and metrics.get("rho") is not None:
+                spent = spent_label(float(metrics["rho"]), metrics.get("rho_spent"))
+                if metrics.get("spread_invariant_share"):
+                    spent += f". Allocation: {SPREAD_LABEL}"
+                parts.append(f"<p>{html.escape(spent)}.</p>")
             mae_rows = [
                 {"geolevel": lv, "query": q, "mae": v}
                 for lv, qs in (metrics.get("mae") or {}).items()
@@ -316,9 +324,14 @@ def _privacy_table(scenario: Scenario) -> str:
     else:
         assert scenario.topdown is not None
         pairs = [(f"ρ {run}", float(a.rho)) for run, a in scenario.topdown.items()]
+        spent = [float(budget_use(a).spent) for a in scenario.topdown.values()]
         pairs.append(("ρ total", sum(p for _, p in pairs)))
-    for label, rho in pairs:
+        spent.append(sum(spent))
+    for i, (label, rho) in enumerate(pairs):
         row: dict[str, Any] = {"quantity": label, "rho": rho}
+        if scenario.kind != "phsafe":
+            # TDA §5.2: shares of queries held exact (US/State TOTAL) buy no measurement
+            row["ρ spent on noisy measurements"] = spent[i]
         eps = (
             epsilons(rho, scenario.delta)
             if math.isfinite(rho)

@@ -91,6 +91,7 @@ def build_metrics_json(
     blau: pd.DataFrame | None = None,
     blau_bias: pd.DataFrame | None = None,
     extra: Mapping[str, Any] | None = None,
+    rho_spent: float | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of one run.
 
@@ -102,6 +103,8 @@ def build_metrics_json(
     PF's published p = 95, m = 1.0; recorded as the ``epl_settings`` section); ``blau`` (a :func:`engine.metrics.blau.blau_table`) adds
     ``blau_bias`` on the tidy table's levels, or ``blau_bias`` (a
     :func:`engine.metrics.blau.blau_bias_report`) gives it ready, with ``blau_bias_geography``; ``extra`` sections are merged last and may not overwrite the standard keys.
+    ``rho_spent`` (TopDown) is the ρ of the noisy measurements, written beside ``rho``: less than
+    ``rho`` when shares go to invariant queries (TDA §5.2).
     """
     if not isinstance(engine, str) or not engine:
         raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
@@ -116,6 +119,7 @@ def build_metrics_json(
         "schema_version": SCHEMA_VERSION,
         "engine": engine,
         "rho": None if rho is None else float(rho),
+        **({} if rho_spent is None else {"rho_spent": float(rho_spent)}),
         "seed": None if seed is None else int(seed),
         "runtime_s": runtime,
         "mae": nest(errors, keys, "mae"),

@@ -11,7 +11,8 @@
   ``CENRACE`` (01–63); for other schemas one column per attribute holding its level label
   (``VOTING_AGE`` is coded 1/2 whenever the schema has VOTINGAGE).
 * ``metrics.json`` — :func:`metrics_payload`, built by :func:`engine.metrics.metrics_json.build_metrics_json`:
-  ``mae`` / ``median_ae`` / ``n_cells`` by geolevel and query, ``runtime_s``, ``rho``, ``seed``,
+  ``mae`` / ``median_ae`` / ``n_cells`` by geolevel and query, ``runtime_s``, ``rho`` and
+  ``rho_spent`` (the ρ of the noisy measurements; ``epsilon_spent`` for pure DP), ``seed``,
   ``epl`` (EPL with a 200-resample bootstrap interval, generator seeded ``[seed, 1]``), ``blau_bias``
   (mean signed error of the total by Blau quintile, when the schema has RACEETH, e.g. RI 2010),
   plus ``allocation``, ``mechanism``, ``epsilon`` (pure DP), ``timings``, ``diagnostics`` and
@@ -114,6 +115,7 @@ def metrics_payload(
     }
     if pure:
         extra["epsilon"] = result.rho
+        extra["epsilon_spent"] = result.rho_spent
     tidy = result.to_tidy()
     blau = blau_bias = None
     if "RACEETH" in result.schema.names:
@@ -137,6 +139,7 @@ def metrics_payload(
         tidy=tidy,
         runtime_s=result.runtime_s,
         rho=None if pure else result.rho,
+        rho_spent=None if pure else result.rho_spent,
         seed=result.seed,
         epl_boot=EPL_BOOT,
         epl_rng=np.random.default_rng([int(result.seed), 1]),

@@ -221,6 +221,23 @@ def invariant_mask(
     return mask
 
 
+def spent_budget(tree: GeoTree, budget: np.ndarray, invariant: np.ndarray) -> float:
+    """The budget the noisy measurements spend: the largest root-to-leaf path sum of the
+    per-node per-query budgets over the answers that are measured (not invariant).
+
+    ρ-zCDP (ε-DP) composes sequentially down a path and in parallel across disjoint geounits
+    (SPN Theorem 3), so this is the run's actual privacy loss from noise; a share assigned to an
+    invariant (TDA §5.2) is nominal only. :func:`phexplore.budget.budget_use` is its analytic twin.
+    """
+    per_node = np.where(invariant, 0.0, np.asarray(budget, dtype=np.float64)).sum(axis=1)
+    path = per_node.copy()
+    for n in range(1, tree.n_nodes):  # parents are numbered before their children
+        path[n] += path[tree.parent[n]]
+    leaves = np.ones(tree.n_nodes, dtype=bool)
+    leaves[tree.parent[1:]] = False
+    return float(path[leaves].max())
+
+
 def measure(
     truth: np.ndarray,
     queries: Sequence[QueryGroup],

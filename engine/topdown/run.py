@@ -50,6 +50,7 @@ from engine.topdown.measure import (
     invariant_mask,
     measure,
     node_query_budget,
+    spent_budget,
 )
 from engine.topdown.queries import TOTAL, QueryGroup, query_group, rounder_chain
 from engine.topdown.rounding import round_batch
@@ -129,6 +130,9 @@ class TopDownResult:
     seed: int
     rho: float
     diagnostics: dict[str, object] = field(default_factory=dict)
+    rho_spent: float | None = None
+    """ρ (ε for pure DP) of the noisy measurements along the costliest root-to-block path; less
+    than ``rho`` when shares go to invariant queries (TDA §5.2)."""
 
     @property
     def query_names(self) -> tuple[str, ...]:
@@ -533,6 +537,7 @@ def run_topdown(
         seed=int(seed),
         rho=float(allocation.rho),
         diagnostics={"milp_fallbacks": fallbacks, "workers": workers, "structural": structural},
+        rho_spent=spent_budget(tree, budget, mask),
     )
 
 

@@ -5,6 +5,13 @@ Re-exports :class:`TopDownAllocation` (:mod:`phexplore.budget.topdown`) and :cla
 """
 
 from phexplore.budget.fractions_io import format_fraction, parse_fraction
+from phexplore.budget.invariants import (
+    HELD_EXACT,
+    BudgetUse,
+    budget_use,
+    default_states,
+    spread_invariant_share,
+)
 from phexplore.budget.phsafe import (
     LEVEL_KEYS,
     LEVEL_LABELS,
@@ -21,6 +28,11 @@ from phexplore.budget.topdown import (
 )
 
 __all__ = [
+    "HELD_EXACT",
+    "BudgetUse",
+    "budget_use",
+    "default_states",
+    "spread_invariant_share",
     "LEVEL_KEYS",
     "LEVEL_LABELS",
     "PHSafeBudget",

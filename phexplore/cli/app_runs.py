@@ -269,6 +269,7 @@ def topdown_work(
     entities: Sequence[str],
     sweep_rhos: Sequence[float],
     special_areas: str | None = None,
+    spread_invariant_share: bool = False,
     sweep_seeds: int,
     srs: bool,
     epl_boot: int = EPL_BOOT,
@@ -277,9 +278,10 @@ def topdown_work(
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
-    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6). EPLs use
-    the density range ±``epl_multiplier`` × max(|P(100−p)|, |P(p)|) with p = ``epl_percentile``
-    (default PF's published 95 / 1.0; checked here, before the job starts).
+    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6);
+    ``spread_invariant_share`` spreads the held-exact shares first (departure from production).
+    EPLs use the density range ±``epl_multiplier`` × max(|P(100−p)|, |P(p)|) with
+    p = ``epl_percentile`` (default PF's published 95 / 1.0; checked here, before the job starts).
     """
     settings = epl_settings(epl_percentile, epl_multiplier)
 
@@ -294,6 +296,9 @@ def topdown_work(
         from engine.topdown.run import run_topdown
 
         queries = SCHEMA_QUERIES.get(hist.schema.name)
+        nonlocal allocation
+        if spread_invariant_share:
+            allocation = spread_for_run(hist, allocation, special_areas)
         plan = None
         if spine != "conventional" or entities:
             job.progress("Building the spine", 0.0)
@@ -343,7 +348,12 @@ def topdown_work(
                 prediction_rows = predicted[
                     ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
                 ].to_dict("records")
-        extra: dict[str, Any] = {"data": data_label, "allocation": allocation.name, "spine": spine}
+        extra: dict[str, Any] = {
+            "data": data_label,
+            "allocation": allocation.name,
+            "spine": spine,
+            "spread_invariant_share": spread_invariant_share,
+        }
         extra["structural_zeros"] = result.diagnostics.get("structural", {})
         schema_note = schema_note_section(hist.schema.name, allocation)
         if schema_note:
@@ -359,6 +369,7 @@ def topdown_work(
             tidy=tidy,
             runtime_s=result.runtime_s,
             rho=float(allocation.rho),
+            rho_spent=result.rho_spent,
             seed=seed,
             epl_boot=epl_boot,  # the same stream as tables["epl"]: the same values the pages show
             epl_rng=bootstrap_rng(seed),
@@ -397,6 +408,8 @@ def topdown_work(
                 "allocation": allocation.name,
                 "mechanism": allocation.mechanism,
                 "rho": float(allocation.rho),
+                "rho_spent": result.rho_spent,
+                "spread_invariant_share": spread_invariant_share,
                 "seed": seed,
                 "spine": spine,
                 "entities": list(entities),
@@ -563,6 +576,47 @@ def epl_curves(
         "density": result.density,
         "curve": result.epl_curve,
     }
+
+
+# ------------------------------------------------------------------ budget actually spent
+
+
+def states_in(hist: BlockHistogram) -> int:
+    """Number of states in the data (1 without a State column: part of one state)."""
+    if "State" not in hist.geography.columns:
+        return 1
+    return max(1, int(hist.geography["State"].nunique()))
+
+
+def spread_for_run(
+    hist: BlockHistogram, allocation: TopDownAllocation, special_areas: str | None
+) -> TopDownAllocation:
+    """``allocation`` with its held-exact shares spread (departure from production), for ``hist``.
+
+    Refused with an AIAN-style branch: a split state's branches measure the State TOTAL (TDA §7.4).
+    """
+    from phexplore.budget import spread_invariant_share
+    from phexplore.errors import ValidationError
+
+    if special_areas:
+        raise ValidationError(
+            "spreading the held-exact shares cannot be combined with an AIAN-style branch: a "
+            "split state's branches measure the State TOTAL (TDA §7.4); untick one of the two"
+        )
+    return spread_invariant_share(allocation, states_in(hist))
+
+
+def budget_caption(record: RunRecord) -> str | None:
+    """ "ρ = 2.56 nominal, ρ spent on noisy measurements = 1.728 …" of a TopDown run, else None."""
+    from phexplore.budget.invariants import SPREAD_LABEL, spent_label
+
+    if record.engine != "topdown" or record.rho is None:
+        return None
+    what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
+    text = spent_label(record.rho, record.settings.get("rho_spent"), what)
+    if record.settings.get("spread_invariant_share"):
+        text += f". Allocation: {SPREAD_LABEL}"
+    return text + "."
 
 
 # ------------------------------------------------------------------ headline numbers

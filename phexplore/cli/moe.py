@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from phexplore.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
+from phexplore.budget.invariants import SPREAD_LABEL, spread_invariant_share
 from phexplore.cli._output import add_format_option, print_rows
 from phexplore.errors import ValidationError
 from phexplore.moe_tables import (
@@ -83,6 +84,21 @@ def register(subparsers: Any) -> None:
         help="scale every run to this total ρ (or ε for pure DP), 0 < ρ ≤ 10^6",
     )
     pt.add_argument("--run", action="append", default=[], help="only these runs (persons, units)")
+    pt.add_argument(
+        "--states",
+        type=int,
+        default=None,
+        metavar="N",
+        help="states in the run's geography, 1 or more (default: 52 if the allocation has a US "
+        "level, else 1); decides which TOTAL queries are held exact (TDA §5.2) and whether a "
+        "single-child US level is bypassed into the state (SPN §5)",
+    )
+    pt.add_argument(
+        "--spread-invariant-share",
+        action="store_true",
+        help="DEPARTURE FROM PRODUCTION: move each held-exact query's share to its level's other "
+        "queries (the nominal ρ is then all spent)",
+    )
     pt.add_argument(
         "--drop-level",
         action="append",
@@ -206,12 +222,26 @@ def run_topdown(args: argparse.Namespace) -> int:
         raise ValidationError(
             f"--drop-level: unknown geolevel(s) {unknown}; this scenario has {sorted(levels)}"
         )
-    rows = [r for r in topdown_rows(runs, args.confidence) if r["geolevel"] not in args.drop_level]
-    summary = topdown_summary(runs, args.delta)
+    if args.states is not None and args.states < 1:
+        raise ValidationError(f"--states must be 1 or more (a count of states); got {args.states}")
+    if args.spread_invariant_share:
+        runs = {k: spread_invariant_share(v, args.states) for k, v in runs.items()}
+    rows = [
+        r
+        for r in topdown_rows(runs, args.confidence, args.states)
+        if r["geolevel"] not in args.drop_level
+    ]
+    summary = topdown_summary(runs, args.delta, args.states)
+    if args.spread_invariant_share:
+        summary["allocation_note"] = SPREAD_LABEL
     if args.data is not None and not args.post_processed:
         raise ValidationError("--data is used by --post-processed; add --post-processed")
     if args.post_processed:
         rows, summary["post_processed"] = _post_processed(rows, runs, args)
+    if args.format != "json":
+        for r in rows:  # the table shows the label in place of a σ that is never drawn
+            if r["status"] != "measured":
+                r["sigma"] = r["moe90"] = "—"
     print_rows(rows, summary, args.format)
     return 0
 

@@ -19,6 +19,12 @@ from engine.topdown.spine.cli_options import (
     apply_spine_options,
     spine_options_given,
 )
+from phexplore.budget.invariants import (
+    SPREAD_LABEL,
+    budget_use,
+    spent_label,
+    spread_invariant_share,
+)
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
@@ -92,6 +98,14 @@ def register(engines: Any) -> None:
         "Tract=44007000100,44007000200",
     )
     parser.add_argument("--no-microdata", action="store_true", help="do not write microdata.csv")
+    parser.add_argument(
+        "--spread-invariant-share",
+        action="store_true",
+        help="DEPARTURE FROM PRODUCTION: move the share of each query held exact (US/State TOTAL, "
+        "TDA §5.2), which buys no measurement, to the other queries of its level in proportion "
+        "to their shares, so the whole ρ is spent (not with --special-areas: a split state's "
+        "branches measure the State TOTAL, TDA §7.4)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.add_argument(
         "--out", required=True, help="output folder (written atomically, with manifest.json)"
@@ -106,6 +120,13 @@ def register(engines: Any) -> None:
     add_spine_arguments(parser)
     add_epl_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def _n_states(hist: Any) -> int:
+    """States in the data (1 without a State column: part of one state)."""
+    if "State" not in hist.geography.columns:
+        return 1
+    return max(1, int(hist.geography["State"].nunique()))
 
 
 def _load_data(args: argparse.Namespace) -> Any:
@@ -196,6 +217,15 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     if args.filter:
         hist = _filter(hist, args.filter)
     allocation = _load_allocation(args)
+    n_states = _n_states(hist)
+    if args.spread_invariant_share:
+        if getattr(args, "special_areas", None) not in (None, "none"):
+            raise ValidationError(
+                "--spread-invariant-share cannot be combined with --special-areas: a split "
+                "state's branches measure the State TOTAL (TDA §7.4), so its share is spent there"
+            )
+        allocation = spread_invariant_share(allocation, n_states)
+    use = budget_use(allocation, n_states)
     staging.settings.update(
         {"allocation": allocation.name, "rho": str(allocation.rho), "filter": args.filter}
     )
@@ -223,21 +253,30 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         print(file=sys.stderr)
     spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
     schema_note = schema_note_section(hist.schema.name, allocation)
-    sections = {**(spine_sections or {}), **({"schema_note": schema_note} if schema_note else {})}
+    sections = {
+        **(spine_sections or {}),
+        **({"schema_note": schema_note} if schema_note else {}),
+        "spread_invariant_share": bool(args.spread_invariant_share),
+        "held_exact": [f"{level} {query}" for level, query in use.held],
+    }
     paths = write_outputs(
         result,
         staging.path,
         microdata=not args.no_microdata,
-        extra_sections=sections or None,
+        extra_sections=sections,
         epl_settings=epl_settings,
         hist=hist,
     )
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))
+    what = "ε" if allocation.mechanism == "puredp" else "ρ"
     print(
-        f"TopDown run on {args.data} with {allocation.name} (ρ = {float(allocation.rho):g}, "
+        f"TopDown run on {args.data} with {allocation.name} ({what} = {float(allocation.rho):g}, "
         f"seed {args.seed}): {result.runtime_s:.1f} s"
     )
+    print(f"  {spent_label(float(allocation.rho), result.rho_spent, what)}")
+    if args.spread_invariant_share:
+        print(f"  allocation: {SPREAD_LABEL}")
     for level, per_query in payload["mae"].items():
         cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
         print(f"  MAE {level}: {cells}")

@@ -344,3 +344,29 @@ def test_topdown_planner_shows_published_count_accuracy(app: AppTest) -> None:
         row4["Published count RMSE (predicted, persons)"]
         < row["Published count RMSE (predicted, persons)"]
     )
+
+
+def test_topdown_planner_marks_held_exact_and_reports_rho_spent(app: AppTest) -> None:
+    app.switch_page("pages/topdown_planner.py").run()
+    app.selectbox(key="td_preset_pick").set_value("ri2010-production-like").run()
+    app.button[0].click().run()
+    _no_problems(app)
+    captions = " ".join(c.value for c in app.caption)
+    assert "ρ spent on noisy measurements = 1.728" in captions
+    table = next(d.value for d in app.dataframe if "Measured?" in d.value.columns)
+    state_total = table[(table["Geolevel"] == "State") & (table["Query group"] == "TOTAL")].iloc[0]
+    assert state_total["Measured?"] == "held exact — no noise"
+    sigma = state_total["Noisy-measurement σ (persons)"]
+    assert sigma != sigma  # NaN: no noise is drawn
+    # the explicit departure from production: spread the share, everything is spent
+    app.checkbox(key="td_spread").check().run()
+    _no_problems(app)
+    assert app.session_state[S.SPREAD_INVARIANT] is True
+    assert any("Departure from production" in w.value for w in app.warning)
+    captions = " ".join(c.value for c in app.caption)
+    assert "ρ spent on noisy measurements = 2.56" in captions
+    # the working allocation itself stays production's
+    assert app.session_state[S.TOPDOWN]["persons"].query_share("State", "TOTAL") > 0
+    app.switch_page("pages/run.py").run()
+    _no_problems(app)
+    assert any("departure from" in c.value for c in app.caption)

@@ -267,6 +267,8 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     record = at.session_state[S.RUNS][-1]
     assert record.settings["spine"] == "optimized"
     assert record.settings["special_areas"] is None
+    assert 0 < record.metrics["rho_spent"] < record.metrics["rho"]  # State TOTAL held exact
+    assert any("spent on noisy measurements" in c.value for c in at.caption)
     assert not any("|inside" in str(g) for g in record.tidy["geounit"].unique())
     assert set(record.metrics["entity_mae"]) == {"providence_city", "providence_wards"}
     assert "Block_Group" in record.metrics["conventional_mae"]

@@ -48,6 +48,12 @@ def test_report_contains_tables_and_chart() -> None:
     # Both accuracies: the noisy measurement's σ/MOE and the predicted published count's.
     assert "Published count RMSE (predicted, persons)" in html and "90% MOE (persons)" in html
     assert "published counts" in html
+    # TDA §5.2: the report shows the ρ spent beside the nominal ρ and labels the invariant
+    assert "ρ spent on noisy measurements" in html and "held exact — no noise" in html
+    scenario = scenario_from_preset("ri2010-production-like").with_result(
+        {"engine": "topdown", "data": "ri2010", "rho": 2.56, "rho_spent": 1.7283, "mae": {}}
+    )
+    assert "ρ spent on noisy measurements = 1.728" in build_report_html(scenario)
 
 
 def test_report_carries_predicted_vs_measured_of_a_run() -> None:

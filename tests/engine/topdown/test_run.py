@@ -271,3 +271,15 @@ def test_a_bypassed_allocation_root_lends_its_query_shares_to_the_single_state()
     for j, q in enumerate(names):
         expected = with_us.rho * c * with_us.query_share("US", q)
         assert budget[0, j] == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_rho_spent_leaves_out_the_invariant_shares():
+    # TDA §5.2: the State TOTAL is held exact, so its share is not spent (RI: 2.56 → 1.728);
+    # the engine's path sum agrees with the analytic core's number.
+    from phexplore.budget import budget_use
+
+    allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
+    result = run_topdown(ri_subset(1, 1), allocation, seed=3)
+    assert result.rho == pytest.approx(2.56)
+    assert result.rho_spent == pytest.approx(float(budget_use(allocation, 1).spent), rel=1e-12)
+    assert result.rho_spent == pytest.approx(1.72832, abs=1e-5)

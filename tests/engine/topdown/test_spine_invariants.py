@@ -82,3 +82,16 @@ def test_a_one_state_branch_holds_the_state_total_through_the_root():
     }
     result = run_on_spine(hist, _toy.ALLOCATION.with_rho("1/100"), built, seed=3)
     assert state_totals(result, hist)["44"] == (int(hist.counts.sum()),) * 2
+
+
+def test_split_branches_spend_the_state_total_share():
+    # TDA Table 7 note: the State TOTAL share pays for the branches' totals in split states, so
+    # an AIAN-style run spends more than a conventional one at the same nominal ρ.
+    hist = _toy.toy_histogram()
+    conventional = run_on_spine(
+        hist, _toy.ALLOCATION, build_spine(hist, "conventional", _toy.ALLOCATION), seed=1
+    )
+    aian = build_spine(hist, "aian", _toy.ALLOCATION, special_areas=_toy.CITY)
+    split = run_on_spine(hist, _toy.ALLOCATION, aian, seed=1)
+    rho = float(_toy.ALLOCATION.rho)
+    assert conventional.rho_spent < split.rho_spent < rho

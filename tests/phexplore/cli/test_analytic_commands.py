@@ -76,6 +76,35 @@ def test_moe_topdown_contract(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert round(state_total["sigma"], 2) == 1.10
     assert round(out["summary"]["runs"]["persons"]["epsilon"]["cks"], 2) == 17.14
+    # TDA §5.2: the State TOTAL is invariant, so its share is nominal only
+    assert state_total["status"] == "held exact — no noise"
+    assert out["summary"]["runs"]["persons"]["rho_spent"] == pytest.approx(1.7292, abs=1e-4)
+    assert out["summary"]["rho_spent"] < out["summary"]["rho_total"]
+
+
+def test_moe_topdown_marks_held_exact_and_spreads_on_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from phexplore.cli import main
+
+    assert main(["moe", "topdown", "--preset", "ri2010-production-like"]) == 0
+    table = capsys.readouterr().out
+    line = next(x for x in table.splitlines() if "State" in x and "TOTAL" in x)
+    assert "held exact — no noise" in line and "1.0965" not in line
+    assert "rho_spent: 1.728" in table
+    out = _json(
+        capsys, "moe", "topdown", "--preset", "ri2010-production-like", "--spread-invariant-share",
+        "--format", "json",
+    )  # fmt: skip
+    assert out["summary"]["rho_spent"] == pytest.approx(out["summary"]["rho_total"])
+    assert "departure from production" in out["summary"]["allocation_note"]
+    one = _json(
+        capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--states", "1",
+        "--run", "persons", "--format", "json",
+    )  # fmt: skip
+    assert one["summary"]["rho_spent"] == pytest.approx(one["summary"]["rho_total"])
+    assert main(["moe", "topdown", "--states", "0"]) == 1
+    assert "--states must be 1 or more" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

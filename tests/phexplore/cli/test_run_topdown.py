@@ -25,6 +25,11 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
+    # TDA §5.2: the State TOTAL share buys no measurement; rho_spent sits beside rho
+    keys = list(metrics)
+    assert keys.index("rho_spent") == keys.index("rho") + 1
+    assert metrics["rho_spent"] == pytest.approx(1.72832, abs=1e-5)
+    assert metrics["held_exact"] == ["State TOTAL"] and metrics["spread_invariant_share"] is False
     assert metrics["runtime_s"] > 0 and metrics["allocation"] == "ri2010-production-like"
     assert set(metrics["mae"]) == {"State", "County", "Tract", "Block_Group", "Block"}
     assert metrics["mae"]["State"]["TOTAL"] == 0.0
@@ -51,6 +56,7 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert "Two or more races (57 cells)" in printed
     note = metrics["schema_note"]
     assert note["schema"] == "ri2010" and note["sigma_comparison"]
+    assert "ρ spent on noisy measurements = 1.728" in printed and "held exact" in printed
 
 
 def test_epl_settings_options(tmp_path, capsys):
@@ -70,6 +76,23 @@ def test_epl_settings_options(tmp_path, capsys):
         code = main([*args, flag, value, "--out", str(tmp_path / "bad")])
         err = capsys.readouterr().err
         assert code == 1 and f"{flag}: {value} is out of range" in err and "Traceback" not in err
+
+
+def test_spread_invariant_share_spends_the_nominal_budget(tmp_path, capsys):
+    out = tmp_path / "spread"
+    argv = ["run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100"]
+    argv += ["--preset", "ri2010-production-like", "--rho", "2.56", "--seed", "5"]
+    code = main([*argv, "--spread-invariant-share", "--no-microdata", "--out", str(out), "--quiet"])
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rho_spent"] == pytest.approx(2.56)
+    assert metrics["spread_invariant_share"] is True
+    assert metrics["mae"]["State"]["TOTAL"] == 0.0  # still invariant, just not paid for
+    assert "departure from production" in capsys.readouterr().out
+    bad = [*argv, "--spread-invariant-share", "--spine", "aian", "--special-areas"]
+    code = main([*bad, "providence-wards", "--out", str(tmp_path / "x"), "--quiet"])
+    assert code == 1
+    assert "cannot be combined with --special-areas" in capsys.readouterr().err
 
 
 def test_ppmf_file_with_2016_cell_schema(tmp_path):
