@@ -461,7 +461,6 @@ def render() -> None:
                     extra={
                         "sigma": "Noisy-measurement σ (persons)",
                         "moe90": "Noisy-measurement 90% MOE (persons)",
-                        "status": "Measured?",
                     },
                 ),
                 hide_index=True,

@@ -17,6 +17,8 @@ from phexplore.budget.phsafe import LEVEL_LABELS
 _TABLE_PARTS = {"num": "numerator", "denom": "denominator"}
 
 COLUMN_LABELS: dict[str, str] = {
+    "rho_spent": "ρ spent on noisy measurements",
+    "status": "Measured?",
     # PHSafe MOE rows (phexplore.moe_tables.phsafe_rows)
     "table": "Table",
     "geo_level": "Geography",

@@ -331,7 +331,7 @@ def _privacy_table(scenario: Scenario) -> str:
         row: dict[str, Any] = {"quantity": label, "rho": rho}
         if scenario.kind != "phsafe":
             # TDA §5.2: shares of queries held exact (US/State TOTAL) buy no measurement
-            row["ρ spent on noisy measurements"] = spent[i]
+            row["rho_spent"] = spent[i]
         eps = (
             epsilons(rho, scenario.delta)
             if math.isfinite(rho)

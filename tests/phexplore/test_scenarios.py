@@ -50,8 +50,16 @@ def test_report_contains_tables_and_chart() -> None:
     assert "published counts" in html
     # TDA §5.2: the report shows the ρ spent beside the nominal ρ and labels the invariant
     assert "ρ spent on noisy measurements" in html and "held exact — no noise" in html
-    scenario = scenario_from_preset("ri2010-production-like").with_result(
-        {"engine": "topdown", "data": "ri2010", "rho": 2.56, "rho_spent": 1.7283, "mae": {}}
+    ri = scenario_from_preset("ri2010-production-like")
+    scenario = ri.with_result(
+        {
+            "engine": "topdown",
+            "data": "ri2010",
+            "rho": 2.56,
+            "rho_spent": 1.7283,
+            "mae": {},
+            "budget_fingerprint": next(iter(ri.fingerprints())),
+        }
     )
     assert "ρ spent on noisy measurements = 1.728" in build_report_html(scenario)
 
