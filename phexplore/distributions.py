@@ -24,10 +24,19 @@ _SIGMA_CONTINUOUS = 3.0
 _SIGMA_NORMAL_MASS = 2.0e4
 
 
+MAX_SIGMA2 = 1e24
+"""Largest noise variance accepted (σ = 10^12 persons): beyond it a budget is effectively 0."""
+
+
 def _check_sigma2(sigma2: float) -> float:
     s2 = float(sigma2)
     if not math.isfinite(s2) or s2 <= 0:
         raise ValidationError(f"noise variance σ² must be a positive finite number; got {sigma2!r}")
+    if s2 > MAX_SIGMA2:
+        raise ValidationError(
+            f"noise standard deviation σ = {math.sqrt(s2):.3g} exceeds 10^12 persons: the budget "
+            "(ρ or ε) of this query is so small that every count would be pure noise; raise it"
+        )
     return s2
 
 
@@ -114,6 +123,8 @@ def geometric_variance(z: float) -> float:
     """Variance of the two-sided geometric G(z): 2e^{−z} / (1 − e^{−z})²."""
     zz = _check_z(z)
     q = math.exp(-zz)
+    if q == 1.0:  # z below float resolution: the variance is effectively infinite
+        return math.inf
     return 2.0 * q / (1.0 - q) ** 2
 
 

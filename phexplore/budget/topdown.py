@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from phexplore.budget.fractions_io import format_fraction, parse_fraction
-from phexplore.distributions import geometric_variance
+from phexplore.distributions import MAX_SIGMA2, geometric_variance
 from phexplore.errors import ValidationError
 from phexplore.parsing import check_keys
 
@@ -95,8 +95,16 @@ class TopDownAllocation:
     def sigma2(self, level: str, query: str) -> float:
         """Noise variance of the query: 1/(ρcd) for zCDP, the geometric variance for pure DP."""
         if self.mechanism == "puredp":
-            return geometric_variance(self.geometric_z(level, query))
-        return 1.0 / self.query_budget(level, query)
+            value = geometric_variance(self.geometric_z(level, query))
+        else:
+            value = 1.0 / self.query_budget(level, query)
+        if value > MAX_SIGMA2:
+            raise ValidationError(
+                f"{self.name}: {query} at {level} would get noise of standard deviation "
+                f"σ = {value**0.5:.3g} persons (over 10^12): its budget is so small that every "
+                "count would be pure noise; raise the total budget or this share"
+            )
+        return value
 
     def geometric_z(self, level: str, query: str) -> float:
         """Two-sided geometric scale z = ε·c·d / 2 (pure DP; SPEC §4, PF 'TopDown options')."""

@@ -525,6 +525,13 @@ CASES: list[Case] = [
         ("finite",),
     ),
     Case(
+        "moe-rho-vanishing",
+        "number",
+        lambda d: ["moe", "topdown", "--rho", "1e-300"],
+        R,
+        ("pure noise",),
+    ),
+    Case(
         "plan-rho-cap-negative",
         "number",
         lambda d: ["plan", "phsafe", "--targets", "phsafe-2020", "--rho-cap=-1"],
