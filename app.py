@@ -11,9 +11,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import CONVERSIONS
-from phexplore.cli import app_runs as R
 
 # Icons: Material symbols are drawn with the font bundled in Streamlit's own static files (served
 # from this machine); the browser-tab icon is a PNG in assets/ (a Material page_icon would be

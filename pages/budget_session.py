@@ -15,9 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.charts import readable
-from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.naming import cell_label, display_frame
 from phexplore.planning import (

@@ -2,7 +2,7 @@
 
 Thin page: every statistic comes from :mod:`engine.metrics` (MAE tables, Blau-quintile bias, EPL
 with its interval and curves, the ρ sweep and SRS trade-off) or from the PHSafe engine's error
-analysis, as kept by the Run page in :class:`phexplore.cli.app_runs.RunRecord`. Charts are Plotly
+analysis, as kept by the Run page in :class:`phexplore.api.RunRecord`. Charts are Plotly
 (download with the camera icon) and labelled with the scenario; tables download as CSV.
 """
 
@@ -16,10 +16,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
 from phexplore.charts import readable
-from phexplore.cli import app_runs as R
 from phexplore.naming import cell_label, display_frame
 
 LAYOUT = {"height": 420}

@@ -1,7 +1,7 @@
 """Run page: run TopDown or PHSafe on a shipped sample or an uploaded file, with progress and cancel.
 
 Thin page: data loading and validation are :mod:`engine.data`'s (problems listed as a readable
-list), runs and metrics go through :mod:`phexplore.cli.app_runs` to the engines. Results are kept in
+list), runs and metrics go through :mod:`phexplore.api` (the one run pipeline, :mod:`engine.runs`) to the engines. Results are kept in
 the session (Results page) and downloadable here.
 """
 
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from phexplore import api as R
 from phexplore import app_state as S
-from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.presets import load_topdown_preset
 
 if TYPE_CHECKING:
-    from engine.data.histogram import BlockHistogram
+    from phexplore.api import BlockHistogram
     from phexplore.budget import TopDownAllocation
 
 JOB = R.JOB_KEY

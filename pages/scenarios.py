@@ -14,10 +14,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.budget.fingerprint import short_fingerprint
 from phexplore.charts import readable
-from phexplore.cli import app_runs as R
 from phexplore.errors import PHExploreError
 from phexplore.naming import display_frame
 from phexplore.scenarios import Scenario, compare

@@ -1,7 +1,7 @@
 """Turn anything that escapes a command or an app callback into one readable line and a log file.
 
 The CLI (:func:`phexplore.cli.main`) and the app (``app.py`` and the run jobs of
-``phexplore.cli.app_runs``) call :func:`describe_failure`: a user error
+``phexplore.api``) call :func:`describe_failure`: a user error
 (:class:`~phexplore.errors.PHExploreError`) is shown as is; anything else is explained in words —
 numerical failures as the budget or data problem they usually are, out-of-memory as a size problem —
 and its traceback goes to a log file (``$PHEXPLORE_LOG``, else

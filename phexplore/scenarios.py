@@ -243,7 +243,7 @@ class Scenario:
 
     def to_json(self) -> str:
         """Pretty JSON text."""
-        from phexplore.cli._output import dumps_json
+        from phexplore.json_text import dumps_json
 
         return dumps_json(self.to_dict())
 

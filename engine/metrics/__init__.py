@@ -8,7 +8,8 @@ Pure functions on the tidy comparison table (geolevel, geounit, query, cell, tru
 - :mod:`engine.metrics.srs` — the simple-random-sampling baseline (PF Fig. 2);
 - :mod:`engine.metrics.metrics_json` — the metrics.json written by ``phexplore run``;
 - :mod:`engine.metrics.reference` — Petti & Flaxman's published 1940 results (to overlay);
-- :mod:`engine.metrics.experiments` — grids of engine runs (ρ × seeds) and trade-off curves.
+- :mod:`engine.metrics.experiments` — the tables of a grid of runs (ρ × seeds) and trade-off curves
+  (the grid itself runs in :mod:`engine.runs.experiments`: metrics run no engine).
 """
 
 from __future__ import annotations
@@ -46,11 +47,7 @@ from engine.metrics.errors import (
     size_class_table,
     within_k_table,
 )
-from engine.metrics.experiments import (
-    ExperimentResult,
-    moe_coverage_table,
-    run_experiment,
-)
+from engine.metrics.experiments import ExperimentResult, moe_coverage_table
 from engine.metrics.metrics_json import build_metrics_json, validate_metrics_json
 from engine.metrics.reference import (
     load_petti_flaxman_homogeneity_bias,
@@ -88,7 +85,6 @@ __all__ = [
     "raceeth_counts_from_tidy",
     "rank_quintiles",
     "relative_error_table",
-    "run_experiment",
     "sample_counts",
     "size_class_table",
     "srs_estimate",

@@ -1,10 +1,9 @@
-"""Experiments: an engine over a grid of budgets × seeds, with PF's SRS baseline on the same axes.
+"""Experiment tables: the metrics of a grid of runs (budgets × seeds) and PF's SRS baseline.
 
-Engines: TopDown (budgets = total ρ of the allocation, or ε for a pure-DP preset) and PHSafe
-(budgets = total unbounded ρ of the configuration; metrics per table × population-group level,
-no SRS baseline or Blau table since PHSafe has no sub-state geography).
-
-What it computes (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9 Tables 11–13):
+The grid itself is run by :func:`engine.runs.experiments.run_experiment` (metrics run no engine);
+this module collects, per run, the engine-independent metrics of its tidy comparison table and of
+its noisy measurements, and summarises them (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9
+Tables 11–13):
 
 * per (budget, seed, geolevel, query): MAE, median AE, mean signed error and EPL with its bootstrap
   interval and number of residuals (``runs``), plus signed-error quantiles (``error_quantiles``) for
@@ -17,10 +16,8 @@ What it computes (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9 Tables 11�
 * the SRS sweep over sample fractions (``srs``), and the MAE–EPL trade-off table of both designs on
   the same axes (:meth:`ExperimentResult.tradeoff`, PF Fig. 2).
 
-Reused across the grid: the data, the spine, the true Blau and homogeneity tables, the SRS sweep
-(it does not depend on the budget). Each run uses its seed as the engine seed, so any cell of the
-grid can be re-run alone. For a pure-DP allocation (PF's 2018 E2E setting) the ``rho`` column holds
-ε (``ExperimentResult.budget_name`` says which).
+For a pure-DP allocation (PF's 2018 E2E setting) the ``rho`` column holds ε
+(``ExperimentResult.budget_name`` says which).
 """
 
 from __future__ import annotations
@@ -35,24 +32,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.data.histogram import BlockHistogram, tree_levels
-from engine.data.histogram import subset_histogram as subset_histogram  # re-export (old importers)
-from engine.metrics.blau import (
-    blau_quintile_bias,
-    blau_table,
-    homogeneity_bias,
-    homogeneity_index_from_histogram,
-    raceeth_counts_from_histogram,
-)
-from engine.metrics.epl import EPLSettings, epl_table, settings_of
+from engine.metrics.epl import EPLSettings, epl_table
 from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
-from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from phexplore.distributions import discrete_gaussian_moe, geometric_moe
 from phexplore.errors import ValidationError
 from phexplore.moe import z_for_confidence
 
-ENGINES: tuple[str, ...] = ("topdown", "phsafe")
-DEFAULT_PRESET = "ri2010-production-like"
 MOE_Z = z_for_confidence(0.90)
 """z of the analytic 90% MOE z·σ (SPEC §2)."""
 Progress = Callable[[str, float], None]
@@ -213,7 +198,7 @@ def _across_seeds(table: pd.DataFrame, key: str) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _check_grid(
+def check_grid(
     rhos: Sequence[float], seeds: Sequence[int]
 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
     if not rhos:
@@ -287,117 +272,6 @@ def moe_coverage_table(
     return out.reset_index()
 
 
-def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
-    """TopDown measurements joined with the true answers and the noise scale of each query.
-
-    The per-node query budget b (ρ·c·d, or ε·c·d) gives σ² = 1/b (zCDP) or z = b/2 (pure DP).
-    """
-    measured = result.measurements
-    budgets = []
-    ids = np.asarray(result.tree.node_id, dtype=object)
-    levels = np.asarray(result.tree.level_names, dtype=object)
-    for j, group in enumerate(result.queries):
-        b = result.measured.budget[:, j]
-        nodes = np.flatnonzero(np.isfinite(result.measured.noisy[j][:, 0]))
-        budgets.append(
-            pd.DataFrame(
-                {
-                    "geolevel": levels[nodes],
-                    "geounit": ids[nodes],
-                    "query": group.name,
-                    "budget": b[nodes],
-                }
-            )
-        )
-    budget = pd.concat(budgets, ignore_index=True)
-    measured = measured.merge(budget, on=["geolevel", "geounit", "query"], how="left")
-    with np.errstate(divide="ignore"):
-        b = measured["budget"].to_numpy(float)
-        measured["scale"] = 1.0 / b if result.mechanism == "zcdp" else b / 2.0
-    truth = tidy[["geolevel", "geounit", "query", "cell", "true"]]
-    return measured.merge(truth, on=["geolevel", "geounit", "query", "cell"], how="inner")
-
-
-def _topdown_allocation(preset: str, universe: str) -> Any:
-    from phexplore.presets import load_topdown_preset
-
-    allocations = load_topdown_preset(preset)
-    if universe not in allocations:
-        raise ValidationError(
-            f"preset {preset!r} has no {universe!r} allocation; it has {sorted(allocations)}"
-        )
-    return allocations[universe]
-
-
-def _load_histogram(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
-    if isinstance(data, BlockHistogram):
-        return "custom histogram", data
-    if not isinstance(data, str):
-        raise ValidationError(f"data must be a sample name or a BlockHistogram; got {data!r}")
-    from engine.data.samples import load_topdown_sample
-
-    return data, load_topdown_sample(data)
-
-
-def run_experiment(
-    engine: str = "topdown",
-    data: Any = None,
-    rhos: Sequence[float] = (0.1, 1.0, 10.0),
-    seeds: Sequence[int] = (0, 1, 2),
-    *,
-    preset: str | None = None,
-    universe: str = "persons",
-    queries: Sequence[str] | None = None,
-    srs_fractions: Sequence[float] | None = DEFAULT_FRACTIONS,
-    n_boot: int = 100,
-    workers: int = 1,
-    progress: Progress | None = None,
-    cancel: Callable[[], bool] | None = None,
-    data_name: str | None = None,
-    tradeoff: tuple[str, str] | None = None,
-    epl_settings: EPLSettings | None = None,
-) -> ExperimentResult:
-    """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
-
-    EPLs use ``epl_settings`` (default PF's published p = 95, m = 1.0; recorded in
-    ``ExperimentResult.notes["epl_settings"]``).
-
-    TopDown (default ``data="ri2010"``, a sample name or a :class:`BlockHistogram`): ``preset``
-    (default ``"ri2010-production-like"``) names the allocation whose shares are rescaled to each
-    budget — ``"ri2010-e2e-1940-like"`` gives PF's pure-DP setting, where the budgets are ε;
-    ``queries`` default to the schema's queries; the SRS baseline runs over ``srs_fractions``
-    (``None`` skips it).
-
-    PHSafe (default ``data="phsafe_synthetic_us"``, a sample name, a CEF-extract directory or a
-    :class:`~engine.data.cef_types.CefExtract`): ``preset`` is a PHSafe preset name
-    (``phsafe-2020``) or a config.json path, default the data folder's ``config.json``; each
-    budget is the run's total unbounded ρ (or ε), shared over tables and levels as in the config.
-    Metrics are per table (``query``) × population-group level (``geolevel``); there is no SRS
-    baseline or Blau table (no sub-state geography).
-
-    ``progress(message, fraction)`` is called after each run; ``cancel()`` is forwarded to the
-    engine. ``data_name`` labels data passed as an object. ``tradeoff`` = (geolevel, query), when
-    given, is checked against the data's levels and queries before any engine run (so a typo
-    fails fast instead of giving an empty :meth:`ExperimentResult.tradeoff`).
-    """
-    if engine not in ENGINES:
-        raise ValidationError(
-            f"unknown engine {engine!r} for experiments; available: {', '.join(ENGINES)}"
-        )
-    budgets, seed_list = _check_grid(rhos, seeds)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
-    if engine == "topdown" and srs_fractions is not None:
-        srs_fractions = check_srs_fractions(srs_fractions)
-    report = progress or (lambda message, fraction: None)
-    grid = _Grid(budgets, seed_list, n_boot, report, engine, settings_of(epl_settings))
-    if engine == "phsafe":
-        return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff)
-    return _topdown_experiment(
-        grid, data, preset, universe, queries, srs_fractions, workers, cancel, data_name, tradeoff
-    )
-
-
 def check_srs_fractions(fractions: Sequence[float]) -> tuple[float, ...]:
     """The SRS sampling fractions as floats, each in (0, 1]; else a ValidationError naming it."""
     out = []
@@ -431,7 +305,7 @@ def check_tradeoff(
 
 
 @dataclass
-class _Grid:
+class ExperimentGrid:
     """Budgets × seeds and the per-run tables collected while running them."""
 
     budgets: tuple[float, ...]
@@ -507,148 +381,6 @@ class _Grid:
             runtime_s=runtime,
             notes={**notes, "n_boot": self.n_boot, "epl_settings": self.epl_settings.as_dict()},
         )
-
-
-def _topdown_experiment(
-    grid: _Grid,
-    data: Any,
-    preset: str | None,
-    universe: str,
-    queries: Sequence[str] | None,
-    srs_fractions: Sequence[float] | None,
-    workers: int,
-    cancel: Callable[[], bool] | None,
-    data_name: str | None,
-    tradeoff: tuple[str, str] | None = None,
-) -> ExperimentResult:
-    from engine.topdown.queries import SCHEMA_QUERIES
-    from engine.topdown.run import default_tree, run_topdown
-
-    name, hist = _load_histogram("ri2010" if data is None else data)
-    base = _topdown_allocation(preset or DEFAULT_PRESET, universe)
-    query_names = (
-        tuple(queries)
-        if queries is not None
-        else SCHEMA_QUERIES.get(hist.schema.name, ("TOTAL", "DETAILED"))
-    )
-    tree = default_tree(hist, base)
-    check_tradeoff(tradeoff, list(tree.levels), list(query_names))
-    has_raceeth = "RACEETH" in hist.schema.names
-    blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
-    homogeneity = homogeneity_index_from_histogram(hist)
-    for budget, seed in grid.cells():
-        allocation = base.with_rho(budget)
-        result = run_topdown(hist, allocation, seed=seed, tree=tree, workers=workers, cancel=cancel)
-        tidy = result.to_tidy(query_names)
-        noise = _measurements_with_truth(result, tidy)
-        keys = grid.collect(budget, seed, tidy, noise, allocation.mechanism, result.runtime_s)
-        if blau is not None:
-            grid.blau.append(_prefix(blau_quintile_bias(tidy, blau), keys))
-        grid.homogeneity.append(_prefix(homogeneity_bias(tidy, homogeneity), keys))
-    levels = tree_levels(tree, hist)
-    srs = (
-        srs_sweep(
-            hist,
-            srs_fractions,
-            grid.seeds,
-            query_names,
-            levels=levels,
-            n_boot=grid.n_boot,
-            epl_settings=grid.epl_settings,
-        )
-        if srs_fractions
-        else pd.DataFrame()
-    )
-    return grid.result(
-        data=data_name or name,
-        preset=base.name,
-        mechanism=base.mechanism,
-        srs=srs,
-        notes={"queries": list(query_names), "levels": list(levels)},
-    )
-
-
-def _phsafe_inputs(data: Any, preset: str | None) -> tuple[str, Any, Any, str]:
-    """(data label, CefExtract, PHSafeConfig, config label) from the data and preset arguments."""
-    from engine.data.cef import load_cef_extract
-    from engine.data.cef_types import CefExtract
-    from engine.phsafe.config import PRESET_NAMES, PHSafeConfig
-    from engine.phsafe.config import preset as phsafe_preset
-
-    folder: Path | None = None
-    label = "custom extract"
-    if data is None:
-        data = "phsafe_synthetic_us"
-    if isinstance(data, str | Path):
-        path = Path(data)
-        if path.is_dir():
-            folder, label = path, str(data)
-        else:
-            from engine.data.samples import get_sample
-
-            folder, label = get_sample(str(data)).path, str(data)
-    if preset is None:
-        if folder is None or not (folder / "config.json").is_file():
-            raise ValidationError(
-                "give a PHSafe preset (" + ", ".join(PRESET_NAMES) + ") or a config.json path; "
-                "the data has no config.json beside it"
-            )
-        config = PHSafeConfig.from_json(folder / "config.json")
-        preset_label = f"{label}/config.json"
-    elif preset in PRESET_NAMES:
-        config, preset_label = phsafe_preset(preset), preset
-    else:
-        config, preset_label = PHSafeConfig.from_json(preset), str(preset)
-    if folder is not None:
-        extract = load_cef_extract(folder, state_filter=config.state_filter)
-    elif isinstance(data, CefExtract):
-        extract = data
-    else:
-        raise ValidationError(
-            f"PHSafe data must be a sample name, a CEF-extract directory or a CefExtract; got {data!r}"
-        )
-    return label, extract, config, preset_label
-
-
-def _phsafe_experiment(
-    grid: _Grid,
-    data: Any,
-    preset: str | None,
-    cancel: Callable[[], bool] | None,
-    data_name: str | None,
-    tradeoff: tuple[str, str] | None = None,
-) -> ExperimentResult:
-    from engine.metrics.phsafe_runs import phsafe_noise_frame, phsafe_tidy, scaled_config
-    from engine.phsafe.join import prepare_extract
-    from engine.phsafe.run import run_phsafe
-
-    label, extract, config, preset_label = _phsafe_inputs(data, preset)
-    measured = {
-        (table, level)
-        for table, levels in config.privacy_budget.items()
-        for level, b in levels.items()
-        if b > 0
-    }
-    check_tradeoff(
-        tradeoff,
-        sorted({level for _, level in measured}),
-        sorted({table for table, _ in measured}),
-    )
-    prepared = prepare_extract(extract, config.state_filter)
-    for budget, seed in grid.cells():
-        scaled = scaled_config(config, budget)
-        result = run_phsafe(extract, scaled, seed=seed, prepared=prepared, cancel=cancel)
-        noise = phsafe_noise_frame(result, scaled.privacy_defn)
-        grid.collect(
-            budget, seed, phsafe_tidy(result), noise, scaled.privacy_defn, result.runtime_s
-        )
-    return grid.result(
-        data=data_name or label,
-        preset=preset_label,
-        mechanism=config.privacy_defn,
-        srs=pd.DataFrame(),
-        notes={"tables": sorted(config.privacy_budget), "tau": dict(config.tau)},
-    )
 
 
 def _prefix(table: pd.DataFrame, keys: dict[str, Any]) -> pd.DataFrame:

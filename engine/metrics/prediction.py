@@ -11,13 +11,11 @@ state, a handful of counties) scatters widely around it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine.data.histogram import BlockHistogram
-from engine.topdown.profile import tree_profile
-from engine.topdown.run import TopDownResult
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import PHExploreError
 from phexplore.prediction import DEFAULT_INVARIANTS, predict_topdown
@@ -32,17 +30,20 @@ def rmse_table(tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def prediction_table(
-    result: TopDownResult,
-    hist: BlockHistogram,
+    profile: Any,
     allocation: TopDownAllocation,
     tidy: pd.DataFrame,
     *,
     invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
 ) -> pd.DataFrame | None:
     """Predicted (``predicted_rmse``, ``ls_rmse``) beside ``measured_rmse`` per geolevel × query,
-    or ``None`` when the run's spine is not one the prediction covers (bypassed or optimized)."""
+    or ``None`` when the run's spine is not one the prediction covers (bypassed or optimized).
+
+    ``profile`` is the count profile of the run's own spine and true counts
+    (:func:`engine.topdown.profile.tree_profile`, computed by the run pipeline: metrics run no
+    engine).
+    """
     try:
-        profile, _ = tree_profile(result.tree, hist, "run")
         queries = list(dict.fromkeys(str(q) for q in tidy["query"].unique()))
         pred = predict_topdown(allocation, profile, queries=queries, invariants=invariants)
     except PHExploreError:

@@ -11,11 +11,9 @@ yields the true tabulation in the official non-private layout.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -82,10 +80,6 @@ class PHSafeResult:
     @property
     def label(self) -> str:
         return "non-private (true tabulation, no noise)" if self.non_private else "private"
-
-    def metrics(self, scale: float | None = None) -> dict[str, Any]:
-        """The metrics.json payload (schema in docs/phsafe.md); ``scale`` as in :func:`build_metrics`."""
-        return build_metrics(self, scale=scale)
 
     def truncation_at_scale(self, scale: float | None = None) -> pd.DataFrame:
         """Truncation error per 1,000 persons and projected to full scale, beside the noise MOE.
@@ -282,96 +276,3 @@ def run_phsafe(
     if progress is not None:
         progress("done", 1.0)
     return result
-
-
-def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    if frame.empty or column not in frame.columns:
-        return out
-    for row in frame.itertuples(index=False):
-        value = getattr(row, column)
-        if isinstance(value, float) and math.isnan(value):
-            continue
-        out.setdefault(row.table, {})[row.level] = value
-    return out
-
-
-def build_metrics(result: PHSafeResult, scale: float | None = None) -> dict[str, Any]:
-    """metrics.json for a PHSafe run (documented in docs/phsafe.md).
-
-    ``scale`` is the fraction of a full population the data hold (a sample's declared scale, e.g.
-    0.001): it adds ``truncation_at_scale`` — truncation error per 1,000 persons and projected to
-    full scale beside the noise MOE — and the ``scale`` section.
-    """
-    config = result.config
-    budgets = {
-        t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}
-        for t in MEASURED_TABLES
-    }
-    total = float(sum(v for levels in budgets.values() for v in levels.values()))
-    le = result.level_errors
-    trunc = errors_analysis.truncation_summary(result.truncation_stats)
-    trunc_mae = _nested(le, "mae_truncation")
-    for table, info in trunc.items():
-        info["mae_by_level"] = trunc_mae.get(table, {})
-        info["mean_error_by_level"] = _nested(le, "mean_truncation_error").get(table, {})
-    metrics: dict[str, Any] = {
-        "schema_version": 1,
-        "engine": "phsafe",
-        "mode": result.label,
-        "non_private": result.non_private,
-        "privacy_defn": config.privacy_defn,
-        "budget_unit": "rho" if config.privacy_defn == "zcdp" else "epsilon",
-        "runtime_s": result.runtime_s,
-        "timings": result.timings,
-        "seed": result.seed,
-        "trials": result.trials,
-        "states": list(result.states),
-        "puerto_rico": config.is_puerto_rico,
-        "n_persons": result.n_persons,
-        "n_units": result.n_units,
-        "tau": dict(config.tau),
-        "rho": total if math.isfinite(total) else None,
-        "rho_by_level": budgets,
-        "rho_total_unbounded": total,
-        "rho_total_bounded": 2.0 * total,
-        "mae": _nested(le, "mae") if not result.non_private else trunc_mae,
-        "n_cells": _nested(le, "cells"),
-        "mae_noise": _nested(le, "mae_noise"),
-        "noise_variance": {
-            t: {
-                lvl: {"analytic": v, "empirical": _nested(le, "empirical_variance")[t][lvl]}
-                for lvl, v in levels.items()
-            }
-            for t, levels in _nested(le, "analytic_variance").items()
-        },
-        "analytic_moe": _nested(le, "analytic_moe"),
-        "empirical_moe": _nested(le, "empirical_moe"),
-        "moe_coverage": _nested(le, "coverage"),
-        "truncation": trunc,
-        "unmapped_records": result.unmapped_records,
-        "scale": {
-            "sample_fraction": scale,
-            "projection_factor": None if scale is None else 1.0 / float(scale),
-            "persons_in_run": result.n_persons,
-            "note": (
-                "truncation error grows with population and noise does not: truncation error is "
-                "reported per 1,000 persons and, with a declared scale, projected to full scale "
-                "(a projection assuming the same household-size mix)"
-            ),
-        },
-    }
-    if result.n_persons > 0 and not le.empty and "mean_truncation_error" in le:
-        scaled = result.truncation_at_scale(scale)
-        metrics["truncation_at_scale"] = {
-            table: {
-                row["level"]: {
-                    k: (None if isinstance(v, float) and math.isnan(v) else v)
-                    for k, v in row.items()
-                    if k not in ("table", "level")
-                }
-                for row in part.to_dict("records")
-            }
-            for table, part in scaled.groupby("table", sort=False)
-        }
-    return metrics

@@ -8,21 +8,22 @@
    one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
    :mod:`engine.topdown.least_squares`) then multi-pass controlled rounding (eq. 7.7,
    :mod:`engine.topdown.rounding`). The root is solved alone (eq. 7.1, 7.3). Families of one depth
-   are independent: they are batched into chunks of about ``chunk_cells`` variables and the chunks
-   run in a process pool (``workers``); feasibility is checked before solving
+   are independent: they are batched into chunks of about ``chunk_cells`` variables, the units of
+   work an :class:`~engine.executors.Executor` runs (in process or in a spawn pool of ``workers``
+   processes; SPEC §8); feasibility is checked before solving
    (:mod:`engine.topdown.feasibility`). Chunking does not depend on ``workers``, so results are
    identical for any number of workers.
 
-``progress(message, fraction)`` is called as chunks finish; ``cancel()`` is polled between chunks and
+The phases are also callable one by one (:func:`plan_run`, :func:`measure_plan`, :func:`estimate`,
+:func:`result_of`) — the stages :mod:`engine.runs` drives. ``progress(message, fraction)`` is called
+as chunks finish; ``cancel()`` is polled between chunks and
 a ``True`` answer stops the run with :class:`RunCancelled`.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.histogram import BlockHistogram, Schema
+from engine.executors import ExecutionCancelled, Executor, InProcessExecutor, make_executor
 from engine.topdown.constraints import (
     CountBounds,
     block_bounds,
@@ -326,33 +328,46 @@ def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) ->
     return out
 
 
-# --------------------------------------------------------------------------- the run
-def run_topdown(
+# --------------------------------------------------------------------------- the stages
+@dataclass(frozen=True)
+class TopDownPlan:
+    """What a run measures and solves, fixed before any noise: spine, queries, budgets, passes."""
+
+    tree: GeoTree
+    schema: Schema
+    allocation: TopDownAllocation
+    options: TopDownOptions
+    names: tuple[str, ...]
+    queries: tuple[QueryGroup, ...]
+    specs: tuple[QuerySpec, ...]
+    chain: tuple[QuerySpec, ...]
+    passes: list[list[int]]
+    single_pass: list[list[int]]
+    budget: np.ndarray
+    invariant: np.ndarray
+    held: tuple[QuerySpec, CountBounds] | None
+    """Structural-zero and GQ bounds held in least squares and rounding (None: no unit frame)."""
+
+
+@dataclass(frozen=True)
+class Estimation:
+    """The estimation phase's output: int64 estimates per node, timings and diagnostics."""
+
+    estimates: np.ndarray
+    timings: dict[str, float]
+    milp_fallbacks: int
+
+
+def plan_run(
     hist: BlockHistogram,
     allocation: TopDownAllocation,
     *,
-    seed: int,
     tree: GeoTree | None = None,
-    workers: int = 1,
-    progress: Progress | None = None,
-    cancel: Callable[[], bool] | None = None,
     node_budgets: np.ndarray | None = None,
     options: TopDownOptions | None = None,
-) -> TopDownResult:
-    """Run TopDown on ``hist`` with ``allocation`` (see the module docstring).
-
-    ``tree`` replaces the conventional spine; ``node_budgets`` (``(n_nodes, n_queries)`` in the
-    order of ``allocation.all_queries()`` followed by any invariant-only queries) replaces
-    :func:`~engine.topdown.measure.node_query_budget`.
-    """
+) -> TopDownPlan:
+    """Check the inputs and fix the spine, queries, per-node budgets and least-squares passes."""
     options = options or TopDownOptions()
-    if not isinstance(seed, int | np.integer):
-        raise ValidationError(f"seed must be an integer; got {seed!r}")
-    if workers < 1:
-        raise ValidationError(f"workers must be at least 1; got {workers}")
-    started = time.perf_counter()
-    report = progress or (lambda message, fraction: None)
-    is_cancelled = cancel or (lambda: False)
     if allocation.universe != "persons":
         raise ValidationError(
             f"allocation {allocation.name!r} is for {allocation.universe}; this engine estimates "
@@ -371,12 +386,11 @@ def run_topdown(
         )
     names = run_query_names(allocation, options)
     queries = tuple(query_group(hist.schema, n) for n in names)
-    specs = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in queries)
     chain_groups = rounder_chain(hist.schema, options.rounder_chain)
-    chain = tuple(QuerySpec(q.name, q.cell_index, q.size) for q in chain_groups)
-    passes = _passes(names, options)
-    single_pass = _passes(names, options, single=True)
-    timings: dict[str, float] = {}
+    if node_budgets is None:
+        budget = node_query_budget(tree, allocation, names)
+    else:
+        budget = np.asarray(node_budgets, dtype=np.float64)
     frame = block_bounds(hist) if options.structural_zeros else None
     held: tuple[QuerySpec, CountBounds] | None = None
     if frame is not None:
@@ -385,25 +399,67 @@ def run_topdown(
             QuerySpec(bound_group.name, bound_group.cell_index, bound_group.size),
             node_bounds(tree, frame),
         )
-
-    report("Aggregating the true histogram", 0.0)
-    t0 = time.perf_counter()
-    truth = tree.aggregate(hist.counts.astype(np.int64))
-    if node_budgets is None:
-        budget = node_query_budget(tree, allocation, names)
-    else:
-        budget = np.asarray(node_budgets, dtype=np.float64)
-    mask = invariant_mask(tree, options.invariants, names, options.invariant_sums)
-    sums = held_sums(tree, truth, queries, options.invariant_sums)
-    rng = np.random.default_rng(seed)
-    measured = measure(
-        truth, queries, budget, mask, allocation.mechanism, rng, method=options.noise_method
+    return TopDownPlan(
+        tree=tree,
+        schema=hist.schema,
+        allocation=allocation,
+        options=options,
+        names=tuple(names),
+        queries=queries,
+        specs=tuple(QuerySpec(q.name, q.cell_index, q.size) for q in queries),
+        chain=tuple(QuerySpec(q.name, q.cell_index, q.size) for q in chain_groups),
+        passes=_passes(names, options),
+        single_pass=_passes(names, options, single=True),
+        budget=budget,
+        invariant=invariant_mask(tree, options.invariants, names, options.invariant_sums),
+        held=held,
     )
-    weight = measured.weight()
-    timings["measurement"] = time.perf_counter() - t0
-    report("Measured noisy query answers", 0.02)
 
-    n_cells = hist.schema.size
+
+def measure_plan(plan: TopDownPlan, truth: np.ndarray, seed: int) -> Measurements:
+    """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan."""
+    rng = np.random.default_rng(seed)
+    return measure(
+        truth,
+        plan.queries,
+        plan.budget,
+        plan.invariant,
+        plan.allocation.mechanism,
+        rng,
+        method=plan.options.noise_method,
+    )
+
+
+def _unit(args: tuple[FamilyBatch, Sequence[Sequence[int]], Sequence[QuerySpec]]) -> BatchOutcome:
+    """One unit of estimation work (a batch of families) for an executor."""
+    return estimate_batch(*args)
+
+
+def estimate(
+    plan: TopDownPlan,
+    measured: Measurements,
+    truth: np.ndarray,
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> Estimation:
+    """The estimation phase (TDA §7), root first then depth by depth.
+
+    The families of one depth are cut into batches of about ``options.chunk_cells`` variables —
+    the units of work handed to ``executor`` (default: in this process); the cut does not depend
+    on the executor, so neither do the results.
+    """
+    tree, specs, chain = plan.tree, plan.specs, plan.chain
+    passes, single_pass = plan.passes, plan.single_pass
+    report = progress or (lambda message, fraction: None)
+    is_cancelled = cancel or (lambda: False)
+    runner = executor or InProcessExecutor()
+    weight = measured.weight()
+    held = plan.held
+    sums = held_sums(tree, truth, plan.queries, plan.options.invariant_sums)
+    timings: dict[str, float] = {}
+    n_cells = plan.schema.size
     estimates = np.full((tree.n_nodes, n_cells), -1, dtype=np.int64)
     ls_total = rounding_total = 0.0
     fallbacks = 0
@@ -427,117 +483,176 @@ def run_topdown(
     n_sizes = np.diff(ptr)
     total_children = max(tree.n_nodes - 1, 1)
     done_children = 0
-    executor: ProcessPoolExecutor | None = None
-    if workers > 1:
-        executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-        )
-    try:
-        for parents in tree.families_by_depth():
-            if is_cancelled():
-                raise RunCancelled("TopDown run cancelled")
-            t_level = time.perf_counter()
-            kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
-            level_name = "/".join(sorted(set(tree.level_names[kids_all])))
-            parent_est = estimates[parents]
-            trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
-            easy = parents[trivial]
-            if easy.size:
-                batch = _build_batch(
-                    easy, tree, estimates, specs, measured, weight, bounds=held, sums=sums
-                )
-                problems = check_batch(batch)
-                if problems:
-                    raise TopDownInfeasible("; ".join(problems))
-                estimates[idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in easy])]] = (
-                    batch.parent[batch.child_family].astype(np.int64) if batch.n_children else 0
-                )
-                done_children += batch.n_children
-            hard = parents[~trivial]
-            # Production used one pass with every query where the children are blocks (TDA §8.1);
-            # decided per family, since bypassed spines put leaves at different depths.
-            leaf_family = np.array(
-                [bool(np.all(n_sizes[idx[ptr[p] : ptr[p + 1]]] == 0)) for p in hard], dtype=bool
+    for parents in tree.families_by_depth():
+        if is_cancelled():
+            raise RunCancelled("TopDown run cancelled")
+        t_level = time.perf_counter()
+        kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
+        level_name = "/".join(sorted(set(tree.level_names[kids_all])))
+        parent_est = estimates[parents]
+        trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
+        easy = parents[trivial]
+        if easy.size:
+            batch = _build_batch(
+                easy, tree, estimates, specs, measured, weight, bounds=held, sums=sums
             )
-            chunks: list[np.ndarray] = []
-            chunk_passes: list[list[list[int]]] = []
-            for group, group_passes in (
-                (hard[leaf_family], single_pass),
-                (hard[~leaf_family], passes),
-            ):
-                group_chunks = _chunks(group, n_sizes[group], n_cells, options.chunk_cells)
-                chunks += group_chunks
-                chunk_passes += [group_passes] * len(group_chunks)
-            batches = [
-                _build_batch(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
-                for c in chunks
-            ]
-            for batch in batches:
-                problems = check_batch(batch)
-                if problems:
-                    raise TopDownInfeasible("; ".join(problems))
-            results: list[BatchOutcome | None] = [None] * len(batches)
-            if executor is None:
-                for k, batch in enumerate(batches):
-                    if is_cancelled():
-                        raise RunCancelled("TopDown run cancelled")
-                    results[k] = estimate_batch(batch, chunk_passes[k], chain)
-                    done_children += batch.n_children
-                    report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
-            else:
-                futures: list[Future[BatchOutcome]] = [
-                    executor.submit(estimate_batch, b, p, chain)
-                    for b, p in zip(batches, chunk_passes, strict=True)
-                ]
-                for k, fut in enumerate(futures):
-                    while True:
-                        if is_cancelled():
-                            for f in futures:
-                                f.cancel()
-                            raise RunCancelled("TopDown run cancelled")
-                        try:
-                            results[k] = fut.result(timeout=0.2)
-                            break
-                        except TimeoutError:
-                            continue
-                    done_children += batches[k].n_children
-                    report(f"Estimating {level_name}", 0.02 + 0.98 * done_children / total_children)
-            for chunk, res in zip(chunks, results, strict=True):
-                assert res is not None
-                kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in chunk])]
-                estimates[kids] = res.x
-                ls_total += res.least_squares_s
-                rounding_total += res.rounding_s
-                fallbacks += res.milp_fallbacks
-            timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
-    finally:
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+            problems = check_batch(batch)
+            if problems:
+                raise TopDownInfeasible("; ".join(problems))
+            estimates[idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in easy])]] = (
+                batch.parent[batch.child_family].astype(np.int64) if batch.n_children else 0
+            )
+            done_children += batch.n_children
+        hard = parents[~trivial]
+        # Production used one pass with every query where the children are blocks (TDA §8.1);
+        # decided per family, since bypassed spines put leaves at different depths.
+        leaf_family = np.array(
+            [bool(np.all(n_sizes[idx[ptr[p] : ptr[p + 1]]] == 0)) for p in hard], dtype=bool
+        )
+        chunks: list[np.ndarray] = []
+        chunk_passes: list[list[list[int]]] = []
+        for group, group_passes in (
+            (hard[leaf_family], single_pass),
+            (hard[~leaf_family], passes),
+        ):
+            group_chunks = _chunks(group, n_sizes[group], n_cells, plan.options.chunk_cells)
+            chunks += group_chunks
+            chunk_passes += [group_passes] * len(group_chunks)
+        batches = [
+            _build_batch(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
+            for c in chunks
+        ]
+        for batch in batches:
+            problems = check_batch(batch)
+            if problems:
+                raise TopDownInfeasible("; ".join(problems))
+        base_done = done_children
+        ends = np.cumsum([b.n_children for b in batches]) if batches else np.array([], int)
+
+        def done(
+            k: int,
+            _result: BatchOutcome,
+            base: int = base_done,
+            ends: np.ndarray = ends,
+            label: str = f"Estimating {level_name}",
+        ) -> None:
+            report(label, 0.02 + 0.98 * (base + int(ends[k])) / total_children)
+
+        units = [(b, p, chain) for b, p in zip(batches, chunk_passes, strict=True)]
+        try:
+            results = runner.map(_unit, units, cancel=is_cancelled, done=done)
+        except ExecutionCancelled:
+            raise RunCancelled("TopDown run cancelled") from None
+        done_children += int(ends[-1]) if batches else 0
+        for chunk, res in zip(chunks, results, strict=True):
+            kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in chunk])]
+            estimates[kids] = res.x
+            ls_total += res.least_squares_s
+            rounding_total += res.rounding_s
+            fallbacks += res.milp_fallbacks
+        timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
     timings["least_squares_cpu"] = ls_total
     timings["rounding_cpu"] = rounding_total
-    structural = _structural_report(hist, tree, estimates, held)
-    if not options.structural_zeros:
+    return Estimation(estimates=estimates, timings=timings, milp_fallbacks=fallbacks)
+
+
+def result_of(
+    plan: TopDownPlan,
+    hist: BlockHistogram,
+    truth: np.ndarray,
+    measured: Measurements,
+    estimation: Estimation,
+    *,
+    seed: int,
+    runtime_s: float,
+    timings: Mapping[str, float],
+    workers: int,
+) -> TopDownResult:
+    """The :class:`TopDownResult` of a run's stages (with the structural-zero report)."""
+    structural = _structural_report(hist, plan.tree, estimation.estimates, plan.held)
+    if not plan.options.structural_zeros:
         structural["note"] = (
             "Structural zeros and GQ bounds were switched off for this run. "
             + str(structural.get("note", ""))
         )
-    runtime = time.perf_counter() - started
-    report("Done", 1.0)
     return TopDownResult(
-        tree=tree,
-        schema=hist.schema,
-        allocation_name=allocation.name,
-        mechanism=allocation.mechanism,
-        queries=queries,
-        estimates=estimates,
+        tree=plan.tree,
+        schema=plan.schema,
+        allocation_name=plan.allocation.name,
+        mechanism=plan.allocation.mechanism,
+        queries=plan.queries,
+        estimates=estimation.estimates,
         truth=truth,
         measured=measured,
-        timings=timings,
-        runtime_s=runtime,
+        timings=dict(timings),
+        runtime_s=runtime_s,
         seed=int(seed),
-        rho=float(allocation.rho),
-        diagnostics={"milp_fallbacks": fallbacks, "workers": workers, "structural": structural},
-        rho_spent=spent_budget(tree, budget, mask),
+        rho=float(plan.allocation.rho),
+        diagnostics={
+            "milp_fallbacks": estimation.milp_fallbacks,
+            "workers": workers,
+            "structural": structural,
+        },
+        rho_spent=spent_budget(plan.tree, plan.budget, plan.invariant),
+    )
+
+
+# --------------------------------------------------------------------------- the run
+def run_topdown(
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    *,
+    seed: int,
+    tree: GeoTree | None = None,
+    workers: int = 1,
+    progress: Progress | None = None,
+    cancel: Callable[[], bool] | None = None,
+    node_budgets: np.ndarray | None = None,
+    options: TopDownOptions | None = None,
+    executor: Executor | None = None,
+) -> TopDownResult:
+    """Run TopDown on ``hist`` with ``allocation`` (see the module docstring).
+
+    ``tree`` replaces the conventional spine; ``node_budgets`` (``(n_nodes, n_queries)`` in the
+    order of ``allocation.all_queries()`` followed by any invariant-only queries) replaces
+    :func:`~engine.topdown.measure.node_query_budget`. ``executor`` runs the batches of families
+    (default: a spawn process pool of ``workers`` processes when ``workers > 1``, else in process).
+    """
+    if not isinstance(seed, int | np.integer):
+        raise ValidationError(f"seed must be an integer; got {seed!r}")
+    if workers < 1:
+        raise ValidationError(f"workers must be at least 1; got {workers}")
+    started = time.perf_counter()
+    report = progress or (lambda message, fraction: None)
+    plan = plan_run(hist, allocation, tree=tree, node_budgets=node_budgets, options=options)
+    report("Aggregating the true histogram", 0.0)
+    t0 = time.perf_counter()
+    truth = plan.tree.aggregate(hist.counts.astype(np.int64))
+    measured = measure_plan(plan, truth, int(seed))
+    timings: dict[str, float] = {"measurement": time.perf_counter() - t0}
+    report("Measured noisy query answers", 0.02)
+    own = executor is None
+    runner = executor if executor is not None else make_executor("local", workers)
+    try:
+        estimation = estimate(
+            plan, measured, truth, executor=runner, progress=report, cancel=cancel
+        )
+    finally:
+        if own:
+            runner.close()
+    timings.update(estimation.timings)
+    runtime = time.perf_counter() - started
+    report("Done", 1.0)
+    return result_of(
+        plan,
+        hist,
+        truth,
+        measured,
+        estimation,
+        seed=int(seed),
+        runtime_s=runtime,
+        timings=timings,
+        workers=runner.workers,
     )
 
 

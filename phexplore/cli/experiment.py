@@ -223,7 +223,7 @@ def _run(
     level: str,
     query: str,
 ) -> int:
-    from engine.metrics.experiments import run_experiment
+    from engine.runs.experiments import run_experiment
 
     out = staging.path
     epl_settings = epl_settings_from_args(args)

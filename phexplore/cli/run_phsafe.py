@@ -3,7 +3,8 @@
 Writes to ``--out``: the eleven official pipe-delimited files ``PH1_num.csv`` … ``PH8_denom.csv``
 (private layout, or the non-private true tabulation with ``--non-private``), ``metrics.json``
 (schema in docs/phsafe.md), ``summary.txt`` (what is printed), and ``details/`` with the tidy
-frames (basis cells, published tables, error by level, truncation by τ).
+frames (basis cells, published tables, error by level, truncation by τ). The arguments become a
+:class:`~engine.runs.spec.RunSpec` run by the one run pipeline (:mod:`engine.runs`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
+from phexplore.cli._output import add_overwrite_option, input_location, open_output
 from phexplore.parsing import RANGES, option_type, parse_whole
 
 
@@ -169,39 +170,45 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, staging, tau, seed)
 
 
-def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
+def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> Any:
+    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (configuration resolved)."""
     from engine.data.samples import declared_scale
-    from engine.data.validate import DEFAULT_MAX_BYTES
-    from engine.phsafe.inputs import load_inputs
-    from engine.phsafe.outputs import write_official
-    from engine.phsafe.run import run_phsafe
+    from engine.phsafe.inputs import resolve_config, resolve_data_dir
+    from engine.runs.spec import RunSpec
 
-    out = staging.path
-    extract, config = load_inputs(
-        args.data,
-        args.config,
-        max_bytes=DEFAULT_MAX_BYTES if args.max_bytes is None else args.max_bytes,
-    )
+    config = resolve_config(args.config, resolve_data_dir(args.data))
     if tau:
         config = config.with_tau(tau)
-    staging.settings.update({"privacy_defn": config.privacy_defn, "non_private": args.non_private})
-    result = run_phsafe(
-        extract, config, seed=seed, trials=args.trials, non_private=args.non_private
-    )
-    write_official(result.official, out, private=not args.non_private)
+    data: dict[str, Any] = {"source": args.data}
+    if args.max_bytes is not None:
+        data["max_bytes"] = args.max_bytes
     scale = args.scale if args.scale is not None else declared_scale(args.data)
-    (out / "metrics.json").write_text(dumps_json(result.metrics(scale)) + "\n", encoding="utf-8")
-    details = out / "details"
-    details.mkdir(exist_ok=True)
-    result.measurements.to_csv(details / "cells.csv", index=False)
-    result.level_errors.to_csv(details / "errors_by_level.csv", index=False)
-    result.truncation.to_csv(details / "truncation_by_tau.csv", index=False)
-    result.truncation_at_scale(scale).to_csv(details / "truncation_at_scale.csv", index=False)
-    if result.published is not None:
-        result.published.to_csv(details / "published_tables.csv", index=False)
-    text = "\n".join(summary_lines(result, staging.final, scale))
-    (out / "summary.txt").write_text(text + "\n", encoding="utf-8")
-    print(text)
+    return RunSpec(
+        engine="phsafe",
+        data=data,
+        config=config.to_dict(),
+        seed=seed,
+        options={"trials": args.trials, "non_private": bool(args.non_private), "scale": scale},
+    )
+
+
+def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
+    """Run the description through the one pipeline and write into the staging folder."""
+    from engine.runs import execute, write
+
+    spec = spec_of(args, tau, seed)
+    staging.settings.update(
+        {
+            "privacy_defn": spec.config.get("privacy_defn", "zcdp"),
+            "non_private": args.non_private,
+            "run_fingerprint": spec.fingerprint(),
+        }
+    )
+    output = execute(spec)
+    scale = spec.options.get("scale")
+    lines = summary_lines(output.result, staging.final, scale)
+    write(output, staging.path, summary=lines)
+    print("\n".join(lines))
     return 0
 
 

@@ -1,5 +1,9 @@
 """``phexplore run topdown``: run the TopDown engine (TDA §6–§7) and write its outputs.
 
+The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`), run by the one run
+pipeline (:func:`engine.runs.execute`, :func:`engine.runs.write`) the app and experiments use,
+written into the atomic output folder (:mod:`phexplore.output_folder`).
+
 Writes to ``--out`` (see docs/topdown.md): ``estimates.csv`` (tidy: geolevel, geounit,
 query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances), ``microdata.csv``
 (PPMF-like person records of the estimated blocks, unless ``--no-microdata``) and ``metrics.json``
@@ -14,21 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.topdown.spine.cli_options import (
-    add_spine_arguments,
-    apply_spine_options,
-    spine_options_given,
-)
-from phexplore.budget.invariants import (
-    SPREAD_LABEL,
-    budget_use,
-    spent_label,
-    spread_invariant_share,
-)
+from engine.topdown.spine.cli_options import add_spine_arguments, spine_options_given
+from phexplore.budget.invariants import SPREAD_LABEL, spent_label
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
-from phexplore.folded_schema import note_lines, schema_note_section
+from phexplore.folded_schema import note_lines
 from phexplore.parsing import option_type, parse_exact
 
 
@@ -122,49 +117,14 @@ def register(engines: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _n_states(hist: Any) -> int:
-    """States in the data (1 without a State column: part of one state)."""
-    if "State" not in hist.geography.columns:
-        return 1
-    return max(1, int(hist.geography["State"].nunique()))
-
-
-def _load_data(args: argparse.Namespace) -> Any:
-    from engine.data.inputs import load_topdown_input
-    from engine.data.validate import DEFAULT_MAX_BYTES
-
-    return load_topdown_input(
-        args.data,
-        kind=args.data_format,
-        mapping=args.mapping,
-        max_bytes=args.max_bytes or DEFAULT_MAX_BYTES,
-    )
-
-
-def _filter(hist: Any, spec: str) -> Any:
-    """The blocks of ``hist`` inside the geounits named by ``LEVEL=ID[,ID…]``."""
-    from engine.data.histogram import BlockHistogram
-
+def parse_filter(spec: str) -> dict[str, Any]:
+    """``LEVEL=ID[,ID…]`` → ``{"level": LEVEL, "units": [ID, …]}`` (the run's block filter)."""
     level, sep, ids = spec.partition("=")
     level = level.strip()
-    wanted = {i.strip() for i in ids.split(",") if i.strip()}
-    if not sep or not wanted:
+    wanted = [i.strip() for i in ids.split(",") if i.strip()]
+    if not sep or not level or not wanted:
         raise ValidationError(f"--filter {spec!r}: expected LEVEL=ID[,ID…], e.g. County=44001")
-    if level not in hist.geography.columns:
-        raise ValidationError(
-            f"--filter: the data have no level {level!r}; levels: {', '.join(hist.levels)}"
-        )
-    keep = hist.geography[level].astype(str).isin(wanted).to_numpy()
-    if not keep.any():
-        raise ValidationError(f"--filter {spec!r} matches no block of the data")
-    return BlockHistogram(
-        hist.schema,
-        hist.levels,
-        hist.geography[keep].reset_index(drop=True),
-        hist.counts[keep],
-        source=hist.source,
-        licence=hist.licence,
-    )
+    return {"level": level, "units": wanted}
 
 
 def _load_allocation(args: argparse.Namespace) -> Any:
@@ -207,74 +167,82 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, staging)
 
 
-def _run(args: argparse.Namespace, staging: Any) -> int:
-    from engine.topdown.export import write_outputs
-    from engine.topdown.geography import GeoTree
-    from engine.topdown.run import run_topdown
+def spec_of(args: argparse.Namespace) -> Any:
+    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (checked, nothing loaded)."""
+    from engine.runs.spec import RunSpec
 
-    epl_settings = epl_settings_from_args(args)
-    hist = _load_data(args)
+    data: dict[str, Any] = {"source": args.data}
+    if args.data_format:
+        data["format"] = args.data_format
+    if args.mapping:
+        data["mapping"] = args.mapping
+    if args.max_bytes:
+        data["max_bytes"] = args.max_bytes
     if args.filter:
-        hist = _filter(hist, args.filter)
+        data["filter"] = parse_filter(args.filter)
     allocation = _load_allocation(args)
-    n_states = _n_states(hist)
-    if args.spread_invariant_share:
-        if getattr(args, "special_areas", None) not in (None, "none"):
-            raise ValidationError(
-                "--spread-invariant-share cannot be combined with --special-areas: a split "
-                "state's branches measure the State TOTAL (TDA §7.4), so its share is spent there"
-            )
-        allocation = spread_invariant_share(allocation, n_states)
-    use = budget_use(allocation, n_states)
-    staging.settings.update(
-        {"allocation": allocation.name, "rho": str(allocation.rho), "filter": args.filter}
-    )
-    tree = None
+    epl = epl_settings_from_args(args)
+    options: dict[str, Any] = {
+        "microdata": not args.no_microdata,
+        "spread_invariant_share": bool(args.spread_invariant_share),
+        "epl_percentile": epl.percentile,
+        "epl_multiplier": epl.multiplier,
+    }
     if args.levels:
-        tree = GeoTree.from_histogram(
-            hist, [lv.strip() for lv in args.levels.split(",") if lv.strip()]
+        options["levels"] = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
+    if spine_options_given(args):
+        if args.levels:
+            raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
+        options.update(
+            spine=args.spine or "conventional",
+            entities=list(args.entities),
+            special_areas=args.special_areas,
+            fanout_cutoff=args.fanout_cutoff,
+            tract_groups=bool(args.tract_groups),
+            bypass=args.bypass,
         )
+    return RunSpec(
+        engine="topdown",
+        data=data,
+        config=allocation.to_dict(),
+        seed=args.seed,
+        options=options,
+        workers=args.workers,
+    )
+
+
+def _run(args: argparse.Namespace, staging: Any) -> int:
+    """Parse into a run description, run it through the one pipeline, write into the staging folder."""
+    from engine.runs import RunControl, execute, write
+
+    spec = spec_of(args)
+    staging.settings.update(
+        {
+            "allocation": spec.config.get("name"),
+            "rho": str(spec.config.get("rho")),
+            "filter": args.filter,
+            "run_fingerprint": spec.fingerprint(),
+        }
+    )
 
     def progress(message: str, fraction: float) -> None:
         if not args.quiet:
             print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
 
-    run_kwargs: dict[str, Any] = {"tree": tree}
-    spine_plan = None
-    if spine_options_given(args):
-        if tree is not None:
-            raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
-        spine_plan = apply_spine_options(args, hist, allocation)
-        run_kwargs = spine_plan.run_kwargs(allocation)
-    result = run_topdown(
-        hist, allocation, seed=args.seed, workers=args.workers, progress=progress, **run_kwargs
-    )
+    output = execute(spec, control=RunControl(progress))
     if not args.quiet:
         print(file=sys.stderr)
-    spine_sections = spine_plan.metrics(result, hist) if spine_plan is not None else None
-    schema_note = schema_note_section(hist.schema.name, allocation)
-    sections = {
-        **(spine_sections or {}),
-        **({"schema_note": schema_note} if schema_note else {}),
-        "spread_invariant_share": bool(args.spread_invariant_share),
-        "held_exact": [f"{level} {query}" for level, query in use.held],
-    }
-    paths = write_outputs(
-        result,
-        staging.path,
-        microdata=not args.no_microdata,
-        extra_sections=sections,
-        epl_settings=epl_settings,
-        hist=hist,
-    )
+    paths = write(output, staging.path)
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))
-    what = "ε" if allocation.mechanism == "puredp" else "ρ"
+    spine_sections = output.extra.get("spine_sections")
+    result = output.result
+    what = "ε" if result.mechanism == "puredp" else "ρ"
     print(
-        f"TopDown run on {args.data} with {allocation.name} ({what} = {float(allocation.rho):g}, "
-        f"seed {args.seed}): {result.runtime_s:.1f} s"
+        f"TopDown run on {args.data} with {payload['allocation']} ({what} = {result.rho:g}, "
+        f"seed {args.seed}): {output.runtime_s:.1f} s"
     )
-    print(f"  {spent_label(float(allocation.rho), result.rho_spent, what)}")
+    print(f"  {spent_label(result.rho, result.rho_spent, what)}")
     if args.spread_invariant_share:
         print(f"  allocation: {SPREAD_LABEL}")
     for level, per_query in payload["mae"].items():
@@ -282,7 +250,7 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         print(f"  MAE {level}: {cells}")
     for line in epl_summary_lines(payload):
         print(line)
-    for line in note_lines(schema_note):
+    for line in note_lines(payload.get("schema_note")):
         print(line)
     if spine_sections is not None:
         print(f"  spine {spine_sections['spine']['kind']}: total-population MAE")

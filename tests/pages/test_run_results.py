@@ -13,9 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
+from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
-from phexplore.cli import app_runs as R
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RUN_TIMEOUT_S = 150

@@ -11,6 +11,7 @@ import pytest
 from engine.metrics import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
 from engine.phsafe.run import PHSafeCancelled, run_phsafe
+from engine.runs.phsafe import metrics_payload
 from phexplore.cli._output import dumps_json
 from phexplore.errors import ValidationError
 
@@ -122,7 +123,7 @@ def test_bad_trials_rejected(cef, trials) -> None:
 
 def test_metrics_payload_is_strict_json(cef) -> None:
     result = run_phsafe(_small(cef), _config(), seed=5, trials=2)
-    metrics = json.loads(dumps_json(result.metrics()))
+    metrics = json.loads(dumps_json(metrics_payload(result)))
     for key in (
         "engine",
         "runtime_s",

@@ -1,6 +1,7 @@
 """PHSafe runs as tidy metric inputs, and PHSafe configurations rescaled to a total budget (PHS §3–§7).
 
-Used by :mod:`engine.metrics.experiments` for PHSafe grids:
+Used by :mod:`engine.runs.experiments` for PHSafe grids (moved from ``engine.metrics``, which runs
+no engine):
 
 * :func:`phsafe_tidy` — the measured basis cells of a run (derived cells left out) as the tidy
   comparison table: ``geolevel`` = the population-group level (``state_A-G`` …), ``geounit`` =

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.metrics.experiments import run_experiment
-from engine.metrics.phsafe_runs import scaled_config
 from engine.phsafe.config import preset
+from engine.runs.experiments import run_experiment
+from engine.runs.phsafe_frames import scaled_config
 from phexplore.errors import ValidationError
 
 

@@ -1,0 +1,175 @@
+"""The PHSafe run's stages: load → measure and estimate → metrics (PHS §3–§7; SPEC §3, §5, §8).
+
+* :func:`load` — the CEF extract of ``spec.data`` (a sample name or a folder of the three CEF
+  files), read for the configuration's ``state_filter``.
+* :func:`measure_and_estimate` — :func:`engine.phsafe.run.run_phsafe`: join and count the nine
+  measured tables (one unit of work each, handed to the run's executor), noise keyed by
+  (seed, level, geounit, query), post-processing into the official outputs.
+* :func:`metrics_payload` — metrics.json from the run's error analysis (MAE by table and
+  population-group level, noise variance and MOE, truncation; schema in docs/phsafe.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.data.cef_types import CefExtract
+from engine.executors import Executor
+from engine.phsafe import errors_analysis
+from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
+from engine.phsafe.run import PHSafeResult
+from engine.runs.control import RunControl
+from engine.runs.spec import RunSpec
+from engine.runs.topdown import noise_record
+
+
+def load(spec: RunSpec, *, max_bytes: int | None = None) -> CefExtract:
+    """Read and validate the CEF extract of ``spec.data["source"]`` for the config's states."""
+    from engine.data.cef import load_cef_extract
+    from engine.data.validate import DEFAULT_MAX_BYTES
+    from engine.phsafe.inputs import resolve_data_dir
+
+    config = config_of(spec)
+    limit = spec.data.get("max_bytes", max_bytes)
+    return load_cef_extract(
+        resolve_data_dir(str(spec.data["source"])),
+        max_bytes=DEFAULT_MAX_BYTES if limit is None else int(limit),
+        state_filter=config.state_filter,
+    )
+
+
+def config_of(spec: RunSpec) -> PHSafeConfig:
+    """The PHSafe configuration of a spec (its config is the official config.json dictionary)."""
+    from engine.runs.spec import _thaw
+
+    return PHSafeConfig.from_json(_thaw(spec.config))
+
+
+def seed_for(seed: int | None) -> int:
+    """``seed``, or a fresh one from OS entropy (recorded in metrics.json) when None."""
+    if seed is not None:
+        return int(seed)
+    return int(np.random.SeedSequence().entropy % (2**32))
+
+
+def measure_and_estimate(
+    spec: RunSpec,
+    extract: CefExtract,
+    executor: Executor,
+    control: RunControl,
+    *,
+    prepared: Any = None,
+) -> PHSafeResult:
+    """Join, count, add noise and post-process (:func:`engine.phsafe.run.run_phsafe`)."""
+    from engine.phsafe.run import run_phsafe
+
+    return run_phsafe(
+        extract,
+        config_of(spec),
+        seed=spec.seed,
+        trials=int(spec.options.get("trials", 1)),
+        non_private=bool(spec.options.get("non_private", False)),
+        progress=control.progress,
+        cancel=control.cancelled,
+        prepared=prepared,
+    )
+
+
+def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    if frame.empty or column not in frame.columns:
+        return out
+    for row in frame.itertuples(index=False):
+        value = getattr(row, column)
+        if isinstance(value, float) and math.isnan(value):
+            continue
+        out.setdefault(row.table, {})[row.level] = value
+    return out
+
+
+def metrics_payload(
+    result: PHSafeResult, *, scale: float | None = None, noise_method: str = "fast"
+) -> dict[str, Any]:
+    """metrics.json for a PHSafe run (documented in docs/phsafe.md); ``noise`` records the sampler.
+
+    ``scale`` is the fraction of a full population the data hold (a sample's declared scale, e.g.
+    0.001): it adds ``truncation_at_scale`` — truncation error per 1,000 persons and projected to
+    full scale beside the noise MOE — and the ``scale`` section.
+    """
+    config = result.config
+    budgets = {
+        t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}
+        for t in MEASURED_TABLES
+    }
+    total = float(sum(v for levels in budgets.values() for v in levels.values()))
+    le = result.level_errors
+    trunc = errors_analysis.truncation_summary(result.truncation_stats)
+    trunc_mae = _nested(le, "mae_truncation")
+    for table, info in trunc.items():
+        info["mae_by_level"] = trunc_mae.get(table, {})
+        info["mean_error_by_level"] = _nested(le, "mean_truncation_error").get(table, {})
+    metrics: dict[str, Any] = {
+        "schema_version": 1,
+        "engine": "phsafe",
+        "mode": result.label,
+        "non_private": result.non_private,
+        "privacy_defn": config.privacy_defn,
+        "budget_unit": "rho" if config.privacy_defn == "zcdp" else "epsilon",
+        "runtime_s": result.runtime_s,
+        "timings": result.timings,
+        "seed": result.seed,
+        "trials": result.trials,
+        "states": list(result.states),
+        "puerto_rico": config.is_puerto_rico,
+        "n_persons": result.n_persons,
+        "n_units": result.n_units,
+        "tau": dict(config.tau),
+        "rho": total if math.isfinite(total) else None,
+        "rho_by_level": budgets,
+        "rho_total_unbounded": total,
+        "rho_total_bounded": 2.0 * total,
+        "mae": _nested(le, "mae") if not result.non_private else trunc_mae,
+        "n_cells": _nested(le, "cells"),
+        "mae_noise": _nested(le, "mae_noise"),
+        "noise_variance": {
+            t: {
+                lvl: {"analytic": v, "empirical": _nested(le, "empirical_variance")[t][lvl]}
+                for lvl, v in levels.items()
+            }
+            for t, levels in _nested(le, "analytic_variance").items()
+        },
+        "analytic_moe": _nested(le, "analytic_moe"),
+        "empirical_moe": _nested(le, "empirical_moe"),
+        "moe_coverage": _nested(le, "coverage"),
+        "truncation": trunc,
+        "unmapped_records": result.unmapped_records,
+        "noise": noise_record(noise_method) if not result.non_private else None,
+        "scale": {
+            "sample_fraction": scale,
+            "projection_factor": None if scale is None else 1.0 / float(scale),
+            "persons_in_run": result.n_persons,
+            "note": (
+                "truncation error grows with population and noise does not: truncation error is "
+                "reported per 1,000 persons and, with a declared scale, projected to full scale "
+                "(a projection assuming the same household-size mix)"
+            ),
+        },
+    }
+    if result.n_persons > 0 and not le.empty and "mean_truncation_error" in le:
+        scaled = result.truncation_at_scale(scale)
+        metrics["truncation_at_scale"] = {
+            table: {
+                row["level"]: {
+                    k: (None if isinstance(v, float) and math.isnan(v) else v)
+                    for k, v in row.items()
+                    if k not in ("table", "level")
+                }
+                for row in part.to_dict("records")
+            }
+            for table, part in scaled.groupby("table", sort=False)
+        }
+    return metrics

@@ -1,0 +1,187 @@
+"""The one run pipeline: load → measure → estimate → metrics → write, for every face (SPEC §8).
+
+:func:`execute` takes a :class:`~engine.runs.spec.RunSpec` and a
+:class:`~engine.runs.control.RunControl` (progress and cancel) and returns a :class:`RunOutput`;
+:func:`write` writes it. The CLI (``phexplore run``), the app (:mod:`phexplore.api`) and the
+experiments (:mod:`engine.runs.experiments`) all call these two functions, so "what happens when I
+press Run" is this module:
+
+1. **load** — the data of ``spec.data`` (:func:`engine.runs.topdown.load`,
+   :func:`engine.runs.phsafe.load`), unless the caller passes data it already holds;
+2. **measure** and 3. **estimate** — the engine (:mod:`engine.topdown`, :mod:`engine.phsafe`),
+   its independent units of work run by the executor of ``spec.backend``/``spec.workers``
+   (:mod:`engine.executors`); noise keyed by (seed, level, geounit, query);
+4. **metrics** — from (truth, estimates) by :mod:`engine.metrics`, never inside the engine;
+5. **write** — :mod:`engine.runs.writers`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine.executors import Executor, make_executor
+from engine.runs.control import RunCancelled, RunControl
+from engine.runs.spec import RunSpec
+
+
+@dataclass
+class RunOutput:
+    """What a run produced: the engine result, metrics.json, the tidy table and extra tables."""
+
+    spec: RunSpec
+    result: Any
+    metrics: dict[str, Any]
+    tidy: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    data: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Engine-specific leftovers a face may show (e.g. TopDown's spine sections)."""
+
+    @property
+    def runtime_s(self) -> float:
+        return float(self.result.runtime_s)
+
+
+def execute(
+    spec: RunSpec,
+    *,
+    control: RunControl | None = None,
+    data: Any = None,
+    executor: Executor | None = None,
+    tables: bool = False,
+    extra_metrics: Mapping[str, Any] | None = None,
+    queries: Sequence[str] | None = None,
+    prepared: Any = None,
+    metrics: bool = True,
+) -> RunOutput:
+    """Run ``spec`` through load → measure → estimate → metrics (see the module docstring).
+
+    ``data``: the loaded histogram / CEF extract when the caller already holds it (else loaded
+    from ``spec.data``). ``executor`` overrides the one ``spec.backend``/``spec.workers`` names
+    (the caller then closes it). ``tables`` adds the tables the app shows; ``extra_metrics`` are
+    extra metrics.json sections; ``queries`` the TopDown queries of the tidy table; ``prepared`` a
+    PHSafe prepared extract to reuse. ``metrics=False`` skips metrics.json (experiments compute
+    their own tables from the tidy output).
+    """
+    control = control or RunControl()
+    own = executor is None
+    runner = executor if executor is not None else make_executor(spec.backend, spec.workers)
+    try:
+        if spec.engine == "topdown":
+            return _topdown(spec, control, data, runner, tables, extra_metrics, queries, metrics)
+        return _phsafe(spec, control, data, runner, extra_metrics, prepared, metrics)
+    finally:
+        if own:
+            runner.close()
+
+
+def _topdown(
+    spec: RunSpec,
+    control: RunControl,
+    data: Any,
+    executor: Executor,
+    tables: bool,
+    extra_metrics: Mapping[str, Any] | None,
+    queries: Sequence[str] | None,
+    with_metrics: bool,
+) -> RunOutput:
+    from engine.runs import topdown as stages
+
+    started = time.perf_counter()
+    hist = stages.load(spec) if data is None else data
+    control.check("after loading")
+    measured = stages.measure(spec, hist, control)
+    result = stages.estimate(spec, hist, measured, executor, control, started)
+    if not with_metrics:
+        return RunOutput(
+            spec=spec, result=result, metrics={}, tidy=result.to_tidy(queries), data=hist
+        )
+    control.progress("Computing metrics", 1.0)
+    computed = stages.metrics(
+        spec, result, hist, measured, tables=tables, extra=extra_metrics, queries=queries
+    )
+    return RunOutput(
+        spec=spec,
+        result=result,
+        metrics=computed.payload,
+        tidy=computed.tidy,
+        tables=computed.tables,
+        data=hist,
+        extra={"spine_sections": computed.spine_sections},
+    )
+
+
+def _phsafe(
+    spec: RunSpec,
+    control: RunControl,
+    data: Any,
+    executor: Executor,
+    extra_metrics: Mapping[str, Any] | None,
+    prepared: Any,
+    with_metrics: bool,
+) -> RunOutput:
+    from engine.phsafe.run import PHSafeCancelled
+    from engine.runs import phsafe as stages
+
+    extract = stages.load(spec) if data is None else data
+    control.check("after loading")
+    try:
+        result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
+    except PHSafeCancelled:
+        raise RunCancelled("PHSafe run cancelled") from None
+    payload: dict[str, Any] = {}
+    if with_metrics:
+        scale = spec.options.get("scale")
+        payload = stages.metrics_payload(
+            result, scale=None if scale is None else float(scale), noise_method=spec.noise_method
+        )
+        payload.update(extra_metrics or {})
+        payload["run"] = spec.to_dict()
+    return RunOutput(
+        spec=spec,
+        result=result,
+        metrics=payload,
+        tidy=result.cell_errors,
+        tables={
+            "level_errors": result.level_errors,
+            "truncation_scale": result.truncation_at_scale(_scale(spec))
+            if result.n_persons > 0
+            else pd.DataFrame(),
+            "truncation": result.truncation,
+            "measurements": result.measurements,
+        },
+        data=extract,
+    )
+
+
+def write(
+    output: RunOutput,
+    out_dir: str | Path,
+    *,
+    microdata: bool = True,
+    summary: Sequence[str] = (),
+) -> dict[str, Path]:
+    """The write stage: the run's files in ``out_dir`` (:mod:`engine.runs.writers`)."""
+    from engine.runs.writers import write_phsafe, write_topdown
+
+    if output.spec.engine == "topdown":
+        return write_topdown(
+            output.result,
+            output.metrics,
+            out_dir,
+            tidy=output.tidy,
+            microdata=bool(output.spec.options.get("microdata", microdata)),
+        )
+    return write_phsafe(output.result, output.metrics, out_dir, summary, scale=_scale(output.spec))
+
+
+def _scale(spec: RunSpec) -> float | None:
+    """The data's declared fraction of the full population (PHSafe option ``scale``), or None."""
+    value = spec.options.get("scale")
+    return None if value is None else float(value)

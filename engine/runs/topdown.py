@@ -1,0 +1,440 @@
+"""The TopDown run's stages: load → measure → estimate → metrics (TDA §6–§9; SPEC §4–§5, §8).
+
+* :func:`load` — the block histogram of ``spec.data`` (a sample, a file or folder, with an
+  optional block filter), or the histogram the caller already holds (the app's cache, uploads).
+* :func:`measure` — the spine (conventional or SPN spine options), per-node budgets, true answers
+  and the noisy measurements (:func:`engine.topdown.run.plan_run`,
+  :func:`~engine.topdown.run.measure_plan`).
+* :func:`estimate` — top-down least squares and rounding, batches of families handed to the
+  run's executor (:func:`engine.topdown.run.estimate`).
+* :func:`metrics` — metrics.json (:func:`metrics_payload`: MAE, median AE, EPL, Blau bias, …)
+  and the tables the app shows, computed here from (truth, estimates) by :mod:`engine.metrics`:
+  the engine computes no metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.data.histogram import BlockHistogram
+from engine.executors import Executor
+from engine.metrics.epl import EPLSettings
+from engine.runs.control import RunControl
+from engine.runs.spec import RunSpec
+from engine.topdown.measure import Measurements
+from engine.topdown.run import TopDownPlan, TopDownResult
+from phexplore.budget import TopDownAllocation
+from phexplore.errors import ValidationError
+
+EPL_BOOT = 200
+"""Bootstrap resamples of the metrics.json EPL interval (generator seeded ``[seed, 1]``, as the app)."""
+
+SPINE_OPTION_KEYS: tuple[str, ...] = (
+    "spine",
+    "entities",
+    "special_areas",
+    "fanout_cutoff",
+    "tract_groups",
+    "bypass",
+)
+
+
+def bootstrap_rng(seed: int) -> np.random.Generator:
+    """The EPL bootstrap's generator for a run of noise seed ``seed``: seeded ``[seed, 1]``.
+
+    A stream of its own (not the noise seed itself), so the bootstrap never replays the noise draws.
+    """
+    return np.random.default_rng([int(seed), 1])
+
+
+# ------------------------------------------------------------------ load
+def filter_blocks(hist: BlockHistogram, level: str, units: Sequence[str]) -> BlockHistogram:
+    """The blocks of ``hist`` inside the geounits ``units`` of ``level`` (``--filter``)."""
+    wanted = {str(u).strip() for u in units if str(u).strip()}
+    if not level or not wanted:
+        raise ValidationError("filter: expected LEVEL=ID[,ID…], e.g. County=44001")
+    if level not in hist.geography.columns:
+        raise ValidationError(
+            f"--filter: the data have no level {level!r}; levels: {', '.join(hist.levels)}"
+        )
+    keep = hist.geography[level].astype(str).isin(wanted).to_numpy()
+    if not keep.any():
+        raise ValidationError(
+            f"--filter {level}={','.join(sorted(wanted))} matches no block of the data"
+        )
+    return BlockHistogram(
+        hist.schema,
+        hist.levels,
+        hist.geography[keep].reset_index(drop=True),
+        hist.counts[keep],
+        source=hist.source,
+        licence=hist.licence,
+        units=None if hist.units is None else hist.units[keep],
+        extra=dict(hist.extra),
+    )
+
+
+def load(spec: RunSpec) -> BlockHistogram:
+    """Read ``spec.data``: ``source`` (sample, file or folder), ``format``, ``mapping``,
+    ``max_bytes`` (size limit per input file), ``filter``."""
+    from engine.data.inputs import load_topdown_input
+    from engine.data.validate import DEFAULT_MAX_BYTES
+
+    data = spec.data
+    hist = load_topdown_input(
+        str(data["source"]),
+        kind=data.get("format"),
+        mapping=data.get("mapping"),
+        max_bytes=int(data.get("max_bytes") or DEFAULT_MAX_BYTES),
+    )
+    block_filter = data.get("filter")
+    if block_filter:
+        hist = filter_blocks(hist, str(block_filter["level"]), list(block_filter["units"]))
+    return hist
+
+
+def allocation_of(spec: RunSpec) -> TopDownAllocation:
+    """The allocation of a TopDown spec (its config is the allocation's JSON dict)."""
+    config = dict(spec.config)
+    return TopDownAllocation.from_dict(config, name=str(config.get("name", "allocation")))
+
+
+def n_states(hist: BlockHistogram) -> int:
+    """States in the data (1 without a State column: part of one state)."""
+    if "State" not in hist.geography.columns:
+        return 1
+    return max(1, int(hist.geography["State"].nunique()))
+
+
+def run_allocation(spec: RunSpec, hist: BlockHistogram) -> TopDownAllocation:
+    """The allocation the run measures with: the spec's, with its held-exact shares spread first
+    when ``options["spread_invariant_share"]`` (a labelled departure from production, TDA §5.2)."""
+    allocation = allocation_of(spec)
+    if not spec.options.get("spread_invariant_share"):
+        return allocation
+    from phexplore.budget.invariants import spread_invariant_share
+
+    if spec.options.get("special_areas") not in (None, "none"):
+        raise ValidationError(
+            "--spread-invariant-share cannot be combined with --special-areas: a split "
+            "state's branches measure the State TOTAL (TDA §7.4), so its share is spent there"
+        )
+    return spread_invariant_share(allocation, n_states(hist))
+
+
+# ------------------------------------------------------------------ measure and estimate
+@dataclass(frozen=True)
+class Measured:
+    """The measure stage's output: the plan, the true node histograms and the noisy answers."""
+
+    plan: TopDownPlan
+    truth: np.ndarray
+    measured: Measurements
+    spine_plan: Any
+    seconds: float
+    allocation: TopDownAllocation
+    """The allocation measured with (the spec's, or its spread form)."""
+
+
+def _options(spec: RunSpec) -> Any:
+    from engine.topdown.run import TopDownOptions
+
+    return TopDownOptions(noise_method=spec.noise_method)
+
+
+def spine_given(spec: RunSpec) -> bool:
+    """True when the spec asks for an SPN spine or entity reporting (any spine option set)."""
+    options = spec.options
+    return bool(
+        (options.get("spine") or "conventional") != "conventional"
+        or options.get("entities")
+        or options.get("special_areas") is not None
+        or options.get("tract_groups")
+        or options.get("bypass") is not None
+        or options.get("fanout_cutoff") is not None
+    )
+
+
+def measure(spec: RunSpec, hist: BlockHistogram, control: RunControl) -> Measured:
+    """Spine, budgets, true answers and noisy measurements of a TopDown run (TDA §6)."""
+    from engine.topdown.geography import GeoTree
+    from engine.topdown.run import measure_plan, plan_run
+
+    started = time.perf_counter()
+    allocation = run_allocation(spec, hist)
+    options = _options(spec)
+    levels = spec.options.get("levels")
+    kwargs: dict[str, Any] = {"options": options}
+    spine_plan = None
+    if spine_given(spec):
+        if levels:
+            raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
+        from engine.topdown.spine.cli_options import DEFAULT_FANOUT_CUTOFF, plan_spine
+
+        control.progress("Building the spine", 0.0)
+        o = spec.options
+        cutoff = o.get("fanout_cutoff")
+        spine_plan = plan_spine(
+            hist,
+            allocation,
+            o.get("spine") or "conventional",
+            list(o.get("entities") or ()),
+            special_areas=o.get("special_areas"),
+            fanout_cutoff=DEFAULT_FANOUT_CUTOFF if cutoff is None else float(cutoff),
+            tract_groups=bool(o.get("tract_groups")),
+            bypass=o.get("bypass"),
+        )
+        kwargs = spine_plan.run_kwargs(allocation, options)
+    elif levels:
+        kwargs["tree"] = GeoTree.from_histogram(hist, list(levels))
+    plan = plan_run(hist, allocation, **kwargs)
+    control.check("before measuring")
+    control.progress("Aggregating the true histogram", 0.0)
+    truth = plan.tree.aggregate(hist.counts.astype(np.int64))
+    measured = measure_plan(plan, truth, spec.seed)
+    control.progress("Measured noisy query answers", 0.02)
+    return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
+
+
+def estimate(
+    spec: RunSpec,
+    hist: BlockHistogram,
+    measured: Measured,
+    executor: Executor,
+    control: RunControl,
+    started: float,
+) -> TopDownResult:
+    """Top-down estimation (TDA §7) on ``executor``; the run's :class:`TopDownResult`."""
+    from engine.topdown.run import RunCancelled, estimate, result_of
+
+    try:
+        estimation = estimate(
+            measured.plan,
+            measured.measured,
+            measured.truth,
+            executor=executor,
+            progress=control.progress,
+            cancel=control.cancelled,
+        )
+    except RunCancelled:
+        control.check("while estimating")
+        raise
+    timings = {"measurement": measured.seconds, **estimation.timings}
+    result = result_of(
+        measured.plan,
+        hist,
+        measured.truth,
+        measured.measured,
+        estimation,
+        seed=spec.seed,
+        runtime_s=time.perf_counter() - started,
+        timings=timings,
+        workers=executor.workers,
+    )
+    control.progress("Done", 1.0)
+    return result
+
+
+# ------------------------------------------------------------------ metrics
+def epl_settings_of(spec: RunSpec) -> EPLSettings:
+    """The EPL density-range settings of a spec (options ``epl_percentile``/``epl_multiplier``;
+    default Petti & Flaxman's published p = 95, m = 1.0; SPEC §5)."""
+    from engine.metrics.epl import PF_MULTIPLIER, PF_PERCENTILE
+
+    return EPLSettings(
+        percentile=float(spec.options.get("epl_percentile", PF_PERCENTILE)),
+        multiplier=float(spec.options.get("epl_multiplier", PF_MULTIPLIER)),
+    )
+
+
+def blau_bias_of(
+    result: TopDownResult, tidy: pd.DataFrame, hist: BlockHistogram | None
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """``(blau table, blau_bias report)`` of a run whose schema has the eight RACEETH groups.
+
+    With ``hist`` (the true blocks and their tabulation geography) the report covers the spine's
+    levels and the tabulation geographies summed from the estimated blocks (block groups, tracts…)
+    whatever the spine (:func:`engine.metrics.blau.blau_bias_report`, TDA Table 13); without it,
+    the Blau table of the spine's levels. ``(None, None)`` for other schemas.
+    """
+    if "RACEETH" not in result.schema.names:
+        return None, None
+    from engine.metrics.blau import (
+        RACEETH_GROUPS,
+        blau_bias_report,
+        blau_table,
+        raceeth_counts_from_tidy,
+    )
+
+    attribute = result.schema.attributes[result.schema.axis("RACEETH")]
+    if tuple(attribute.levels) != tuple(RACEETH_GROUPS):
+        return None, None
+    counts = raceeth_counts_from_tidy(result.to_tidy(("RACEETH",)))
+    if hist is None:
+        return blau_table(counts), None
+    estimated = result.block_histogram().sum(axis=1)
+    return None, blau_bias_report(tidy, hist, estimated, spine_counts=counts)
+
+
+def noise_record(method: str) -> dict[str, Any]:
+    """The metrics.json ``noise`` section: which sampler drew the measurements."""
+    if method == "exact":
+        return {
+            "method": "exact",
+            "sampler": "OpenDP exact samplers, OS randomness (release-grade, not reproducible)",
+        }
+    return {
+        "method": "fast",
+        "sampler": "counter-based generator keyed by (seed, level, geounit, query) (SPEC §8)",
+    }
+
+
+def metrics_payload(
+    result: TopDownResult,
+    extra_sections: Mapping[str, Any] | None = None,
+    *,
+    tidy: pd.DataFrame | None = None,
+    noise_method: str = "fast",
+    epl_boot: int = EPL_BOOT,
+    epl_settings: EPLSettings | None = None,
+    hist: BlockHistogram | None = None,
+) -> dict[str, Any]:
+    """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
+
+    ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
+    top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
+    ``epl_settings``; ``noise`` records which sampler drew the measurements. With ``hist``,
+    ``blau_bias`` also covers the tabulation geographies summed from the estimated blocks.
+    """
+    from engine.metrics.metrics_json import build_metrics_json
+
+    pure = result.mechanism == "puredp"
+    extra: dict[str, Any] = {
+        "allocation": result.allocation_name,
+        "mechanism": result.mechanism,
+        "noise": noise_record(noise_method),
+        "timings": {k: round(float(v), 4) for k, v in result.timings.items()},
+        "diagnostics": result.diagnostics,
+        "structural_zeros": result.diagnostics.get("structural", {}),
+        "n_blocks": result.tree.n_blocks,
+        "n_geounits": {lv: int(result.tree.nodes_at_level(lv).size) for lv in result.tree.levels},
+        **(extra_sections or {}),
+    }
+    if pure:
+        extra["epsilon"] = result.rho
+        extra["epsilon_spent"] = result.rho_spent
+    tidy = result.to_tidy() if tidy is None else tidy
+    blau, blau_bias = blau_bias_of(result, tidy, hist)
+    return build_metrics_json(
+        engine="topdown",
+        tidy=tidy,
+        runtime_s=result.runtime_s,
+        rho=None if pure else result.rho,
+        rho_spent=None if pure else result.rho_spent,
+        seed=result.seed,
+        epl_boot=epl_boot,
+        epl_rng=bootstrap_rng(result.seed),
+        epl_settings=epl_settings,
+        blau=blau,
+        blau_bias=blau_bias,
+        extra=extra,
+    )
+
+
+@dataclass(frozen=True)
+class TopDownMetrics:
+    """The metrics stage's output: metrics.json, the tidy table and the tables the app shows."""
+
+    payload: dict[str, Any]
+    tidy: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    spine_sections: dict[str, Any] | None
+
+
+def metrics(
+    spec: RunSpec,
+    result: TopDownResult,
+    hist: BlockHistogram,
+    measured: Measured,
+    *,
+    tables: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    queries: Sequence[str] | None = None,
+) -> TopDownMetrics:
+    """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
+    (SPEC §5, §7) the app shows (their prediction rows are added to metrics.json too).
+
+    ``queries`` (default: the run's query groups) are the queries of the tidy comparison table.
+    """
+    tidy = result.to_tidy(queries)
+    spine_sections = (
+        measured.spine_plan.metrics(result, hist) if measured.spine_plan is not None else None
+    )
+    from phexplore.budget.invariants import budget_use
+    from phexplore.folded_schema import schema_note_section
+
+    sections: dict[str, Any] = dict(extra or {})
+    if spine_sections is not None:
+        sections.update(spine_sections)
+    schema_note = schema_note_section(hist.schema.name, measured.allocation)
+    if schema_note:
+        sections["schema_note"] = schema_note
+    sections["spread_invariant_share"] = bool(spec.options.get("spread_invariant_share"))
+    use = budget_use(measured.allocation, n_states(hist))
+    sections["held_exact"] = [f"{level} {query}" for level, query in use.held]
+    epl_boot = int(spec.options.get("epl_boot", EPL_BOOT))
+    settings = epl_settings_of(spec)
+    out: dict[str, pd.DataFrame] = {}
+    if tables:
+        from engine.metrics import epl_table, mae_table
+
+        out["mae"] = mae_table(tidy)
+        _, blau_bias = blau_bias_of(result, tidy, hist)
+        if blau_bias is not None:
+            out["blau_bias"] = blau_bias
+        out["epl"] = epl_table(
+            tidy, n_boot=epl_boot, rng=bootstrap_rng(spec.seed), settings=settings
+        )
+        if measured.spine_plan is None:  # the prediction covers the conventional spine (SPEC §7)
+            from engine.metrics.prediction import prediction_table
+
+            predicted = _prediction(result, hist, measured.allocation, tidy, prediction_table)
+            if predicted is not None:
+                out["prediction"] = predicted
+                columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
+                sections["prediction"] = predicted[columns].to_dict("records")
+    sections["run"] = spec.to_dict()
+    payload = metrics_payload(
+        result,
+        sections,
+        tidy=tidy,
+        noise_method=spec.noise_method,
+        epl_boot=epl_boot,
+        epl_settings=settings,
+        hist=hist,
+    )
+    return TopDownMetrics(payload, tidy, out, spine_sections)
+
+
+def _prediction(
+    result: TopDownResult,
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    tidy: pd.DataFrame,
+    table: Any,
+) -> pd.DataFrame | None:
+    """The predicted-vs-measured table of a run (None when its spine has no count profile)."""
+    from engine.topdown.profile import tree_profile
+    from phexplore.errors import PHExploreError
+
+    try:
+        profile, _ = tree_profile(result.tree, hist, "run")
+    except PHExploreError:
+        return None
+    return table(profile, allocation, tidy)

@@ -1,0 +1,102 @@
+"""The app-facing API: what the Streamlit pages and ``app.py`` call to load data and run engines.
+
+Like :mod:`phexplore.cli`, this is a *wiring* package: it may import ``engine`` (the run pipeline
+:mod:`engine.runs`, data loading in :mod:`engine.data`, metrics in :mod:`engine.metrics`). The
+analytic core is ``phexplore/`` minus ``cli/`` and ``api/``; it imports nothing from ``engine``.
+Pages import this package, never :mod:`phexplore.cli` or ``engine`` (tests/test_import_rules.py).
+
+Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
+in a thread with the pipeline's progress and cancel, the runs kept in the session),
+:mod:`~phexplore.api.runs` (a RunSpec from the widgets, executed by :func:`engine.runs.execute`),
+:mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads). Pages use them as
+``from phexplore import api as R`` and ``R.topdown_work(...)``.
+"""
+
+from __future__ import annotations
+
+from engine.data.histogram import BlockHistogram
+from phexplore.api.data import (
+    TOPDOWN_UPLOAD_KINDS,
+    load_cef_upload,
+    load_topdown_upload,
+    phsafe_sample,
+    problem_lines,
+    samples_of,
+    subset,
+    subset_units,
+    topdown_sample,
+)
+from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
+from phexplore.api.results import (
+    budget_caption,
+    epl_curves,
+    finest_level,
+    headline_error,
+    metrics_bytes,
+    pf_reference_epl,
+    run_epl_settings,
+    tidy_bytes,
+)
+from phexplore.api.runs import (
+    EPL_BOOT,
+    EPL_MULTIPLIER,
+    EPL_MULTIPLIER_RANGE,
+    EPL_PERCENTILE,
+    EPL_PERCENTILE_RANGE,
+    SRS_HELP,
+    TRUTH_NOTE,
+    bootstrap_rng,
+    data_fingerprint,
+    epl_settings,
+    phsafe_spec,
+    phsafe_work,
+    sample_scale,
+    spread_for_run,
+    states_in,
+    topdown_spec,
+    topdown_work,
+)
+
+__all__ = [
+    "EPL_BOOT",
+    "EPL_MULTIPLIER",
+    "EPL_MULTIPLIER_RANGE",
+    "EPL_PERCENTILE",
+    "EPL_PERCENTILE_RANGE",
+    "JOB_KEY",
+    "MESSAGE_KEY",
+    "SRS_HELP",
+    "TOPDOWN_UPLOAD_KINDS",
+    "TRUTH_NOTE",
+    "BlockHistogram",
+    "RunJob",
+    "RunRecord",
+    "bootstrap_rng",
+    "budget_caption",
+    "collect_finished",
+    "data_fingerprint",
+    "epl_curves",
+    "epl_settings",
+    "pf_reference_epl",
+    "run_epl_settings",
+    "finest_level",
+    "headline_error",
+    "load_cef_upload",
+    "load_topdown_upload",
+    "metrics_bytes",
+    "phsafe_sample",
+    "phsafe_spec",
+    "phsafe_work",
+    "problem_lines",
+    "sample_scale",
+    "samples_of",
+    "spread_for_run",
+    "states_in",
+    "start_job",
+    "subset",
+    "subset_units",
+    "tidy_bytes",
+    "topdown_sample",
+    "topdown_spec",
+    "topdown_work",
+]

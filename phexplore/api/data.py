@@ -1,0 +1,86 @@
+"""Data for the app: shipped samples (cached), uploads, subsets, readable problems (engine.data).
+
+Part of the app-facing API (:mod:`phexplore.api`). No science: loading and validation live in
+:mod:`engine.data`; a :class:`~engine.data.errors.DataValidationError`'s located problems become
+the list the Run page shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from engine.data.errors import DataValidationError
+from engine.data.histogram import BlockHistogram
+from engine.data.inputs import FORMATS as INPUT_FORMATS
+
+TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
+
+
+@st.cache_resource(show_spinner="Loading the sample…", max_entries=8)
+def topdown_sample(name: str) -> BlockHistogram:
+    """A shipped TopDown sample as a block histogram (cached for the server's lifetime)."""
+    from engine.data.samples import load_topdown_sample
+
+    hist = load_topdown_sample(name)
+    # Shared by every session: read-only so no page or engine can change the sample in place.
+    hist.counts.setflags(write=False)
+    if hist.units is not None:
+        hist.units.setflags(write=False)
+    return hist
+
+
+@st.cache_resource(show_spinner="Loading the CEF extract…", max_entries=2)
+def phsafe_sample(name: str) -> Any:
+    """A shipped PHSafe CEF extract (cached)."""
+    from engine.data.cef import load_cef_extract
+    from engine.data.samples import get_sample
+
+    return load_cef_extract(get_sample(name).path)
+
+
+def samples_of(kind: str) -> dict[str, str]:
+    """``{sample name: title}`` of the shipped samples of ``kind`` ("topdown" or "phsafe")."""
+    from engine.data.samples import list_samples
+
+    return {s.name: s.title for s in list_samples() if s.kind == kind}
+
+
+def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
+    """Validate and load uploaded TopDown data of ``kind`` (raises DataValidationError)."""
+    from engine.data.inputs import load_topdown_files
+
+    return load_topdown_files(kind, files)
+
+
+def load_cef_upload(files: Sequence[Any]) -> Any:
+    """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
+    from engine.data.cef import load_cef_extract
+    from engine.data.sniff import assign_by_name
+
+    # Several files that could each be "the persons file" are refused, never one picked.
+    return load_cef_extract(assign_by_name(files, ("persons", "units", "geo"), what="CEF extract"))
+
+
+def problem_lines(exc: BaseException) -> list[str]:
+    """A readable list for the page: each located problem of a DataValidationError, else the text."""
+    if isinstance(exc, DataValidationError):
+        return [str(p) for p in exc.problems]
+    return [str(exc)]
+
+
+def subset_units(hist: BlockHistogram, level: str) -> pd.Series:
+    """Blocks per geounit of ``level`` (smallest first), for the Run page's subset picker."""
+    return hist.geography.groupby(level).size().sort_values()
+
+
+def subset(hist: BlockHistogram, level: str | None, units: Sequence[str]) -> BlockHistogram:
+    """The blocks of the chosen geounits (all data when ``level`` is None or nothing is chosen)."""
+    if not level or not units:
+        return hist
+    from engine.data.histogram import subset_histogram
+
+    return subset_histogram(hist, level, units)

@@ -1,0 +1,317 @@
+"""The app's runs: a :class:`~engine.runs.spec.RunSpec` from the widgets, run by the one pipeline.
+
+Part of the app-facing API (:mod:`phexplore.api`). :func:`topdown_work` and :func:`phsafe_work`
+build the run description the CLI would build from the same choices and return the work a
+:class:`~phexplore.api.jobs.RunJob` runs in its thread: :func:`engine.runs.execute` (load →
+measure → estimate → metrics) with the job's :class:`~engine.runs.control.RunControl`, plus an
+optional ρ sweep through :func:`engine.runs.experiments.run_experiment`. No science here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.data.histogram import BlockHistogram
+from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER, PF_PERCENTILE
+from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
+from engine.runs.spec import RunSpec
+from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
+from engine.runs.topdown import bootstrap_rng as bootstrap_rng
+from phexplore.api.jobs import RunJob, RunRecord
+from phexplore.budget import PHSafeBudget, TopDownAllocation
+
+EPL_BOOT = RUN_EPL_BOOT
+"""Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
+EPL_PERCENTILE = PF_PERCENTILE
+"""Default EPL percentile p: Petti & Flaxman's published setting (valid 50 < p ≤ 100)."""
+EPL_MULTIPLIER = PF_MULTIPLIER
+"""Default EPL multiplier m: Petti & Flaxman's published setting (valid 0 < m ≤ 10)."""
+EPL_PERCENTILE_RANGE = PERCENTILE_RANGE
+EPL_MULTIPLIER_RANGE = MULTIPLIER_RANGE
+SRS_HELP = (
+    "Also estimate counts from simple random samples of the persons "
+    f"({', '.join(f'{f:.0%}' for f in SRS_FRACTIONS)}) for the trade-off curve (PF Fig. 2)."
+)
+TRUTH_NOTE = (
+    "Comparisons of DP output with the truth are only for non-confidential test data (public "
+    "samples, synthetic or already-published tables) — never compute them on confidential data "
+    "outside a secure environment."
+)
+
+
+def data_fingerprint(hist: BlockHistogram) -> str:
+    """SHA-256 of a histogram's block ids and counts: names data the app holds in a RunSpec."""
+    digest = hashlib.sha256()
+    digest.update("|".join(map(str, hist.geography.iloc[:, -1].astype(str))).encode("utf-8"))
+    digest.update(np.ascontiguousarray(hist.counts, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def topdown_spec(
+    *,
+    data_label: str,
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    seed: int,
+    workers: int,
+    spine: str,
+    entities: Sequence[str],
+    special_areas: str | None = None,
+    spread_invariant_share: bool = False,
+    epl_boot: int = EPL_BOOT,
+    epl_percentile: float = EPL_PERCENTILE,
+    epl_multiplier: float = EPL_MULTIPLIER,
+) -> RunSpec:
+    """The :class:`RunSpec` of a TopDown run chosen on the Run page (data named and hashed).
+
+    The EPL settings are checked here (a ValidationError names a bad value), before any job starts.
+    """
+    settings = epl_settings(epl_percentile, epl_multiplier)
+    options: dict[str, Any] = {
+        "epl_boot": int(epl_boot),
+        "epl_percentile": settings.percentile,
+        "epl_multiplier": settings.multiplier,
+        "spread_invariant_share": bool(spread_invariant_share),
+    }
+    if spine != "conventional" or entities or special_areas is not None:
+        options.update(spine=spine, entities=list(entities), special_areas=special_areas)
+    return RunSpec(
+        engine="topdown",
+        data={"source": data_label, "sha256": data_fingerprint(hist)},
+        config=allocation.to_dict(),
+        seed=int(seed),
+        options=options,
+        workers=int(workers),
+    )
+
+
+def topdown_work(
+    *,
+    run_id: int,
+    scenario: str,
+    hist: BlockHistogram,
+    data_label: str,
+    allocation: TopDownAllocation,
+    preset: str | None,
+    seed: int,
+    workers: int,
+    spine: str,
+    entities: Sequence[str],
+    sweep_rhos: Sequence[float],
+    special_areas: str | None = None,
+    spread_invariant_share: bool = False,
+    sweep_seeds: int,
+    srs: bool,
+    epl_boot: int = EPL_BOOT,
+    epl_percentile: float = EPL_PERCENTILE,
+    epl_multiplier: float = EPL_MULTIPLIER,
+) -> Callable[[RunJob], RunRecord]:
+    """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
+
+    ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6);
+    ``spread_invariant_share`` spreads the held-exact shares first (departure from production).
+    EPLs use the density range ±``epl_multiplier`` × max(|P(100−p)|, |P(p)|) with
+    p = ``epl_percentile`` (default PF's published 95 / 1.0; checked here, before the job starts).
+    """
+    if spread_invariant_share:
+        spread_for_run(hist, allocation, special_areas)  # refused before the job starts
+    spec = topdown_spec(
+        data_label=data_label,
+        hist=hist,
+        allocation=allocation,
+        seed=seed,
+        workers=workers,
+        spine=spine,
+        entities=entities,
+        special_areas=special_areas,
+        spread_invariant_share=spread_invariant_share,
+        epl_boot=epl_boot,
+        epl_percentile=epl_percentile,
+        epl_multiplier=epl_multiplier,
+    )
+    settings = epl_settings(epl_percentile, epl_multiplier)
+
+    def work(job: RunJob) -> RunRecord:
+        from engine.runs import execute
+        from engine.topdown.queries import SCHEMA_QUERIES
+
+        queries = SCHEMA_QUERIES.get(hist.schema.name)
+        output = execute(
+            spec,
+            control=job.control,
+            data=hist,
+            tables=True,
+            queries=queries,
+            extra_metrics={"data": data_label, "spine": spine},
+        )
+        result = output.result
+        experiment = None
+        if sweep_rhos and preset:
+            from engine.metrics.srs import DEFAULT_FRACTIONS
+            from engine.runs.experiments import run_experiment
+
+            job.progress(f"ρ sweep ({len(sweep_rhos)} budgets × {sweep_seeds} seeds)", 0.0)
+            experiment = run_experiment(
+                "topdown",
+                hist,
+                rhos=list(sweep_rhos),
+                seeds=list(range(seed, seed + sweep_seeds)),
+                preset=preset,
+                queries=queries,
+                srs_fractions=DEFAULT_FRACTIONS if srs else None,
+                n_boot=20,
+                workers=workers,
+                progress=lambda m, f: job.progress(f"Sweep: {m}", f),
+                cancel=job.cancel,
+                data_name=data_label,
+                epl_settings=settings,
+            )
+        what = "ε" if allocation.mechanism == "puredp" else "ρ"
+        return RunRecord(
+            id=run_id,
+            label=f"#{run_id} {scenario} · TopDown · {data_label} · {what}={float(allocation.rho):.4g} · seed {seed}",
+            engine="topdown",
+            scenario=scenario,
+            settings={
+                "data": data_label,
+                "allocation": allocation.name,
+                "mechanism": allocation.mechanism,
+                "rho": float(allocation.rho),
+                "rho_spent": result.rho_spent,
+                "spread_invariant_share": spread_invariant_share,
+                "seed": seed,
+                "spine": spine,
+                "entities": list(entities),
+                "special_areas": special_areas,
+                "blocks": hist.n_blocks,
+                "levels": [str(lv) for lv in result.tree.levels],
+                "runtime_s": result.runtime_s,
+                "epl_settings": settings.as_dict(),
+                "fingerprint": spec.fingerprint(),
+            },
+            metrics=output.metrics,
+            tidy=output.tidy,
+            tables=output.tables,
+            experiment=experiment,
+        )
+
+    return work
+
+
+def phsafe_spec(
+    *,
+    data_label: str,
+    budget: PHSafeBudget,
+    states: Sequence[str],
+    seed: int,
+    trials: int,
+    scale: float | None = None,
+) -> RunSpec:
+    """The :class:`RunSpec` of a PHSafe run with the working budget (official config)."""
+    official = budget.to_official_config()
+    if states:
+        official["state_filter"] = list(states)
+    from engine.phsafe.config import PHSafeConfig
+
+    config = PHSafeConfig.from_json(official)
+    return RunSpec(
+        engine="phsafe",
+        data={"source": data_label},
+        config=config.to_dict(),
+        seed=int(seed),
+        options={"trials": int(trials), "scale": scale},
+    )
+
+
+def phsafe_work(
+    *,
+    run_id: int,
+    scenario: str,
+    extract: Any,
+    data_label: str,
+    budget: PHSafeBudget,
+    states: Sequence[str],
+    seed: int,
+    trials: int,
+    scale: float | None = None,
+) -> Callable[[RunJob], RunRecord]:
+    """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
+
+    ``scale`` is the data's declared fraction of the full population (:func:`sample_scale`):
+    truncation error is then also shown per 1,000 persons and projected to full scale.
+    """
+    spec = phsafe_spec(
+        data_label=data_label, budget=budget, states=states, seed=seed, trials=trials, scale=scale
+    )
+
+    def work(job: RunJob) -> RunRecord:
+        from engine.runs import execute
+
+        output = execute(spec, control=job.control, data=extract)
+        result = output.result
+        return RunRecord(
+            id=run_id,
+            label=f"#{run_id} {scenario} · PHSafe · {data_label} · ρ={budget.total_unbounded():.4g} · seed {seed}",
+            engine="phsafe",
+            scenario=scenario,
+            settings={
+                "data": data_label,
+                "budget": budget.name,
+                "rho": budget.total_unbounded(),
+                "seed": seed,
+                "trials": trials,
+                "states": list(result.states),
+                "persons": result.n_persons,
+                "runtime_s": result.runtime_s,
+                "scale": scale,
+                "fingerprint": spec.fingerprint(),
+            },
+            metrics=output.metrics,
+            tidy=output.tidy,
+            tables=output.tables,
+        )
+
+    return work
+
+
+def sample_scale(name: str) -> float | None:
+    """The declared scale of a shipped sample (fraction of the full population), or None."""
+    from engine.data.samples import declared_scale
+
+    return declared_scale(name)
+
+
+def epl_settings(percentile: float = EPL_PERCENTILE, multiplier: float = EPL_MULTIPLIER) -> Any:
+    """The checked :class:`engine.metrics.epl.EPLSettings` (a ValidationError names a bad value)."""
+    from engine.metrics.epl import EPLSettings
+
+    return EPLSettings(percentile=float(percentile), multiplier=float(multiplier))
+
+
+def states_in(hist: BlockHistogram) -> int:
+    """Number of states in the data (1 without a State column: part of one state)."""
+    from engine.runs.topdown import n_states
+
+    return n_states(hist)
+
+
+def spread_for_run(
+    hist: BlockHistogram, allocation: TopDownAllocation, special_areas: str | None
+) -> TopDownAllocation:
+    """``allocation`` with its held-exact shares spread (departure from production), for ``hist``.
+
+    Refused with an AIAN-style branch: a split state's branches measure the State TOTAL (TDA §7.4).
+    """
+    from phexplore.budget import spread_invariant_share
+    from phexplore.errors import ValidationError
+
+    if special_areas:
+        raise ValidationError(
+            "spreading the held-exact shares cannot be combined with an AIAN-style branch: a "
+            "split state's branches measure the State TOTAL (TDA §7.4); untick one of the two"
+        )
+    return spread_invariant_share(allocation, states_in(hist))
