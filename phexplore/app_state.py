@@ -218,18 +218,13 @@ def topdown_frames(
     )
 
 
-PLANNER_MAX_UNITS = 3000
-"""Geounits per level on which the planner evaluates the non-negativity correction (whole families,
-every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks/prediction.py)."""
-
-
 @st.cache_data(show_spinner=False, max_entries=256)
 def _post_processed_cached(
     runs_json: str, confidence: float, n_states: int | None = None
 ) -> dict[str, Any]:
     import json
 
-    from phexplore.prediction import shipped_profile
+    from phexplore.prediction import PLANNER_MAX_UNITS, shipped_profile
     from phexplore.prediction.tables import add_post_processed, predictions_for_runs
 
     runs = {

@@ -84,3 +84,24 @@ if __name__ == "__main__":
     import sys
 
     write_ri2010_profile(sys.argv[1])
+
+
+def entity_membership(
+    hist: BlockHistogram, allocation: TopDownAllocation, codes: np.ndarray
+) -> np.ndarray:
+    """``(n_leaves, n_entities)`` 0/1 membership over the leaves of the conventional spine's
+    profile (profile order) from per-block entity codes (-1: no entity), as
+    :func:`phexplore.prediction.entities.predict_entities` needs."""
+    tree = default_tree(hist, allocation)
+    _, order = tree_profile(tree, hist, "data", with_counts=False)
+    codes = np.asarray(codes, dtype=np.int64)
+    position = np.full(tree.n_nodes, -1, dtype=np.int64)
+    position[order[-1]] = np.arange(order[-1].size)
+    leaf = position[tree.block_node]
+    if np.any(leaf < 0):
+        raise ValidationError("the spine's leaves are not the blocks; entities need block leaves")
+    n_entities = int(codes.max(initial=-1)) + 1
+    member = np.zeros((order[-1].size, n_entities))
+    inside = codes >= 0
+    np.add.at(member, (leaf[inside], codes[inside]), 1.0)
+    return np.minimum(member, 1.0)

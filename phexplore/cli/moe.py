@@ -125,6 +125,14 @@ def register(subparsers: Any) -> None:
         choices=("ri2010", "ppmf", "pl94171", "block_csv"),
         help="format of --data when its header is not enough to tell (default: sniffed)",
     )
+    pt.add_argument(
+        "--entities",
+        default=None,
+        metavar="SAMPLE_OR_CSV",
+        help="with --post-processed --data: also predict off-spine entities made of the data's "
+        "blocks (e.g. providence-wards, or a block → entity CSV); listed under "
+        "summary.post_processed.entities",
+    )
     _common(pt)
     pt.set_defaults(func=run_topdown)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -257,6 +265,8 @@ def _post_processed(
         predictions_for_runs,
     )
 
+    if args.entities is not None and args.data is None:
+        raise ValidationError("--entities needs --data (the blocks the entities are made of)")
     if args.data is None:
         profile = shipped_profile("ri2010")
     else:
@@ -269,4 +279,26 @@ def _post_processed(
         hist = load_topdown_input(args.data, kind=args.data_format)
         profile = spine_profile(hist, persons[0], name=str(args.data))
     predictions = predictions_for_runs(runs, profile, confidence=args.confidence)
-    return add_post_processed(rows, predictions), prediction_summary(predictions, profile)
+    summary = prediction_summary(predictions, profile)
+    if args.entities is not None:
+        summary["entities"] = _entity_rows(hist, persons[0], predictions, args.entities)
+    return add_post_processed(rows, predictions), summary
+
+
+def _entity_rows(
+    hist: Any, alloc: TopDownAllocation, predictions: dict[str, Any], entities: str
+) -> list[dict[str, Any]]:
+    """Predicted TOTAL and VOTINGAGE (where the schema has it) accuracy of every entity."""
+    from engine.topdown.profile import entity_membership
+    from engine.topdown.spine.entities import block_ids_of, load_entities
+    from phexplore.prediction.entities import predict_entities
+
+    run, prediction = next((k, p) for k, p in predictions.items() if p.allocation == alloc.name)
+    assert prediction.algebra is not None
+    queries = [q for q in ("TOTAL", "VOTINGAGE") if q in prediction.algebra.queries]
+    out: list[dict[str, Any]] = []
+    for entity_set in load_entities(entities, block_ids_of(hist.geography)):
+        member = entity_membership(hist, alloc, entity_set.codes)
+        for e in predict_entities(prediction, member, entity_set.entity_ids, queries):
+            out.append({"run": run, "entity_set": entity_set.name, **e.as_row()})
+    return out

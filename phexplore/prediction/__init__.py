@@ -8,6 +8,7 @@ rounding with a count profile (:mod:`.correction`), on a spine profile (:mod:`.s
 
 from phexplore.prediction.predict import (
     DEFAULT_INVARIANTS,
+    PLANNER_MAX_UNITS,
     Prediction,
     QueryPrediction,
     predict_topdown,
@@ -16,6 +17,7 @@ from phexplore.prediction.spine import SpineProfile, shipped_profile
 
 __all__ = [
     "DEFAULT_INVARIANTS",
+    "PLANNER_MAX_UNITS",
     "Prediction",
     "QueryPrediction",
     "SpineProfile",

@@ -57,6 +57,8 @@ class LevelCorrection:
     mean_count: float | None
     model_holds: bool | None
     bias: float = 0.0
+    unit_bias: np.ndarray | None = None
+    """Per unit × answer cell mean error (the units the correction was evaluated on)."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ def query_correction(
         mean_count=mean_count,
         model_holds=mean_count >= MIN_MEAN_COUNT,
         bias=float(by_answer(moments.mean).mean()),
+        unit_bias=by_answer(moments.mean),
     )
 
 
@@ -258,4 +261,5 @@ def held_query_correction(
         mean_count=mean_count,
         model_holds=mean_count >= MIN_MEAN_COUNT,
         bias=float(moments.mean.mean()),
+        unit_bias=moments.mean,
     )

@@ -42,6 +42,10 @@ from phexplore.prediction.least_squares import (
 )
 from phexplore.prediction.spine import SpineProfile
 
+PLANNER_MAX_UNITS = 3000
+"""Geounits per level on which the planner evaluates the non-negativity correction (whole families,
+every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks/prediction.py)."""
+
 DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": (TOTAL,), "State": (TOTAL,)}
 """Exact queries by level (TDA §5.2: US and state total population), as in the engine."""
 
@@ -90,6 +94,10 @@ class Prediction:
     level_covariances: tuple[Operator, ...] = field(repr=False, default=())
     algebra: CellAlgebra | None = field(repr=False, default=None)
     notes: tuple[str, ...] = ()
+    spine: SpineProfile | None = field(repr=False, default=None)
+    leaf_bias: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    """Per query, the leaves' predicted mean error per answer cell (all leaves, profile order;
+    only when the correction ran on every leaf) — what off-spine entities sum."""
     folded: tuple[str, ...] = ()
     """Allocation levels folded into the spine's root (their published counts are the root's)."""
 
@@ -285,6 +293,7 @@ def predict_topdown(
     z = z_for_confidence(confidence)
     counts = spine.counts if use_counts else None
     rows: list[QueryPrediction] = []
+    leaf_bias: dict[str, np.ndarray] = {}
     detailed = "DETAILED"
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
@@ -332,6 +341,12 @@ def predict_topdown(
                     attrs,
                     q,
                 )
+            if (
+                k == len(levels) - 1
+                and corr.unit_bias is not None
+                and corr.unit_bias.shape[0] == units
+            ):
+                leaf_bias[q] = corr.unit_bias
             rows.append(
                 QueryPrediction(
                     geolevel=lv,
@@ -356,5 +371,7 @@ def predict_topdown(
         level_covariances=tuple(covariances),
         algebra=algebra,
         notes=tuple(notes),
+        spine=spine,
+        leaf_bias=leaf_bias,
         folded=tuple(lv for lv in allocation.geolevels if lv not in levels),
     )

@@ -83,3 +83,17 @@ def test_plan_topdown_published(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["rows"][0]["predicted_rmse"] <= 9.2 * (1 + 1e-9)
     assert main(["plan", "topdown"]) != 0
     assert "--published" in capsys.readouterr().err
+
+
+def test_post_processed_entities(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(
+        capsys, "moe", "topdown", "--preset", "ri2010-production-like", "--rho", "1",
+        "--post-processed", "--data", "ri2010", "--entities", "providence-wards",
+        "--format", "json",
+    )  # fmt: skip
+    entities = out["summary"]["post_processed"]["entities"]
+    wards = [e for e in entities if e["entity_set"] == "providence_wards" and e["query"] == "TOTAL"]
+    assert len(wards) == 15 and all(e["post_processed_rmse"] > 0 for e in wards)
+    assert all(e["post_processed_moe"] == pytest.approx(1.645 * e["post_processed_rmse"], 1e-3)
+               for e in entities)  # fmt: skip
+    assert main(["moe", "topdown", "--post-processed", "--entities", "providence-wards"]) != 0

@@ -1,0 +1,179 @@
+"""Validation of the published-count accuracy prediction (SPEC §7) against repeated TopDown runs.
+
+For each data set and total ρ: the prediction of :func:`phexplore.prediction.predict_topdown`
+(made before any run, on the data's spine and counts) against the RMSE of the published counts
+measured over ``--seeds`` engine runs (``engine.topdown.run.run_topdown``), per geolevel × query.
+Printed per row: mean true count per answer cell, the noisy-measurement σ (the baseline: what the
+planner showed before issue 19), the least-squares-only prediction, the corrected prediction, the
+measured RMSE with its across-seed standard error, and the ratios predicted / measured. The
+target of issue 19 is 0.8–1.25 wherever the mean count per answer cell is ≥ 1; rows below that
+are marked ``(out of range)``.
+
+Data: the Rhode Island 2010 blocks (``ri2010`` with ``ri2010-production-like``, several ρ) and a
+generated population on the 2,016-cell production schema (``phexplore generate population``,
+``topdown-2020-production``). A final section times the planner's recompute (the shipped profile,
+``PLANNER_MAX_UNITS`` geounits per level) against the full-profile prediction, medians of several
+edits.
+
+Usage: ``.venv/bin/python benchmarks/prediction.py [--rhos 0.25,1,4] [--seeds 8]
+[--population 30000] [--population-seeds 3] [--skip-population] [--out results.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.data.histogram import BlockHistogram  # noqa: E402
+from engine.data.inputs import load_topdown_input  # noqa: E402
+from engine.data.population import generate_population  # noqa: E402
+from engine.data.samples import load_topdown_sample  # noqa: E402
+from engine.topdown.profile import spine_profile  # noqa: E402
+from engine.topdown.run import run_topdown  # noqa: E402
+from phexplore.budget import TopDownAllocation  # noqa: E402
+from phexplore.prediction import (  # noqa: E402
+    PLANNER_MAX_UNITS,
+    predict_topdown,
+    shipped_profile,
+)
+from phexplore.presets import load_topdown_preset  # noqa: E402
+
+LOW, HIGH = 0.8, 1.25
+
+
+def validate(
+    label: str, hist: BlockHistogram, alloc: TopDownAllocation, seeds: int
+) -> list[dict[str, object]]:
+    """Predicted vs measured RMSE per geolevel × query over ``seeds`` runs."""
+    profile = spine_profile(hist, alloc, name=label)
+    t0 = time.perf_counter()
+    pred = predict_topdown(alloc, profile)
+    predict_s = time.perf_counter() - t0
+    queries = list(dict.fromkeys(r.query for r in pred.rows))
+    mse: dict[tuple[str, str], list[float]] = {}
+    run_s = []
+    for seed in range(seeds):
+        t0 = time.perf_counter()
+        result = run_topdown(hist, alloc, seed=seed)
+        run_s.append(time.perf_counter() - t0)
+        tidy = result.to_tidy(queries)
+        err2 = (tidy["estimate"] - tidy["true"]).astype(float) ** 2
+        for key, value in err2.groupby([tidy["geolevel"], tidy["query"]]).mean().items():
+            mse.setdefault((str(key[0]), str(key[1])), []).append(float(value))
+    print(
+        f"\n## {label}: {alloc.name} at ρ = {float(alloc.rho):g}, {seeds} runs "
+        f"(prediction {predict_s:.2f} s; one run {statistics.median(run_s):.1f} s, median)"
+    )
+    header = (
+        f"{'geolevel':12s} {'query':27s} {'units':>6s} {'mean cnt':>9s} {'σ meas.':>8s} "
+        f"{'LS only':>8s} {'predicted':>9s} {'measured':>9s} {'±SE':>6s} {'σ/meas':>7s} "
+        f"{'LS/meas':>7s} {'pred/meas':>9s}"
+    )
+    print(header)
+    rows = []
+    for r in pred.rows:
+        values = mse.get((r.geolevel, r.query))
+        if values is None or r.invariant:
+            continue
+        measured = float(np.sqrt(np.mean(values)))
+        se = (
+            0.5 * float(np.std(values, ddof=1)) / np.sqrt(len(values)) / measured
+            if len(values) > 1 and measured > 0
+            else float("nan")
+        )
+        ratio = r.post_processed_rmse / measured if measured > 0 else float("nan")
+        in_range = bool(r.mean_count is not None and r.mean_count >= 1.0)
+        row = {
+            "data": label,
+            "rho": float(alloc.rho),
+            "geolevel": r.geolevel,
+            "query": r.query,
+            "units": r.units,
+            "mean_count": r.mean_count,
+            "sigma": r.sigma,
+            "ls_rmse": r.ls_rmse,
+            "predicted_rmse": r.post_processed_rmse,
+            "measured_rmse": measured,
+            "measured_rel_se": se,
+            "ratio": ratio,
+            "in_range": in_range,
+            "within_target": bool(LOW <= ratio <= HIGH),
+        }
+        rows.append(row)
+        sigma = f"{r.sigma:8.2f}" if r.sigma is not None else f"{'—':>8s}"
+        sig_ratio = f"{r.sigma / measured:7.2f}" if r.sigma is not None else f"{'—':>7s}"
+        flag = "" if in_range else "  (out of range)"
+        if in_range and not row["within_target"]:
+            flag = "  MISS"
+        print(
+            f"{r.geolevel:12s} {r.query:27s} {r.units:6d} {r.mean_count or 0:9.2f} {sigma} "
+            f"{r.ls_rmse:8.3f} {r.post_processed_rmse:9.3f} {measured:9.3f} {se:6.1%} "
+            f"{sig_ratio} {r.ls_rmse / measured:7.2f} {ratio:9.3f}{flag}"
+        )
+    inside = [x for x in rows if x["in_range"]]
+    hits = sum(x["within_target"] for x in inside)
+    print(f"within {LOW}–{HIGH}: {hits} of {len(inside)} rows with mean count ≥ 1")
+    return rows
+
+
+def planner_timing(repeats: int) -> list[dict[str, object]]:
+    """Median time of one planner recompute (new ρ each time, nothing cached)."""
+    print(f"\n## Planner recompute (shipped RI 2010 profile), median of {repeats} edits")
+    profile = shipped_profile("ri2010")
+    out = []
+    for preset in ("ri2010-production-like", "topdown-2020-production"):
+        alloc = load_topdown_preset(preset)["persons"]
+        for label, units in (("planner", PLANNER_MAX_UNITS), ("full profile", None)):
+            times = []
+            for i in range(repeats):
+                t0 = time.perf_counter()
+                predict_topdown(alloc.with_rho(0.5 + 0.37 * i), profile, max_units=units)
+                times.append(time.perf_counter() - t0)
+            ms = 1000 * statistics.median(times)
+            out.append({"preset": preset, "mode": label, "median_ms": ms})
+            print(f"{preset:26s} {label:13s} {ms:8.1f} ms")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rhos", default="0.25,1,4", help="total ρ values on RI")
+    parser.add_argument("--seeds", type=int, default=8, help="runs per ρ on RI")
+    parser.add_argument("--population", type=int, default=30_000, help="persons generated")
+    parser.add_argument("--population-seeds", type=int, default=3)
+    parser.add_argument("--skip-population", action="store_true")
+    parser.add_argument("--timing-repeats", type=int, default=7)
+    parser.add_argument("--out", default=None, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    results: dict[str, object] = {"rows": []}
+    rows: list[dict[str, object]] = []
+    hist = load_topdown_sample("ri2010")
+    base = load_topdown_preset("ri2010-production-like")["persons"]
+    for rho in (float(x) for x in args.rhos.split(",") if x.strip()):
+        rows += validate("ri2010", hist, base.with_rho(rho), args.seeds)
+    if not args.skip_population:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "population"
+            generate_population(args.population, seed=11, out_dir=folder, states=["RI"])
+            population = load_topdown_input(str(folder))
+            production = load_topdown_preset("topdown-2020-production")["persons"]
+            label = f"generated RI population ({args.population:,} persons, production schema)"
+            rows += validate(label, population, production, args.population_seeds)
+    results["rows"] = rows
+    results["planner"] = planner_timing(args.timing_repeats)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
