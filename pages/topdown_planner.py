@@ -38,7 +38,7 @@ BASE_KEY = "td_base"
 ERROR_KEY = "td_rho_error"
 TOASTED_KEY = "td_toasted"
 STALE_CSS = (
-    "<style>.st-key-td_stale_label ~ div{opacity:.45;filter:grayscale(100%);}"
+    "<style>div:has(> .st-key-td_stale_label) ~ div{opacity:.45;filter:grayscale(100%);}"
     ".st-key-td_stale_label{color:#8a6d00;}</style>"
 )
 MARK = "⚠ "
