@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
