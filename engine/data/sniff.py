@@ -72,8 +72,10 @@ def read_path(path: Path, label: str, max_bytes: int) -> bytes:
     """The bytes of a checked path (at most ``max_bytes + 1`` of them)."""
     check_path(path, label, max_bytes)
     try:
+        # Never ask for more than the file holds: read(max_bytes + 1) would allocate max_bytes.
+        want = min(max_bytes, path.stat().st_size) + 1
         with path.open("rb") as handle:
-            return handle.read(max_bytes + 1)
+            return handle.read(want)
     except PermissionError:
         raise _fail(label, f"cannot read {path} (permission denied)") from None
     except OSError as exc:

@@ -29,7 +29,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from engine.data.errors import DataValidationError, Problem
-from engine.data.sniff import file_bytes, read_path, repeated_header_rows
+from engine.data.sniff import (
+    GZIP_MAGIC,
+    check_content,
+    check_path,
+    file_bytes,
+    read_path,
+    repeated_header_rows,
+)
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 """Default size limit of one input file (200 MB); every loader takes ``max_bytes`` to change it."""
@@ -73,9 +80,17 @@ def read_source(source: DataSource, *, max_bytes: int, name: str | None = None) 
     else:
         if getattr(source, "seekable", lambda: False)():
             source.seek(0)  # an upload may have been read before (e.g. for a preview)
-        data = source.read(max_bytes + 1)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
+        parts: list[bytes] = []
+        total = 0
+        while total <= max_bytes:  # in 1 MiB pieces: never ask for max_bytes at once
+            piece = source.read(min(1 << 20, max_bytes + 1 - total))
+            if not piece:
+                break
+            if isinstance(piece, str):
+                piece = piece.encode("utf-8")
+            parts.append(piece)
+            total += len(piece)
+        data = b"".join(parts)
     if len(data) > max_bytes:
         _fail(label, _too_large(len(data), max_bytes))
     data = file_bytes(data, label, max_bytes)  # gzip decompressed; zip, UTF-16, binary refused
@@ -176,9 +191,13 @@ def read_csv_table(
     empty-data problem. Header names are matched after stripping blanks, case-insensitively.
     """
     label = source_name(source, name)
+    all_names = [c for spec in columns for c in _alternatives(spec)] + list(optional)
+    if isinstance(source, str | os.PathLike):
+        streamed = _stream_table(Path(source), label, columns, optional, all_names, max_bytes)
+        if streamed is not None:
+            return _no_repeated_header(streamed)
     text = decode_text(read_source(source, max_bytes=max_bytes, name=label), label, encodings)
     header_line = text.split("\n", 1)[0].rstrip("\r")
-    all_names = [c for spec in columns for c in _alternatives(spec)] + list(optional)
     delimiter = detect_delimiter(header_line, all_names)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
@@ -221,16 +240,119 @@ def read_csv_table(
         table = _collect_records(
             reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
         )
+    return _no_repeated_header(table)
+
+
+def _no_repeated_header(table: CsvTable) -> CsvTable:
+    """``table``, unless its header line appears again among the records (two exports joined)."""
     repeats = repeated_header_rows(table.columns, table.found, table.rows)
     if repeats:
         _fail(
-            label,
+            table.file,
             "the header line appears again in the data (row "
             + ", ".join(map(str, repeats))
             + "); were two exports concatenated? Keep one header and check for repeated records",
             row=repeats[0],
         )
     return table
+
+
+STREAM_BYTES = 32 * 1024 * 1024
+"""Plain-text files at least this large are read in blocks (:func:`_stream_table`)."""
+STREAM_BLOCK = 4 * 1024 * 1024
+"""Bytes per block of the streaming reader."""
+
+
+def _stream_table(
+    path: Path,
+    label: str,
+    columns: Sequence[ColumnSpec],
+    optional: Sequence[str],
+    all_names: Sequence[str],
+    max_bytes: int,
+) -> CsvTable | None:
+    """Read the wanted columns of a large, regular, uncompressed file block by block.
+
+    Peak memory is proportional to the columns kept, not to the file. Returns ``None`` (the caller
+    then reads the whole file and locates any problem) for small or compressed files, a header that
+    lacks a column, or any irregularity Arrow's reader stops at (a blank line, a wrong field count,
+    text that is not UTF-8).
+    """
+    check_path(path, label, max_bytes)
+    if path.stat().st_size < STREAM_BYTES:
+        return None
+    with path.open("rb") as handle:
+        head = handle.read(64 * 1024)
+    if head.startswith(GZIP_MAGIC) or b"\n" not in head:
+        return None
+    check_content(head, label)
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        header_line = first.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+    delimiter = detect_delimiter(header_line, all_names)
+    header = tuple(h.strip() for h in _split_line(header_line, delimiter))
+    index_of: dict[str, int] = {}
+    for i, h in enumerate(header):
+        if h.lower() in index_of:
+            return None  # a duplicated column: the full reader reports it
+        index_of[h.lower()] = i
+    wanted: dict[str, int] = {}
+    found: dict[str, str] = {}
+    for spec in columns:
+        names = _alternatives(spec)
+        hit = next((n for n in names if n.lower() in index_of), None)
+        if hit is None:
+            return None
+        wanted[names[0]] = index_of[hit.lower()]
+        found[names[0]] = header[index_of[hit.lower()]]
+    for opt in optional:
+        if opt.lower() in index_of and opt not in wanted:
+            wanted[opt] = index_of[opt.lower()]
+            found[opt] = header[index_of[opt.lower()]]
+    if len(header) < 2:
+        return None
+    names = [f"f{i}" for i in range(len(header))]
+    keep = sorted({names[i] for i in wanted.values()})
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in wanted}
+    n_rows = 0
+    try:
+        reader = pacsv.open_csv(
+            str(path),
+            read_options=pacsv.ReadOptions(
+                skip_rows=1, column_names=names, block_size=STREAM_BLOCK
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, newlines_in_values=False, ignore_empty_lines=False
+            ),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=keep,
+                column_types={n: pa.string() for n in keep},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+        for batch in reader:
+            for key, i in wanted.items():
+                column = batch.column(batch.schema.get_field_index(names[i]))
+                trimmed = pc.utf8_trim(column, characters=_BLANKS)
+                parts[key].append(np.asarray(trimmed.to_numpy(zero_copy_only=False), dtype=object))
+            n_rows += batch.num_rows
+    except (pa.ArrowException, ValueError, OSError):
+        return None
+    if n_rows == 0:
+        return None
+    return CsvTable(
+        file=label,
+        delimiter=delimiter,
+        header=header,
+        columns={
+            k: np.concatenate(v) if v else np.empty(0, dtype=object) for k, v in parts.items()
+        },
+        found=found,
+        rows=np.arange(1, n_rows + 1, dtype=np.int64),
+    )
 
 
 def read_headerless_table(

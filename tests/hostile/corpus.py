@@ -756,6 +756,14 @@ CASES: list[Case] = [
     ),
     Case("cef-over-size-limit", "file", ph("--max-bytes", "50"), R, ("size limit",), cef_dir),
     Case("cef-accepted", "file", ph(), A, ("PHSafe run",), cef_dir),
+    Case(
+        "max-bytes-one-tebibyte",
+        "file",
+        ph("--max-bytes", str(2**40)),
+        A,
+        ("PHSafe run",),
+        cef_dir,
+    ),
     # ---------------- outputs
     Case(
         "out-is-a-file",
