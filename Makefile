@@ -1,6 +1,7 @@
 # PHExplore — two commands set up everything on a fresh machine:
 #   make run   creates .venv, installs, starts the app on the shipped samples
-#   make test  creates .venv, installs with dev extras (and Debian chromium for the browser test), runs all tests
+#   make test  creates .venv, installs with dev extras (and Debian chromium for the browser test,
+#              Debian Java 17 for the Spark tests), runs all tests
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8501
 
-.PHONY: run test install install-dev browser lint format clean bench
+.PHONY: run test install install-dev browser java lint format clean bench
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +36,19 @@ browser:
 		|| echo "WARNING: could not install chromium; the browser test will be skipped"; \
 	fi
 
+# The Spark tests run pyspark 4 in local[2], which needs a Java 17+ runtime: Debian's, never a download.
+java:
+	@if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then \
+		echo "Installing Debian openjdk-17-jre-headless for the Spark tests"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null) \
+		|| (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null) \
+		|| echo "WARNING: could not install Java 17; the Spark tests will be skipped (and fail under CI)"; \
+	fi
+
 run: install
 	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
 
-test: install-dev browser
+test: install-dev browser java
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q

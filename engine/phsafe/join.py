@@ -145,19 +145,35 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def record_hash(persons: Mapping[str, np.ndarray]) -> np.ndarray:
-    """A 64-bit hash of each person record; identical records get distinct hashes via occurrence."""
+def attribute_hash(persons: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The 64-bit hash of each person record's attributes alone (equal for identical records)."""
     with np.errstate(over="ignore"):
         h = np.full(persons["p_mafid"].shape, HASH_SALT, dtype=np.uint64)
         for key in ("p_mafid", "p_rtype", "p_age", "p_hisp", "p_race", "p_relship"):
             h = _mix64(h ^ persons[key].astype(np.uint64))
-        order = np.argsort(h, kind="stable")
-        hs = h[order]
-        starts = np.r_[True, hs[1:] != hs[:-1]]
-        run_start = np.maximum.accumulate(np.where(starts, np.arange(hs.size), 0))
-        occurrence = np.empty(h.size, dtype=np.uint64)
-        occurrence[order] = (np.arange(hs.size) - run_start).astype(np.uint64)
-        return _mix64(h ^ _mix64(occurrence + HASH_SALT))
+        return h
+
+
+def with_occurrence(h: np.ndarray, occurrence: np.ndarray) -> np.ndarray:
+    """The record hash: the attribute hash mixed with the record's occurrence number (0, 1, … among
+    records with the same attribute hash), so identical records get distinct hashes."""
+    with np.errstate(over="ignore"):
+        return _mix64(h ^ _mix64(occurrence.astype(np.uint64) + HASH_SALT))
+
+
+def record_hash(persons: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A 64-bit hash of each person record; identical records get distinct hashes via occurrence.
+
+    Which of several identical records gets which occurrence number does not matter: they are
+    indistinguishable, so the multiset of hashes (and every count) is the same in any file order."""
+    h = attribute_hash(persons)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    starts = np.r_[True, hs[1:] != hs[:-1]]
+    run_start = np.maximum.accumulate(np.where(starts, np.arange(hs.size), 0))
+    occurrence = np.empty(h.size, dtype=np.uint64)
+    occurrence[order] = (np.arange(hs.size) - run_start).astype(np.uint64)
+    return with_occurrence(h, occurrence)
 
 
 def truncation_order(persons: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -374,20 +390,30 @@ def _level_counts(
 
 def _truncation_stats(table: str, tau: int, joined: JoinedRecords, n_units: int) -> TruncationStats:
     sizes = np.bincount(joined.unit_index, minlength=n_units)
-    sizes = sizes[sizes > 0]
-    total = int(sizes.sum())
+    size, households = np.unique(sizes[sizes > 0], return_counts=True)
+    return truncation_stats(table, tau, size, households, int((~joined.kept).sum()))
+
+
+def truncation_stats(
+    table: str, tau: int, size: np.ndarray, households: np.ndarray, persons_dropped: int
+) -> TruncationStats:
+    """Truncation statistics from the histogram of joined household sizes: ``households[i]``
+    households have ``size[i]`` ≥ 1 joined persons (before truncation)."""
+    size = np.asarray(size, dtype=np.int64)
+    households = np.asarray(households, dtype=np.int64)
+    total = int((size * households).sum())
     curve = {
-        t: (float(np.maximum(sizes - t, 0).sum()) / total if total else 0.0)
+        t: (float((np.maximum(size - t, 0) * households).sum()) / total if total else 0.0)
         for t in TRUNCATION_CURVE_TAUS
     }
     return TruncationStats(
         table=table,
         tau=int(tau),
         persons_joined=total,
-        persons_dropped=int((~joined.kept).sum()),
-        households=int(sizes.size),
-        households_over_tau=int((sizes > tau).sum()),
-        largest_household=int(sizes.max()) if sizes.size else 0,
+        persons_dropped=int(persons_dropped),
+        households=int(households.sum()),
+        households_over_tau=int(households[size > tau].sum()),
+        largest_household=int(size.max()) if size.size else 0,
         share_dropped_by_tau=curve,
     )
 
@@ -411,6 +437,25 @@ def tabulate_table(
         recs = _records(prepared, None, unit_rows)
         kept = np.ones(unit_rows.size, dtype=bool)
         truncation = None
+    counts, unmapped = count_records(table_name, levels, prepared.states, recs, kept)
+    return TableTabulation(
+        table=table_name, levels=counts, truncation=truncation, unmapped_records=unmapped
+    )
+
+
+def count_records(
+    table_name: str,
+    levels: Sequence[str],
+    states: tuple[str, ...],
+    recs: Mapping[str, np.ndarray],
+    kept: np.ndarray,
+) -> tuple[dict[str, LevelCounts], int]:
+    """Algorithms 1, 2 and 4 on joined records: map each to its population group in every level and
+    to its basis cell, and count (with and without the records truncation dropped, ``~kept``).
+
+    Counts of disjoint sets of records add up, so a backend may count batches and sum them.
+    Returns the counts by level and the number of records that match no basis cell."""
+    table = MEASURED[table_name]
     cell = table.cell_of(recs)
     final_pop = recs["u_final_pop"] if table_name == "PH8_denom" else None
     if table.person_iteration:
@@ -424,14 +469,7 @@ def tabulate_table(
     pos = basis_positions(table, cell)
     dropped = np.flatnonzero(~kept)
     counts = {
-        level: _level_counts(
-            table, level, prepared.states, recs, pos, dropped, final_pop, iterations
-        )
+        level: _level_counts(table, level, states, recs, pos, dropped, final_pop, iterations)
         for level in levels
     }
-    return TableTabulation(
-        table=table_name,
-        levels=counts,
-        truncation=truncation,
-        unmapped_records=int((cell < 0).sum()),
-    )
+    return counts, int((cell < 0).sum())

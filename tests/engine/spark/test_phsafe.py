@@ -1,0 +1,135 @@
+"""PHSafe's truncate-and-join and counts on Spark equal the local engine's (PHS Algorithms 1–4).
+
+One shared ``local[2]`` session (tests/conftest.py). The official fixtures, the shipped synthetic
+sample (read by Spark's own CSV reader from the gzip files) and a hand-made extract with identical
+records and households over τ, written in shuffled order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from engine.data.cef import load_cef_extract
+from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
+from engine.data.errors import DataValidationError
+from engine.data.samples import get_sample
+from engine.phsafe.config import PHSafeConfig
+from engine.phsafe.join import TableTabulation, prepare_extract
+from engine.phsafe.run import run_levels, tabulate_all
+from engine.spark import phsafe as spark_phsafe
+
+pytestmark = pytest.mark.spark
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
+
+
+def assert_same_tabulations(
+    got: dict[str, TableTabulation], want: dict[str, TableTabulation]
+) -> None:
+    assert list(got) == list(want)
+    for table, w in want.items():
+        g = got[table]
+        assert g.unmapped_records == w.unmapped_records, table
+        assert g.truncation == w.truncation, table
+        assert list(g.levels) == list(w.levels), table
+        for level, wc in w.levels.items():
+            gc = g.levels[level]
+            assert (gc.region_type, gc.region_ids, gc.iteration_codes, gc.basis) == (
+                wc.region_type,
+                wc.region_ids,
+                wc.iteration_codes,
+                wc.basis,
+            )
+            np.testing.assert_array_equal(gc.true_full, wc.true_full, err_msg=f"{table} {level}")
+            np.testing.assert_array_equal(gc.true_truncated, wc.true_truncated)
+            if wc.final_pop is None:
+                assert gc.final_pop is None
+            else:
+                np.testing.assert_array_equal(gc.final_pop, wc.final_pop)
+
+
+def _compare(spark, source, extract: CefExtract, config: PHSafeConfig) -> None:
+    local = prepare_extract(extract, config.state_filter)
+    want = tabulate_all(local, config, non_private=True)
+    prepared = spark_phsafe.prepare(
+        spark, spark_phsafe.read_cef(spark, source), config.state_filter
+    )
+    assert (prepared.states, prepared.n_persons, prepared.n_units) == (
+        local.states,
+        local.n_persons,
+        local.n_units,
+    )
+    got = spark_phsafe.tabulate_all(
+        prepared, config, levels_of=lambda t: run_levels(t, config, True)
+    )
+    assert_same_tabulations(got, want)
+
+
+@pytest.mark.parametrize("case", ["e2e_test1", "e2e_test2"])
+def test_official_fixtures_same_counts_as_local(spark, case: str) -> None:
+    directory = FIXTURES / case
+    config = PHSafeConfig.from_json(directory / "config.json")
+    extract = load_cef_extract(directory, state_filter=config.state_filter)
+    _compare(spark, directory, extract, config)
+
+
+def test_synthetic_sample_same_counts_as_local(spark) -> None:
+    info = get_sample("phsafe_synthetic_us")
+    config = PHSafeConfig.from_json(info.path / "config.json")
+    # τ small enough that many households are truncated
+    config = config.with_tau({t: 2 for t in config.tau})
+    extract = load_cef_extract(info.path, state_filter=config.state_filter)
+    _compare(spark, info.path, extract, config)
+
+
+def _household(mafid: int, ages: list[int], state: str) -> tuple[list[dict], dict, dict]:
+    """A married-couple owner household (householder, spouse, own children), official layout."""
+    rels = [20, 21] + [25] * (len(ages) - 2)
+    persons = [
+        {"RTYPE": "3", "MAFID": str(mafid), "QAGE": str(a), "CENHISP": "1", "CENRACE": "01"}
+        | {"RELSHIP": str(r)}
+        for a, r in zip(ages, rels, strict=True)
+    ]
+    unit = {"RTYPE": "2", "MAFID": str(mafid), "FINAL_POP": str(len(ages)), "NPF": "0"}
+    unit |= {"HHSPAN": "1", "HHRACE": "01", "TEN": "1", "HHT": "1", "HHT2": "01", "CPLT": "1"}
+    geo = {"RTYPE": "2", "MAFID": str(mafid), "TABBLKST": state, "TABBLKCOU": "001"}
+    geo |= {"TABTRACTCE": "000100", "TABBLK": "1001", "TABBLKGRPCE": "1", "REGIONCE": "1"}
+    geo |= {"DIVISIONCE": "1", "PLACEFP": "99999", "AIANNHCE": "9999"}
+    return persons, unit, geo
+
+
+def test_identical_records_and_file_order(spark) -> None:
+    """Twins (identical records), households over τ and a second state, in shuffled file order."""
+    persons, units, geos = [], [], []
+    for h in range(30):
+        ages = [40, 38, 9, 9, 9, 7, 5] if h % 2 else [35, 12, 12]
+        p, u, g = _household(100_000_001 + h, ages, "44" if h % 3 else "09")
+        persons += p
+        units.append(u)
+        geos.append(g)
+    order = np.random.default_rng(3).permutation(len(persons))
+    ex = CefExtract(
+        persons=pd.DataFrame([persons[i] for i in order], columns=list(PERSON_COLUMNS)),
+        units=pd.DataFrame(units, columns=list(UNIT_COLUMNS)),
+        geo=pd.DataFrame(geos, columns=list(GEO_COLUMNS)),
+    )
+    config = PHSafeConfig.from_json(FIXTURES / "e2e_test1" / "config.json")
+    config = replace(config.with_tau({t: 2 for t in config.tau}), state_filter=["44"])
+    _compare(spark, ex, ex, config)
+
+
+def test_non_numeric_code_is_located(spark, tmp_path: Path) -> None:
+    directory = FIXTURES / "e2e_test1"
+    for name in ("units.csv", "geo.csv"):
+        (tmp_path / name).write_text((directory / name).read_text())
+    lines = (directory / "persons.csv").read_text().splitlines()
+    lines[3] = lines[3].replace(",01,", ",x1,", 1)
+    (tmp_path / "persons.csv").write_text("\n".join(lines) + "\n")
+    cef = spark_phsafe.read_cef(spark, tmp_path)
+    with pytest.raises(DataValidationError, match="x1"):
+        spark_phsafe.prepare(spark, cef, ["44"])
