@@ -26,7 +26,9 @@ Only the DataFrame API is used (no RDDs), so this also runs over Spark Connect.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +50,7 @@ from engine.phsafe.join import (
 from engine.phsafe.tables import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PERSON_NAMES: dict[str, str] = {
     "RTYPE": "p_rtype",
@@ -154,27 +156,62 @@ def _integers(frame: DataFrame, names: Mapping[str, str], label: str) -> DataFra
     return cast.select(*names.values())
 
 
+def _columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    return {n: batch.column(n).to_numpy(zero_copy_only=False) for n in batch.schema.names}
+
+
 def _hash_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Append ``p_h0``, the attribute hash (:func:`engine.phsafe.join.attribute_hash`), as int64 bits."""
     for batch in batches:
-        cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in PERSON_NAMES.values()}
-        h0 = attribute_hash(cols).view(np.int64)
+        h0 = attribute_hash(_columns(batch)).view(np.int64)
         yield batch.append_column("p_h0", pa.array(h0, type=pa.int64()))
 
 
 def _finish_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Replace ``p_h0``/``p_occ`` by the record hash ``p_hash`` and its unsigned order ``p_order``."""
+    """The record hash's unsigned order ``p_order`` (from ``p_h0`` and the occurrence ``p_occ``)
+    and every Algorithm-1 table's person filter ``pf_<table>``."""
     for batch in batches:
-        h0 = batch.column("p_h0").to_numpy(zero_copy_only=False).view(np.uint64)
-        occ = batch.column("p_occ").to_numpy(zero_copy_only=False).astype(np.uint64)
-        h = with_occurrence(h0, occ)
-        cols = [batch.column(n) for n in PERSON_NAMES.values()]
-        cols += [pa.array(h.view(np.int64)), pa.array((h ^ _SIGN).view(np.int64))]
-        yield pa.RecordBatch.from_arrays(cols, names=[*PERSON_NAMES.values(), "p_hash", "p_order"])
+        cols = _columns(batch)
+        h = with_occurrence(cols["p_h0"].view(np.uint64), cols["p_occ"].astype(np.uint64))
+        arrays = [batch.column(n) for n in PERSON_NAMES.values()]
+        arrays.append(pa.array((h ^ _SIGN).view(np.int64), type=pa.int64()))
+        for table in _ALG1:
+            keep = MEASURED[table].person_filter
+            assert keep is not None
+            arrays.append(pa.array(np.asarray(keep(cols), dtype=bool), type=pa.bool_()))
+        yield pa.RecordBatch.from_arrays(arrays, names=_PERSON_OUT)
+
+
+def _unit_flag_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Append every measured table's unit filter ``uf_<table>``."""
+    for batch in batches:
+        cols = _columns(batch)
+        for table in MEASURED_TABLES:
+            flag = np.asarray(MEASURED[table].unit_filter(cols), dtype=bool)
+            batch = batch.append_column(_flag("uf", table), pa.array(flag, type=pa.bool_()))
+        yield batch
+
+
+def _flag(prefix: str, table: str) -> str:
+    """Column name of a per-table flag (``PH1_num`` → ``pf_PH1_num``)."""
+    return f"{prefix}_{table}"
+
+
+_ALG1 = tuple(t for t in MEASURED_TABLES if MEASURED[t].algorithm == 1)
+_ALG2 = tuple(t for t in MEASURED_TABLES if MEASURED[t].algorithm == 2)
+_PERSON_OUT = [*PERSON_NAMES.values(), "p_order", *(_flag("pf", t) for t in _ALG1)]
+_UNIT_OUT = [*UNIT_NAMES.values(), "u_state", *(_flag("uf", t) for t in MEASURED_TABLES)]
+
+
+def _schema(names: Sequence[str]) -> str:
+    return ", ".join(f"{n} {'boolean' if n[:3] in ('pf_', 'uf_') else 'long'}" for n in names)
 
 
 def prepare(spark: SparkSession, cef: SparkCef, state_filter: Sequence[str]) -> SparkPrepared:
-    """PHSafe's preparation on Spark (see :func:`engine.phsafe.join.prepare_extract`)."""
+    """PHSafe's preparation on Spark (see :func:`engine.phsafe.join.prepare_extract`).
+
+    Lazy apart from three small jobs (the states present, and the numbers of persons and units):
+    the hashing and filters run when :func:`tabulate_all` asks for counts."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -183,8 +220,12 @@ def prepare(spark: SparkSession, cef: SparkCef, state_filter: Sequence[str]) -> 
     geo = _integers(
         cef.geo, {"TABBLKST": "g_state", "MAFID": "g_mafid", "RTYPE": "g_rtype"}, "geo"
     ).withColumn("in_states", F.col("g_state").isin(wanted) if wanted else F.lit(False))
-    housing = geo.filter("in_states AND g_rtype NOT IN (4, 5)")
-    codes = sorted(r[0] for r in housing.select("g_state").distinct().collect())
+    housing_flag = F.col("in_states") & ~F.col("g_rtype").isin(4, 5)
+    stats = geo.agg(
+        F.collect_set(F.when(housing_flag, F.col("g_state"))).alias("codes"),
+        F.max((~F.col("in_states")).cast("int")).alias("outside"),
+    ).collect()[0]
+    codes = sorted(stats["codes"] or [])
     if not codes:
         present = sorted(r[0] for r in geo.select("g_state").distinct().limit(1000).collect())
         listed = ", ".join(f"{c:02d}" for c in present[:20]) or "(none)"
@@ -201,91 +242,80 @@ def prepare(spark: SparkSession, cef: SparkCef, state_filter: Sequence[str]) -> 
             summary="nothing to tabulate",
         )
     state_index = F.array_position(F.array(*[F.lit(c) for c in codes]), F.col("g_state")) - 1
-    geo_map = housing.select(
+    geo_map = geo.filter(housing_flag).select(
         F.col("g_mafid").alias("u_mafid"), state_index.cast("bigint").alias("u_state")
     )
     units = _integers(cef.units, UNIT_NAMES, "units").join(geo_map, "u_mafid", "inner")
     units = units.select(*UNIT_NAMES.values(), "u_state")
 
     persons = _integers(cef.persons, PERSON_NAMES, "persons")
-    every_state = geo.filter(~F.col("in_states")).limit(1).count() == 0
-    if not every_state:
+    if stats["outside"]:
         state_mafids = geo.filter("in_states").select(F.col("g_mafid").alias("p_mafid"))
         persons = persons.join(state_mafids, "p_mafid", "left_semi")
     persons = persons.select(*PERSON_NAMES.values())
-    hashed = persons.mapInArrow(
-        _hash_batches, ", ".join(f"{c} long" for c in [*PERSON_NAMES.values(), "p_h0"])
-    )
-    same_hash = Window.partitionBy("p_h0").orderBy(*PERSON_NAMES.values())
-    numbered = hashed.withColumn("p_occ", (F.row_number().over(same_hash) - 1).cast("bigint"))
-    persons = numbered.mapInArrow(
-        _finish_batches,
-        ", ".join(f"{c} long" for c in [*PERSON_NAMES.values(), "p_hash", "p_order"]),
-    )
+    n_persons, n_units = persons.count(), units.count()
+
+    hashed = persons.mapInArrow(_hash_batches, _schema([*PERSON_NAMES.values(), "p_h0"]))
+    # identical records share MAFID and attribute hash; number them 0, 1, … (any order will do)
+    same = Window.partitionBy("p_mafid", "p_h0").orderBy(*_TIE_ORDER)
+    numbered = hashed.withColumn("p_occ", (F.row_number().over(same) - 1).cast("bigint"))
     return SparkPrepared(
         states=tuple(f"{c:02d}" for c in codes),
         state_filter=tuple(states_wanted),
-        persons=persons,
-        units=units,
-        n_persons=persons.count(),
-        n_units=units.count(),
+        persons=numbered.mapInArrow(_finish_batches, _schema(_PERSON_OUT)),
+        units=units.mapInArrow(_unit_flag_batches, _schema(_UNIT_OUT)),
+        n_persons=n_persons,
+        n_units=n_units,
     )
 
 
-def _filter_batches(
-    table: str, which: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function keeping the records that pass ``table``'s person or unit filter."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        spec = MEASURED[table]
-        keep_of = spec.person_filter if which == "person" else spec.unit_filter
-        assert keep_of is not None
-        for batch in batches:
-            cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in batch.schema.names}
-            yield batch.filter(pa.array(np.asarray(keep_of(cols), dtype=bool)))
-
-    return run
+def _emit_counts(
+    rows: list[tuple[str, str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([t for t, _, f, *_ in rows for _ in range(f.size)], type=pa.string()),
+            pa.array([lv for _, lv, f, *_ in rows for _ in range(f.size)], type=pa.string()),
+            *(
+                pa.array(np.concatenate([r[k] for r in rows]).astype(np.int64), type=pa.int64())
+                for k in (2, 3, 4, 5)
+            ),
+        ],
+        names=["table", "level", "flat", "full", "trunc", "fp"],
+    )
 
 
 def _count_batches(
-    table: str, levels: tuple[str, ...], states: tuple[str, ...]
+    plan: Mapping[str, tuple[str, ...]], states: tuple[str, ...], joined: bool
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function counting each batch with :func:`count_records` (non-zero cells)."""
+    """A ``mapInArrow`` function counting each batch with :func:`count_records`, every table of
+    ``plan`` (table → levels); it emits the non-zero cells (and the unmapped records, level "")."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in batch.schema.names}
-            kept = np.asarray(cols.pop("kept"), dtype=bool)
-            counts, unmapped = count_records(table, levels, states, cols, kept)
-            lvl, flat, full, trunc, fp = [], [], [], [], []
-            for level, c in counts.items():
-                f, t = c.true_full.reshape(-1), c.true_truncated.reshape(-1)
-                p = c.final_pop.reshape(-1) if c.final_pop is not None else np.zeros_like(f)
-                nz = np.flatnonzero((f != 0) | (t != 0) | (p != 0))
-                lvl += [level] * nz.size
-                flat.append(nz)
-                full.append(f[nz])
-                trunc.append(t[nz])
-                fp.append(p[nz])
-            if unmapped:
-                lvl.append("")
-                flat.append(np.array([-1]))
-                full.append(np.array([unmapped]))
-                trunc.append(np.array([0]))
-                fp.append(np.array([0]))
-            if not lvl:
-                continue
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(lvl, type=pa.string()),
-                    *(
-                        pa.array(np.concatenate(a).astype(np.int64), type=pa.int64())
-                        for a in (flat, full, trunc, fp)
-                    ),
-                ],
-                names=["level", "flat", "full", "trunc", "fp"],
-            )
+            cols = _columns(batch)
+            rows = []
+            for table, levels in plan.items():
+                if joined:
+                    rows_in = np.flatnonzero(cols[_flag("in", table)])
+                    kept = np.asarray(cols[_flag("kept", table)], dtype=bool)[rows_in]
+                else:
+                    rows_in = np.flatnonzero(cols[_flag("uf", table)])
+                    kept = np.ones(rows_in.size, dtype=bool)
+                if rows_in.size == 0:
+                    continue
+                recs = {n: v[rows_in] for n, v in cols.items() if n[:2] in ("p_", "u_")}
+                counts, unmapped = count_records(table, levels, states, recs, kept)
+                for level, c in counts.items():
+                    f, t = c.true_full.reshape(-1), c.true_truncated.reshape(-1)
+                    p = c.final_pop.reshape(-1) if c.final_pop is not None else np.zeros_like(f)
+                    nz = np.flatnonzero((f != 0) | (t != 0) | (p != 0))
+                    rows.append((table, level, nz, f[nz], t[nz], p[nz]))
+                if unmapped:
+                    one = np.ones(1, dtype=np.int64)
+                    rows.append((table, "", -one, unmapped * one, 0 * one, 0 * one))
+            if rows:
+                yield _emit_counts(rows)
 
     return run
 
@@ -293,93 +323,6 @@ def _count_batches(
 def _empty_records() -> dict[str, np.ndarray]:
     names = [*PERSON_NAMES.values(), *UNIT_NAMES.values(), "u_state"]
     return {n: np.zeros(0, dtype=np.int64) for n in names}
-
-
-def tabulate_table(
-    prepared: SparkPrepared, table_name: str, tau: int | None, levels: Sequence[str]
-) -> TableTabulation:
-    """One measured table on Spark: the same :class:`TableTabulation` as
-    :func:`engine.phsafe.join.tabulate_table` on the same extract."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    table = MEASURED[table_name]
-    levels = tuple(levels)
-    states = prepared.states
-    unit_cols = [*UNIT_NAMES.values(), "u_state"]
-    units = prepared.units.mapInArrow(
-        _filter_batches(table_name, "unit"), ", ".join(f"{c} long" for c in unit_cols)
-    )
-    joined: DataFrame
-    if table.algorithm == 1:
-        person_cols = [*PERSON_NAMES.values(), "p_hash", "p_order"]
-        persons = prepared.persons.mapInArrow(
-            _filter_batches(table_name, "person"), ", ".join(f"{c} long" for c in person_cols)
-        )
-        if tau is not None:
-            household = Window.partitionBy("p_mafid").orderBy("p_order", *_TIE_ORDER)
-            persons = persons.withColumn("kept", F.row_number().over(household) <= int(tau))
-        else:
-            persons = persons.withColumn("kept", F.lit(True))
-        unique = units.groupBy("u_mafid").count().filter("count = 1").select("u_mafid")
-        units = units.join(unique, "u_mafid", "left_semi")
-        joined = persons.join(units, persons.p_mafid == units.u_mafid, "inner").select(
-            *PERSON_NAMES.values(), *unit_cols, "kept"
-        )
-        joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
-    else:
-        joined = units.withColumn("kept", F.lit(True))
-    try:
-        counted = joined.mapInArrow(_count_batches(table_name, levels, states), _COUNT_SCHEMA)
-        rows = (
-            counted.groupBy("level", "flat")
-            .agg(
-                F.sum("full").alias("full"), F.sum("trunc").alias("trunc"), F.sum("fp").alias("fp")
-            )
-            .collect()
-        )
-        truncation = None
-        if table.algorithm == 1 and tau is not None:
-            sizes = (
-                joined.groupBy("u_mafid")
-                .agg(F.count("*").alias("size"), F.sum((~F.col("kept")).cast("long")).alias("lost"))
-                .groupBy("size")
-                .agg(F.count("*").alias("households"), F.sum("lost").alias("lost"))
-                .collect()
-            )
-            size = np.array([r["size"] for r in sizes], dtype=np.int64)
-            households = np.array([r["households"] for r in sizes], dtype=np.int64)
-            dropped = int(sum(r["lost"] for r in sizes))
-            truncation = truncation_stats(table_name, tau, size, households, dropped)
-    finally:
-        if table.algorithm == 1:
-            joined.unpersist()
-
-    empty, _ = count_records(table_name, levels, states, _empty_records(), np.zeros(0, dtype=bool))
-    full = {lvl: np.zeros(c.true_full.size, dtype=np.int64) for lvl, c in empty.items()}
-    trunc = {lvl: np.zeros(c.true_full.size, dtype=np.int64) for lvl, c in empty.items()}
-    fp = {lvl: np.zeros(c.true_full.size, dtype=np.int64) for lvl, c in empty.items()}
-    unmapped = 0
-    for r in rows:
-        if r["level"] == "":
-            unmapped += int(r["full"])
-            continue
-        full[r["level"]][r["flat"]] += int(r["full"])
-        trunc[r["level"]][r["flat"]] += int(r["trunc"])
-        fp[r["level"]][r["flat"]] += int(r["fp"])
-    counts = {
-        lvl: replace(
-            c,
-            true_full=full[lvl].reshape(c.true_full.shape),
-            true_truncated=trunc[lvl].reshape(c.true_full.shape),
-            final_pop=None if c.final_pop is None else fp[lvl].reshape(c.true_full.shape),
-        )
-        for lvl, c in empty.items()
-    }
-    return TableTabulation(
-        table=table_name, levels=counts, truncation=truncation, unmapped_records=unmapped
-    )
 
 
 def tabulate_all(
@@ -390,17 +333,181 @@ def tabulate_all(
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
 ) -> dict[str, TableTabulation]:
-    """Every measured table with levels (``levels_of(table)``, e.g. the run's enabled levels), in
-    the official order; ``cancel()`` is checked between tables (then :class:`InterruptedError`)."""
-    out: dict[str, TableTabulation] = {}
-    for i, table in enumerate(MEASURED_TABLES):
+    """Every measured table with levels (``levels_of(table)``, e.g. the run's enabled levels): the
+    same :class:`TableTabulation` as :func:`engine.phsafe.run.tabulate_all` on the same extract.
+
+    All tables in one pass: one window ranks each household's persons for every table (the first
+    τ by record hash), one window finds non-unique units, one join, one counting job and one
+    household-size job. ``cancel()`` is checked between jobs (then :class:`InterruptedError`)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    plan = {t: tuple(levels_of(t)) for t in MEASURED_TABLES}
+    plan = {t: levels for t, levels in plan.items() if levels}
+    alg1 = [t for t in _ALG1 if t in plan]
+    alg2 = [t for t in _ALG2 if t in plan]
+    tau = {t: config.tau.get(t) for t in alg1}
+    states = prepared.states
+
+    def check(step: str, fraction: float) -> None:
         if cancel is not None and cancel():
-            raise InterruptedError(f"PHSafe on Spark cancelled before {table}")
-        levels = levels_of(table)
-        if not levels:
-            continue
+            raise InterruptedError(f"PHSafe on Spark cancelled before {step}")
         if progress is not None:
-            progress(f"joining and counting {table} on Spark", i / len(MEASURED_TABLES))
-        tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
-        out[table] = tabulate_table(prepared, table, tau, levels)
+            progress(step, fraction)
+
+    rows: list = []
+    sizes: list = []
+    if alg1:
+        household = (
+            Window.partitionBy("p_mafid")
+            .orderBy("p_order", *_TIE_ORDER)
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        persons = prepared.persons.filter(_any(F.col(_flag("pf", t)) for t in alg1))
+        for t in alg1:
+            pf = F.col(_flag("pf", t))
+            rank = F.sum(pf.cast("long")).over(household)
+            kept = pf if tau[t] is None else pf & (rank <= int(tau[t]))
+            persons = persons.withColumn(_flag("kept", t), kept)
+        same_mafid = Window.partitionBy("u_mafid")
+        units = prepared.units
+        for t in alg1:
+            uf = F.col(_flag("uf", t))
+            units = units.withColumn(
+                _flag("uq", t), uf & (F.sum(uf.cast("long")).over(same_mafid) == 1)
+            )
+        units = units.filter(_any(F.col(_flag("uq", t)) for t in alg1))
+        joined = persons.join(units, persons.p_mafid == units.u_mafid, "inner")
+        joined = joined.select(
+            *PERSON_NAMES.values(),
+            *UNIT_NAMES.values(),
+            "u_state",
+            *((F.col(_flag("pf", t)) & F.col(_flag("uq", t))).alias(_flag("in", t)) for t in alg1),
+            *(F.col(_flag("kept", t)) for t in alg1),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            check("truncating, joining and counting on Spark", 0.1)
+            out = ", ".join(
+                ["table string", "level string", "flat long", "full long", "trunc long", "fp long"]
+            )
+            counted = joined.mapInArrow(
+                _count_batches({t: plan[t] for t in alg1}, states, True), out
+            )
+            if alg2:
+                counted = counted.unionByName(
+                    prepared.units.mapInArrow(
+                        _count_batches({t: plan[t] for t in alg2}, states, False), out
+                    )
+                )
+            rows = _sum_counts(counted)
+            check("household sizes on Spark", 0.7)
+            per_household = joined.groupBy("p_mafid").agg(
+                *(
+                    F.sum(F.col(_flag("in", t)).cast("long")).alias(f"s{i}")
+                    for i, t in enumerate(alg1)
+                ),
+                *(
+                    F.sum((F.col(_flag("in", t)) & ~F.col(_flag("kept", t))).cast("long")).alias(
+                        f"l{i}"
+                    )
+                    for i, t in enumerate(alg1)
+                ),
+            )
+            stacked = per_household.select(
+                F.explode(
+                    F.array(
+                        *(
+                            F.struct(
+                                F.lit(t).alias("table"),
+                                F.col(f"s{i}").alias("size"),
+                                F.col(f"l{i}").alias("lost"),
+                            )
+                            for i, t in enumerate(alg1)
+                        )
+                    )
+                ).alias("h")
+            ).select("h.*")
+            sizes = (
+                stacked.filter("size > 0")
+                .groupBy("table", "size")
+                .agg(F.count("*").alias("households"), F.sum("lost").alias("lost"))
+                .collect()
+            )
+        finally:
+            joined.unpersist()
+    elif alg2:
+        check("counting on Spark", 0.1)
+        out = "table string, level string, flat long, full long, trunc long, fp long"
+        rows = _sum_counts(prepared.units.mapInArrow(_count_batches(plan, states, False), out))
+    return _tabulations(plan, tau, states, rows, sizes)
+
+
+def _any(columns: Iterable[Column]) -> Column:
+    """The OR of boolean columns."""
+    return functools.reduce(operator.or_, columns)
+
+
+def _sum_counts(counted: DataFrame) -> list:
+    from pyspark.sql import functions as F
+
+    return (
+        counted.groupBy("table", "level", "flat")
+        .agg(F.sum("full").alias("full"), F.sum("trunc").alias("trunc"), F.sum("fp").alias("fp"))
+        .collect()
+    )
+
+
+def _tabulations(
+    plan: Mapping[str, tuple[str, ...]],
+    tau: Mapping[str, int | None],
+    states: tuple[str, ...],
+    rows: list,
+    sizes: list,
+) -> dict[str, TableTabulation]:
+    """Assemble the engine's tabulations from the summed non-zero cells and the size histogram."""
+    out: dict[str, TableTabulation] = {}
+    for table, levels in plan.items():
+        empty, _ = count_records(table, levels, states, _empty_records(), np.zeros(0, dtype=bool))
+        sums = {
+            lvl: {k: np.zeros(c.true_full.size, dtype=np.int64) for k in ("full", "trunc", "fp")}
+            for lvl, c in empty.items()
+        }
+        unmapped = 0
+        for r in rows:
+            if r["table"] != table:
+                continue
+            if r["level"] == "":
+                unmapped += int(r["full"])
+                continue
+            for k in ("full", "trunc", "fp"):
+                sums[r["level"]][k][r["flat"]] += int(r[k])
+        counts = {
+            lvl: replace(
+                c,
+                true_full=sums[lvl]["full"].reshape(c.true_full.shape),
+                true_truncated=sums[lvl]["trunc"].reshape(c.true_full.shape),
+                final_pop=None
+                if c.final_pop is None
+                else sums[lvl]["fp"].reshape(c.true_full.shape),
+            )
+            for lvl, c in empty.items()
+        }
+        truncation = None
+        if tau.get(table) is not None:
+            hist = sorted(
+                (int(r["size"]), int(r["households"]), int(r["lost"]))
+                for r in sizes
+                if r["table"] == table
+            )
+            truncation = truncation_stats(
+                table,
+                int(tau[table]),  # type: ignore[arg-type]
+                np.array([h[0] for h in hist], dtype=np.int64),
+                np.array([h[1] for h in hist], dtype=np.int64),
+                sum(h[2] for h in hist),
+            )
+        out[table] = TableTabulation(
+            table=table, levels=counts, truncation=truncation, unmapped_records=unmapped
+        )
     return out
