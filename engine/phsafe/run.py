@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,19 @@ from phexplore.errors import PHExploreError, ValidationError
 
 ProgressCallback = Callable[[str, float], None]
 CancelCallback = Callable[[], bool]
+
+
+class PreparedLike(Protocol):
+    """What a run needs of a prepared extract besides its data (any backend's)."""
+
+    states: tuple[str, ...]
+    state_filter: tuple[str, ...]
+    n_persons: int
+    n_units: int
+
+
+Tabulator = Callable[..., "dict[str, TableTabulation]"]
+"""``tabulate(prepared, config, *, non_private, progress, cancel)`` → counts of every table."""
 
 MAX_TRIALS = 1_000
 """Upper bound on noise trials: the noise of every trial is kept (≈ 85 MB at 1,000 trials of the
@@ -184,7 +198,7 @@ def _flat_counts(counts: LevelCounts, values: np.ndarray) -> pd.DataFrame:
 
 
 def run_phsafe(
-    extract: CefExtract,
+    extract: CefExtract | None,
     config: PHSafeConfig,
     *,
     seed: int | None,
@@ -192,7 +206,8 @@ def run_phsafe(
     non_private: bool = False,
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
-    prepared: PreparedExtract | None = None,
+    prepared: PreparedExtract | PreparedLike | None = None,
+    tabulate: Tabulator | None = None,
 ) -> PHSafeResult:
     """Run PHSafe on ``extract`` with ``config``.
 
@@ -201,7 +216,10 @@ def run_phsafe(
     called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
     :class:`PHSafeCancelled` when it returns True. ``prepared`` (from
     :func:`~engine.phsafe.join.prepare_extract` for the same extract and ``state_filter``) skips the
-    preparation step, so an app can re-run new budgets or τ on a cached extract.
+    preparation step, so an app can re-run new budgets or τ on a cached extract. ``tabulate``
+    replaces the join-and-count step (:func:`tabulate_all`) by another backend's — the Spark
+    backend's :func:`engine.spark.phsafe.tabulate_all` with its own ``prepared`` — which must
+    return the same counts; noise, outputs and error analysis are this module's either way.
     """
     _check_args(trials, seed)
     if not isinstance(config, PHSafeConfig):
@@ -215,6 +233,8 @@ def run_phsafe(
     if progress is not None:
         progress("preparing the extract", 0.0)
     if prepared is None:
+        if extract is None:
+            raise ValidationError("run_phsafe needs an extract or a prepared extract")
         prepared = prepare_extract(extract, config.state_filter)
     elif prepared.state_filter != tuple(sorted(config.state_filter)):
         raise ValidationError(
@@ -222,7 +242,7 @@ def run_phsafe(
             f"{list(prepared.state_filter)}, not {sorted(config.state_filter)}; prepare it again"
         )
     t_prep = time.perf_counter()
-    tabulations = tabulate_all(
+    tabulations = (tabulate or tabulate_all)(
         prepared, config, non_private=non_private, progress=progress, cancel=cancel
     )
     t_join = time.perf_counter()

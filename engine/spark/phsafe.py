@@ -47,6 +47,7 @@ from engine.phsafe.join import (
     truncation_stats,
     with_occurrence,
 )
+from engine.phsafe.run import PHSafeCancelled, run_levels
 from engine.phsafe.tables import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -329,21 +330,23 @@ def tabulate_all(
     prepared: SparkPrepared,
     config: PHSafeConfig,
     *,
-    levels_of: Callable[[str], tuple[str, ...]],
+    non_private: bool = False,
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
 ) -> dict[str, TableTabulation]:
-    """Every measured table with levels (``levels_of(table)``, e.g. the run's enabled levels): the
-    same :class:`TableTabulation` as :func:`engine.phsafe.run.tabulate_all` on the same extract.
+    """Every measured table at the run's levels (:func:`engine.phsafe.run.run_levels`): the same
+    :class:`TableTabulation` as :func:`engine.phsafe.run.tabulate_all` on the same extract; a
+    ``tabulate`` for :func:`engine.phsafe.run.run_phsafe`.
 
     All tables in one pass: one window ranks each household's persons for every table (the first
     τ by record hash), one window finds non-unique units, one join, one counting job and one
-    household-size job. ``cancel()`` is checked between jobs (then :class:`InterruptedError`)."""
+    household-size job. ``cancel()`` is checked between jobs (then
+    :class:`~engine.phsafe.run.PHSafeCancelled`)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    plan = {t: tuple(levels_of(t)) for t in MEASURED_TABLES}
+    plan = {t: run_levels(t, config, non_private) for t in MEASURED_TABLES}
     plan = {t: levels for t, levels in plan.items() if levels}
     alg1 = [t for t in _ALG1 if t in plan]
     alg2 = [t for t in _ALG2 if t in plan]
@@ -352,7 +355,7 @@ def tabulate_all(
 
     def check(step: str, fraction: float) -> None:
         if cancel is not None and cancel():
-            raise InterruptedError(f"PHSafe on Spark cancelled before {step}")
+            raise PHSafeCancelled(f"PHSafe run on Spark cancelled before {step}")
         if progress is not None:
             progress(step, fraction)
 

@@ -1,4 +1,5 @@
-"""PHSafe's truncate-and-join and counts on Spark equal the local engine's (PHS Algorithms 1–4).
+"""PHSafe with Spark's truncate-and-join and counts equals the local engine (PHS Algorithms 1–4):
+the same counts at every level and byte-identical official output files for the same seed.
 
 One shared ``local[2]`` session (tests/conftest.py). The official fixtures, the shipped synthetic
 sample (read by Spark's own CSV reader from the gzip files) and a hand-made extract with identical
@@ -19,8 +20,9 @@ from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, Cef
 from engine.data.errors import DataValidationError
 from engine.data.samples import get_sample
 from engine.phsafe.config import PHSafeConfig
-from engine.phsafe.join import TableTabulation, prepare_extract
-from engine.phsafe.run import run_levels, tabulate_all
+from engine.phsafe.join import LevelCounts
+from engine.phsafe.outputs import write_official
+from engine.phsafe.run import run_phsafe
 from engine.spark import phsafe as spark_phsafe
 
 pytestmark = pytest.mark.spark
@@ -28,63 +30,82 @@ pytestmark = pytest.mark.spark
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
 
 
-def assert_same_tabulations(
-    got: dict[str, TableTabulation], want: dict[str, TableTabulation]
+def assert_same_counts(got: LevelCounts, want: LevelCounts) -> None:
+    assert (got.table, got.level, got.region_type, got.region_ids) == (
+        want.table,
+        want.level,
+        want.region_type,
+        want.region_ids,
+    )
+    assert (got.iteration_codes, got.basis) == (want.iteration_codes, want.basis)
+    label = f"{want.table} {want.level}"
+    np.testing.assert_array_equal(got.true_full, want.true_full, err_msg=label)
+    np.testing.assert_array_equal(got.true_truncated, want.true_truncated, err_msg=label)
+    if want.final_pop is None:
+        assert got.final_pop is None
+    else:
+        np.testing.assert_array_equal(got.final_pop, want.final_pop, err_msg=label)
+
+
+def _compare(
+    spark,
+    source,
+    extract: CefExtract,
+    config: PHSafeConfig,
+    tmp_path: Path,
+    *,
+    non_private: bool,
+    seed: int = 7,
 ) -> None:
-    assert list(got) == list(want)
-    for table, w in want.items():
-        g = got[table]
-        assert g.unmapped_records == w.unmapped_records, table
-        assert g.truncation == w.truncation, table
-        assert list(g.levels) == list(w.levels), table
-        for level, wc in w.levels.items():
-            gc = g.levels[level]
-            assert (gc.region_type, gc.region_ids, gc.iteration_codes, gc.basis) == (
-                wc.region_type,
-                wc.region_ids,
-                wc.iteration_codes,
-                wc.basis,
-            )
-            np.testing.assert_array_equal(gc.true_full, wc.true_full, err_msg=f"{table} {level}")
-            np.testing.assert_array_equal(gc.true_truncated, wc.true_truncated)
-            if wc.final_pop is None:
-                assert gc.final_pop is None
-            else:
-                np.testing.assert_array_equal(gc.final_pop, wc.final_pop)
-
-
-def _compare(spark, source, extract: CefExtract, config: PHSafeConfig) -> None:
-    local = prepare_extract(extract, config.state_filter)
-    want = tabulate_all(local, config, non_private=True)
+    """Local and Spark runs: the same counts at every level and byte-identical official outputs."""
+    local = run_phsafe(extract, config, seed=seed, non_private=non_private)
     prepared = spark_phsafe.prepare(
         spark, spark_phsafe.read_cef(spark, source), config.state_filter
     )
-    assert (prepared.states, prepared.n_persons, prepared.n_units) == (
+    remote = run_phsafe(
+        None,
+        config,
+        seed=seed,
+        non_private=non_private,
+        prepared=prepared,
+        tabulate=spark_phsafe.tabulate_all,
+    )
+    assert (remote.states, remote.n_persons, remote.n_units) == (
         local.states,
         local.n_persons,
         local.n_units,
     )
-    got = spark_phsafe.tabulate_all(
-        prepared, config, levels_of=lambda t: run_levels(t, config, True)
-    )
-    assert_same_tabulations(got, want)
+    assert remote.truncation_stats == local.truncation_stats
+    assert remote.unmapped_records == local.unmapped_records
+    assert [(m.counts.table, m.counts.level) for m in remote.levels] == [
+        (m.counts.table, m.counts.level) for m in local.levels
+    ]
+    for r, w in zip(remote.levels, local.levels, strict=True):
+        assert_same_counts(r.counts, w.counts)
+    write_official(local.official, tmp_path / "local", private=not non_private)
+    write_official(remote.official, tmp_path / "spark", private=not non_private)
+    names = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert names and names == sorted(p.name for p in (tmp_path / "spark").iterdir())
+    for name in names:
+        assert (tmp_path / "spark" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
 
 
 @pytest.mark.parametrize("case", ["e2e_test1", "e2e_test2"])
-def test_official_fixtures_same_counts_as_local(spark, case: str) -> None:
+def test_official_fixtures_same_outputs_as_local(spark, case: str, tmp_path: Path) -> None:
     directory = FIXTURES / case
     config = PHSafeConfig.from_json(directory / "config.json")
     extract = load_cef_extract(directory, state_filter=config.state_filter)
-    _compare(spark, directory, extract, config)
+    _compare(spark, directory, extract, config, tmp_path, non_private=case == "e2e_test1")
 
 
-def test_synthetic_sample_same_counts_as_local(spark) -> None:
+def test_synthetic_sample_same_outputs_as_local(spark, tmp_path: Path) -> None:
+    """The shipped sample, read by Spark's CSV reader from the gzip files; private, seeded."""
     info = get_sample("phsafe_synthetic_us")
     config = PHSafeConfig.from_json(info.path / "config.json")
-    # τ small enough that many households are truncated; four states keep the test short
+    # τ small enough that many households are truncated; three states keep the test short
     config = replace(config.with_tau({t: 2 for t in config.tau}), state_filter=["06", "11", "44"])
     extract = load_cef_extract(info.path, state_filter=config.state_filter)
-    _compare(spark, info.path, extract, config)
+    _compare(spark, info.path, extract, config, tmp_path, non_private=False, seed=11)
 
 
 def _household(mafid: int, ages: list[int], state: str) -> tuple[list[dict], dict, dict]:
@@ -103,7 +124,7 @@ def _household(mafid: int, ages: list[int], state: str) -> tuple[list[dict], dic
     return persons, unit, geo
 
 
-def test_identical_records_and_file_order(spark) -> None:
+def test_identical_records_and_file_order(spark, tmp_path: Path) -> None:
     """Twins (identical records), households over τ and a second state, in shuffled file order."""
     persons, units, geos = [], [], []
     for h in range(30):
@@ -120,7 +141,7 @@ def test_identical_records_and_file_order(spark) -> None:
     )
     config = PHSafeConfig.from_json(FIXTURES / "e2e_test1" / "config.json")
     config = replace(config.with_tau({t: 2 for t in config.tau}), state_filter=["44"])
-    _compare(spark, ex, ex, config)
+    _compare(spark, ex, ex, config, tmp_path, non_private=True)
 
 
 def test_non_numeric_code_is_located(spark, tmp_path: Path) -> None:
