@@ -589,6 +589,9 @@ def _results_list() -> None:
     spent = R.budget_caption(record)
     if spent:
         st.caption(spent)
+    folded = (record.metrics or {}).get("schema_note") or {}
+    if folded.get("note"):
+        st.caption(str(folded["note"]) + " Production's σ for comparison: Results page.")
     d = st.columns(4)
     d[0].download_button(
         "Tidy table (CSV)",
