@@ -1,7 +1,7 @@
 """Run ``phexplore`` with a slowed-down TopDown writer, for the interrupt and concurrency tests.
 
 The real CLI entry point runs in this (real) process; only
-:func:`engine.topdown.export.write_outputs` is wrapped so that, after writing the real files into
+:func:`engine.runs.writers.write_topdown` is wrapped so that, after writing the real files into
 the staging folder, it prints ``WRITING`` and waits ``PHEXPLORE_TEST_PAUSE`` seconds (or until
 the file named by ``PHEXPLORE_TEST_RELEASE`` appears) — a window in which the test sends SIGINT or SIGTERM, or starts a second run against the same ``--out``.
 """
@@ -14,11 +14,10 @@ import time
 
 
 def main() -> int:
-    import engine.topdown.export as export
-    import phexplore.cli.run_topdown  # noqa: F401  (imports write_outputs lazily; patch the module)
+    import engine.runs.writers as writers  # the write stage of the one run pipeline
     from phexplore.cli import main as cli_main
 
-    real = export.write_outputs
+    real = writers.write_topdown
     pause = float(os.environ.get("PHEXPLORE_TEST_PAUSE", "30"))
 
     def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -32,7 +31,7 @@ def main() -> int:
             time.sleep(0.05)
         return paths
 
-    export.write_outputs = slow
+    writers.write_topdown = slow
     return cli_main(sys.argv[1:])
 
 

@@ -42,20 +42,22 @@ def _argv(data: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
-def _env(pause: float) -> dict[str, str]:
+def _env(pause: float, release: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if release is not None:
+        env["PHEXPLORE_TEST_RELEASE"] = str(release)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["PHEXPLORE_TEST_PAUSE"] = str(pause)
     return env
 
 
-def _start(argv: list[str], pause: float) -> subprocess.Popen[str]:
+def _start(argv: list[str], pause: float, release: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(pause),
+        env=_env(pause, release),
         cwd=ROOT,
     )
 
@@ -123,7 +125,8 @@ def test_signal_on_a_first_run_leaves_nothing_complete_looking(tmp_path: Path) -
 @pytest.mark.slow
 def test_two_runs_on_one_out_cannot_interleave(earlier) -> None:
     data, out, _ = earlier
-    first = _start(_argv(data, out, "--overwrite", "--seed", "1"), pause=3)
+    release = out.parent / "release-first-run"
+    first = _start(_argv(data, out, "--overwrite", "--seed", "1"), pause=600, release=release)
     _wait_for_writing(first)
     second = subprocess.run(
         _argv(data, out, "--overwrite", "--seed", "2"),
@@ -135,9 +138,11 @@ def test_two_runs_on_one_out_cannot_interleave(earlier) -> None:
     )
     assert second.returncode == 1
     assert "another PHExplore run" in second.stderr and str(first.pid) in second.stderr
+    release.touch()
     _, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     manifest = read_output_folder(out)
     assert manifest.data["seed"] == 1 and "microdata.csv" in manifest.files
     assert json.loads((out / "metrics.json").read_text())["seed"] == 1
+    release.unlink()
     assert _leftovers(out.parent) == []
