@@ -17,8 +17,11 @@ import streamlit as st
 
 from phexplore import api as R
 from phexplore import app_state as S
+from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
 from phexplore.errors import PHExploreError
-from phexplore.presets import load_topdown_preset
+from phexplore.presets import default_topdown_preset, load_topdown_preset
+from phexplore.query_cells import schema_mismatch
+from phexplore.scenarios import budget_origin
 
 if TYPE_CHECKING:
     from phexplore.api import BlockHistogram
@@ -28,6 +31,8 @@ JOB = R.JOB_KEY
 UPLOAD_HIST = "run_upload_hist"
 UPLOAD_CEF = "run_upload_cef"
 UPLOAD_PROBLEMS = "run_upload_problems"
+"""``{engine:source:choice: problem lines}``: a data problem belongs to its engine and data choice
+and is shown only while that choice is on screen."""
 WORKING = "__working__"
 DEFAULT_ALLOCATION = {
     "ri2010": "ri2010-production-like",
@@ -51,32 +56,48 @@ PHSAFE_DEFAULTS: dict[str, object] = {
 }
 
 
+def _set_problems(key: str, lines: list[str] | None) -> None:
+    """Keep (or clear) the data problems of one engine + data choice."""
+    s = st.session_state
+    problems = dict(s.get(UPLOAD_PROBLEMS) or {})
+    if lines:
+        problems[key] = lines
+    else:
+        problems.pop(key, None)
+    s[UPLOAD_PROBLEMS] = problems
+
+
 def _validate_topdown_upload() -> None:
     s = st.session_state
-    s[UPLOAD_PROBLEMS] = None
+    kind = s["run_upload_kind"]
+    key = f"topdown:upload:{kind}"
+    _set_problems(key, None)
     s.pop(UPLOAD_HIST, None)
     try:
+        files = s.get("run_upload_files") or []
         s[UPLOAD_HIST] = (
-            R.load_topdown_upload(s["run_upload_kind"], s.get("run_upload_files") or []),
-            ", ".join(f.name for f in s.get("run_upload_files") or []),
+            R.load_topdown_upload(kind, files),
+            ", ".join(f.name for f in files),
+            kind,
         )
     except PHExploreError as exc:
-        s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        _set_problems(key, R.problem_lines(exc))
 
 
 def _validate_cef_upload() -> None:
     s = st.session_state
-    s[UPLOAD_PROBLEMS] = None
+    _set_problems("phsafe:upload", None)
     s.pop(UPLOAD_CEF, None)
     try:
         files = s.get("run_cef_files") or []
         s[UPLOAD_CEF] = (R.load_cef_upload(files), ", ".join(f.name for f in files))
     except PHExploreError as exc:
-        s[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        _set_problems("phsafe:upload", R.problem_lines(exc))
 
 
-def _problems() -> None:
-    lines = st.session_state.get(UPLOAD_PROBLEMS)
+def _problems(key: str) -> None:
+    """The data problems of the engine + data choice ``key`` (none of another choice)."""
+    lines = (st.session_state.get(UPLOAD_PROBLEMS) or {}).get(key)
     if lines:
         shown = "\n".join(f"- {line}" for line in lines[:30])
         more = f"\n- … and {len(lines) - 30} more" if len(lines) > 30 else ""
@@ -112,6 +133,8 @@ class _TopDownBudget:
     entity: str | None
     use_entities: bool
     special_areas: str | None = None
+    origin: str = ""
+    mismatch: str | None = None
 
 
 def _pick_sample(
@@ -127,9 +150,11 @@ def _pick_sample(
         help=help_text,
     )
     try:
-        return sample, load(sample)
+        loaded = load(sample)
+        _set_problems(f"{kind}:sample:{sample}", None)
+        return sample, loaded
     except PHExploreError as exc:
-        st.session_state[UPLOAD_PROBLEMS] = R.problem_lines(exc)
+        _set_problems(f"{kind}:sample:{sample}", R.problem_lines(exc))
         return sample, None
 
 
@@ -146,6 +171,7 @@ def _topdown_data() -> _TopDownData:
         help="Shipped public or synthetic samples, or your own files in a supported layout.",
     )
     hist, data_label, sample = None, "", None
+    problem_key = ""
     if source == "sample":
         samples = R.samples_of("topdown")
         if s.get("run_td_sample") not in samples:
@@ -157,6 +183,7 @@ def _topdown_data() -> _TopDownData:
             R.topdown_sample,
         )
         data_label = sample if hist is not None else ""
+        problem_key = f"topdown:sample:{sample}"
     else:
         st.selectbox(
             "File type",
@@ -177,10 +204,15 @@ def _topdown_data() -> _TopDownData:
             "Validate upload",
             on_click=S.guarded(_validate_topdown_upload, "run: validate_topdown_upload"),
         )
-        if UPLOAD_HIST in s:
-            hist, data_label = s[UPLOAD_HIST]
-            st.success(f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons")
-    _problems()
+        problem_key = f"topdown:upload:{s.get('run_upload_kind')}"
+        loaded = s.get(UPLOAD_HIST)
+        if loaded is not None and loaded[2] == s.get("run_upload_kind"):
+            hist, data_label = loaded[0], loaded[1]
+            st.success(
+                f"Loaded {data_label}: {hist.n_blocks:,} blocks, {hist.total:,} persons "
+                f"({hist.schema.name} schema)"
+            )
+    _problems(problem_key)
     level, units = None, []
     if hist is not None:
         choices = [lv for lv in hist.levels[1:-1]]
@@ -231,7 +263,10 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
     sample, data_label = data.sample, data.data_label
     st.markdown("**Budget**")
     options = {WORKING: "Working scenario (TopDown planner)", **S.preset_options("topdown")}
-    default_alloc = DEFAULT_ALLOCATION.get(sample or "", WORKING)
+    # The default follows the data: a shipped sample's own allocation, else a preset of the
+    # data's schema (an upload of RI 2010 layout → ri2010-production-like).
+    by_schema = default_topdown_preset(data.hist.schema.name) if data.hist is not None else None
+    default_alloc = DEFAULT_ALLOCATION.get(sample or "") or by_schema or WORKING
     # The choice is remembered per data set (canonical copy survives page changes).
     canonical = s.setdefault("run_td_alloc_by_data", {})
     canonical.setdefault(data_label, default_alloc)
@@ -259,17 +294,36 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         st.error("This allocation has no persons run; TopDown estimates person histograms.")
         return None
     what = "ε" if allocation.mechanism == "puredp" else "ρ"
-    rho_key = f"run_td_rho_{choice}"
-    if rho_key not in s:
-        s[rho_key] = float(allocation.rho)
-    rho = st.number_input(
-        f"Total {what}",
-        min_value=1e-4,
-        step=0.1,
-        format="%.4f",
-        key=rho_key,
-        help=S.HELP_RHO,
+    if choice == WORKING:
+        # The planner's allocation as it is: the same total as the planner shows (edit it there).
+        rho = float(allocation.rho)
+        origin = S.topdown_origin()
+        st.markdown(
+            f"Total {what} **{rho:.4f}** of the persons run, from the TopDown planner "
+            f"(**{origin}**; change it there)."
+        )
+    else:
+        rho_key = f"run_td_rho_{choice}"
+        if rho_key not in s:
+            s[rho_key] = float(allocation.rho)
+        rho = st.number_input(
+            f"Total {what}",
+            min_value=1e-4,
+            step=0.1,
+            format="%.4f",
+            key=rho_key,
+            help=S.HELP_RHO + " A total other than the preset's makes it “modified from” it.",
+        )
+        origin = budget_origin(allocation.with_rho(rho), choice)
+    fingerprint = budget_fingerprint(allocation.with_rho(rho))
+    st.caption(f"Budget: **{origin}** · fingerprint `{short_fingerprint(fingerprint)}`")
+    mismatch = (
+        schema_mismatch(allocation.all_queries(), allocation.schema, data.hist.schema.name)
+        if data.hist is not None
+        else None
     )
+    if mismatch:
+        st.error(f"Cannot run: {mismatch}.", icon=":material/warning:")
     seed = st.number_input(
         "Seed",
         min_value=0,
@@ -324,7 +378,17 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         )
         special = entity if branch else None
     return _TopDownBudget(
-        choice, allocation, what, float(rho), int(seed), int(workers), entity, use_entities, special
+        choice,
+        allocation,
+        what,
+        float(rho),
+        int(seed),
+        int(workers),
+        entity,
+        use_entities,
+        special,
+        origin,
+        mismatch,
     )
 
 
@@ -367,7 +431,7 @@ def _topdown_sweep(
     go = st.button(
         "Run TopDown",
         type="primary",
-        disabled=hist is None or s.get(JOB) is not None,
+        disabled=hist is None or s.get(JOB) is not None or budget.mismatch is not None,
         key="run_td_go",
     )
     return preset, sweep, rhos_text, int(sweep_seeds), srs, go
@@ -413,7 +477,7 @@ def _topdown_form() -> R.RunJob | None:
         preset, sweep, rhos_text, sweep_seeds, srs, go = _topdown_sweep(data, budget)
     hist, data_label, level, units = data.hist, data.data_label, data.level, data.units
     allocation, rho = budget.allocation, budget.rho
-    if not go or hist is None:
+    if not go or hist is None or budget.mismatch:
         return None
     try:
         rhos = (
@@ -454,8 +518,9 @@ def _topdown_form() -> R.RunJob | None:
         srs=srs,
         epl_percentile=float(s["run_td_epl_p"]),
         epl_multiplier=float(s["run_td_epl_m"]),
+        origin=budget.origin,
     )
-    return R.start_job(R.RunJob(engine="topdown", label=label), work)
+    return R.start_job(R.RunJob(engine="topdown", label=label, phases=2 if rhos else 1), work)
 
 
 def _phsafe_form() -> R.RunJob | None:
@@ -497,7 +562,9 @@ def _phsafe_form() -> R.RunJob | None:
             if UPLOAD_CEF in s:
                 extract, data_label = s[UPLOAD_CEF]
                 st.success(f"Loaded {data_label}")
-        _problems()
+        _problems(
+            f"phsafe:sample:{s.get('run_ph_sample')}" if source == "sample" else "phsafe:upload"
+        )
         states = st.text_input(
             "States to run (2-digit FIPS, comma separated)",
             key="run_ph_states",
@@ -507,10 +574,12 @@ def _phsafe_form() -> R.RunJob | None:
     with c2:
         budget = S.effective_phsafe()
         st.markdown("**Budget**")
-        st.caption(
-            f"Working PHSafe budget **{budget.name}** from the PHSafe planner: total ρ "
-            f"{budget.total_unbounded():.4f} (unbounded), {len(budget.tables())} tables."
+        ph_origin = S.phsafe_origin()
+        st.markdown(
+            f"Working PHSafe budget **{ph_origin}** from the PHSafe planner: total ρ "
+            f"**{budget.total_unbounded():.4f}** (unbounded), {len(budget.tables())} tables."
         )
+        st.caption(f"Budget fingerprint `{short_fingerprint(budget_fingerprint(budget))}`")
         seed = st.number_input(
             "Seed",
             min_value=0,
@@ -540,6 +609,7 @@ def _phsafe_form() -> R.RunJob | None:
         extract=extract,
         data_label=data_label + (f" [states {', '.join(wanted)}]" if wanted else ""),
         budget=budget,
+        origin=ph_origin,
         states=wanted,
         seed=int(seed),
         trials=int(trials),
@@ -558,7 +628,7 @@ def _job_panel() -> None:
     if R.collect_finished(s, S.RUNS):
         st.rerun()
     st.markdown(f"**Running {job.engine}** on {job.label} — {job.elapsed():.0f} s")
-    st.progress(job.fraction, text=f"Overall {job.fraction:.0%}")
+    st.progress(job.shown_fraction, text=f"Overall {job.shown_fraction:.0%}")
     stages = list(job.stages.items())
     for i, (label, fraction) in enumerate(stages):
         done = i < len(stages) - 1 or fraction >= 1.0
@@ -583,7 +653,12 @@ def _results_list() -> None:
     m = st.columns(4)
     m[0].metric("Engine", record.engine)
     m[1].metric("Budget" if record.engine == "phsafe" else "ρ / ε", f"{record.rho:.4g}")
-    m[2].metric("Runtime", f"{settings.get('runtime_s', 0):.1f} s")
+    m[2].metric(
+        "Runtime",
+        f"{settings.get('elapsed_s', settings.get('runtime_s', 0)):.1f} s",
+        help="Wall-clock time of the whole run (engine, metrics and any sweep), the same as in "
+        "the “Finished” message.",
+    )
     label, value, help_text = R.headline_error(record)
     m[3].metric(label, f"{value:.2f}" if value is not None else "—", help=help_text)
     spent = R.budget_caption(record)

@@ -51,3 +51,18 @@ def query_cells(query: str, schema: str = "redistricting2020") -> int | None:
     if all(p in ATTRIBUTE_SIZES for p in parts):
         return prod(ATTRIBUTE_SIZES[p] for p in parts)
     return None
+
+
+def schema_mismatch(queries: Iterable[str], declared: str | None, data_schema: str) -> str | None:
+    """Why an allocation cannot run on data of ``data_schema``, or None when its schema matches.
+
+    The allocation's schema is :func:`allocation_schema` of its queries (or the declared one);
+    TopDown measures those queries on the data's cells, so the two must be the same schema.
+    """
+    wanted = allocation_schema(queries, declared)
+    if wanted == data_schema:
+        return None
+    return (
+        f"the allocation's queries count cells of the {wanted} schema, but the data has the "
+        f"{data_schema} schema; choose an allocation for {data_schema} data"
+    )

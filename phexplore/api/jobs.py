@@ -61,6 +61,9 @@ class RunJob:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     thread: threading.Thread | None = None
+    phases: int = 1
+    """Phases of the job: 1 (one run) or 2 (a run, then a budget sweep whose stages start with
+    "Sweep"/"ρ sweep"); each phase is an equal part of :attr:`fraction`."""
     control: RunControl = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,8 +72,22 @@ class RunJob:
         self.control = RunControl(self._record_progress, self.cancel_event)
 
     def _record_progress(self, label: str, fraction: float) -> None:
-        self.stages[label] = float(fraction)
-        self.fraction = max(self.fraction, min(float(fraction), 1.0))
+        """Keep the stage and the overall fraction: never back, never 100% before the end.
+
+        The pipeline's fraction is that of the current phase; with a sweep the run is the first
+        half and the sweep the second. Work remains until the thread has finished (metrics, the
+        sweep), so the overall fraction stops at 99% until :attr:`done`.
+        """
+        value = min(max(float(fraction), 0.0), 1.0)
+        self.stages[label] = value
+        phase = 1 if label.startswith(("Sweep", "ρ sweep")) and self.phases > 1 else 0
+        overall = (phase + value) / max(self.phases, 1)
+        self.fraction = max(self.fraction, min(overall, 0.99))
+
+    @property
+    def shown_fraction(self) -> float:
+        """The overall fraction to show: 1.0 only once the job has finished."""
+        return 1.0 if self.done else self.fraction
 
     def progress(self, label: str, fraction: float) -> None:
         """Progress callback: remember the stage and the overall fraction."""
@@ -105,10 +122,13 @@ def collect_finished(state: MutableMapping[str, Any], runs_key: str) -> bool:
         return False
     state[JOB_KEY] = None
     if job.record is not None:
+        # One runtime figure: the wall-clock time of the whole job (run, metrics and any sweep),
+        # shown in this message and as the Run page's "Runtime".
+        job.record.settings["elapsed_s"] = round(job.elapsed(), 1)
         state[runs_key] = [*state[runs_key], job.record]
         state[MESSAGE_KEY] = (
             "success",
-            f"Finished {job.record.label} in {job.elapsed():.1f} s.",
+            f"Finished {job.record.label} in {job.record.settings['elapsed_s']:.1f} s.",
         )
     elif job.cancelled:
         state[MESSAGE_KEY] = ("warning", "The run was cancelled; nothing was kept.")

@@ -10,7 +10,8 @@ optional ρ sweep through :func:`engine.runs.experiments.run_experiment`. No sci
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
 from engine.runs.topdown import bootstrap_rng as bootstrap_rng
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.budget import PHSafeBudget, TopDownAllocation
+from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
 
 EPL_BOOT = RUN_EPL_BOOT
 """Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
@@ -109,8 +111,13 @@ def topdown_work(
     epl_boot: int = EPL_BOOT,
     epl_percentile: float = EPL_PERCENTILE,
     epl_multiplier: float = EPL_MULTIPLIER,
+    origin: str | None = None,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
+
+    The run is tied to its exact budget: ``metrics.json`` and the record carry the allocation's
+    fingerprint (:func:`phexplore.budget.fingerprint.budget_fingerprint`), ``origin`` (the preset it
+    is, or "modified from <preset>"), the run number, the data label and the seed (issue 15).
 
     ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6);
     ``spread_invariant_share`` spreads the held-exact shares first (departure from production).
@@ -134,6 +141,15 @@ def topdown_work(
         epl_multiplier=epl_multiplier,
     )
     settings = epl_settings(epl_percentile, epl_multiplier)
+    token = uuid.uuid4().hex
+    provenance = run_provenance(
+        run_id=run_id,
+        token=token,
+        data_label=data_label,
+        seed=seed,
+        fingerprint=budget_fingerprint(allocation),
+        origin=origin or allocation.name,
+    )
 
     def work(job: RunJob) -> RunRecord:
         from engine.runs import execute
@@ -146,7 +162,12 @@ def topdown_work(
             data=hist,
             tables=True,
             queries=queries,
-            extra_metrics={"data": data_label, "spine": spine},
+            # metrics.json has "seed" as a standard key already (the same value).
+            extra_metrics={
+                "data": data_label,
+                "spine": spine,
+                **{k: v for k, v in provenance.items() if k != "seed"},
+            },
         )
         result = output.result
         experiment = None
@@ -173,7 +194,15 @@ def topdown_work(
         what = "ε" if allocation.mechanism == "puredp" else "ρ"
         return RunRecord(
             id=run_id,
-            label=f"#{run_id} {scenario} · TopDown · {data_label} · {what}={float(allocation.rho):.4g} · seed {seed}",
+            label=run_label(
+                run_id,
+                "TopDown",
+                data_label,
+                f"{what}={float(allocation.rho):.4g}",
+                seed,
+                provenance,
+            ),
+            token=token,
             engine="topdown",
             scenario=scenario,
             settings={
@@ -192,6 +221,7 @@ def topdown_work(
                 "runtime_s": result.runtime_s,
                 "epl_settings": settings.as_dict(),
                 "fingerprint": spec.fingerprint(),
+                **provenance,
             },
             metrics=output.metrics,
             tidy=output.tidy,
@@ -238,8 +268,12 @@ def phsafe_work(
     seed: int,
     trials: int,
     scale: float | None = None,
+    origin: str | None = None,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
+
+    Like :func:`topdown_work`, the run carries its budget's fingerprint (of ``budget`` as the
+    planner holds it, before the run's state filter), ``origin``, run number, data and seed.
 
     ``scale`` is the data's declared fraction of the full population (:func:`sample_scale`):
     truncation error is then also shown per 1,000 persons and projected to full scale.
@@ -248,14 +282,27 @@ def phsafe_work(
         data_label=data_label, budget=budget, states=states, seed=seed, trials=trials, scale=scale
     )
 
+    token = uuid.uuid4().hex
+    provenance = run_provenance(
+        run_id=run_id,
+        token=token,
+        data_label=data_label,
+        seed=seed,
+        fingerprint=budget_fingerprint(budget),
+        origin=origin or budget.name,
+    )
+
     def work(job: RunJob) -> RunRecord:
         from engine.runs import execute
 
-        output = execute(spec, control=job.control, data=extract)
+        output = execute(spec, control=job.control, data=extract, extra_metrics=provenance)
         result = output.result
         return RunRecord(
             id=run_id,
-            label=f"#{run_id} {scenario} · PHSafe · {data_label} · ρ={budget.total_unbounded():.4g} · seed {seed}",
+            label=run_label(
+                run_id, "PHSafe", data_label, f"ρ={budget.total_unbounded():.4g}", seed, provenance
+            ),
+            token=token,
             engine="phsafe",
             scenario=scenario,
             settings={
@@ -269,6 +316,7 @@ def phsafe_work(
                 "runtime_s": result.runtime_s,
                 "scale": scale,
                 "fingerprint": spec.fingerprint(),
+                **provenance,
             },
             metrics=output.metrics,
             tidy=output.tidy,
@@ -276,6 +324,37 @@ def phsafe_work(
         )
 
     return work
+
+
+def run_provenance(
+    *, run_id: int, token: str, data_label: str, seed: int, fingerprint: str, origin: str
+) -> dict[str, Any]:
+    """The metrics.json fields that tie a run to its budget and data (issue 15)."""
+    return {
+        "run_id": int(run_id),
+        "run_token": token,
+        "data": data_label,
+        "seed": int(seed),
+        "budget_fingerprint": fingerprint,
+        "budget_origin": origin,
+    }
+
+
+def run_label(
+    run_id: int,
+    engine: str,
+    data_label: str,
+    budget_text: str,
+    seed: int,
+    provenance: Mapping[str, Any],
+) -> str:
+    """``"#3 · PHSafe · phsafe_synthetic_us [states 44] · modified from phsafe-2020 (3f2a…) ·
+    ρ=0.76 · seed 2020"``: run number, engine, data, budget with its fingerprint, seed."""
+    short = short_fingerprint(str(provenance["budget_fingerprint"]))
+    return (
+        f"#{run_id} · {engine} · {data_label} · {provenance['budget_origin']} [{short}] · "
+        f"{budget_text} · seed {seed}"
+    )
 
 
 def sample_scale(name: str) -> float | None:

@@ -229,7 +229,15 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         if not args.quiet:
             print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
 
-    output = execute(spec, control=RunControl(progress))
+    from phexplore.budget import TopDownAllocation
+    from phexplore.budget.fingerprint import budget_fingerprint
+
+    # The allocation's fingerprint ties this metrics.json to its exact budget (issue 15): a
+    # scenario's report accepts only runs of its own allocations.
+    fingerprint = budget_fingerprint(TopDownAllocation.from_dict(spec.config))
+    output = execute(
+        spec, control=RunControl(progress), extra_metrics={"budget_fingerprint": fingerprint}
+    )
     if not args.quiet:
         print(file=sys.stderr)
     paths = write(output, staging.path)

@@ -217,3 +217,23 @@ def load_phsafe_preset(name: str) -> PHSafeBudget:
             citation=str(data.get("citation", "")),
         )
     return phsafe_from_dict(data, name=data["name"])
+
+
+def default_topdown_preset(schema: str) -> str | None:
+    """The TopDown preset to start from for data of ``schema`` (issue 15: follows the data).
+
+    Among the presets whose persons allocation counts cells of ``schema``, a production-like one
+    is preferred (``ri2010`` → ``ri2010-production-like``, ``redistricting2020`` →
+    ``topdown-2020-production``); None when no preset fits the schema.
+    """
+    from phexplore.query_cells import allocation_schema
+
+    fitting = []
+    for info in list_presets("topdown"):
+        persons = load_topdown_preset(info.name).get("persons")
+        if persons is not None and allocation_schema(persons.all_queries(), persons.schema) == (
+            schema
+        ):
+            fitting.append(info.name)
+    preferred = [n for n in fitting if "production" in n]
+    return (preferred or fitting or [None])[0]

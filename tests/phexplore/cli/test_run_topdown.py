@@ -25,6 +25,12 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
+    # Tied to its exact budget (issue 15): the fingerprint of the preset at ρ = 2.56.
+    from phexplore.budget.fingerprint import budget_fingerprint
+    from phexplore.presets import load_topdown_preset
+
+    used = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
+    assert metrics["budget_fingerprint"] == budget_fingerprint(used)
     # TDA §5.2: the State TOTAL share buys no measurement; rho_spent sits beside rho
     keys = list(metrics)
     assert keys.index("rho_spent") == keys.index("rho") + 1
