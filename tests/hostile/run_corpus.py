@@ -70,12 +70,16 @@ def main() -> int:
     parser.add_argument("--root", default=str(HERE.parents[1]), help="checkout to test")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before 'hang'")
     parser.add_argument("--json", action="store_true", help="print every case's class as JSON")
+    parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     import corpus
 
     rows = []
+    only = {c for c in args.only.split(",") if c}
     for case in corpus.CASES:
+        if only and case.id not in only:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "case"
             folder.mkdir()
