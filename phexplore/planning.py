@@ -20,7 +20,7 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
-from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation
+from phexplore.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
 from phexplore.errors import ValidationError
 from phexplore.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
 from phexplore.moe_tables import DEFAULT_DELTA, epsilons, phsafe_rows, topdown_rows
@@ -225,9 +225,12 @@ def plan_topdown(
     for row in rows:
         row["sigma_target"] = float(sigma_targets[row["run"]][row["geolevel"]][row["query"]])
     total_rho = sum(float(a.rho) for a in allocations.values())
+    # TDA §5.2: a σ target on a query held exact (State TOTAL) costs nominal ρ only
+    spent = {k: float(budget_use(a).spent) for k, a in allocations.items()}
     summary = {
         "rho_total": total_rho,
-        "runs": {k: {"rho": float(a.rho)} for k, a in allocations.items()},
+        "rho_spent": sum(spent.values()),
+        "runs": {k: {"rho": float(a.rho), "rho_spent": spent[k]} for k, a in allocations.items()},
         "denominator": denominator,
         "shares_sum_to_one": all(
             sum(a.level_shares.values(), Fraction(0)) == 1 for a in allocations.values()

@@ -49,6 +49,9 @@ def test_topdown_production_sigma_returns_production_shares() -> None:
     plan = plan_topdown(sigma_targets_of(prod))
     persons = plan["allocations"]["persons"]
     assert round(float(persons.rho), 4) == 2.5562
+    # the State TOTAL target is met by the invariant: its share is nominal (TDA §5.2)
+    assert plan["summary"]["runs"]["persons"]["rho_spent"] == pytest.approx(1.7292, abs=1e-4)
+    assert plan["summary"]["rho_spent"] < plan["summary"]["rho_total"]
     for level in prod["persons"].geolevels:
         assert persons.level_shares[level] == pytest.approx(prod["persons"].level_shares[level])
         for q in prod["persons"].queries(level):
