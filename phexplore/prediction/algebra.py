@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import product
 
 import numpy as np
@@ -124,6 +124,10 @@ class CellAlgebra:
 
     # ----------------------------------------------------------------- operators
     def identity(self) -> Operator:
+        return self._identity
+
+    @cached_property
+    def _identity(self) -> Operator:
         return tuple(np.eye(d) for d in self.dims)
 
     def zero(self) -> Operator:
@@ -157,18 +161,38 @@ class CellAlgebra:
         return out
 
     def answer_cells(self, query: str) -> int:
-        parse = self.parses[query]
-        n = 1
-        for attr, levels in self.attributes:
-            n *= attribute_factor(parse, attr, len(levels)).shape[0]
-        return n
+        return self._answer_cells[query]
+
+    @cached_property
+    def _answer_cells(self) -> dict[str, int]:
+        out = {}
+        for q, parse in self.parses.items():
+            n = 1
+            for attr, levels in self.attributes:
+                n *= attribute_factor(parse, attr, len(levels)).shape[0]
+            out[q] = n
+        return out
+
+    @cached_property
+    def _variance_functionals(self) -> dict[str, np.ndarray]:
+        """Per query, Σ_b m_b G_b flattened over blocks and divided by the answer cells."""
+        return {
+            q: np.concatenate(
+                [m * g.ravel() for m, g in zip(self.mults, self.gram(q), strict=True)]
+            )
+            / self.answer_cells(q)
+            for q in self.queries
+        }
 
     def mean_cell_variance(self, cov: Operator, query: str) -> float:
         """Mean over the query's answer cells of Var(A_q e) for an error e with covariance ``cov``:
         tr(A_q C A_qᵀ) / size_q = Σ_b m_b tr(C_b G_b) / size_q."""
-        g = self.gram(query)
-        total = sum(m * float(np.sum(c * gb)) for m, c, gb in zip(self.mults, cov, g, strict=True))
-        return total / self.answer_cells(query)
+        return float(flatten(cov) @ self._variance_functionals[query])
+
+    def mean_cell_variances(self, cov: Operator, queries: Sequence[str]) -> np.ndarray:
+        """:meth:`mean_cell_variance` of several queries at once."""
+        flat = flatten(cov)
+        return np.array([flat @ self._variance_functionals[q] for q in queries])
 
     def row_space(self, queries: Sequence[str]) -> Operator:
         """Orthonormal basis (per block, dim × r) of the span of the queries' rows."""
@@ -181,6 +205,19 @@ class CellAlgebra:
             keep = vals > 1e-9 * max(1.0, float(vals.max(initial=0.0)))
             out.append(vecs[:, keep])
         return tuple(out)
+
+
+def flatten(op: Operator) -> np.ndarray:
+    """All blocks' entries in one vector (block order, row-major)."""
+    return np.concatenate([m.ravel() for m in op])
+
+
+@lru_cache(maxsize=32)
+def cell_algebra(
+    attributes: tuple[tuple[str, tuple[str, ...]], ...], queries: tuple[str, ...]
+) -> CellAlgebra:
+    """A shared (cached) :class:`CellAlgebra`: its Gram matrices are built once per schema."""
+    return CellAlgebra(attributes, queries)
 
 
 def add(*ops: Operator) -> Operator:
@@ -203,8 +240,28 @@ def transpose(op: Operator) -> Operator:
 
 
 def pinv_psd(op: Operator) -> Operator:
-    """Moore–Penrose inverse of a symmetric positive semi-definite operator."""
-    return tuple(scipy.linalg.pinvh(m) if m.size else m for m in op)
+    """Moore–Penrose inverse of a symmetric positive semi-definite operator (blocks of one size
+    are inverted together: one batched eigendecomposition per size)."""
+    out: list[np.ndarray | None] = [None] * len(op)
+    by_size: dict[int, list[int]] = {}
+    for b, m in enumerate(op):
+        by_size.setdefault(m.shape[0], []).append(b)
+    for size, idx in by_size.items():
+        stack = np.stack([op[b] for b in idx])
+        if size == 1:
+            v = stack[:, 0, 0]
+            top = max(float(np.abs(v).max(initial=0.0)), 1e-300)
+            inv = np.where(np.abs(v) > 1e-12 * top, 1.0 / np.where(v == 0, 1.0, v), 0.0)
+            res = inv[:, None, None]
+        else:
+            vals, vecs = np.linalg.eigh(stack)
+            top = np.abs(vals).max(axis=1, keepdims=True)
+            keep = np.abs(vals) > size * np.finfo(float).eps * np.maximum(top, 1e-300) * 10
+            inv = np.where(keep, 1.0 / np.where(keep, vals, 1.0), 0.0)
+            res = np.einsum("bij,bj,bkj->bik", vecs, inv, vecs)
+        for k, b in enumerate(idx):
+            out[b] = res[k]
+    return tuple(m for m in out if m is not None)
 
 
 def oblique_projection(cov: Operator, basis: Operator) -> Operator:

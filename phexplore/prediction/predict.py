@@ -26,7 +26,7 @@ from phexplore.distributions import discrete_gaussian_variance, geometric_varian
 from phexplore.errors import ValidationError
 from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
 from phexplore.moe import z_for_confidence
-from phexplore.prediction.algebra import CellAlgebra, Operator
+from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra
 from phexplore.prediction.correction import (
     LevelCorrection,
     held_query_correction,
@@ -38,11 +38,10 @@ from phexplore.prediction.least_squares import (
     LevelDesign,
     engine_passes,
     level_covariance,
-    path_coefficients,
 )
 from phexplore.prediction.spine import SpineProfile
 
-PLANNER_MAX_UNITS = 3000
+PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
 every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks/prediction.py)."""
 
@@ -276,7 +275,7 @@ def predict_topdown(
     levels = spine.levels
     budgets = level_budgets(allocation, levels)
     exact = held_exactly(levels, invariants)
-    algebra = CellAlgebra(attrs, all_queries)
+    algebra = cell_algebra(attrs, tuple(all_queries))
     covariances: list[Operator] = []
     held_early: list[set[str]] = []
     for k, lv in enumerate(levels):
@@ -289,7 +288,7 @@ def predict_topdown(
             )
         covariances.append(level_covariance(algebra, design))
         held_early.append({q for p in design.passes[:-1] for q in p})
-    coefs = path_coefficients(spine.fanouts)
+    coefs = spine.coefficients
     z = z_for_confidence(confidence)
     counts = spine.counts if use_counts else None
     rows: list[QueryPrediction] = []
@@ -298,11 +297,11 @@ def predict_topdown(
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
         units = int(coefs[k].shape[0])
-        per_level = {
-            q: np.array([algebra.mean_cell_variance(covariances[j], q) for j in range(k + 1)])
-            for q in dict.fromkeys([*report, detailed])
-            if q in algebra.queries or q == detailed
-        }
+        wanted = list(dict.fromkeys([*report, detailed]))
+        table = np.array(
+            [algebra.mean_cell_variances(covariances[j], wanted) for j in range(k + 1)]
+        )
+        per_level = {q: table[:, i] for i, q in enumerate(wanted)}
         moments = None
         if counts is not None:
             sample = sample_families(spine.fanouts[k], max_units)

@@ -14,7 +14,7 @@ import gzip
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +64,30 @@ class SpineProfile:
     def n_units(self, k: int) -> int:
         return 1 if k == 0 else int(np.sum(self.fanouts[k]))
 
+    @cached_property
+    def coefficients(self) -> list[np.ndarray]:
+        """Per level, the path coefficients of
+        :func:`phexplore.prediction.least_squares.path_coefficients` (computed once)."""
+        from phexplore.prediction.least_squares import path_coefficients
+
+        return path_coefficients(self.fanouts)
+
+    @cached_property
+    def _restricted(self) -> dict[tuple[str, ...], SpineProfile]:
+        return {}
+
     def restrict(self, keep: Sequence[str]) -> SpineProfile:
         """The profile with only the levels ``keep`` (root kept): a dropped level's children
-        join its parent, as the engine's spine does when an allocation lacks a data level."""
+        join its parent, as the engine's spine does when an allocation lacks a data level.
+        Cached per ``keep``; the profile itself when nothing is dropped."""
+        key = tuple(lv for lv in self.levels if lv in set(keep))
+        if key == self.levels:
+            return self
+        if key not in self._restricted:
+            self._restricted[key] = self._restrict(key)
+        return self._restricted[key]
+
+    def _restrict(self, keep: Sequence[str]) -> SpineProfile:
         keep_set = set(keep)
         if self.levels[0] not in keep_set:
             raise ValidationError(f"the root level {self.levels[0]} cannot be dropped")
