@@ -362,7 +362,7 @@ def plan_topdown_published(
     *,
     measure: str = "rmse",
     confidence: float = 0.90,
-    max_units: int | None = 3000,  # the planner's PLANNER_MAX_UNITS
+    max_units: int | None = 2000,  # the planner's PLANNER_MAX_UNITS
     rho_max: float = 1e4,
     delta: float = DEFAULT_DELTA,
 ) -> dict[str, Any]:

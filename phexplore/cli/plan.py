@@ -134,7 +134,7 @@ def run_topdown_published(args: argparse.Namespace) -> int:
         parse_published_targets(args.published),
         profile,
         measure=args.published_measure,
-        max_units=None if profile.n_units(len(profile.levels) - 1) <= 3000 else 3000,
+        max_units=None if profile.n_units(len(profile.levels) - 1) <= 2000 else 2000,
     )
     print_rows(plan["rows"], plan["summary"], args.format)
     return 0

@@ -167,7 +167,8 @@ def level_budgets(
             continue
         raise ValidationError(
             f"allocation {allocation.name!r} has level {lv!r}, which the spine lacks (spine "
-            f"levels: {', '.join(levels)}); only a root level with a single child can be bypassed"
+            f"levels: {', '.join(levels)}); only a root level with a single child can be bypassed — "
+            "predict on data that has that level (--data)"
         )
     out: dict[str, dict[str, float]] = {}
     for lv in levels:
