@@ -109,6 +109,13 @@ def _prediction_section(record: R.RunRecord) -> None:
         width="stretch",
     )
     _csv(pred, f"run{record.id}_prediction", f"pred_{record.id}")
+    entities = record.tables.get("entity_prediction")
+    if entities is not None and not entities.empty:
+        st.caption(
+            "Off-spine entities (pooled over each set's entities; a set of one entity gives one "
+            "error per run):"
+        )
+        st.dataframe(entities, hide_index=True, width="stretch")
 
 
 def _blau_section(record: R.RunRecord) -> None:

@@ -68,3 +68,45 @@ def prediction_table(
             out["measured_rmse"] > 0, out["predicted_rmse"] / out["measured_rmse"], np.nan
         )
     return out
+
+
+def entity_prediction_table(
+    profile: Any,
+    allocation: TopDownAllocation,
+    entity_sets: Sequence[tuple[str, Sequence[str], np.ndarray, Mapping[str, np.ndarray]]],
+) -> pd.DataFrame | None:
+    """Per entity set × query: predicted RMSE of the entities' published counts (pooled over the
+    set's entities; :mod:`phexplore.prediction.entities`) beside the measured one of this run.
+
+    ``entity_sets``: ``(name, entity ids, membership (profile leaves × entities), {query: this
+    run's errors (entities × answer cells)})`` — built by the run pipeline from the run's spine.
+    """
+    from phexplore.prediction.entities import predict_entities
+
+    queries = list(dict.fromkeys(q for _, _, _, errors in entity_sets for q in errors))
+    try:
+        pred = predict_topdown(allocation, profile, queries=["TOTAL", *queries])
+    except PHExploreError:
+        return None
+    rows = []
+    for name, ids, member, errors in entity_sets:
+        predicted = predict_entities(pred, member, ids, list(errors))
+        for q, err in errors.items():
+            p = [e for e in predicted if e.query == q]
+            rows.append(
+                {
+                    "entity_set": name,
+                    "query": q,
+                    "entities": len(ids),
+                    "ls_rmse": float(np.sqrt(np.mean([e.ls_rmse**2 for e in p]))),
+                    "predicted_rmse": float(
+                        np.sqrt(np.mean([e.post_processed_rmse**2 for e in p]))
+                    ),
+                    "measured_rmse": float(np.sqrt(np.mean(np.asarray(err) ** 2))),
+                }
+            )
+    if not rows:
+        return None
+    out = pd.DataFrame(rows)
+    out["ratio"] = out["predicted_rmse"] / out["measured_rmse"].where(out["measured_rmse"] > 0)
+    return out

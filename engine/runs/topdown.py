@@ -401,7 +401,8 @@ def metrics(
         out["epl"] = epl_table(
             tidy, n_boot=epl_boot, rng=bootstrap_rng(spec.seed), settings=settings
         )
-        if measured.spine_plan is None:  # the prediction covers the conventional spine (SPEC §7)
+        conventional = (spec.options.get("spine") or "conventional") == "conventional"
+        if measured.spine_plan is None or conventional:  # the prediction's spine (SPEC §7)
             from engine.metrics.prediction import prediction_table
 
             predicted = _prediction(result, hist, measured.allocation, tidy, prediction_table)
@@ -409,6 +410,12 @@ def metrics(
                 out["prediction"] = predicted
                 columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
                 sections["prediction"] = predicted[columns].to_dict("records")
+                if measured.spine_plan is not None and measured.spine_plan.entity_sets:
+                    entities = _entity_prediction(
+                        result, hist, measured.allocation, measured.spine_plan.entity_sets
+                    )
+                    if entities is not None:
+                        out["entity_prediction"] = entities
     sections["run"] = spec.to_dict()
     payload = metrics_payload(
         result,
@@ -420,6 +427,41 @@ def metrics(
         hist=hist,
     )
     return TopDownMetrics(payload, tidy, out, spine_sections)
+
+
+def _entity_prediction(
+    result: TopDownResult,
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    entity_sets: Any,
+) -> pd.DataFrame | None:
+    """Predicted vs measured RMSE of off-spine entities (TOTAL, and VOTINGAGE where the schema
+    has it) of a run on the conventional spine."""
+    from engine.metrics.prediction import entity_prediction_table
+    from engine.topdown.profile import leaf_membership, tree_profile
+    from engine.topdown.queries import query_group
+    from phexplore.errors import PHExploreError
+
+    try:
+        profile, order = tree_profile(result.tree, hist, "run")
+        estimate = result.block_histogram().astype(np.float64)
+    except PHExploreError:
+        return None
+    truth = hist.counts.astype(np.float64)
+    queries = ["TOTAL", *(["VOTINGAGE"] if "VOTINGAGE" in hist.schema.names else [])]
+    sets = []
+    for entity_set in entity_sets:
+        inside = entity_set.codes >= 0
+        errors = {}
+        for q in queries:
+            group = query_group(hist.schema, q)
+            err = group.answer(estimate) - group.answer(truth)
+            sums = np.zeros((entity_set.n_entities, group.size))
+            np.add.at(sums, entity_set.codes[inside], err[inside])
+            errors[q] = sums
+        member = leaf_membership(result.tree, order[-1], entity_set.codes)
+        sets.append((entity_set.name, entity_set.entity_ids, member, errors))
+    return entity_prediction_table(profile, allocation, sets)
 
 
 def _prediction(

@@ -94,14 +94,19 @@ def entity_membership(
     :func:`phexplore.prediction.entities.predict_entities` needs."""
     tree = default_tree(hist, allocation)
     _, order = tree_profile(tree, hist, "data", with_counts=False)
+    return leaf_membership(tree, order[-1], codes)
+
+
+def leaf_membership(tree: GeoTree, order_leaves: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``(n_leaves, n_entities)`` 0/1 membership over the profile's leaves (``order_leaves``: the
+    tree node of each profile leaf, from :func:`tree_profile`) from per-block entity codes."""
     codes = np.asarray(codes, dtype=np.int64)
     position = np.full(tree.n_nodes, -1, dtype=np.int64)
-    position[order[-1]] = np.arange(order[-1].size)
+    position[order_leaves] = np.arange(order_leaves.size)
     leaf = position[tree.block_node]
     if np.any(leaf < 0):
         raise ValidationError("the spine's leaves are not the blocks; entities need block leaves")
-    n_entities = int(codes.max(initial=-1)) + 1
-    member = np.zeros((order[-1].size, n_entities))
+    member = np.zeros((order_leaves.size, int(codes.max(initial=-1)) + 1))
     inside = codes >= 0
     np.add.at(member, (leaf[inside], codes[inside]), 1.0)
     return np.minimum(member, 1.0)
