@@ -895,7 +895,7 @@ CASES: list[Case] = [
         lambda d: [
             "report",
             "--preset",
-            "topdown-2021-04",
+            "ri2010-production-like",
             "--results",
             str(d / "out"),
             "--out",
@@ -911,7 +911,7 @@ CASES: list[Case] = [
         lambda d: [
             "report",
             "--preset",
-            "topdown-2021-04",
+            "ri2010-production-like",
             "--results",
             str(d / "out" / "metrics.json"),
             "--out",
@@ -927,7 +927,7 @@ CASES: list[Case] = [
         lambda d: [
             "report",
             "--preset",
-            "topdown-2021-04",
+            "ri2010-production-like",
             "--results",
             str(d / "out" / "metrics.json"),
             "--out",
