@@ -24,6 +24,7 @@ from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
 from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
 from engine.data.schemas import REDISTRICTING_SCHEMA
+from engine.data.sniff import compressed_pair
 from phexplore.errors import ValidationError
 
 _CODES = {
@@ -36,9 +37,9 @@ _CODES = {
 
 
 def _find(directory: Path, stem: str) -> Path:
-    for name in (f"{stem}.csv", f"{stem}.csv.gz"):
-        if (directory / name).is_file():
-            return directory / name
+    found = compressed_pair(directory, f"{stem}.csv")  # refuses x.csv beside a stale x.csv.gz
+    if found is not None:
+        return found
     raise ValidationError(f"{directory} has no {stem}.csv (or .csv.gz); generate the folder again")
 
 

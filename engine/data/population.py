@@ -709,7 +709,15 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, object]:
             f"{directory} has no {MANIFEST}: not a complete generated population (the generator "
             "writes the manifest last); generate it again"
         )
-    data = json.loads(path.read_text(encoding="utf-8"))
+    from phexplore.output_folder import MANIFEST_NAME, read_output_folder
+    from phexplore.parsing import as_mapping, loads_strict_json, read_input_bytes
+
+    if (Path(directory) / MANIFEST_NAME).exists():
+        read_output_folder(directory)  # written by the CLI: complete and unaltered, or refused
+    data = as_mapping(
+        loads_strict_json(read_input_bytes(path, label=str(path)), label=str(path)),
+        where=str(path),
+    )
     if data.get("kind") != KIND:
         raise ValidationError(f"{path} is not a generated-population manifest")
     return data

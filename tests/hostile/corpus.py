@@ -265,6 +265,18 @@ def _stale_pair(d: Path) -> None:
     (folder / "persons.csv.gz").write_bytes(gzip.compress((folder / "persons.csv").read_bytes()))
 
 
+def _altered_population(d: Path) -> None:
+    """A population folder written by the CLI, then edited by hand (a row appended)."""
+    from phexplore.cli import main
+
+    argv = ["generate", "population", "--persons", "1000", "--seed", "3", "--states", "RI"]
+    argv += ["--out", str(d / "pop")]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(argv) == 0, "generating the population failed"
+    target = next(p for p in sorted((d / "pop").iterdir()) if p.name.startswith("blocks"))
+    target.write_bytes(target.read_bytes() + target.read_bytes().splitlines(keepends=True)[-1])
+
+
 def _report_file(d: Path) -> None:
     from phexplore.cli import main
 
@@ -756,6 +768,14 @@ CASES: list[Case] = [
     ),
     Case("cef-over-size-limit", "file", ph("--max-bytes", "50"), R, ("size limit",), cef_dir),
     Case("cef-accepted", "file", ph(), A, ("PHSafe run",), cef_dir),
+    Case(
+        "population-altered-after-writing",
+        "file",
+        td(data="pop"),
+        R,
+        ("does not match the manifest",),
+        _altered_population,
+    ),
     Case(
         "max-bytes-one-tebibyte",
         "file",
