@@ -204,6 +204,8 @@ def read_csv_table(
         header = tuple(h.strip() for h in next(reader))
     except csv.Error as exc:
         _fail(label, f"cannot parse the header: {exc}", row=0)
+    except StopIteration:  # nothing but a byte-order mark or blanks
+        _fail(label, "the file is empty: expected a header line naming the columns", row=0)
     index_of: dict[str, int] = {}
     duplicated: set[str] = set()
     for i, h in enumerate(header):

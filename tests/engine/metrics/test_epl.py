@@ -31,6 +31,8 @@ def reference_epl(e: np.ndarray, p: float = 95.0, m: float = 1.0) -> float:
     x = (edges[:-1] + edges[1:]) / 2
     f = gaussian_kde(e, bw_method=0.1)(x)
     both = (f[:-1] > 0) & (f[1:] > 0)
+    if not both.any():
+        return math.nan
     return float(np.max(np.abs(np.log(f[:-1][both] / f[1:][both]))))
 
 
@@ -225,7 +227,8 @@ def test_counted_percentiles_match_numpy() -> None:
 )
 def test_random_residual_sets_match_definition(values: list[int], scale: float) -> None:
     e = np.asarray(values, dtype=float) * scale
-    bnd = 1.5 * max(abs(np.percentile(e, 1)), abs(np.percentile(e, 99)))
+    # The default settings are Petti & Flaxman's published ones (p = 95, m = 1.0; SPEC §5).
+    bnd = 1.0 * max(abs(np.percentile(e, 5)), abs(np.percentile(e, 95)))
     ours = empirical_privacy_loss(e)
     edges = np.arange(-bnd, bnd, 1)
     if np.ptp(e) == 0 or edges.size < 3:
@@ -237,4 +240,4 @@ def test_random_residual_sets_match_definition(values: list[int], scale: float) 
         # order in both implementations; only sanity is checked.
         assert ours > 0 and math.isfinite(ours)
     else:
-        assert ours == pytest.approx(reference_epl(e), rel=1e-8)
+        assert ours == pytest.approx(reference_epl(e), rel=1e-8, nan_ok=True)
