@@ -407,7 +407,14 @@ def plan_topdown_published(
             hit = pred.for_level(level, query)
             if hit is None:
                 raise ValidationError(f"no prediction for {level}/{query} on this spine")
-            ratios.append(getattr(hit, key) / target)
+            value = getattr(hit, key)
+            if math.isnan(value):
+                raise ValidationError(
+                    f"{level}/{query} is not determined by the queries measured at {level} "
+                    "(its published answers follow how the parent is split): give a query that "
+                    "determines it a share there"
+                )
+            ratios.append(value / target)
         return max(ratios), pred
 
     hi = float(rho_max)

@@ -220,6 +220,16 @@ def cell_algebra(
     return CellAlgebra(attributes, queries)
 
 
+def spans(algebra: CellAlgebra, basis: Operator, query: str, tol: float = 1e-9) -> bool:
+    """True when the rows of ``query`` lie in the span ``basis`` (:meth:`CellAlgebra.row_space`):
+    the query's answers are determined by (identified from) those queries."""
+    for v, g in zip(basis, algebra.gram(query), strict=True):
+        rest = g - v @ (v.T @ g)
+        if np.abs(rest).max(initial=0.0) > tol * max(1.0, float(np.abs(g).max(initial=0.0))):
+            return False
+    return True
+
+
 def add(*ops: Operator) -> Operator:
     return tuple(sum(mats) for mats in zip(*ops, strict=True))  # type: ignore[misc]
 

@@ -26,7 +26,7 @@ from phexplore.distributions import discrete_gaussian_variance, geometric_varian
 from phexplore.errors import ValidationError
 from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
 from phexplore.moe import z_for_confidence
-from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra
+from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra, spans
 from phexplore.prediction.correction import (
     LevelCorrection,
     held_query_correction,
@@ -236,6 +236,10 @@ def predict_topdown(
 ) -> Prediction:
     """Predicted RMSE and MOE of the published counts of every geolevel × query (module doc).
 
+    A query that a level's measured queries and invariants do not determine (say DETAILED when a
+    level measures only TOTAL) gets NaN there and below, with ``model_holds`` False: its published
+    answers follow how the solver splits the parent, which no unbiased error model describes.
+
     ``attributes``: the schema (default: the profile's, else the shipped schema that fits the
     allocation's queries). ``queries``: which to report (default: every query of the allocation,
     plus TOTAL). ``correct``: apply the non-negativity and rounding correction when the profile
@@ -279,6 +283,7 @@ def predict_topdown(
     algebra = cell_algebra(attrs, tuple(all_queries))
     covariances: list[Operator] = []
     held_early: list[set[str]] = []
+    unidentified: list[set[str]] = []
     for k, lv in enumerate(levels):
         single = k == 0 or k == len(levels) - 1
         design = _design(allocation, budgets[lv], exact[lv], single, ls_passes)
@@ -289,6 +294,11 @@ def predict_topdown(
             )
         covariances.append(level_covariance(algebra, design))
         held_early.append({q for p in design.passes[:-1] for q in p})
+        # A query the level's measurements and invariants do not determine follows the solver's
+        # split of the parent (no unbiased error model): no prediction there or below.
+        basis = algebra.row_space([*design.invariants, *(q for p in design.passes for q in p)])
+        above = unidentified[-1] if unidentified else set()
+        unidentified.append(above | {q for q in report if not spans(algebra, basis, q)})
     coefs = spine.coefficients
     z = z_for_confidence(confidence)
     counts = spine.counts if use_counts else None
@@ -320,6 +330,9 @@ def predict_topdown(
             if is_exact:
                 corr = LevelCorrection(0.0, None, True)
                 ls_var = 0.0
+            elif q in unidentified[k]:
+                corr = LevelCorrection(math.nan, None, False)
+                ls_var = math.nan
             elif moments is None or counts is None:
                 corr = LevelCorrection(math.sqrt(ls_var), None, None)
             elif q in held_early[k]:

@@ -50,3 +50,19 @@ def test_shipped_profile_is_rhode_island() -> None:
     assert [profile.n_units(k) for k in range(5)] == [1, 5, 244, 815, 25181]
     assert int(profile.counts[0].sum()) == 1_052_567
     assert "CC BY-SA" in profile.licence
+
+
+def test_a_query_the_level_does_not_determine_has_no_prediction() -> None:
+    import math
+
+    from phexplore.budget import TopDownAllocation
+    from phexplore.prediction import predict_topdown
+    from phexplore.presets import load_topdown_preset
+
+    data = load_topdown_preset("ri2010-production-like")["persons"].to_dict()
+    data["query_shares"]["Block"] = {"TOTAL": "1/2", "VOTINGAGE": "1/2"}
+    pred = predict_topdown(TopDownAllocation.from_dict(data, name="x"), shipped_profile("ri2010"))
+    assert math.isnan(pred.row("Block", "DETAILED").post_processed_rmse)
+    assert pred.row("Block", "DETAILED").model_holds is False
+    assert pred.row("Block", "TOTAL").post_processed_rmse > 0
+    assert not math.isnan(pred.row("Block_Group", "DETAILED").post_processed_rmse)
