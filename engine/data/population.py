@@ -347,7 +347,7 @@ def _chunk(
     n_hh, n_gq = hh["size"].size, gq["size"].size
     n_vacant = int(round(n_hh * vacancy_rate / (1.0 - vacancy_rate)))
     # GQ facility types: institutional 1–4, non-institutional 5–7, by 2010 national shares.
-    first_person = np.r_[0, np.cumsum(gq["size"])[:-1]]
+    first_person = np.cumsum(np.r_[0, gq["size"]])[:-1]  # empty when a state has no GQ
     inst = gq["relship"][np.minimum(first_person, max(gq["relship"].size - 1, 0))] == 37
     weights = np.array(list(GQ_TYPE_PERSONS_2010.values()), dtype=float)
     gq_type = np.where(
@@ -451,7 +451,11 @@ def _chunk(
     relship = np.concatenate([persons["relship"], gq["relship"]])[p_order]
     unit_of_person = person_unit[p_order]
     in_gq = unit_of_person >= n_hh
-    person_gq_type = np.where(in_gq, gq_type[np.maximum(unit_of_person - n_hh, 0)], 0)
+    person_gq_type = (
+        np.where(in_gq, gq_type[np.maximum(unit_of_person - n_hh, 0)], 0)
+        if n_gq
+        else np.zeros(unit_of_person.size, dtype=gq_type.dtype)
+    )
     person_block = unit_block[unit_of_person]
     rtype_person = pa.array(np.where(in_gq, "5", "3").astype(object), pa.string())
     cef_persons = pa.table(

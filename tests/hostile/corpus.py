@@ -769,6 +769,22 @@ CASES: list[Case] = [
     Case("cef-over-size-limit", "file", ph("--max-bytes", "50"), R, ("size limit",), cef_dir),
     Case("cef-accepted", "file", ph(), A, ("PHSafe run",), cef_dir),
     Case(
+        "population-minimum-size-all-states",
+        "number",
+        lambda d: [
+            "generate",
+            "population",
+            "--persons",
+            "1000",
+            "--seed",
+            "3",
+            "--out",
+            str(d / "p"),
+        ],
+        A,
+        ("persons",),
+    ),
+    Case(
         "population-altered-after-writing",
         "file",
         td(data="pop"),
