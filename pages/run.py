@@ -158,14 +158,54 @@ def _pick_sample(
         return sample, None
 
 
+def _generated_controls(prefix: str) -> str | None:
+    """Persons, states and seed of a generated population; its folder once generated."""
+    s = st.session_state
+    low, high = R.GENERATED_PERSONS_RANGE
+    c1, c2, c3 = st.columns([2, 2, 1])
+    persons = c1.number_input(
+        f"Persons ({low:,} – {high:,})",
+        min_value=low,
+        max_value=high,
+        value=100_000,
+        step=10_000,
+        key=f"{prefix}_gen_persons",
+        help="Size of the synthetic population (the same persons feed TopDown and PHSafe). "
+        "Larger ones: `phexplore generate population`.",
+    )
+    states = c2.text_input(
+        "States (postal codes)",
+        value="RI",
+        key=f"{prefix}_gen_states",
+        help="e.g. RI or RI CT; empty = all 50 states and DC in proportion to 2010 populations.",
+    )
+    seed = c3.number_input("Seed", min_value=0, value=1, step=1, key=f"{prefix}_gen_seed")
+    wanted = tuple(x.strip().upper() for x in states.replace(",", " ").split() if x.strip())
+    key = (int(persons), wanted, int(seed))
+    if st.button("Generate", key=f"{prefix}_gen_go"):
+        try:
+            s["run_generated"] = (key, R.generated_population(*key))
+        except PHExploreError as exc:
+            st.error(str(exc))
+    held = s.get("run_generated")
+    if held is not None and held[0] == key:
+        return held[1]
+    st.caption("Choose the size and press Generate (about 4 s per million persons).")
+    return None
+
+
 def _topdown_data() -> _TopDownData:
     """Data column: shipped sample or validated upload, and the subset to run on."""
     s = st.session_state
     st.markdown("**Data**")
     source = st.radio(
         "Source",
-        ["sample", "upload"],
-        format_func={"sample": "Shipped sample", "upload": "Upload a file"}.get,
+        ["sample", "upload", "generated"],
+        format_func={
+            "sample": "Shipped sample",
+            "upload": "Upload a file",
+            "generated": "Generated population",
+        }.get,
         horizontal=True,
         key="run_td_source",
         help="Shipped public or synthetic samples, or your own files in a supported layout.",
@@ -184,6 +224,15 @@ def _topdown_data() -> _TopDownData:
         )
         data_label = sample if hist is not None else ""
         problem_key = f"topdown:sample:{sample}"
+    elif source == "generated":
+        folder = _generated_controls("run_td")
+        if folder is not None:
+            hist = R.generated_topdown(folder)
+            persons, states, seed = s["run_generated"][0]
+            data_label = f"generated {persons:,} ({' '.join(states) or 'US'}, seed {seed})"
+            st.success(
+                f"{hist.n_blocks:,} blocks, {hist.total:,} persons, with housing units and GQ"
+            )
     else:
         st.selectbox(
             "File type",
@@ -249,7 +298,7 @@ def _topdown_data() -> _TopDownData:
         )
         st.caption(
             f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
-            f"({hist.schema.name} schema)."
+            f"({hist.schema.name} schema). " + R.topdown_cost_sentence(n_blocks, hist.schema.size)
         )
     return _TopDownData(hist, data_label, sample, level, list(units))
 
@@ -534,8 +583,12 @@ def _phsafe_form() -> R.RunJob | None:
         st.markdown("**Data (CEF extract)**")
         source = st.radio(
             "Source",
-            ["sample", "upload"],
-            format_func={"sample": "Shipped sample", "upload": "Upload persons/units/geo CSV"}.get,
+            ["sample", "upload", "generated"],
+            format_func={
+                "sample": "Shipped sample",
+                "upload": "Upload persons/units/geo CSV",
+                "generated": "Generated population",
+            }.get,
             horizontal=True,
             key="run_ph_source",
             help="Shipped public or synthetic samples, or your own files in a supported layout.",
@@ -546,6 +599,12 @@ def _phsafe_form() -> R.RunJob | None:
             )
             if loaded is not None:
                 extract, data_label, scale = loaded, sample, R.sample_scale(sample)
+        elif source == "generated":
+            folder = _generated_controls("run_ph")
+            if folder is not None:
+                extract = R.generated_cef(folder)
+                persons, states, seed = s["run_generated"][0]
+                data_label = f"generated {persons:,} ({' '.join(states) or 'US'}, seed {seed})"
         else:
             st.file_uploader(
                 "CEF extract files (persons, units, geo)",
@@ -628,7 +687,15 @@ def _job_panel() -> None:
     if R.collect_finished(s, S.RUNS):
         st.rerun()
     st.markdown(f"**Running {job.engine}** on {job.label} — {job.elapsed():.0f} s")
-    st.progress(job.shown_fraction, text=f"Overall {job.shown_fraction:.0%}")
+    eta = job.eta()
+    left = (
+        ""
+        if eta is None
+        else f" — about {eta:.0f} s left"
+        if eta < 120
+        else f" — about {eta / 60:.0f} min left"
+    )
+    st.progress(job.shown_fraction, text=f"Overall {job.shown_fraction:.0%}{left}")
     stages = list(job.stages.items())
     for i, (label, fraction) in enumerate(stages):
         done = i < len(stages) - 1 or fraction >= 1.0

@@ -114,6 +114,16 @@ def subset_histogram(hist: BlockHistogram, level: str, units: Sequence[str]) -> 
     if unknown:
         raise ValidationError(f"{level} {unknown[:5]} not in the data; e.g. {sorted(set(ids))[:5]}")
     keep = ids.isin(wanted).to_numpy()
+    return keep_blocks(hist, keep)
+
+
+def keep_blocks(hist: BlockHistogram, keep: np.ndarray) -> BlockHistogram:
+    """The blocks ``keep`` (bool mask) of ``hist``, with every per-block array of ``extra`` (unit
+    frame: housing units, GQ facilities, …) subset alike."""
+    extra = {
+        k: (v[keep] if isinstance(v, np.ndarray) and v.shape[:1] == (hist.n_blocks,) else v)
+        for k, v in hist.extra.items()
+    }
     return BlockHistogram(
         schema=hist.schema,
         levels=hist.levels,
@@ -122,7 +132,7 @@ def subset_histogram(hist: BlockHistogram, level: str, units: Sequence[str]) -> 
         source=hist.source,
         licence=hist.licence,
         units=None if hist.units is None else hist.units[keep],
-        extra=dict(hist.extra),
+        extra=extra,
     )
 
 

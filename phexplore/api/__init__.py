@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from engine.data.histogram import BlockHistogram
 from phexplore.api.data import (
+    GENERATED_PERSONS_RANGE,
     TOPDOWN_UPLOAD_KINDS,
+    generated_cef,
+    generated_population,
+    generated_topdown,
     load_cef_upload,
     load_topdown_upload,
     phsafe_sample,
@@ -24,6 +28,7 @@ from phexplore.api.data import (
     samples_of,
     subset,
     subset_units,
+    topdown_cost_sentence,
     topdown_sample,
 )
 from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
@@ -58,6 +63,11 @@ from phexplore.api.runs import (
 )
 
 __all__ = [
+    "GENERATED_PERSONS_RANGE",
+    "generated_cef",
+    "generated_population",
+    "generated_topdown",
+    "topdown_cost_sentence",
     "EPL_BOOT",
     "EPL_MULTIPLIER",
     "EPL_MULTIPLIER_RANGE",

@@ -8,6 +8,7 @@ the list the Run page shows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -40,6 +41,47 @@ def phsafe_sample(name: str) -> Any:
     from engine.data.samples import get_sample
 
     return load_cef_extract(get_sample(name).path)
+
+
+GENERATED_PERSONS_RANGE = (1_000, 2_000_000)
+"""Persons of a population the app generates (larger ones: ``phexplore generate population``)."""
+
+
+@st.cache_resource(show_spinner="Generating the population…", max_entries=4)
+def generated_population(persons: int, states: tuple[str, ...], seed: int) -> str:
+    """A generated population folder for both engines (cached per persons, states and seed)."""
+    import tempfile
+
+    from engine.data.population import generate_population
+
+    folder = Path(tempfile.mkdtemp(prefix="phexplore-population-")) / "population"
+    generate_population(persons, seed=seed, states=list(states) or None, out_dir=folder)
+    return str(folder)
+
+
+@st.cache_resource(show_spinner="Loading the generated population…", max_entries=4)
+def generated_topdown(folder: str) -> BlockHistogram:
+    """TopDown data of a generated folder: PPMF persons with the block frame (structural zeros)."""
+    from engine.data.generated import load_generated_population
+
+    hist = load_generated_population(folder)
+    hist.counts.setflags(write=False)
+    return hist
+
+
+@st.cache_resource(show_spinner="Loading the generated CEF extract…", max_entries=2)
+def generated_cef(folder: str) -> Any:
+    """PHSafe data of a generated folder: its persons/units/geo CEF extract."""
+    from engine.data.cef import load_cef_extract
+
+    return load_cef_extract(folder)
+
+
+def topdown_cost_sentence(n_blocks: int, n_cells: int) -> str:
+    """The run-time and memory estimate shown before Run (:mod:`engine.topdown.cost`)."""
+    from engine.topdown.cost import estimate_topdown_cost
+
+    return estimate_topdown_cost(n_blocks, n_cells).sentence()
 
 
 def samples_of(kind: str) -> dict[str, str]:

@@ -102,6 +102,13 @@ class RunJob:
         """True once the worker thread has finished (successfully or not)."""
         return self.finished is not None
 
+    def eta(self) -> float | None:
+        """Seconds left, extrapolated from the elapsed time and the overall fraction (None while
+        under 2% done, and once finished)."""
+        if self.fraction < 0.02 or self.done:
+            return None
+        return self.elapsed() * (1.0 - self.fraction) / self.fraction
+
     def elapsed(self) -> float:
         """Seconds since start (until finish)."""
         return (self.finished or time.monotonic()) - self.started

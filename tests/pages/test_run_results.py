@@ -312,3 +312,30 @@ def test_block_csv_upload_with_mapping(run_page: AppTest) -> None:
     assert not at.exception
     messages = [e.value for e in at.error]
     assert any("blocks.csv, row 1, column 'child_white'" in m for m in messages), messages
+
+
+def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTest) -> None:
+    at = run_page
+    at.radio(key="run_td_source").set_value("generated").run()
+    at.number_input(key="run_td_gen_persons").set_value(3_000)
+    at.button(key="run_td_gen_go").click().run()
+    _no_problems(at)
+    assert any("with housing units and GQ" in m.value for m in at.success)
+    assert any("Estimated run time" in c.value for c in at.caption), "estimate shown before Run"
+    at.button(key="run_td_go").click().run()
+    _wait_for_job(at)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.metrics["structural_zeros"]["structural_zeros_held"] is True
+    assert record.metrics["structural_zeros"]["bound_violations"] == 0
+    # the same persons as a CEF extract for PHSafe
+    (key, folder) = at.session_state["run_generated"]
+    assert len(R.generated_cef(folder).persons) == key[0] == 3_000
+
+
+def test_job_eta_extrapolates_the_elapsed_time() -> None:
+    job = R.RunJob(engine="topdown", label="x")
+    assert job.eta() is None
+    job.started -= 10.0
+    job.progress("Estimating Block", 0.25)
+    assert job.eta() == pytest.approx(30.0, rel=0.05)

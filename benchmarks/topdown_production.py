@@ -1,0 +1,326 @@
+"""TopDown at production scale: the 2,016-cell schema on generated states (issue 17; TDA §7).
+
+For each population size (default 1e5 and 1e6 persons, one generated state each; ``--persons``
+accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is that size's own):
+
+1. generates the population (``engine.data.population``; RI for sizes up to 2M persons, Ohio
+   above, unless ``--state``), loads it with its block frame (structural zeros and GQ bounds held);
+2. runs ``topdown-2020-production`` (``run_topdown``, one worker), recording every family batch;
+3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
+   and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess);
+4. for a sample of families (``--sample`` per level: the engine's least squares of one family
+   alone vs a per-family cvxpy model of TDA eq. 7.5 with the same constraints, solved by
+   Clarabel through cvxpy) the ratio of times and the relative difference of objectives.
+
+The last row fits cost ∝ blocks^b between the two largest sizes and projects 1e7 persons when it
+was not run. Usage::
+
+    .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
+
+Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
+
+
+def cvxpy_family(batch, f: int, queries, bands) -> tuple[float, float]:
+    """TDA eq. 7.5 for family ``f`` as a plain cvxpy model (Clarabel): (objective, seconds).
+
+    One vector of the children's cells that the parent can populate (cells empty in the parent or
+    structurally zero are 0 in every feasible point; a model over all 2,016 cells made cvxpy ask
+    for a 7 GB dense matrix on a 30-block family), the stacked query matrices kron(I_K, A_q) as
+    SciPy sparse matrices restricted to those cells.
+    """
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    t0 = time.perf_counter()
+    lo, hi = batch.child_ptr[f], batch.child_ptr[f + 1]
+    k, n = hi - lo, batch.n_cells
+    fixed = np.zeros((k, n), dtype=bool)
+    if batch.parent is not None:
+        fixed |= (batch.parent[f] <= 0)[None, :]
+    zero = batch.structural_zero_cells()
+    if zero is not None:
+        fixed |= zero[lo:hi]
+    free = np.flatnonzero(~fixed.reshape(-1))
+    x = cp.Variable(free.size, nonneg=True)
+    eye = sp.identity(k, format="csr")
+
+    def stacked(spec):
+        return sp.kron(eye, spec.matrix(), format="csc")[:, free].tocsr()
+
+    terms = []
+    for q in queries:
+        w = batch.weight[lo:hi, q]
+        if not np.any(w > 0):
+            continue
+        spec = batch.queries[q]
+        root_w = np.sqrt(np.repeat(w, spec.size))
+        resid = stacked(spec) @ x - batch.noisy[q][lo:hi].reshape(-1)
+        terms.append(cp.sum_squares(cp.multiply(root_w, resid)))
+    constraints = []
+    if batch.parent is not None:
+        total = sp.kron(np.ones((1, k)), sp.identity(n), format="csc")[:, free].tocsr()
+        used = np.diff(total.indptr) > 0
+        constraints.append(total[used] @ x == batch.parent[f][used])
+    for q, target in enumerate(batch.invariant):
+        if target is None:
+            continue
+        flat = target[lo:hi].reshape(-1)
+        rows = np.flatnonzero(np.isfinite(flat))
+        if rows.size:
+            constraints.append(stacked(batch.queries[q])[rows] @ x == flat[rows])
+    for bound in batch.bounds:
+        m = stacked(bound.spec)
+        upper, lower = bound.upper[lo:hi].reshape(-1), bound.lower[lo:hi].reshape(-1)
+        live = np.diff(m.indptr) > 0
+        up = np.flatnonzero(np.isfinite(upper) & live)
+        low = np.flatnonzero(np.isfinite(lower) & live)
+        if up.size:
+            constraints.append(m[up] @ x <= upper[up])
+        if low.size:
+            constraints.append(m[low] @ x >= lower[low])
+    for band in bands:
+        m = stacked(batch.queries[band.query])
+        target = band.target[lo:hi].reshape(-1)
+        constraints.append(cp.abs(m @ x - target) <= band.tol[f])
+    problem = cp.Problem(cp.Minimize(sum(terms)), constraints)
+    problem.solve(
+        solver=cp.CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400
+    )
+    return float(problem.value), time.perf_counter() - t0
+
+
+def compare_families(
+    batches, per_level: int, seed: int, max_children: int = 30, memory_gb: float = 4.0
+) -> dict[str, object]:
+    """Engine (one family alone) vs cvxpy on ``per_level`` random families of each level with at
+    most ``max_children`` children (a cvxpy model of a 60-child block family on 2,016 cells takes
+    minutes); cvxpy may use ``memory_gb`` more than the process holds (address-space limit)."""
+    from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass
+
+    rng = np.random.default_rng(seed)
+    by_level: dict[str, list[tuple[object, int, list[list[int]]]]] = {}
+    for batch, passes, _chain in batches:
+        if batch.parent is None:
+            continue
+        sizes = np.diff(batch.child_ptr)
+        for f in range(batch.n_families):
+            if sizes[f] <= max_children:
+                by_level.setdefault(batch.child_level, []).append((batch, f, passes))
+    rows = []
+    for level, items in by_level.items():
+        pick = rng.choice(len(items), size=min(per_level, len(items)), replace=False)
+        for i in pick:
+            batch, f, passes = items[int(i)]
+            one = batch.subset([f])
+            t0 = time.perf_counter()
+            first = solve_pass(one, passes[0]) if len(passes) > 1 else None
+            bands = (
+                [
+                    Band(q, one.queries[q].answer(first.x), np.full(1, PASS_TOLERANCE))
+                    for q in passes[0]
+                ]
+                if first is not None
+                else []
+            )
+            ours = solve_pass(one, passes[-1], bands)
+            ours_s = time.perf_counter() - t0
+            base_s = 0.0
+            diffs = []
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (int(used + memory_gb * 1024**3) * 4, hard))
+            try:
+                if first is not None:
+                    value, sec = cvxpy_family(one, 0, passes[0], [])
+                    base_s += sec
+                    diffs.append(abs(value - first.objective[0]) / max(abs(value), 1e-9))
+                value, sec = cvxpy_family(one, 0, passes[-1], bands)
+                base_s += sec
+                diffs.append(abs(value - ours.objective[0]) / max(abs(value), 1e-9))
+            except MemoryError:
+                rows.append({"level": level, "children": one.n_children, "cvxpy": "out of memory"})
+                continue
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            rows.append(
+                {
+                    "level": level,
+                    "children": one.n_children,
+                    "free_cells": int(np.count_nonzero(one.parent)),
+                    "ours_s": ours_s,
+                    "cvxpy_s": base_s,
+                    "rel_objective_diff": max(diffs),
+                }
+            )
+    solved = [r for r in rows if "cvxpy_s" in r]
+    ours = sum(r["ours_s"] for r in solved)
+    base = sum(r["cvxpy_s"] for r in solved)
+    return {
+        "families": rows,
+        "speedup": base / ours if ours > 0 else float("nan"),
+        "max_rel_objective_diff": max((r["rel_objective_diff"] for r in solved), default=0.0),
+    }
+
+
+def one_size(persons: int, state: str, seed: int, sample: int) -> dict[str, object]:
+    """Generate, load, run and compare one size (runs inside its own subprocess)."""
+    from engine.data.generated import load_generated_population
+    from engine.data.population import generate_population
+    from engine.topdown import run as run_module
+    from phexplore.presets import load_topdown_preset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        summary = generate_population(persons, seed=seed, states=[state], out_dir=Path(tmp) / "p")
+        generate_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        hist = load_generated_population(Path(tmp) / "p")
+        load_s = time.perf_counter() - t0
+    allocation = load_topdown_preset("topdown-2020-production")["persons"]
+    batches = []
+    original = run_module.estimate_batch
+
+    def recording(batch, passes, chain):
+        if sample:
+            batches.append((batch, passes, chain))
+        return original(batch, passes, chain)
+
+    run_module.estimate_batch = recording
+    try:
+        t0 = time.perf_counter()
+        result = run_module.run_topdown(hist, allocation, seed=seed)
+        run_s = time.perf_counter() - t0
+    finally:
+        run_module.estimate_batch = original
+    peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    compare = compare_families(batches, sample, seed) if sample else {}
+    truth = result.truth
+    block_rows = truth[result.tree.block_node]
+    return {
+        "persons": persons,
+        "state": state,
+        "blocks": hist.n_blocks,
+        "structural_zero_blocks": summary.structural_zero_blocks,
+        "geounits": int(result.tree.n_nodes),
+        "nonzero_cells_blocks": int(np.count_nonzero(block_rows)),
+        "nonzero_cells_all": int(np.count_nonzero(truth)),
+        "dense_cells_all": int(truth.size),
+        "generate_s": generate_s,
+        "load_s": load_s,
+        "run_s": run_s,
+        "end_to_end_s": load_s + run_s,
+        "level_s": {k: v for k, v in result.timings.items() if k in LEVELS},
+        "measurement_s": result.timings.get("measurement", 0.0),
+        "least_squares_cpu_s": result.timings.get("least_squares_cpu", 0.0),
+        "rounding_cpu_s": result.timings.get("rounding_cpu", 0.0),
+        "peak_rss_gb": peak_run,
+        "bound_violations": result.diagnostics["structural"].get("bound_violations"),
+        "cvxpy": compare,
+    }
+
+
+def _parse_sizes(text: str) -> list[int]:
+    return [int(float(t)) for t in text.split(",") if t.strip()]
+
+
+def _table(rows: list[dict[str, object]]) -> str:
+    head = (
+        "| persons | blocks | non-zero block cells | load s | run s | end-to-end s | "
+        "block level s | peak GB | cvxpy ÷ ours | max rel. objective diff |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for r in rows:
+        cv = r.get("cvxpy") or {}
+        lines.append(
+            f"| {r['persons']:,} | {r['blocks']:,} | {r['nonzero_cells_blocks']:,} | "
+            f"{r['load_s']:.1f} | {r['run_s']:.1f} | {r['end_to_end_s']:.1f} | "
+            f"{r['level_s'].get('Block', float('nan')):.1f} | {r['peak_rss_gb']:.2f} | "
+            f"{cv.get('speedup', float('nan')):.1f}× | "
+            f"{cv.get('max_rel_objective_diff', float('nan')):.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persons", default="1e5,1e6", help="sizes, comma separated (1e5,1e6)")
+    parser.add_argument("--state", default=None, help="state to generate (default RI; OH > 2M)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=2, help="families per level vs cvxpy")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one is not None:
+        state = args.state or ("RI" if args.one <= 2_000_000 else "OH")
+        print(json.dumps(one_size(args.one, state, args.seed, args.sample)))
+        return 0
+    rows = []
+    for persons in _parse_sizes(args.persons):
+        command = [sys.executable, __file__, "--one", str(persons), "--seed", str(args.seed)]
+        command += ["--sample", str(args.sample)]
+        if args.state:
+            command += ["--state", args.state]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(done.stderr, file=sys.stderr)
+            return 1
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if not args.json:
+            print(f"done {persons:,}: {rows[-1]['end_to_end_s']:.1f} s", file=sys.stderr)
+    projection = None
+    if len(rows) >= 2:
+        a, b = rows[-2], rows[-1]
+        exponent = float(
+            np.log(b["end_to_end_s"] / a["end_to_end_s"]) / np.log(b["blocks"] / a["blocks"])
+        )
+        per_block = b["end_to_end_s"] / b["blocks"]
+        blocks_1e7 = b["blocks"] * 1e7 / b["persons"]
+        projection = {
+            "exponent_time_vs_blocks": exponent,
+            "projected_1e7_s_linear": per_block * blocks_1e7,
+            "projected_1e7_s_fitted": b["end_to_end_s"] * (blocks_1e7 / b["blocks"]) ** exponent,
+            "projected_1e7_peak_gb_linear": b["peak_rss_gb"] * 1e7 / b["persons"],
+        }
+    if args.json:
+        print(json.dumps({"sizes": rows, "projection": projection}, indent=2))
+        return 0
+    print(_table(rows))
+    for r in rows:
+        levels = ", ".join(f"{k} {v:.1f}" for k, v in r["level_s"].items())
+        print(f"\n{r['persons']:,} persons: seconds per level: {levels}")
+        print(
+            f"  measurement {r['measurement_s']:.1f} s, least squares CPU "
+            f"{r['least_squares_cpu_s']:.1f} s, rounding CPU {r['rounding_cpu_s']:.1f} s; "
+            f"non-zero cells (all geounits) {r['nonzero_cells_all']:,} of {r['dense_cells_all']:,}"
+            f"; bound violations {r['bound_violations']}"
+        )
+    if projection:
+        print(
+            f"\ncost ∝ blocks^{projection['exponent_time_vs_blocks']:.2f} between the two largest "
+            f"sizes; 1e7 persons projected at {projection['projected_1e7_s_linear']:.0f} s "
+            f"(linear) / {projection['projected_1e7_s_fitted']:.0f} s (fitted), "
+            f"{projection['projected_1e7_peak_gb_linear']:.1f} GB (linear)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
