@@ -186,7 +186,7 @@ def check_target(
             raise OutputError(f"{option} {path}: a file is in the way (expected a folder)")
         if path.is_dir():
             try:
-                entries = [e for e in os.listdir(path) if not e.startswith(".")]
+                entries = os.listdir(path)  # hidden files count: a .git must never be replaced
             except OSError as exc:
                 raise OutputError(f"{option} {path}: cannot list it ({exc.strerror})") from None
             if entries:

@@ -58,6 +58,18 @@ def test_foreign_folder_is_never_replaced(tmp_path: Path) -> None:
     assert (out / "chapter1.tex").read_text() == "precious"
 
 
+def test_a_folder_with_only_hidden_files_is_not_empty(tmp_path: Path) -> None:
+    out = tmp_path / "repo"
+    (out / ".git").mkdir(parents=True)
+    with pytest.raises(OutputError, match="not a PHExplore output"):
+        _write(out, {"a": "b"}, overwrite=True)
+    assert (out / ".git").is_dir()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _write(empty, {"a": "b"})
+    assert sorted(os.listdir(empty)) == ["a", MANIFEST_NAME]
+
+
 def test_a_command_never_writes_over_its_input(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
