@@ -42,6 +42,7 @@ ENTITY_SAMPLE = {"ri2010": "providence-wards"}
 TOPDOWN_DEFAULTS: dict[str, object] = {
     "run_td_seed": 2020,
     "run_td_workers": 1,
+    "run_td_noise": "fast",
     "run_td_sweep": False,
     "run_td_rhos": "0.25, 1, 4",
     "run_td_sweep_seeds": 1,
@@ -53,6 +54,7 @@ PHSAFE_DEFAULTS: dict[str, object] = {
     "run_ph_states": "44",
     "run_ph_seed": 2020,
     "run_ph_trials": 20,
+    "run_ph_noise": "fast",
 }
 
 
@@ -135,6 +137,7 @@ class _TopDownBudget:
     special_areas: str | None = None
     origin: str = ""
     mismatch: str | None = None
+    noise_method: str = "fast"
 
 
 def _pick_sample(
@@ -387,6 +390,7 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         key="run_td_workers",
         help="Parallel processes for the estimation; results do not depend on it.",
     )
+    _noise_choice("run_td_noise")
     st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
     if s[S.SPREAD_INVARIANT]:
         st.caption(
@@ -438,6 +442,18 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         special,
         origin,
         mismatch,
+        str(s["run_td_noise"]),
+    )
+
+
+def _noise_choice(key: str) -> None:
+    """The noise sampler: keyed and reproducible (default) or OpenDP's exact samplers."""
+    st.radio(
+        "Noise",
+        list(R.NOISE_METHODS),
+        format_func=R.NOISE_METHODS.get,
+        key=key,
+        help=R.NOISE_HELP,
     )
 
 
@@ -558,6 +574,7 @@ def _topdown_form() -> R.RunJob | None:
         preset=preset,
         seed=budget.seed,
         workers=budget.workers,
+        noise_method=budget.noise_method,
         spine=s[S.SPINE],
         entities=[budget.entity] if budget.use_entities and budget.entity else [],
         special_areas=budget.special_areas,
@@ -653,6 +670,7 @@ def _phsafe_form() -> R.RunJob | None:
             key="run_ph_trials",
             help="Several noise draws on one join give the empirical MOE next to the analytic one.",
         )
+        _noise_choice("run_ph_noise")
         go = st.button(
             "Run PHSafe",
             type="primary",
@@ -673,6 +691,7 @@ def _phsafe_form() -> R.RunJob | None:
         seed=int(seed),
         trials=int(trials),
         scale=scale,
+        noise_method=str(s["run_ph_noise"]),
     )
     return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)
 

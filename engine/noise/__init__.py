@@ -7,6 +7,10 @@ Public API (other modules call exactly these):
   (:mod:`engine.noise.fast_discrete_gaussian`). ``method="exact"``: OpenDP's exact CKS sampler with
   OS randomness (:mod:`engine.noise.exact`).
 - :func:`two_sided_geometric` — G(z), P(k) ∝ exp(−z|k|) (SPEC §4; Petti & Flaxman 2020).
+- :func:`keyed_discrete_gaussian`, :func:`keyed_two_sided_geometric` — the same distributions from
+  the counter-based generator keyed by (seed, level, geounit, query) of :mod:`engine.noise.keyed`
+  (SPEC §8): every value is a function of its key and position, so the split of work never
+  changes the numbers.
 - :func:`noise_variance` — the variance of either, per element (:mod:`engine.noise.variance`, which
   delegates to :mod:`phexplore.distributions`).
 """
@@ -18,7 +22,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from engine.noise import exact, fast_discrete_gaussian, fast_geometric
+from engine.noise import exact, fast_discrete_gaussian, fast_geometric, keyed
 from engine.noise._arguments import MAX_SIGMA2, MIN_Z, check_generator, check_scale
 from engine.noise.exact import ExactSamplerUnavailable
 from engine.noise.variance import (
@@ -33,6 +37,8 @@ __all__ = [
     "Method",
     "discrete_gaussian",
     "discrete_gaussian_variance",
+    "keyed_discrete_gaussian",
+    "keyed_two_sided_geometric",
     "noise_variance",
     "two_sided_geometric",
     "two_sided_geometric_variance",
@@ -104,3 +110,33 @@ def _check_method(method: object) -> None:
             f"unknown sampling method {method!r}; use 'fast' (seeded NumPy, for exploration) or "
             "'exact' (OpenDP, release-grade, not seedable)"
         )
+
+
+def keyed_discrete_gaussian(sigma2: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.ndarray:
+    """N_Z(0, σ²) from the keyed counter-based generator (:mod:`engine.noise.keyed`).
+
+    ``sigma2``, ``keys`` (unit keys from :func:`engine.noise.keyed.unit_keys`) and ``index`` (the
+    position of each value inside its unit) broadcast together; the result has their shape.
+    """
+    check_scale(
+        sigma2,
+        None,
+        name="sigma2",
+        lower=0.0,
+        upper=MAX_SIGMA2,
+        hint="σ² is the noise variance Δ²/(2ρ) of the query (SPEC §1); it must be positive.",
+    )
+    return keyed.discrete_gaussian(sigma2, keys, index)
+
+
+def keyed_two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.ndarray:
+    """Two-sided geometric G(z) from the keyed counter-based generator (see above)."""
+    check_scale(
+        z,
+        None,
+        name="z",
+        lower=MIN_Z,
+        upper=np.inf,
+        hint="z is the geometric scale ε/Δ of the query (SPEC §4); it must be positive.",
+    )
+    return keyed.two_sided_geometric(z, keys, index)

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine.noise import discrete_gaussian, two_sided_geometric
+from engine.noise import (
+    discrete_gaussian,
+    keyed_discrete_gaussian,
+    keyed_two_sided_geometric,
+    two_sided_geometric,
+)
 from engine.phsafe.join import LevelCounts
 from phexplore.distributions import (
     discrete_gaussian_moe,
@@ -117,13 +122,22 @@ def noise_spec(
     raise ValueError(f"unknown privacy_defn {privacy_defn!r}")
 
 
-def draw_noise(spec: NoiseSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Independent int64 noise of ``shape`` for this level (all zeros when the budget is infinite)."""
+def draw_noise(
+    spec: NoiseSpec,
+    shape: tuple[int, ...],
+    rng: np.random.Generator | None,
+    *,
+    method: str = "fast",
+) -> np.ndarray:
+    """Independent int64 noise of ``shape`` for this level (all zeros when the budget is infinite).
+
+    ``method="exact"``: OpenDP's exact samplers (release-grade, OS randomness, ``rng`` unused).
+    """
     if spec.noiseless or int(np.prod(shape)) == 0:
         return np.zeros(shape, dtype=np.int64)
     if spec.distribution == DISCRETE_GAUSSIAN:
-        return discrete_gaussian(spec.scale, shape, rng)
-    return two_sided_geometric(spec.scale, shape, rng)
+        return discrete_gaussian(spec.scale, shape, rng, method=method)  # type: ignore[arg-type]
+    return two_sided_geometric(spec.scale, shape, rng, method=method)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -165,9 +179,47 @@ class MeasuredLevel:
         )
 
 
+def keyed_noise(spec: NoiseSpec, counts: LevelCounts, trials: int, seed: int) -> np.ndarray:
+    """int64 noise of shape (trials, regions, iterations, cells) keyed by (seed, level, geounit,
+    query) (SPEC §8; :mod:`engine.noise.keyed`): the unit is one table (query) at one population
+    group (level) of one region and iteration code (geounit ``region/iteration``), and the value's
+    position inside the unit is ``trial × cells + cell``. A level's noise therefore does not depend
+    on which other tables or levels are measured, nor in which order or process."""
+    from engine.noise.keyed import geounit_hashes, unit_keys
+
+    n_r, n_i, n_c = counts.true_truncated.shape
+    shape = (trials, n_r, n_i, n_c)
+    if spec.noiseless or int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype=np.int64)
+    geounits = [f"{r}/{i}" for r in counts.region_ids for i in counts.iteration_codes]
+    hashes = geounit_hashes([counts.level] * len(geounits), geounits)
+    keys = unit_keys(seed, spec.table, hashes).reshape(1, n_r, n_i, 1)
+    index = (
+        np.arange(trials, dtype=np.uint64)[:, None] * np.uint64(n_c)
+        + np.arange(n_c, dtype=np.uint64)[None, :]
+    ).reshape(trials, 1, 1, n_c)
+    if spec.distribution == DISCRETE_GAUSSIAN:
+        return keyed_discrete_gaussian(spec.scale, keys, index)
+    return keyed_two_sided_geometric(spec.scale, keys, index)
+
+
 def measure_level(
-    counts: LevelCounts, spec: NoiseSpec, trials: int, rng: np.random.Generator
+    counts: LevelCounts,
+    spec: NoiseSpec,
+    trials: int,
+    rng: np.random.Generator | None,
+    *,
+    seed: int | None = None,
+    method: str = "fast",
 ) -> MeasuredLevel:
-    """Draw ``trials`` independent noise vectors for one level (PHS Algorithm 5, repeated)."""
-    noise = draw_noise(spec, (trials, *counts.true_truncated.shape), rng)
+    """Draw ``trials`` independent noise vectors for one level (PHS Algorithm 5, repeated).
+
+    With ``seed`` the ``fast`` noise is keyed (:func:`keyed_noise`); otherwise it comes from
+    ``rng``; ``method="exact"`` draws from OpenDP.
+    """
+    shape = (trials, *counts.true_truncated.shape)
+    if seed is not None and method == "fast":
+        noise = keyed_noise(spec, counts, trials, seed)
+    else:
+        noise = draw_noise(spec, shape, rng, method=method)
     return MeasuredLevel(counts=counts, spec=spec, noise=noise)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from engine.data.cef_types import CefExtract
+from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
 from engine.phsafe import errors_analysis
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.join import (
@@ -127,6 +128,14 @@ def run_levels(table: str, config: PHSafeConfig, non_private: bool) -> tuple[str
     return config.enabled_levels(table)
 
 
+def _tabulate_unit(
+    unit: tuple[PreparedExtract, str, int | None, tuple[str, ...]],
+) -> TableTabulation:
+    """One unit of work for an executor: join and count one measured table."""
+    prepared, table, tau, levels = unit
+    return tabulate_table(prepared, table, tau, levels)
+
+
 def tabulate_all(
     prepared: PreparedExtract,
     config: PHSafeConfig,
@@ -134,20 +143,33 @@ def tabulate_all(
     non_private: bool = False,
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, TableTabulation]:
-    """The expensive, noise-free part: join and count every measured table once."""
-    out: dict[str, TableTabulation] = {}
-    for i, table in enumerate(MEASURED_TABLES):
-        if cancel is not None and cancel():
-            raise PHSafeCancelled(f"PHSafe run cancelled before {table}")
+    """The expensive, noise-free part: join and count every measured table once.
+
+    The nine measured tables are independent units of work (PHS §3) handed to ``executor``
+    (default: in this process, one after the other).
+    """
+    units = []
+    for table in MEASURED_TABLES:
         levels = run_levels(table, config, non_private)
-        if not levels:
-            continue
+        if levels:
+            tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
+            units.append((prepared, table, tau, tuple(levels)))
+
+    def done(i: int, _result: TableTabulation) -> None:
         if progress is not None:
-            progress(f"joining and counting {table}", i / len(MEASURED_TABLES))
-        tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
-        out[table] = tabulate_table(prepared, table, tau, levels)
-    return out
+            progress(f"joined and counted {units[i][1]}", 0.9 * (i + 1) / len(units))
+
+    if units and progress is not None:
+        progress(f"joining and counting {units[0][1]}", 0.0)
+    try:
+        tabs = (executor or InProcessExecutor()).map(
+            _tabulate_unit, units, cancel=cancel, done=done
+        )
+    except ExecutionCancelled:
+        raise PHSafeCancelled("PHSafe run cancelled while joining and counting") from None
+    return {unit[1]: tab for unit, tab in zip(units, tabs, strict=True)}
 
 
 def measure_all(
@@ -155,10 +177,16 @@ def measure_all(
     config: PHSafeConfig,
     *,
     trials: int,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     cancel: CancelCallback | None = None,
+    seed: int | None = None,
+    method: str = "fast",
 ) -> list[MeasuredLevel]:
-    """Noise for every enabled level, ``trials`` times (the cheap part; reuses the counts)."""
+    """Noise for every enabled level, ``trials`` times (the cheap part; reuses the counts).
+
+    With ``seed`` the noise is keyed by (seed, level, geounit, table) (SPEC §8), so it does not
+    depend on which tables are measured or in which order; else it comes from ``rng``.
+    """
     measured: list[MeasuredLevel] = []
     for table, tab in tabulations.items():
         if cancel is not None and cancel():
@@ -166,7 +194,7 @@ def measure_all(
         tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
         for level, counts in tab.levels.items():
             spec = noise_spec(table, level, config.budget(table, level), config.privacy_defn, tau)
-            measured.append(measure_level(counts, spec, trials, rng))
+            measured.append(measure_level(counts, spec, trials, rng, seed=seed, method=method))
     return measured
 
 
@@ -208,6 +236,8 @@ def run_phsafe(
     cancel: CancelCallback | None = None,
     prepared: PreparedExtract | PreparedLike | None = None,
     tabulate: Tabulator | None = None,
+    executor: Executor | None = None,
+    noise_method: str = "fast",
 ) -> PHSafeResult:
     """Run PHSafe on ``extract`` with ``config``.
 
@@ -242,9 +272,19 @@ def run_phsafe(
             f"{list(prepared.state_filter)}, not {sorted(config.state_filter)}; prepare it again"
         )
     t_prep = time.perf_counter()
-    tabulations = (tabulate or tabulate_all)(
-        prepared, config, non_private=non_private, progress=progress, cancel=cancel
-    )
+    if tabulate is None:
+        tabulations = tabulate_all(
+            prepared,
+            config,
+            non_private=non_private,
+            progress=progress,
+            cancel=cancel,
+            executor=executor,
+        )
+    else:
+        tabulations = tabulate(
+            prepared, config, non_private=non_private, progress=progress, cancel=cancel
+        )
     t_join = time.perf_counter()
     if non_private:
         levels = [
@@ -255,8 +295,18 @@ def run_phsafe(
     else:
         if progress is not None:
             progress(f"adding noise ({trials} trial{'s' if trials > 1 else ''})", 0.9)
-        rng = np.random.default_rng(seed)
-        levels = measure_all(tabulations, config, trials=int(trials), rng=rng, cancel=cancel)
+        # A seed keys the noise by (seed, level, geounit, table) (SPEC §8); without one the noise
+        # comes from fresh OS entropy; "exact" uses OpenDP's samplers.
+        rng = np.random.default_rng(seed) if seed is None else None
+        levels = measure_all(
+            tabulations,
+            config,
+            trials=int(trials),
+            rng=rng,
+            cancel=cancel,
+            seed=None if seed is None else int(seed),
+            method=noise_method,
+        )
     t_noise = time.perf_counter()
     measurements = measurement_frame(levels)
     if non_private:

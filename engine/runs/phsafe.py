@@ -76,6 +76,8 @@ def measure_and_estimate(
         progress=control.progress,
         cancel=control.cancelled,
         prepared=prepared,
+        executor=executor,
+        noise_method=spec.noise_method,
     )
 
 

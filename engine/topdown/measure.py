@@ -4,8 +4,10 @@ Per-node per-query budgets come from the allocation (:func:`node_query_budget`):
 node n for query q is ρ·c_level·d_{level,q} (TDA App. B Thm 2; SPEC §1). zCDP runs add discrete
 Gaussian noise with σ² = 1/budget (bounded neighbours: L2 sensitivity √2, so σ² = Δ²/(2ρ_q) =
 1/ρ_q); pure-DP runs (2018 E2E test, PF) add two-sided geometric noise with z = budget/2 (L1
-sensitivity 2). Noise comes from :mod:`engine.noise`, driven by one explicit Generator, drawn query
-by query in node order, so a run is reproducible from its seed.
+sensitivity 2). Noise comes from :mod:`engine.noise`: by default from the counter-based generator
+keyed by (seed, level, geounit, query) (:mod:`engine.noise.keyed`, SPEC §8), so a run is
+reproducible from its seed whatever the order or split of the work; ``method="exact"`` draws from
+OpenDP's exact samplers (release-grade, not reproducible).
 
 Invariants (TDA §5.2) bypass noise: by default the TOTAL of the US and of every state. An invariant
 set at one level is also held at every level above it (its right-hand side summed up the tree,
@@ -244,11 +246,22 @@ def measure(
     budget: np.ndarray,
     invariant: np.ndarray,
     mechanism: str,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     *,
     method: noise.Method = "fast",
+    seed: int | None = None,
+    geounit_hash: np.ndarray | None = None,
 ) -> Measurements:
-    """Noisy answers for every (node, query) with positive budget that is not invariant."""
+    """Noisy answers for every (node, query) with positive budget that is not invariant.
+
+    With ``seed`` and ``geounit_hash`` (H(level, geounit) of every node,
+    :func:`engine.noise.keyed.geounit_hashes`) the ``fast`` noise comes from the counter-based
+    generator keyed by (seed, level, geounit, query) (SPEC §8): a node's noise does not depend on
+    which other nodes are measured with it. Otherwise from ``rng``; ``method="exact"`` uses OpenDP.
+    """
+    keyed = method == "fast" and seed is not None and geounit_hash is not None
+    if keyed and len(geounit_hash) != truth.shape[0]:  # type: ignore[arg-type]
+        raise ValidationError("geounit_hash needs one entry per node")
     if budget.shape != (truth.shape[0], len(queries)):
         raise ValidationError(
             f"budget array must have shape {(truth.shape[0], len(queries))}; got {budget.shape}"
@@ -269,7 +282,20 @@ def measure(
         if measured.size:
             b = budget[measured, j][:, None]
             shape = (measured.size, group.size)
-            if mechanism == "zcdp":
+            if keyed:
+                from engine.noise.keyed import unit_keys
+
+                keys = unit_keys(int(seed), group.name, geounit_hash[measured])[:, None]  # type: ignore[arg-type, index]
+                cells = np.arange(group.size, dtype=np.uint64)[None, :]
+            if keyed and mechanism == "zcdp":
+                draw = noise.keyed_discrete_gaussian(1.0 / b, keys, cells)
+                variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
+                nominal[measured, j] = 1.0 / b[:, 0]
+            elif keyed:
+                draw = noise.keyed_two_sided_geometric(b / 2.0, keys, cells)
+                variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
+                nominal[measured, j] = 2.0 / (b[:, 0] / 2.0) ** 2
+            elif mechanism == "zcdp":
                 draw = noise.discrete_gaussian(1.0 / b, shape, rng, method=method)
                 variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
                 nominal[measured, j] = 1.0 / b[:, 0]

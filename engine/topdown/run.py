@@ -417,16 +417,24 @@ def plan_run(
 
 
 def measure_plan(plan: TopDownPlan, truth: np.ndarray, seed: int) -> Measurements:
-    """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan."""
-    rng = np.random.default_rng(seed)
+    """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan.
+
+    ``fast`` noise is keyed by (seed, level, geounit, query) (SPEC §8,
+    :mod:`engine.noise.keyed`); ``exact`` noise comes from OpenDP.
+    """
+    from engine.noise.keyed import geounit_hashes
+
+    tree = plan.tree
     return measure(
         truth,
         plan.queries,
         plan.budget,
         plan.invariant,
         plan.allocation.mechanism,
-        rng,
+        None,
         method=plan.options.noise_method,
+        seed=int(seed),
+        geounit_hash=geounit_hashes(tree.level_names, tree.node_id),
     )
 
 

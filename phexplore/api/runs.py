@@ -34,6 +34,17 @@ EPL_MULTIPLIER = PF_MULTIPLIER
 """Default EPL multiplier m: Petti & Flaxman's published setting (valid 0 < m ≤ 10)."""
 EPL_PERCENTILE_RANGE = PERCENTILE_RANGE
 EPL_MULTIPLIER_RANGE = MULTIPLIER_RANGE
+NOISE_METHODS: dict[str, str] = {
+    "fast": "Keyed, reproducible (same seed → same numbers)",
+    "exact": "Exact OpenDP samplers (release-grade, not reproducible)",
+}
+"""The noise samplers a run can use (recorded in metrics.json ``noise``)."""
+NOISE_HELP = (
+    "Keyed: every noisy value comes from a counter-based generator keyed by (seed, level, "
+    "geounit, query), so the same seed gives the same numbers however the work is split "
+    "(SPEC §8). Exact: OpenDP's exact discrete Gaussian / geometric samplers with OS randomness, "
+    "for release-grade noise; the seed then does not reproduce the run."
+)
 SRS_HELP = (
     "Also estimate counts from simple random samples of the persons "
     f"({', '.join(f'{f:.0%}' for f in SRS_FRACTIONS)}) for the trade-off curve (PF Fig. 2)."
@@ -67,6 +78,7 @@ def topdown_spec(
     epl_boot: int = EPL_BOOT,
     epl_percentile: float = EPL_PERCENTILE,
     epl_multiplier: float = EPL_MULTIPLIER,
+    noise_method: str = "fast",
 ) -> RunSpec:
     """The :class:`RunSpec` of a TopDown run chosen on the Run page (data named and hashed).
 
@@ -78,6 +90,7 @@ def topdown_spec(
         "epl_percentile": settings.percentile,
         "epl_multiplier": settings.multiplier,
         "spread_invariant_share": bool(spread_invariant_share),
+        "noise_method": noise_method,
     }
     if spine != "conventional" or entities or special_areas is not None:
         options.update(spine=spine, entities=list(entities), special_areas=special_areas)
@@ -112,6 +125,7 @@ def topdown_work(
     epl_percentile: float = EPL_PERCENTILE,
     epl_multiplier: float = EPL_MULTIPLIER,
     origin: str | None = None,
+    noise_method: str = "fast",
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
@@ -139,6 +153,7 @@ def topdown_work(
         epl_boot=epl_boot,
         epl_percentile=epl_percentile,
         epl_multiplier=epl_multiplier,
+        noise_method=noise_method,
     )
     settings = epl_settings(epl_percentile, epl_multiplier)
     token = uuid.uuid4().hex
@@ -213,6 +228,7 @@ def topdown_work(
                 "rho_spent": result.rho_spent,
                 "spread_invariant_share": spread_invariant_share,
                 "seed": seed,
+                "noise_method": noise_method,
                 "spine": spine,
                 "entities": list(entities),
                 "special_areas": special_areas,
@@ -240,6 +256,7 @@ def phsafe_spec(
     seed: int,
     trials: int,
     scale: float | None = None,
+    noise_method: str = "fast",
 ) -> RunSpec:
     """The :class:`RunSpec` of a PHSafe run with the working budget (official config)."""
     official = budget.to_official_config()
@@ -253,7 +270,7 @@ def phsafe_spec(
         data={"source": data_label},
         config=config.to_dict(),
         seed=int(seed),
-        options={"trials": int(trials), "scale": scale},
+        options={"trials": int(trials), "scale": scale, "noise_method": noise_method},
     )
 
 
@@ -269,6 +286,7 @@ def phsafe_work(
     trials: int,
     scale: float | None = None,
     origin: str | None = None,
+    noise_method: str = "fast",
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
 
@@ -279,7 +297,13 @@ def phsafe_work(
     truncation error is then also shown per 1,000 persons and projected to full scale.
     """
     spec = phsafe_spec(
-        data_label=data_label, budget=budget, states=states, seed=seed, trials=trials, scale=scale
+        data_label=data_label,
+        budget=budget,
+        states=states,
+        seed=seed,
+        trials=trials,
+        scale=scale,
+        noise_method=noise_method,
     )
 
     token = uuid.uuid4().hex
@@ -315,6 +339,7 @@ def phsafe_work(
                 "persons": result.n_persons,
                 "runtime_s": result.runtime_s,
                 "scale": scale,
+                "noise_method": noise_method,
                 "fingerprint": spec.fingerprint(),
                 **provenance,
             },

@@ -59,6 +59,15 @@ def register(engines: Any) -> None:
         help="noise seed, 0 – 2^63-1 (default: random, recorded)",
     )
     parser.add_argument(
+        "--noise-method",
+        choices=("fast", "exact"),
+        default="fast",
+        help="fast: counter-based noise keyed by (seed, level, geounit, query), the same numbers "
+        "for the same seed whatever the workers (default); exact: OpenDP's exact samplers, "
+        "release-grade, OS randomness (the seed does not reproduce them); recorded in "
+        "metrics.json 'noise'",
+    )
+    parser.add_argument(
         "--non-private",
         action="store_true",
         help="write the true tabulation (no noise), labelled non-private",
@@ -188,7 +197,12 @@ def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> 
         data=data,
         config=config.to_dict(),
         seed=seed,
-        options={"trials": args.trials, "non_private": bool(args.non_private), "scale": scale},
+        options={
+            "trials": args.trials,
+            "non_private": bool(args.non_private),
+            "scale": scale,
+            "noise_method": args.noise_method,
+        },
     )
 
 

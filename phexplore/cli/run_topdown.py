@@ -101,6 +101,15 @@ def register(engines: Any) -> None:
         "to their shares, so the whole ρ is spent (not with --special-areas: a split state's "
         "branches measure the State TOTAL, TDA §7.4)",
     )
+    parser.add_argument(
+        "--noise-method",
+        choices=("fast", "exact"),
+        default="fast",
+        help="fast: counter-based noise keyed by (seed, level, geounit, query), the same numbers "
+        "for the same seed whatever the workers (default); exact: OpenDP's exact samplers, "
+        "release-grade, OS randomness (the seed does not reproduce them); recorded in "
+        "metrics.json 'noise'",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.add_argument(
         "--out", required=True, help="output folder (written atomically, with manifest.json)"
@@ -185,6 +194,7 @@ def spec_of(args: argparse.Namespace) -> Any:
     options: dict[str, Any] = {
         "microdata": not args.no_microdata,
         "spread_invariant_share": bool(args.spread_invariant_share),
+        "noise_method": args.noise_method,
         "epl_percentile": epl.percentile,
         "epl_multiplier": epl.multiplier,
     }

@@ -160,3 +160,20 @@ def test_bad_out_fails_before_loading_or_running(tmp_path, capsys, monkeypatch):
     assert f"--out {out}: a file is in the way" in capsys.readouterr().err
     assert main([*argv, "--out", "/proc/phexplore-no-such/x"]) == 1
     assert "--out /proc/phexplore-no-such/x: cannot write there" in capsys.readouterr().err
+
+
+def test_workers_and_noise_method_through_the_cli(tmp_path):
+    """--workers 2 writes the same files as --workers 1; --noise-method exact is recorded."""
+    base = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", "8", "--no-microdata", "--quiet",
+    ]  # fmt: skip
+    for workers in ("1", "2"):
+        assert main([*base, "--workers", workers, "--out", str(tmp_path / workers)]) == 0
+    for name in ("estimates.csv", "measurements.csv"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes()
+    keyed = json.loads((tmp_path / "1" / "metrics.json").read_text())
+    assert keyed["noise"]["method"] == "fast" and keyed["run"]["seed"] == 8
+    assert main([*base, "--noise-method", "exact", "--out", str(tmp_path / "exact")]) == 0
+    exact = json.loads((tmp_path / "exact" / "metrics.json").read_text())
+    assert exact["noise"]["method"] == "exact" and "OpenDP" in exact["noise"]["sampler"]

@@ -1,0 +1,133 @@
+"""The one run pipeline: a run is data, and the numbers do not depend on where it runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.data.histogram import subset_histogram
+from engine.data.samples import load_topdown_sample
+from engine.runs import RunCancelled, RunControl, RunSpec, execute, write
+from engine.runs import topdown as stages
+from engine.topdown.run import TopDownOptions, run_topdown
+from phexplore.errors import ValidationError
+from phexplore.presets import load_topdown_preset
+
+TRACTS = ["44007001000", "44007001100"]
+
+
+@pytest.fixture(scope="module")
+def ri2010():
+    return load_topdown_sample("ri2010")
+
+
+@pytest.fixture(scope="module")
+def small(ri2010):
+    return subset_histogram(ri2010, "Tract", TRACTS)
+
+
+def _spec(**changes) -> RunSpec:
+    allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
+    base = {
+        "engine": "topdown",
+        "data": {"source": "ri2010", "filter": {"level": "Tract", "units": TRACTS}},
+        "config": allocation.to_dict(),
+        "seed": 4,
+        "options": {"microdata": False, "epl_boot": 10},
+    }
+    return RunSpec(**{**base, **changes})
+
+
+def test_spec_round_trip_and_fingerprint() -> None:
+    spec = _spec()
+    again = RunSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and again.fingerprint() == spec.fingerprint()
+    assert len(spec.fingerprint()) == 64
+    # Where it runs does not change the numbers, so not the fingerprint either.
+    assert _spec(workers=2, backend="processes").fingerprint() == spec.fingerprint()
+    assert _spec(seed=5).fingerprint() != spec.fingerprint()
+    assert spec.with_option(epl_boot=11).fingerprint() != spec.fingerprint()
+    tampered = {**spec.to_dict(), "seed": 9}
+    with pytest.raises(ValidationError, match="fingerprint does not match"):
+        RunSpec.from_dict(tampered)
+    with pytest.raises(TypeError):
+        spec.options["seed"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"engine": "spark"}, "unknown engine"),
+        ({"seed": -1}, "seed must be"),
+        ({"data": {}}, "must name its source"),
+        ({"backend": "cluster"}, "unknown backend"),
+        ({"workers": 0}, "workers must be"),
+        ({"options": {"noise_method": "secure"}}, "noise_method"),
+    ],
+)
+def test_bad_specs_are_refused(changes, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _spec(**changes)
+
+
+def test_workers_do_not_change_the_outputs(tmp_path: Path) -> None:
+    """1 vs 2 worker processes: byte-identical estimates, measurements and metrics numbers."""
+    one = execute(_spec())
+    two = execute(_spec(workers=2))
+    a = write(one, tmp_path / "one")
+    b = write(two, tmp_path / "two")
+    for key in ("estimates", "measurements"):
+        assert a[key].read_bytes() == b[key].read_bytes()
+    ma, mb = (json.loads(p["metrics"].read_text()) for p in (a, b))
+    assert ma["mae"] == mb["mae"] and ma["epl"] == mb["epl"]
+    assert ma["noise"]["method"] == "fast" and "keyed" in ma["noise"]["sampler"]
+    assert ma["run"]["fingerprint"] == mb["run"]["fingerprint"] == _spec().fingerprint()
+    assert two.result.diagnostics["workers"] == 2
+
+
+def test_chunking_does_not_change_the_estimates(small) -> None:
+    allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
+    big = run_topdown(small, allocation, seed=3)
+    tiny = run_topdown(small, allocation, seed=3, options=TopDownOptions(chunk_cells=50))
+    assert np.array_equal(big.estimates, tiny.estimates)
+    assert big.measurements.equals(tiny.measurements)
+
+
+def test_a_geounit_gets_the_same_noise_whatever_else_is_in_the_run(ri2010) -> None:
+    """Measured alone or with a neighbour, a tract's blocks get the same noisy answers."""
+    spec = _spec()
+    alone = subset_histogram(ri2010, "Tract", TRACTS[:1])
+    both = subset_histogram(ri2010, "Tract", TRACTS)
+    frames = []
+    for hist in (alone, both):
+        m = stages.measure(spec, hist, RunControl())
+        plan, measured = m.plan, m.measured
+        ids = np.asarray(plan.tree.node_id, dtype=object)
+        blocks = np.flatnonzero(plan.tree.level_names == "Block")
+        j = plan.names.index("DETAILED")
+        frames.append(dict(zip(ids[blocks], measured.noisy[j][blocks].tolist(), strict=True)))
+    shared = set(frames[0]) & set(frames[1])
+    assert len(shared) == len(frames[0]) > 10
+    assert all(frames[0][b] == frames[1][b] for b in shared)
+
+
+def test_progress_and_cancel_go_through_the_control() -> None:
+    seen: list[tuple[str, float]] = []
+    control = RunControl(lambda message, fraction: seen.append((message, fraction)))
+    execute(_spec(), control=control)
+    fractions = [f for _, f in seen]
+    assert fractions[-1] == 1.0 and control.fraction == 1.0
+    assert any(m.startswith("Estimating") for m, _ in seen)
+    stop = RunControl()
+    stop.cancel()
+    with pytest.raises(RunCancelled):
+        execute(_spec(), control=stop)
+
+
+def test_exact_mechanism_is_recorded() -> None:
+    out = execute(_spec(options={"noise_method": "exact", "epl_boot": 0}))
+    assert out.metrics["noise"]["method"] == "exact"
+    assert out.metrics["run"]["options"]["noise_method"] == "exact"
