@@ -61,6 +61,7 @@ format:
 
 bench: install-dev
 	$(PY) benchmarks/noise.py
+	$(PY) benchmarks/keyed_noise.py --seeds 1,2,3
 	$(PY) benchmarks/topdown.py
 	$(PY) benchmarks/phsafe.py
 	$(PY) benchmarks/synthetic.py

@@ -10,7 +10,7 @@ import argparse
 import importlib
 from typing import Any
 
-ENGINE_MODULES: tuple[str, ...] = ("run_topdown", "run_phsafe")
+ENGINE_MODULES: tuple[str, ...] = ("run_topdown", "run_phsafe", "run_replay")
 
 
 def register(subparsers: Any) -> None:

@@ -1,0 +1,110 @@
+"""``phexplore run replay``: run again a run described by data (SPEC §8: same seed → same numbers).
+
+Every metrics.json written by ``phexplore run topdown`` / ``run phsafe`` (and every run the app
+keeps) holds its :class:`~engine.runs.spec.RunSpec` under ``run``: engine, data source,
+allocation or configuration, seed and options, with a SHA-256 fingerprint. ``--spec`` takes that
+metrics.json (or a JSON file holding only the spec); the run goes through the same pipeline
+(:func:`engine.runs.execute`) and is written, atomically with a manifest, to ``--out``. With the
+keyed noise the replay reproduces the original numbers exactly — on any number of ``--workers``.
+Runs with ``noise_method: exact`` (OpenDP, OS randomness) cannot be reproduced and are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from phexplore.cli._output import add_overwrite_option, input_location, open_output
+from phexplore.errors import ValidationError
+from phexplore.parsing import option_type
+
+
+def register(engines: Any) -> None:
+    """Add ``replay`` under ``phexplore run``."""
+    parser = engines.add_parser(
+        "replay",
+        help="run again the run recorded in a metrics.json (its 'run' description)",
+        description=(
+            "Replay a run from its description: the 'run' section of a metrics.json written by "
+            "'phexplore run topdown' or 'run phsafe', or a JSON file holding such a description. "
+            "Same engine, data, allocation, seed and options, so the same numbers."
+        ),
+    )
+    parser.add_argument(
+        "--spec", required=True, help="metrics.json of an earlier run, or a run-description JSON"
+    )
+    parser.add_argument(
+        "--workers",
+        type=option_type("whole", "workers", "--workers"),
+        default=None,
+        help="worker processes, 1 – 256 (default: as recorded; the numbers do not depend on it)",
+    )
+    parser.add_argument(
+        "--out", required=True, help="output folder (written atomically, with manifest.json)"
+    )
+    add_overwrite_option(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress messages")
+    parser.set_defaults(func=run)
+
+
+def read_spec(path: str) -> Any:
+    """The :class:`~engine.runs.spec.RunSpec` in ``path`` (a metrics.json or a spec JSON)."""
+    from engine.runs.spec import RunSpec
+    from phexplore.parsing import load_json_object
+
+    data = load_json_object(Path(path), label=f"--spec {path}", allow_infinity=True)
+    section = data.get("run", data)
+    if not isinstance(section, dict) or "engine" not in section:
+        raise ValidationError(
+            f"--spec {path}: no run description found; give a metrics.json written by "
+            "'phexplore run topdown' or 'run phsafe' (it has a 'run' section)"
+        )
+    spec = RunSpec.from_dict(section)
+    if spec.noise_method == "exact":
+        raise ValidationError(
+            f"--spec {path}: this run used OpenDP's exact samplers (OS randomness), which no seed "
+            f"reproduces; run it again with 'phexplore run {spec.engine}' instead"
+        )
+    return spec
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the description, then run and write it through the one pipeline."""
+    spec = read_spec(args.spec)
+    if args.workers is not None:
+        spec = spec.replace(workers=args.workers)
+    source = str(spec.data.get("source"))
+    inputs = {"spec": args.spec, "data": input_location(source)}
+    with open_output(args, "run replay", inputs, seed=spec.seed) as staging:
+        return _run(args, staging, spec)
+
+
+def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
+    from engine.runs import RunControl, execute, write
+
+    staging.settings.update({"engine": spec.engine, "run_fingerprint": spec.fingerprint()})
+
+    def progress(message: str, fraction: float) -> None:
+        if not args.quiet:
+            print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
+
+    output = execute(spec, control=RunControl(progress))
+    if not args.quiet:
+        print(file=sys.stderr)
+    summary: list[str] = []
+    if spec.engine == "phsafe":
+        from phexplore.cli.run_phsafe import summary_lines
+
+        summary = summary_lines(output.result, staging.final, spec.options.get("scale"))
+    paths = write(output, staging.path, summary=summary)
+    print(
+        f"Replayed {spec.engine} run {spec.fingerprint()[:12]} on {spec.data.get('source')} "
+        f"(seed {spec.seed}): {output.runtime_s:.1f} s"
+    )
+    print(
+        "wrote "
+        + ", ".join(str(staging.final / p.relative_to(staging.path)) for p in paths.values())
+    )
+    return 0
