@@ -30,8 +30,12 @@ from phexplore.errors import PHExploreError, ValidationError
 U = TypeVar("U")
 R = TypeVar("R")
 
-BACKENDS: tuple[str, ...] = ("local", "processes")
-"""Executor names a run description may hold (``local`` = in this process)."""
+BACKENDS: tuple[str, ...] = ("local", "processes", "spark")
+"""Executor names a run description may hold (``local`` = in this process; ``spark`` = the Spark
+backend, made by the run pipeline from the run's ``backend_options``, :mod:`engine.spark`)."""
+SPARK_OPTIONS: tuple[str, ...] = ("master", "remote", "checkpoint")
+"""Keys of a Spark run's ``backend_options``: ``master`` (e.g. ``local[2]``, ``spark://…``,
+``yarn``) or ``remote`` (``sc://…``, Spark Connect), and an optional ``checkpoint`` folder."""
 MAX_WORKERS = 64
 """Upper bound on worker processes (valid range of ``--workers``: 1–64)."""
 POLL_S = 0.2
@@ -164,6 +168,33 @@ class ProcessExecutor:
         self.close()
 
 
+def check_backend_options(backend: str, options: Any) -> dict[str, str]:
+    """``options`` as a plain dict, checked for ``backend``: a Spark run names exactly one of
+    ``master`` or ``remote`` (plus an optional ``checkpoint`` folder); other backends take none."""
+    if options is None:
+        options = {}
+    if not hasattr(options, "items"):
+        raise ValidationError("backend_options must be a JSON object")
+    out = {str(k): str(v) for k, v in options.items() if v not in (None, "")}
+    if backend != "spark":
+        if out:
+            raise ValidationError(
+                f"backend_options ({', '.join(sorted(out))}) apply only to --backend spark"
+            )
+        return out
+    unknown = sorted(set(out) - set(SPARK_OPTIONS))
+    if unknown:
+        raise ValidationError(
+            f"unknown Spark backend option(s) {', '.join(unknown)}; known: {', '.join(SPARK_OPTIONS)}"
+        )
+    if ("master" in out) == ("remote" in out):
+        raise ValidationError(
+            "--backend spark needs exactly one of --spark-master URL (e.g. local[2], "
+            "spark://HOST:7077, yarn) or --spark-remote sc://HOST:15002"
+        )
+    return out
+
+
 def check_workers(workers: object) -> int:
     """``workers`` as an int in 1–:data:`MAX_WORKERS`, else a ValidationError saying so."""
     if (
@@ -184,8 +215,12 @@ def make_executor(backend: str = "local", workers: int = 1) -> InProcessExecutor
     """
     workers = check_workers(workers)
     if backend not in BACKENDS:
+        raise ValidationError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    if backend == "spark":
         raise ValidationError(
-            f"unknown backend {backend!r}; available: {', '.join(BACKENDS)} (Spark comes later)"
+            "the spark backend needs a master or a Spark Connect address; run it through the run "
+            "pipeline (engine.runs.pipeline.execute) with backend_options, or build an "
+            "engine.spark.executor.SparkExecutor"
         )
     if backend == "processes" or workers > 1:
         return ProcessExecutor(workers)

@@ -14,7 +14,7 @@ true Blau and homogeneity tables, the SRS sweep (it does not depend on the budge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from engine.data.histogram import BlockHistogram, tree_levels
-from engine.executors import make_executor
 from engine.metrics.blau import (
     blau_quintile_bias,
     blau_table,
@@ -42,7 +41,7 @@ from engine.metrics.experiments import (
 from engine.metrics.experiments import _prefix as prefix
 from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from engine.runs.control import RunCancelled, RunControl
-from engine.runs.pipeline import execute
+from engine.runs.pipeline import execute, executor_for
 from engine.runs.spec import RunSpec
 from phexplore.errors import ValidationError
 
@@ -89,8 +88,13 @@ def run_experiment(
     data_name: str | None = None,
     tradeoff: tuple[str, str] | None = None,
     epl_settings: EPLSettings | None = None,
+    backend: str = "local",
+    backend_options: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
     """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
+
+    ``backend``/``backend_options`` say where the runs run (``"spark"`` with ``master`` or
+    ``remote``: one Spark session for the whole grid); the numbers do not depend on it.
 
     EPLs use ``epl_settings`` (default PF's published p = 95, m = 1.0; recorded in
     ``ExperimentResult.notes["epl_settings"]``).
@@ -124,10 +128,21 @@ def run_experiment(
         srs_fractions = check_srs_fractions(srs_fractions)
     report = progress or (lambda message, fraction: None)
     grid = ExperimentGrid(budgets, seed_list, n_boot, report, engine, settings_of(epl_settings))
+    where = {"backend": backend, "backend_options": dict(backend_options or {})}
     if engine == "phsafe":
-        return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff)
+        return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff, where)
     return _topdown_experiment(
-        grid, data, preset, universe, queries, srs_fractions, workers, cancel, data_name, tradeoff
+        grid,
+        data,
+        preset,
+        universe,
+        queries,
+        srs_fractions,
+        workers,
+        cancel,
+        data_name,
+        tradeoff,
+        where,
     )
 
 
@@ -194,6 +209,7 @@ def _topdown_experiment(
     cancel: Callable[[], bool] | None,
     data_name: str | None,
     tradeoff: tuple[str, str] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
     from engine.topdown.queries import SCHEMA_QUERIES
     from engine.topdown.run import default_tree
@@ -217,9 +233,10 @@ def _topdown_experiment(
         seed=grid.seeds[0],
         options={"levels": list(tree.levels)},
         workers=workers,
+        **(where or {}),
     )
     specs = iter(grid_specs(base_spec, grid.budgets, grid.seeds))
-    with make_executor(base_spec.backend, workers) as executor:
+    with executor_for(base_spec) as executor:
         for budget, seed in grid.cells():
             spec = next(specs)
             if cancel is not None and cancel():
@@ -306,6 +323,7 @@ def _phsafe_experiment(
     cancel: Callable[[], bool] | None,
     data_name: str | None,
     tradeoff: tuple[str, str] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
     from engine.phsafe.join import prepare_extract
     from engine.runs.phsafe import config_of
@@ -323,12 +341,23 @@ def _phsafe_experiment(
         sorted({level for _, level in measured}),
         sorted({table for table, _ in measured}),
     )
-    prepared = prepare_extract(extract, config.state_filter)
     base_spec = RunSpec(
-        engine="phsafe", data={"source": data_name or label}, config=config.to_dict(), seed=0
+        engine="phsafe",
+        data={"source": data_name or label},
+        config=config.to_dict(),
+        seed=0,
+        **(where or {}),
     )
     specs = iter(grid_specs(base_spec, grid.budgets, grid.seeds))
-    with make_executor() as executor:
+    with executor_for(base_spec) as executor:
+        if executor.name == "spark":  # join and count once on Spark; every cell reuses the counts
+            from engine.spark import phsafe as spark_phsafe
+
+            session = executor.session  # type: ignore[attr-defined]
+            cef = spark_phsafe.read_cef(session, extract)
+            prepared: Any = spark_phsafe.prepare(session, cef, config.state_filter)
+        else:
+            prepared = prepare_extract(extract, config.state_filter)
         for budget, seed in grid.cells():
             spec = next(specs)
             output = execute(

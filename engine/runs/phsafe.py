@@ -58,18 +58,36 @@ def seed_for(seed: int | None) -> int:
 
 def measure_and_estimate(
     spec: RunSpec,
-    extract: CefExtract,
+    extract: CefExtract | None,
     executor: Executor,
     control: RunControl,
     *,
     prepared: Any = None,
 ) -> PHSafeResult:
-    """Join, count, add noise and post-process (:func:`engine.phsafe.run.run_phsafe`)."""
+    """Join, count, add noise and post-process (:func:`engine.phsafe.run.run_phsafe`).
+
+    On the Spark backend (``executor.name == "spark"``) the join and counts run on Spark
+    (:mod:`engine.spark.phsafe`), which reads ``extract`` when the caller holds one and else the
+    files of ``spec.data["source"]`` itself; noise and outputs are the same code either way."""
     from engine.phsafe.run import run_phsafe
 
+    config = config_of(spec)
+    tabulate = None
+    if getattr(executor, "name", "") == "spark":
+        from engine.phsafe.inputs import resolve_data_dir
+        from engine.spark import phsafe as spark_phsafe
+
+        if prepared is None:
+            session = executor.session  # type: ignore[attr-defined]
+            control.progress("reading the extract on Spark", 0.0)
+            source = extract if extract is not None else resolve_data_dir(str(spec.data["source"]))
+            cef = spark_phsafe.read_cef(session, source)
+            prepared = spark_phsafe.prepare(session, cef, config.state_filter)
+        if isinstance(prepared, spark_phsafe.SparkPrepared):
+            tabulate = spark_phsafe.tabulate_all
     return run_phsafe(
         extract,
-        config_of(spec),
+        config,
         seed=spec.seed,
         trials=int(spec.options.get("trials", 1)),
         non_private=bool(spec.options.get("non_private", False)),
@@ -78,6 +96,7 @@ def measure_and_estimate(
         prepared=prepared,
         executor=executor,
         noise_method=spec.noise_method,
+        tabulate=tabulate,
     )
 
 

@@ -71,7 +71,7 @@ def execute(
     """
     control = control or RunControl()
     own = executor is None
-    runner = executor if executor is not None else make_executor(spec.backend, spec.workers)
+    runner = executor if executor is not None else executor_for(spec)
     try:
         if spec.engine == "topdown":
             return _topdown(spec, control, data, runner, tables, extra_metrics, queries, metrics)
@@ -79,6 +79,16 @@ def execute(
     finally:
         if own:
             runner.close()
+
+
+def executor_for(spec: RunSpec) -> Executor:
+    """The executor ``spec.backend`` names: in process, a process pool, or Spark
+    (:func:`engine.spark.executor.spark_executor` from ``spec.backend_options``)."""
+    if spec.backend == "spark":
+        from engine.spark.executor import spark_executor
+
+        return spark_executor(spec.backend_options)
+    return make_executor(spec.backend, spec.workers)
 
 
 def _topdown(
@@ -129,7 +139,8 @@ def _phsafe(
     from engine.phsafe.run import PHSafeCancelled
     from engine.runs import phsafe as stages
 
-    extract = stages.load(spec) if data is None else data
+    # Spark reads (and casts) the files itself: the extract never has to fit in this process
+    extract = stages.load(spec) if data is None and spec.backend != "spark" else data
     control.check("after loading")
     try:
         result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)

@@ -76,6 +76,8 @@ class RunSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     backend: str = "local"
     workers: int = 1
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    """Where a Spark run runs: ``master`` or ``remote``, optional ``checkpoint`` (not numbers)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -93,13 +95,18 @@ class RunSpec:
             raise ValidationError(
                 f"noise_method must be one of {', '.join(NOISE_METHODS)}; got {method!r}"
             )
-        from engine.executors import BACKENDS, check_workers
+        from engine.executors import BACKENDS, check_backend_options, check_workers
 
         if self.backend not in BACKENDS:
             raise ValidationError(
                 f"unknown backend {self.backend!r}; available: {', '.join(BACKENDS)}"
             )
         check_workers(self.workers)
+        object.__setattr__(
+            self,
+            "backend_options",
+            _freeze(check_backend_options(self.backend, self.backend_options)),
+        )
         object.__setattr__(self, "data", _freeze(self.data))
         object.__setattr__(self, "config", _freeze(self.config))
         object.__setattr__(self, "options", _freeze(self.options))
@@ -127,6 +134,7 @@ class RunSpec:
             **self.numbers_dict(),
             "backend": self.backend,
             "workers": self.workers,
+            **({"backend_options": _thaw(self.backend_options)} if self.backend_options else {}),
             "fingerprint": self.fingerprint(),
         }
 
@@ -151,6 +159,7 @@ class RunSpec:
             options=data.get("options", {}),
             backend=data.get("backend", "local"),
             workers=data.get("workers", 1),
+            backend_options=data.get("backend_options", {}),
         )
         stated = data.get("fingerprint")
         if stated is not None and stated != spec.fingerprint():
@@ -167,6 +176,7 @@ class RunSpec:
             "data": _thaw(self.data),
             "config": _thaw(self.config),
             "options": _thaw(self.options),
+            "backend_options": _thaw(self.backend_options),
         }
         return replace(self, **{**base, **thawed})
 

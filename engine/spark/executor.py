@@ -24,13 +24,14 @@ import pickle
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.executors import ExecutionCancelled, check_backend_options
 from phexplore.errors import PHExploreError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -45,7 +46,7 @@ MAX_PARTITIONS = 10_000
 """At most this many tasks per ``map``: one unit per task up to it (units are already batches)."""
 
 
-class SparkCancelled(PHExploreError):
+class SparkCancelled(ExecutionCancelled):
     """``cancel()`` returned True while a Spark job ran; the job was interrupted."""
 
 
@@ -254,3 +255,15 @@ def _first_line(error: BaseException) -> str:
         if python_error and not stripped.startswith("at ") and "org.apache" not in stripped:
             return stripped
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def spark_executor(
+    backend_options: Mapping[str, Any], *, app_name: str = "phexplore"
+) -> SparkExecutor:
+    """The executor of a run with ``backend = "spark"``: a session on ``master`` or ``remote``
+    (reused if this process already has one) and the optional ``checkpoint`` folder."""
+    from engine.spark.session import get_session
+
+    options = check_backend_options("spark", backend_options)
+    session = get_session(options.get("master"), options.get("remote"), app_name=app_name)
+    return SparkExecutor(session, checkpoint_dir=options.get("checkpoint"))

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
@@ -131,6 +132,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="engine worker processes, 1 – 256",
     )
+    add_backend_arguments(parser)
     parser.add_argument(
         "--tradeoff",
         default=None,
@@ -195,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(args.seeds)) != len(args.seeds):
         raise ValidationError(f"--seeds must be distinct; got {args.seeds}")
     RANGES["workers"].check(args.workers, "--workers")
+    backend_of(args)  # a bad backend choice fails before any work
     tradeoff_spec = args.tradeoff or DEFAULT_TRADEOFF[args.engine]
     level, sep, query = tradeoff_spec.partition(":")
     if not sep or not level or not query:
@@ -260,6 +263,7 @@ def _run(
         hist = load_topdown_sample(data_label)
         data = subset_histogram(hist, within_level, [i for i in ids.split(",") if i])
         data_label = f"{data_label} ({args.within})"
+    backend, backend_options = backend_of(args)
     result = run_experiment(
         args.engine,
         data,
@@ -273,6 +277,8 @@ def _run(
         data_name=data_label,
         tradeoff=(level, query),
         epl_settings=epl_settings,
+        backend=backend,
+        backend_options=backend_options,
     )
     written = result.write(out)
     tradeoff = result.tradeoff(level, query)

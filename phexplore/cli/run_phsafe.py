@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._output import add_overwrite_option, input_location, open_output
 from phexplore.parsing import RANGES, option_type, parse_whole
 
@@ -58,6 +59,7 @@ def register(engines: Any) -> None:
         default=None,
         help="noise seed, 0 – 2^63-1 (default: random, recorded)",
     )
+    add_backend_arguments(parser)
     parser.add_argument(
         "--noise-method",
         choices=("fast", "exact"),
@@ -192,6 +194,7 @@ def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> 
     if args.max_bytes is not None:
         data["max_bytes"] = args.max_bytes
     scale = args.scale if args.scale is not None else declared_scale(args.data)
+    backend, backend_options = backend_of(args)
     return RunSpec(
         engine="phsafe",
         data=data,
@@ -203,6 +206,8 @@ def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> 
             "scale": scale,
             "noise_method": args.noise_method,
         },
+        backend=backend,
+        backend_options=backend_options,
     )
 
 

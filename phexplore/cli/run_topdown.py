@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.topdown.spine.cli_options import add_spine_arguments, spine_options_given
 from phexplore.budget.invariants import SPREAD_LABEL, spent_label
+from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
@@ -73,6 +74,7 @@ def register(engines: Any) -> None:
         default=0,
         help="noise seed, 0 – 2^63-1 (default 0)",
     )
+    add_backend_arguments(parser)
     parser.add_argument(
         "--workers",
         type=option_type("whole", "workers", "--workers"),
@@ -211,6 +213,7 @@ def spec_of(args: argparse.Namespace) -> Any:
             tract_groups=bool(args.tract_groups),
             bypass=args.bypass,
         )
+    backend, backend_options = backend_of(args)
     return RunSpec(
         engine="topdown",
         data=data,
@@ -218,6 +221,8 @@ def spec_of(args: argparse.Namespace) -> Any:
         seed=args.seed,
         options=options,
         workers=args.workers,
+        backend=backend,
+        backend_options=backend_options,
     )
 
 

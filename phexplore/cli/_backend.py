@@ -1,0 +1,77 @@
+"""``--backend local|spark``, ``--spark-master`` and ``--spark-remote``: where a run runs (SPEC §8).
+
+Shared by ``run topdown``, ``run phsafe`` and ``experiment``; the choice goes into the run
+description's ``backend`` and ``backend_options`` and never changes the numbers (docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from phexplore.errors import ValidationError
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the backend options to ``parser``."""
+    group = parser.add_argument_group("where it runs (the same numbers on every backend)")
+    group.add_argument(
+        "--backend",
+        choices=("local", "spark"),
+        default="local",
+        help="local: this machine (default; --workers processes); spark: an Apache Spark cluster "
+        "(pip install 'phexplore[spark]'; see docs/spark.md)",
+    )
+    group.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master for --backend spark: local[N], local[*], spark://HOST:7077, yarn, "
+        "k8s://https://HOST:PORT",
+    )
+    group.add_argument(
+        "--spark-remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="Spark Connect server for --backend spark (instead of --spark-master)",
+    )
+    group.add_argument(
+        "--spark-checkpoint",
+        default=None,
+        metavar="DIR",
+        help="folder for per-level Parquet checkpoints: rerunning the same command resumes after "
+        "the last finished level (--backend spark)",
+    )
+
+
+def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """(backend, backend_options) from parsed arguments, with a clear error for a bad mix."""
+    backend = getattr(args, "backend", "local") or "local"
+    options = {
+        "master": getattr(args, "spark_master", None),
+        "remote": getattr(args, "spark_remote", None),
+        "checkpoint": getattr(args, "spark_checkpoint", None),
+    }
+    options = {k: v for k, v in options.items() if v}
+    if backend != "spark":
+        if options:
+            flags = ", ".join(f"--spark-{k}" for k in sorted(options))
+            raise ValidationError(f"{flags} apply only with --backend spark")
+        return backend, {}
+    if "master" in options and "remote" in options:
+        raise ValidationError("give either --spark-master or --spark-remote, not both")
+    if "master" not in options and "remote" not in options:
+        raise ValidationError(
+            "--backend spark needs --spark-master URL (e.g. local[2], spark://HOST:7077, yarn) "
+            "or --spark-remote sc://HOST:15002"
+        )
+    from engine.spark.session import check_master, check_remote, spark_unavailable_reason
+
+    if "master" in options:
+        options["master"] = check_master(options["master"])
+    else:
+        options["remote"] = check_remote(options["remote"])
+    reason = spark_unavailable_reason(remote="remote" in options)
+    if reason is not None:
+        raise ValidationError(f"--backend spark cannot run here: {reason}")
+    return backend, options

@@ -1,0 +1,69 @@
+"""``--backend spark`` gives the same numbers as the local backend (issue 18, SPEC §8).
+
+Through the real CLI, in this process, so the runs reuse the tests' one ``local[2]`` session:
+TopDown on one county of Rhode Island (estimates, measurements and microdata byte-identical) and
+PHSafe on an official fixture (official tables byte-identical) for the same seed. Bad backend
+arguments fail with one clear line before any work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phexplore.cli import main
+
+SPARK = ["--backend", "spark", "--spark-master", "local[2]"]
+
+
+def _same_files(local: Path, spark: Path, names: list[str]) -> None:
+    for name in names:
+        assert (spark / name).read_bytes() == (local / name).read_bytes(), name
+
+
+@pytest.mark.spark
+def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
+    args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
+    args += ["--filter", "County=44001", "--seed", "3"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    checkpoint = tmp_path / "checkpoint"
+    assert (
+        main([*args, *SPARK, "--spark-checkpoint", str(checkpoint), "--out", str(tmp_path / "s")])
+        == 0
+    )
+    _same_files(
+        tmp_path / "local", tmp_path / "s", ["estimates.csv", "measurements.csv", "microdata.csv"]
+    )
+    # one Parquet checkpoint per estimated level below the root
+    assert len(list(checkpoint.glob("*.parquet"))) >= 3
+
+
+@pytest.mark.spark
+def test_phsafe_fixture_same_tables_on_spark(spark, tmp_path: Path) -> None:
+    """The official e2e_test1 extract, non-private (the engine tests cover private runs)."""
+    data = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official" / "e2e_test1"
+    args = ["run", "phsafe", "--data", str(data), "--seed", "5", "--non-private"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    assert main([*args, *SPARK, "--out", str(tmp_path / "s")]) == 0
+    tables = sorted(p.name for p in (tmp_path / "local").glob("PH*.csv"))
+    assert len(tables) == 11
+    _same_files(tmp_path / "local", tmp_path / "s", tables)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--backend", "spark"], "needs --spark-master"),
+        (["--spark-master", "local[2]"], "only with --backend spark"),
+        (["--backend", "spark", "--spark-master", "locl[2]"], "is not a Spark master URL"),
+        (["--backend", "spark", "--spark-remote", "http://x"], "not a Spark Connect address"),
+    ],
+)
+def test_bad_backend_arguments_fail_clearly(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "phsafe", "--data", "phsafe_synthetic_us", *extra, "--out", str(tmp_path)])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
