@@ -391,6 +391,7 @@ def _topdown_budget(data: _TopDownData) -> _TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     _noise_choice("run_td_noise")
+    _backend_choice("run_td_backend")
     st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
     if s[S.SPREAD_INVARIANT]:
         st.caption(
@@ -584,6 +585,7 @@ def _topdown_form() -> R.RunJob | None:
         srs=srs,
         epl_percentile=float(s["run_td_epl_p"]),
         epl_multiplier=float(s["run_td_epl_m"]),
+        backend=s.get("run_td_backend", "local"),
         origin=budget.origin,
     )
     return R.start_job(R.RunJob(engine="topdown", label=label, phases=2 if rhos else 1), work)
@@ -671,6 +673,7 @@ def _phsafe_form() -> R.RunJob | None:
             help="Several noise draws on one join give the empirical MOE next to the analytic one.",
         )
         _noise_choice("run_ph_noise")
+        _backend_choice("run_ph_backend")
         go = st.button(
             "Run PHSafe",
             type="primary",
@@ -692,8 +695,25 @@ def _phsafe_form() -> R.RunJob | None:
         trials=int(trials),
         scale=scale,
         noise_method=str(s["run_ph_noise"]),
+        backend=s.get("run_ph_backend", "local"),
     )
     return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)
+
+
+def _backend_choice(key: str) -> None:
+    """Local or Spark, offered only when pyspark is installed and a Spark master is configured."""
+    options = R.spark_backend_options()
+    if options is None:
+        return
+    target = options.get("master") or options.get("remote")
+    st.radio(
+        "Where to run",
+        ["local", "spark"],
+        format_func=lambda b: "This machine" if b == "local" else f"Spark ({target})",
+        key=key,
+        horizontal=True,
+        help="The same numbers either way (docs/spark.md); Spark pays off on a cluster.",
+    )
 
 
 @st.fragment(run_every=1.0)

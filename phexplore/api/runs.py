@@ -25,6 +25,7 @@ from engine.runs.topdown import bootstrap_rng as bootstrap_rng
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.budget import PHSafeBudget, TopDownAllocation
 from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
+from phexplore.errors import ValidationError
 
 EPL_BOOT = RUN_EPL_BOOT
 """Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
@@ -64,6 +65,41 @@ def data_fingerprint(hist: BlockHistogram) -> str:
     return digest.hexdigest()
 
 
+SPARK_MASTER_ENV = "PHEXPLORE_SPARK_MASTER"
+SPARK_REMOTE_ENV = "PHEXPLORE_SPARK_REMOTE"
+"""Environment variables that offer the Spark backend on the Run page (docs/spark.md)."""
+
+
+def spark_backend_options() -> dict[str, str] | None:
+    """The Spark master or Connect address configured for the app, when pyspark is installed.
+
+    None means the Run page offers no Spark choice (no pyspark, or neither variable set)."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("pyspark") is None:
+        return None
+    master, remote = os.environ.get(SPARK_MASTER_ENV), os.environ.get(SPARK_REMOTE_ENV)
+    if master:
+        return {"master": master}
+    if remote:
+        return {"remote": remote}
+    return None
+
+
+def where(backend: str) -> dict[str, Any]:
+    """``backend``/``backend_options`` of a run started in the app (``spark``: the configured one)."""
+    if backend != "spark":
+        return {"backend": "local"}
+    options = spark_backend_options()
+    if options is None:
+        raise ValidationError(
+            f"Spark is not configured for the app: install pyspark and set {SPARK_MASTER_ENV} "
+            f"(e.g. local[2]) or {SPARK_REMOTE_ENV} (sc://HOST:15002) before starting it"
+        )
+    return {"backend": "spark", "backend_options": options}
+
+
 def topdown_spec(
     *,
     data_label: str,
@@ -79,6 +115,7 @@ def topdown_spec(
     epl_percentile: float = EPL_PERCENTILE,
     epl_multiplier: float = EPL_MULTIPLIER,
     noise_method: str = "fast",
+    backend: str = "local",
 ) -> RunSpec:
     """The :class:`RunSpec` of a TopDown run chosen on the Run page (data named and hashed).
 
@@ -101,6 +138,7 @@ def topdown_spec(
         seed=int(seed),
         options=options,
         workers=int(workers),
+        **where(backend),
     )
 
 
@@ -126,6 +164,7 @@ def topdown_work(
     epl_multiplier: float = EPL_MULTIPLIER,
     origin: str | None = None,
     noise_method: str = "fast",
+    backend: str = "local",
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
@@ -154,6 +193,7 @@ def topdown_work(
         epl_percentile=epl_percentile,
         epl_multiplier=epl_multiplier,
         noise_method=noise_method,
+        backend=backend,
     )
     settings = epl_settings(epl_percentile, epl_multiplier)
     token = uuid.uuid4().hex
@@ -257,6 +297,7 @@ def phsafe_spec(
     trials: int,
     scale: float | None = None,
     noise_method: str = "fast",
+    backend: str = "local",
 ) -> RunSpec:
     """The :class:`RunSpec` of a PHSafe run with the working budget (official config)."""
     official = budget.to_official_config()
@@ -271,6 +312,7 @@ def phsafe_spec(
         config=config.to_dict(),
         seed=int(seed),
         options={"trials": int(trials), "scale": scale, "noise_method": noise_method},
+        **where(backend),
     )
 
 
@@ -287,6 +329,7 @@ def phsafe_work(
     scale: float | None = None,
     origin: str | None = None,
     noise_method: str = "fast",
+    backend: str = "local",
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
 
@@ -304,6 +347,7 @@ def phsafe_work(
         trials=trials,
         scale=scale,
         noise_method=noise_method,
+        backend=backend,
     )
 
     token = uuid.uuid4().hex
