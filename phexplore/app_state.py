@@ -348,6 +348,7 @@ _UNASSIGNABLE_SUFFIXES: tuple[str, ...] = (
     "_validate",
     "_build",
     "_download",
+    "_editor",
 )
 _UNASSIGNABLE_PREFIXES: tuple[str, ...] = ("ps_grid_", "td_levels_", "td_queries_", "run_cancel")
 

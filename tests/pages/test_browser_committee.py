@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -147,21 +148,31 @@ def _assert_readable_plots(pg) -> int:  # type: ignore[no-untyped-def]
     return len(ticks)
 
 
-def _edit_cell(pg, grid, *, row: int, x_fraction: float, text: str) -> None:  # type: ignore[no-untyped-def]
-    """Type ``text`` into a data-editor cell (row 0 = first data row; rows are 35 px high)."""
-    _idle(pg)
-    grid.scroll_into_view_if_needed()
-    pg.wait_for_timeout(800)  # let the layout settle before measuring
-    box = grid.bounding_box()
-    assert box is not None
-    pg.mouse.click(box["x"] + box["width"] * x_fraction, box["y"] + 35 + 35 * (row + 0.5))
-    pg.wait_for_timeout(300)
-    pg.keyboard.press("Enter")  # open the cell editor
-    pg.wait_for_timeout(300)
-    pg.keyboard.press("Control+A")
-    pg.keyboard.type(text)
-    pg.keyboard.press("Enter")
-    _idle(pg)
+def _edit_cell(pg, grid, *, row: int, x_fraction: float, text: str, then) -> None:  # type: ignore[no-untyped-def]
+    """Type ``text`` into a data-editor cell (row 0 = first data row; rows are 35 px high).
+
+    The grid is a canvas: the cell is selected by a click at its position and typing replaces its
+    content. A click during a rerun can miss, so the edit is retried until ``then`` (a locator
+    that the edit makes appear) shows up.
+    """
+    for _attempt in range(4):
+        _idle(pg)
+        grid.scroll_into_view_if_needed()
+        pg.wait_for_timeout(800)  # let the layout settle before measuring
+        box = grid.bounding_box()
+        assert box is not None
+        pg.mouse.click(box["x"] + box["width"] * x_fraction, box["y"] + 35 + 35 * (row + 0.5))
+        pg.wait_for_timeout(400)
+        pg.keyboard.type(text)
+        pg.wait_for_timeout(200)
+        pg.keyboard.press("Enter")
+        _idle(pg)
+        try:
+            then.first.wait_for(timeout=8_000)
+            return
+        except Exception:  # noqa: BLE001 - the click missed; try again
+            pg.keyboard.press("Escape")
+    raise AssertionError(f"could not type {text!r} into row {row} of the data editor")
 
 
 # ------------------------------------------------------------------ tests
@@ -221,8 +232,8 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     page.locator(".js-plotly-plot .main-svg").first.wait_for()
     before = _metric(page, "persons: ρ")
     grid = page.locator('[data-testid="stDataFrame"]').first
-    _edit_cell(page, grid, row=1, x_fraction=0.75, text="0")  # State's level share → 0
     alert = page.locator('[data-testid="stAlert"]').filter(has_text="Invalid shares")
+    _edit_cell(page, grid, row=1, x_fraction=0.75, text="0", then=alert)  # State's share → 0
     alert.first.wait_for()
     # The error is at the top of the page, above the editors, and names the offending cells.
     assert alert.first.bounding_box()["y"] < grid.bounding_box()["y"]
@@ -239,6 +250,162 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     assert _metric(page, "persons: ρ") == before
     _shot(page, "15_04_topdown_invalid_shares")
     # Fixing the cell clears the error and the stale mark.
-    _edit_cell(page, grid, row=1, x_fraction=0.75, text="1440/4099")
+    fixed = page.locator('[data-testid="stMain"]').get_by_text(
+        "Working allocations: topdown-2020-production", exact=True
+    )
+    page.wait_for_timeout(300)
+    _edit_cell(page, grid, row=1, x_fraction=0.75, text="1440/4099", then=fixed)
     page.locator(".st-key-td_stale_label").wait_for(state="detached")
     assert page.locator('[data-testid="stAlert"]').filter(has_text="Invalid shares").count() == 0
+
+
+def _radio(pg, option: str) -> None:  # type: ignore[no-untyped-def]
+    """Select the radio option labelled ``option`` (retrying while Streamlit reruns)."""
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while True:
+        _idle(pg)
+        radio = pg.get_by_role("radio", name=option, exact=True)
+        if radio.count() and radio.last.is_checked():
+            _idle(pg)
+            return
+        assert time.monotonic() < deadline, f"radio {option!r} could not be selected"
+        pg.locator('[data-testid="stMain"]').get_by_text(option, exact=True).last.click()
+        pg.wait_for_timeout(300)
+
+
+def _value(pg, label: str) -> str:  # type: ignore[no-untyped-def]
+    return pg.get_by_label(label, exact=True).first.input_value()
+
+
+def test_run_is_tied_to_its_budget_and_controls_survive_navigation(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Run", "Run an engine")
+    _radio(page, "PHSafe (S-DHC)")
+    main = page.locator('[data-testid="stMain"]')
+    # The working budget as the planner left it: modified, with the planner's total ρ.
+    main.get_by_text("modified from phsafe-2020").first.wait_for()
+    assert "total ρ 0.7600 (unbounded)" in main.inner_text()
+    _set_number(page, "Seed", "7")
+    _set_number(page, "Trials (noise redraws)", "5")
+    _idle(page)
+    page.get_by_role("button", name="Run PHSafe").click()
+    page.get_by_text("Finished #1").first.wait_for(timeout=180_000)
+    _idle(page)
+    done = main.get_by_text("Finished #1").first.inner_text()
+    assert "modified from phsafe-2020" in done and "seed 7" in done
+    # One runtime figure: the message and the Runtime metric agree.
+    seconds = re.search(r"in ([\d.]+) s", done).group(1)  # type: ignore[union-attr]
+    assert _metric(page, "Runtime") == f"{seconds} s"
+    _shot(page, "15_05_run_phsafe")
+
+    # TopDown keeps its own seed; both survive a trip to another page.
+    _radio(page, "TopDown (redistricting data)")
+    page.get_by_label("Workers (processes)", exact=True).wait_for()  # the TopDown form is shown
+    page.get_by_label("Trials (noise redraws)", exact=True).wait_for(state="detached")
+    _set_number(page, "Seed", "11")
+    _goto(page, "Results", "Results")
+    _goto(page, "Run", "Run an engine")
+    assert page.get_by_role("radio", name="TopDown (redistricting data)").is_checked()
+    page.get_by_label("Workers (processes)", exact=True).wait_for()
+    assert _value(page, "Seed") == "11"
+    _radio(page, "PHSafe (S-DHC)")
+    page.get_by_label("Trials (noise redraws)", exact=True).wait_for()
+    page.get_by_label("Workers (processes)", exact=True).wait_for(state="detached")
+    _idle(page)
+    assert _value(page, "Seed") == "7" and _value(page, "Trials (noise redraws)") == "5"
+
+    # Uploads: two files where one is expected is an error that belongs to that choice.
+    _radio(page, "TopDown (redistricting data)")
+    _radio(page, "Upload a file")
+    lines = (ROOT / "data/samples/ri2010/ri2010_blocks.csv").read_text().splitlines()
+    small = tmp_path / "ri_small.csv"
+    small.write_text("\n".join(lines[:400]) + "\n")
+    copy = tmp_path / "ri_copy.csv"
+    copy.write_text(small.read_text())
+    upload = main.locator('input[type="file"]').first
+    upload.set_input_files([str(small)])
+    _idle(page)
+    page.get_by_role("button", name="Validate upload").click()
+    main.get_by_text("Loaded ri_small.csv").first.wait_for()
+    _idle(page)
+    # The default allocation follows the data's schema; another schema is refused before Run.
+    allocation = page.get_by_role("combobox", name="Allocation", exact=True).first
+    assert allocation.input_value().startswith("ri2010-production-like")
+    _select(
+        page,
+        "Allocation",
+        "topdown-2020-production — 2020 Census redistricting data (P.L. 94-171), production settings",
+    )
+    main.get_by_text("Cannot run: the allocation's queries count cells of the").first.wait_for()
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("button", name="Run TopDown")).to_be_disabled(timeout=15_000)
+    _shot(page, "15_06_run_upload_schema")
+    # A second file where one is expected is an error, not a silent choice; it belongs to this
+    # file type and is not shown once another one is picked.
+    main.locator('input[type="file"]').first.set_input_files([str(copy)])
+    _idle(page)
+    page.get_by_role("button", name="Validate upload").click()
+    problem = main.get_by_text("takes exactly one file")
+    problem.first.wait_for()
+    _select(page, "File type", "PPMF / MDF person records (CSV)")
+    problem.first.wait_for(state="detached", timeout=15_000)  # not another choice's error
+    _assert_offline(page)
+
+
+def test_scenario_attaches_own_runs_and_report_is_readable(page) -> None:  # type: ignore[no-untyped-def]
+    _goto(page, "Scenarios", "Scenarios")
+    name = page.get_by_label("Name", exact=True).first
+    name.fill("Looser PH3")
+    name.press("Enter")
+    _radio(page, "PHSafe budget (S-DHC)")
+    main = page.locator('[data-testid="stMain"]')
+    assert "Budget: modified from phsafe-2020" in main.inner_text()
+    page.get_by_role("button", name="Save scenario").click()
+    main.get_by_text("Saved “Looser PH3”").first.wait_for()
+    _idle(page)
+
+    # The production budget as a second scenario: the comparison lists only what differs.
+    _goto(page, "PHSafe planner", "PHSafe planner")
+    page.get_by_role("button", name="Load preset").click()
+    main.get_by_text("Working budget: phsafe-2020", exact=True).wait_for()
+    _goto(page, "Scenarios", "Scenarios")
+    name = page.get_by_label("Name", exact=True).first
+    name.fill("Production")
+    name.press("Enter")
+    _idle(page)
+    assert "another budget and cannot be attached" in main.inner_text()
+    page.get_by_role("button", name="Save scenario").click()
+    main.get_by_text("Saved “Production”").first.wait_for()
+    _idle(page)
+    main.get_by_text("90% MOE: 1 of 46 rows differ").wait_for()
+    _shot(page, "15_07_scenarios_compare")
+
+    # The report of "Looser PH3": its run once, with number, data and seed; distinct colours.
+    _goto(page, "Budget session", "Budget session")
+    page.get_by_role("tab", name="Session report").click()
+    _select(page, "Scenario to report", "Saved: Looser PH3")
+    page.get_by_role("button", name="Build the report").click()
+    _idle(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name=re.compile("Download the report")).click()
+    html = Path(info.value.path()).read_text(encoding="utf-8")
+    assert html.count("<h3>Run #1: PHSafe on") == 1 and ", seed 7<" in html
+    assert " on ?" not in html and "<h3>Run #2" not in html
+    report = page.context.new_page()
+    outside: list[str] = []
+    report.on(
+        "request",
+        lambda r: outside.append(r.url) if not r.url.startswith(("data:", "about:")) else None,
+    )
+    report.set_content(html, wait_until="load")
+    report.locator(".js-plotly-plot .main-svg").first.wait_for()
+    colours = report.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot')[0]"
+        ".querySelectorAll('.scatterlayer path.js-line')].map(p => getComputedStyle(p).stroke)"
+    )
+    assert len(colours) == 3 and len(set(colours)) == 3, colours
+    assert not any(c in ("rgb(0, 0, 0)", "none", "") for c in colours), colours
+    assert _assert_readable_plots(report) >= 5
+    report.screenshot(path=str(SHOTS / "15_08_report.png"), full_page=False)
+    assert not outside, f"the report fetched {outside}"
+    report.close()
