@@ -51,8 +51,11 @@ def _factor_text(value: float) -> str:
         return "an unbounded factor"
     if value < 10:
         return f"{value:.2f}"
-    if value < 1e6:
+    if value < 1000:
         return f"{value:,.0f}"
+    if value < 1e6:
+        digits = 10 ** (math.floor(math.log10(value)) - 1)  # two significant digits
+        return f"{round(value / digits) * digits:,.0f}"
     for size, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
         if size <= value < size * 1000:
             return f"{value / size:.0f} {word}"
@@ -75,7 +78,7 @@ def epsilon_reading(epsilon: float, delta: float = DEFAULT_DELTA) -> str:
         return "ε = 0: nothing is measured, so the output says nothing about anyone."
     factor = math.exp(epsilon)
     odds = _factor_text(factor)
-    shown = f"{epsilon:.2f}" if epsilon < 10 else f"{epsilon:.0f}"
+    shown = f"{epsilon:.2f}"  # as the metrics beside it show it
     strength = (
         "a strong guarantee"
         if epsilon <= 1

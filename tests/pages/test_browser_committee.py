@@ -185,7 +185,7 @@ def test_start_page_guides_and_nothing_leaves_the_machine(page) -> None:  # type
     main.get_by_text("For trainers: running a workshop").wait_for()
     _idle(page)
     text = main.inner_text()
-    assert "An ε of 17 means" in text and "e^17 ≈ 24 million" in text
+    assert "An ε of 16.98 means" in text and "e^16.98 ≈ 24 million" in text
     assert "not the chance that someone is identified" in text
     for term in ("ρ (rho)", "ε (epsilon)", "δ (delta)", "MOE", "τ (tau)", "Invariant", "Spine"):
         assert term in text, term
@@ -203,7 +203,7 @@ def test_planner_provenance_epsilon_reading_and_log_axes(page) -> None:  # type:
     _goto(page, "PHSafe planner", "PHSafe planner")
     main = page.locator('[data-testid="stMain"]')
     main.get_by_text("Working budget: phsafe-2020", exact=True).wait_for()
-    assert "ε in words: An ε of 17 means" in main.inner_text()
+    assert "ε in words: An ε of 16.98 means" in main.inner_text()
     assert _assert_readable_plots(page) >= 4  # MOE vs ρ: both axes log, labelled in full
     _select(page, "Table", "PH3")
     _select(page, "Population-group level", "State · A-G")
@@ -211,8 +211,7 @@ def test_planner_provenance_epsilon_reading_and_log_axes(page) -> None:  # type:
     main.get_by_text("Working budget: modified from phsafe-2020", exact=True).wait_for()
     assert _metric(page, "Total ρ (unbounded neighbours)") == "0.7600"
     assert _metric(page, "ε at δ = 1e-10 (bounded)") == "12.71"
-    assert "An ε of 12.71 means" not in main.inner_text()  # ≥ 10 is read as a whole number
-    assert "An ε of 13 means" in main.inner_text()
+    assert "An ε of 12.71 means" in main.inner_text()  # the reading follows the number
     _shot(page, "15_02_phsafe_planner_modified")
     _assert_offline(page)
 

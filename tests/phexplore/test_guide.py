@@ -12,7 +12,8 @@ from phexplore.presets import load_phsafe_preset
 
 
 @pytest.mark.parametrize(
-    ("epsilon", "factor"), [(17.0, "24 million"), (0.5, "1.65"), (2.47, "12"), (9.0, "8,103")]
+    ("epsilon", "factor"),
+    [(17.0, "24 million"), (0.5, "1.65"), (2.47, "12"), (9.0, "8,100"), (12.71, "330,000")],
 )
 def test_epsilon_reading_states_the_likelihood_ratio_bound(epsilon: float, factor: str) -> None:
     text = epsilon_reading(epsilon, 1e-10)
