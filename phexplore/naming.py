@@ -123,7 +123,9 @@ def column_label(name: str) -> str:
     if name in COLUMN_LABELS:
         return COLUMN_LABELS[name]
     text = str(name).replace("_", " ").strip()
-    return text[:1].upper() + text[1:] if text else str(name)
+    if text[:1].isascii():  # "ε bun steinke" must not become "Ε" (a capital epsilon reads as E)
+        return text[:1].upper() + text[1:]
+    return text or str(name)
 
 
 def display_frame(

@@ -29,6 +29,9 @@ from phexplore.charts import for_report
 from phexplore.naming import display_frame
 from phexplore.scenarios import Scenario
 
+CONVERSION_SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS", "gaussian": "Gaussian profile"}
+"""Short conversion names of the privacy table's columns."""
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
 color:#1b1b1b;line-height:1.45}h1{margin-bottom:.2rem}h2{border-bottom:2px solid #e3e3e3;padding-bottom:.2rem;
@@ -58,9 +61,12 @@ def epsilon_delta_figure(scenario: Scenario) -> go.Figure:
         title=f"(ε, δ) curves — {scenario.name} (ρ = {rho:.4g})",
         xaxis={"title": "δ (probability the guarantee may fail)", "type": "log"},
         yaxis={"title": "ε (privacy-loss parameter)"},
-        height=440,
+        height=520,
     )
-    return for_report(fig)
+    fig = for_report(fig)
+    # Legend under the plot so the δ axis gets the page's width (14 decades, unrotated labels).
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0})
+    return fig
 
 
 def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -125,6 +131,8 @@ def build_report_html(
         f"Quoted privacy loss: <b>ε = {head['epsilon']:.2f}</b> at δ = {scenario.delta:g} from "
         f"{html.escape(head['rho_label'])} = <b>{head['rho']:.6g}</b>, conversion "
         f"<b>{html.escape(CONVERSION_LABELS[scenario.conversion])}</b>.</p>",
+        f"<p id='budget-origin'>Budget: <b>{html.escape(scenario.origin())}</b> (fingerprint "
+        f"{', '.join(short_fingerprint(f) for f in sorted(scenario.fingerprints()))}).</p>",
     ]
     if scenario.notes:
         parts.append(f"<p>{html.escape(scenario.notes)}</p>")
@@ -337,7 +345,7 @@ def _privacy_table(scenario: Scenario) -> str:
             if math.isfinite(rho)
             else dict.fromkeys(CONVERSIONS, math.inf)
         )
-        row.update({f"ε {c}": eps[c] for c in CONVERSIONS})
+        row.update({f"ε ({CONVERSION_SHORT[c]})": eps[c] for c in CONVERSIONS})
         rows.append(row)
     return _table_html(rows)
 

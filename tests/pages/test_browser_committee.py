@@ -61,8 +61,11 @@ def _goto(pg, title: str, heading: str) -> None:  # type: ignore[no-untyped-def]
     _idle(pg)
 
 
-def _shot(pg, name: str) -> None:  # type: ignore[no-untyped-def]
+def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
+    """Screenshot (the main area scrolls inside the page: ``at`` is scrolled into view first)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
+    if at is not None:
+        at.scroll_into_view_if_needed()
     pg.wait_for_timeout(300)
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -212,7 +215,7 @@ def test_planner_provenance_epsilon_reading_and_log_axes(page) -> None:  # type:
     assert _metric(page, "Total ρ (unbounded neighbours)") == "0.7600"
     assert _metric(page, "ε at δ = 1e-10 (bounded)") == "12.71"
     assert "An ε of 12.71 means" in main.inner_text()  # the reading follows the number
-    _shot(page, "15_02_phsafe_planner_modified")
+    _shot(page, "15_02_phsafe_planner_modified", page.locator(".js-plotly-plot").first)
     _assert_offline(page)
 
 
@@ -377,7 +380,7 @@ def test_scenario_attaches_own_runs_and_report_is_readable(page) -> None:  # typ
     main.get_by_text("Saved “Production”").first.wait_for()
     _idle(page)
     main.get_by_text("90% MOE: 1 of 46 rows differ").wait_for()
-    _shot(page, "15_07_scenarios_compare")
+    _shot(page, "15_07_scenarios_compare", main.get_by_text("90% MOE: 1 of 46 rows differ"))
 
     # The report of "Looser PH3": its run once, with number, data and seed; distinct colours.
     _goto(page, "Budget session", "Budget session")
@@ -390,6 +393,7 @@ def test_scenario_attaches_own_runs_and_report_is_readable(page) -> None:  # typ
     html = Path(info.value.path()).read_text(encoding="utf-8")
     assert html.count("<h3>Run #1: PHSafe on") == 1 and ", seed 7<" in html
     assert " on ?" not in html and "<h3>Run #2" not in html
+    assert "Budget: <b>modified from phsafe-2020</b>" in html
     report = page.context.new_page()
     outside: list[str] = []
     report.on(

@@ -145,6 +145,9 @@ def test_report_keeps_only_runs_of_this_budget_once_with_number_data_and_seed() 
     assert html.count("Run #1: PHSafe on phsafe_synthetic_us [states 44], seed 2020") == 1
     assert "Run #2" not in html and " on ?" not in html
     assert next(iter(mine.fingerprints())) in html  # the budget's fingerprint in the provenance
+    assert "Budget: <b>phsafe-2020</b>" in html
+    edited = Scenario(name="e", kind="phsafe", phsafe=other_budget)
+    assert "Budget: <b>modified from phsafe-2020</b>" in build_report_html(edited)
 
 
 def test_budget_origin_says_modified_after_any_edit() -> None:
