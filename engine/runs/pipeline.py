@@ -106,7 +106,7 @@ def _topdown(
     started = time.perf_counter()
     hist = stages.load(spec) if data is None else data
     control.check("after loading")
-    measured = stages.measure(spec, hist, control)
+    measured = stages.measure(spec, hist, control, executor)
     result = stages.estimate(spec, hist, measured, executor, control, started)
     if not with_metrics:
         return RunOutput(

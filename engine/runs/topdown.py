@@ -161,8 +161,12 @@ def spine_given(spec: RunSpec) -> bool:
     )
 
 
-def measure(spec: RunSpec, hist: BlockHistogram, control: RunControl) -> Measured:
-    """Spine, budgets, true answers and noisy measurements of a TopDown run (TDA §6)."""
+def measure(
+    spec: RunSpec, hist: BlockHistogram, control: RunControl, executor: Executor | None = None
+) -> Measured:
+    """Spine, budgets, true answers and noisy measurements of a TopDown run (TDA §6).
+
+    On the Spark backend the keyed noise is drawn on the executors (same numbers, SPEC §8)."""
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import measure_plan, plan_run
 
@@ -197,7 +201,8 @@ def measure(spec: RunSpec, hist: BlockHistogram, control: RunControl) -> Measure
     control.check("before measuring")
     control.progress("Aggregating the true histogram", 0.0)
     truth = plan.tree.aggregate(hist.counts.astype(np.int64))
-    measured = measure_plan(plan, truth, spec.seed)
+    on_executors = executor if getattr(executor, "name", "") == "spark" else None
+    measured = measure_plan(plan, truth, spec.seed, executor=on_executors)
     control.progress("Measured noisy query answers", 0.02)
     return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
 
