@@ -26,6 +26,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, TimeoutError
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from phexplore.errors import PHExploreError, ValidationError
+from phexplore.parsing import RANGES
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -36,8 +37,8 @@ backend, made by the run pipeline from the run's ``backend_options``, :mod:`engi
 SPARK_OPTIONS: tuple[str, ...] = ("master", "remote", "checkpoint")
 """Keys of a Spark run's ``backend_options``: ``master`` (e.g. ``local[2]``, ``spark://…``,
 ``yarn``) or ``remote`` (``sc://…``, Spark Connect), and an optional ``checkpoint`` folder."""
-MAX_WORKERS = 64
-"""Upper bound on worker processes (valid range of ``--workers``: 1–64)."""
+MAX_WORKERS = int(RANGES["workers"].high or 256)
+"""Upper bound on worker processes: the shared range of ``--workers`` (1–256, phexplore.parsing)."""
 POLL_S = 0.2
 """Seconds between two checks of ``cancel()`` while waiting for a worker."""
 

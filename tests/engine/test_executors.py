@@ -46,7 +46,7 @@ def test_make_executor_and_its_errors() -> None:
     assert isinstance(make_executor("local", 1), InProcessExecutor)
     assert isinstance(make_executor("local", 2), ProcessExecutor)
     assert isinstance(make_executor("processes", 1), ProcessExecutor)
-    with pytest.raises(ValidationError, match="unknown backend 'spark'"):
-        make_executor("spark", 1)
-    with pytest.raises(ValidationError, match="workers must be a whole number from 1 to 64"):
+    with pytest.raises(ValidationError, match="unknown backend 'cluster'"):
+        make_executor("cluster", 1)
+    with pytest.raises(ValidationError, match="workers must be a whole number from 1 to 256"):
         make_executor("local", 0)
