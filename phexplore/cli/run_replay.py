@@ -33,7 +33,17 @@ def register(engines: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--spec", required=True, help="metrics.json of an earlier run, or a run-description JSON"
+        "--spec",
+        required=True,
+        help="metrics.json of an earlier run, a run-description JSON, or a saved scenario JSON "
+        "(with --result)",
+    )
+    parser.add_argument(
+        "--result",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with a scenario file: replay its N-th attached run result (1 = first)",
     )
     parser.add_argument(
         "--workers",
@@ -49,12 +59,23 @@ def register(engines: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def read_spec(path: str) -> Any:
-    """The :class:`~engine.runs.spec.RunSpec` in ``path`` (a metrics.json or a spec JSON)."""
+def read_spec(path: str, result: int | None = None) -> Any:
+    """The :class:`~engine.runs.spec.RunSpec` in ``path``: a metrics.json, a spec JSON, or the
+    ``result``-th run attached to a saved scenario (its metrics.json carries the description)."""
     from engine.runs.spec import RunSpec
     from phexplore.parsing import load_json_object
 
     data = load_json_object(Path(path), label=f"--spec {path}", allow_infinity=True)
+    results = data.get("results")
+    if isinstance(results, list) and "engine" not in data:
+        if result is None or not 1 <= result <= len(results):
+            raise ValidationError(
+                f"--spec {path} is a scenario with {len(results)} attached run result(s); choose "
+                f"one with --result N (1 – {len(results)})"
+                if results
+                else f"--spec {path} is a scenario without attached run results"
+            )
+        data = results[result - 1] if isinstance(results[result - 1], dict) else {}
     section = data.get("run", data)
     if not isinstance(section, dict) or "engine" not in section:
         raise ValidationError(
@@ -72,7 +93,7 @@ def read_spec(path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Read the description, then run and write it through the one pipeline."""
-    spec = read_spec(args.spec)
+    spec = read_spec(args.spec, args.result)
     if args.workers is not None:
         spec = spec.replace(workers=args.workers)
     source = str(spec.data.get("source"))

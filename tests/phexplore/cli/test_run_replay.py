@@ -47,3 +47,23 @@ def test_replay_refuses_what_it_cannot_reproduce(tmp_path, capsys):
     edited.write_text(json.dumps(spec))
     assert main(["run", "replay", "--spec", str(edited), "--out", str(tmp_path / "z")]) == 1
     assert "fingerprint does not match" in capsys.readouterr().err
+
+
+def test_replay_a_run_saved_in_a_scenario(tmp_path, capsys):
+    """A scenario keeps its runs' metrics.json, so each attached run is replayable."""
+    first = tmp_path / "first"
+    argv = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", "3", "--no-microdata", "--quiet",
+        "--out", str(first),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((first / "metrics.json").read_text())
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"name": "s", "kind": "topdown", "results": [metrics]}))
+    assert main(["run", "replay", "--spec", str(scenario), "--out", str(tmp_path / "x")]) == 1
+    assert "choose one with --result N (1 – 1)" in capsys.readouterr().err
+    again = tmp_path / "again"
+    assert main(["run", "replay", "--spec", str(scenario), "--result", "1", "--quiet",
+                 "--out", str(again)]) == 0  # fmt: skip
+    assert (first / "estimates.csv").read_bytes() == (again / "estimates.csv").read_bytes()
