@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
@@ -105,10 +104,15 @@ def read_cef(spark: SparkSession, source: str | Path | CefExtract) -> SparkCef:
     :class:`CefExtract` (already validated by :func:`engine.data.cef.load_cef_extract`)."""
     expected = {"persons": PERSON_COLUMNS, "units": UNIT_COLUMNS, "geo": GEO_COLUMNS}
     if isinstance(source, CefExtract):
+        # through Arrow, not pandas (pyspark 4 warns that it does not fully support pandas 3)
         frames = {
             kind: spark.createDataFrame(
-                pd.DataFrame({c: getattr(source, kind)[c].astype(str) for c in cols}),
-                schema=", ".join(f"`{c}` string" for c in cols),
+                pa.table(
+                    {
+                        c: pa.array(getattr(source, kind)[c].astype(str).tolist(), pa.string())
+                        for c in cols
+                    }
+                )
             )
             for kind, cols in expected.items()
         }
