@@ -19,7 +19,7 @@ from phexplore import app_state as S
 from phexplore.budget.fingerprint import short_fingerprint
 from phexplore.charts import readable
 from phexplore.errors import PHExploreError
-from phexplore.naming import display_frame
+from phexplore.naming import display_frame, measure_label
 from phexplore.scenarios import Scenario, compare
 
 ERROR_KEY = "sc_error"
@@ -163,6 +163,8 @@ def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
             y=labels,
             orientation="h",
             texttemplate="%{x:+.1f}",
+            textposition="inside",
+            insidetextanchor="middle",
             marker_color=["#D55E00" if v > 0 else "#0072B2" for v in changed["difference"]],
             name="B − A",
         )
@@ -181,7 +183,8 @@ def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
 def _comparison(a: Scenario, b: Scenario) -> None:
     rows = compare(a, b)
     totals = pd.DataFrame(rows["totals"]).rename(columns={"a": a.name, "b": b.name})
-    c1, c2 = st.columns([0.4, 0.6])
+    totals["measure"] = totals["measure"].map(measure_label)
+    c1, c2 = st.columns([0.45, 0.55])
     with c1:
         st.markdown("**Privacy loss**")
         st.dataframe(
@@ -189,7 +192,7 @@ def _comparison(a: Scenario, b: Scenario) -> None:
             hide_index=True,
             width="stretch",
             column_config={
-                col: st.column_config.NumberColumn(format="%.4f")
+                col: st.column_config.NumberColumn(format="%.3f")
                 for col in (a.name, b.name, "Difference (B − A)")
             },
         )

@@ -31,6 +31,7 @@ from phexplore.budget.invariants import (
 )
 from phexplore.charts import log_colorbar, readable
 from phexplore.errors import PHExploreError
+from phexplore.guide import epsilon_reading
 from phexplore.naming import column_label, display_frame
 from phexplore.presets import load_topdown_preset
 
@@ -426,6 +427,12 @@ def render() -> None:
             )
         else:
             m[-1].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
+        total_eps = (
+            summary["epsilon_total"][conversion]
+            if "rho_total" in summary
+            else summary["epsilon_total"]
+        )
+        st.caption(f"**ε in words (all runs):** {epsilon_reading(float(total_eps), delta)}")
         for name, entry in summary["runs"].items():
             pure = entry["mechanism"] == "puredp"
             nominal = entry["epsilon"] if pure else entry["rho"]

@@ -97,6 +97,21 @@ COLUMN_LABELS: dict[str, str] = {
 }
 
 
+CONVERSION_SHORT: dict[str, str] = {
+    "bun_steinke": "Bun–Steinke",
+    "cks": "CKS",
+    "gaussian": "Gaussian profile",
+}
+"""Short names of the ρ → (ε, δ) conversions for table cells and columns."""
+
+
+def measure_label(text: str) -> str:
+    """``"ε (bun_steinke)"`` → ``"ε (Bun–Steinke)"``: conversion keys inside a label spelled out."""
+    for key, short in CONVERSION_SHORT.items():
+        text = text.replace(f"({key})", f"({short})")
+    return text
+
+
 def table_label(table: str) -> str:
     """``"PH1_num"`` → ``"PH1 numerator"``, ``"PH5_denom"`` → ``"PH5 denominator"``, else as is."""
     base, _, part = str(table).partition("_")

@@ -233,6 +233,10 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     _goto(page, "TopDown planner", "TopDown planner")
     page.locator(".js-plotly-plot .main-svg").first.wait_for()
     before = _metric(page, "persons: ρ")
+    assert (
+        "ε in words (all runs): An ε of 17.44 means"
+        in page.locator('[data-testid="stMain"]').inner_text()
+    )
     grid = page.locator('[data-testid="stDataFrame"]').first
     alert = page.locator('[data-testid="stAlert"]').filter(has_text="Invalid shares")
     _edit_cell(page, grid, row=1, x_fraction=0.75, text="0", then=alert)  # State's share → 0
@@ -244,6 +248,12 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     stale = page.locator(".st-key-td_stale_label")
     stale.wait_for()
     assert "Stale" in stale.inner_text()
+    page.wait_for_function(
+        "() => { const l = document.querySelector('.st-key-td_stale_label');"
+        " const n = l && l.parentElement.nextElementSibling;"
+        " return n && parseFloat(getComputedStyle(n).opacity) < 0.6; }",
+        timeout=15_000,
+    )
     opacity = page.evaluate(
         "parseFloat(getComputedStyle(document.querySelector('.st-key-td_stale_label')"
         ".parentElement.nextElementSibling).opacity)"
@@ -282,6 +292,8 @@ def _value(pg, label: str) -> str:  # type: ignore[no-untyped-def]
 def test_run_is_tied_to_its_budget_and_controls_survive_navigation(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "Run", "Run an engine")
     _radio(page, "PHSafe (S-DHC)")
+    page.get_by_label("Trials (noise redraws)", exact=True).wait_for()
+    page.get_by_label("Workers (processes)", exact=True).wait_for(state="detached")
     main = page.locator('[data-testid="stMain"]')
     # The working budget as the planner left it: modified, with the planner's total ρ.
     main.get_by_text("modified from phsafe-2020").first.wait_for()
@@ -289,6 +301,7 @@ def test_run_is_tied_to_its_budget_and_controls_survive_navigation(page, tmp_pat
     _set_number(page, "Seed", "7")
     _set_number(page, "Trials (noise redraws)", "5")
     _idle(page)
+    assert _value(page, "Seed") == "7" and _value(page, "Trials (noise redraws)") == "5"
     page.get_by_role("button", name="Run PHSafe").click()
     page.get_by_text("Finished #1").first.wait_for(timeout=180_000)
     _idle(page)
