@@ -131,3 +131,18 @@ def test_exact_mechanism_is_recorded() -> None:
     out = execute(_spec(options={"noise_method": "exact", "epl_boot": 0}))
     assert out.metrics["noise"]["method"] == "exact"
     assert out.metrics["run"]["options"]["noise_method"] == "exact"
+
+
+def test_experiments_build_grids_of_run_specs() -> None:
+    from engine.runs.experiments import grid_specs
+
+    base = _spec()
+    specs = grid_specs(base, [0.5, 4.0], [1, 2])
+    assert [(s.config["rho"], s.seed) for s in specs] == [
+        ("1/2", 1),
+        ("1/2", 2),
+        ("4", 1),
+        ("4", 2),
+    ]
+    assert len({s.fingerprint() for s in specs}) == 4
+    assert all(s.data == base.data and s.options == base.options for s in specs)
