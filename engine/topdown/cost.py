@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.0075
-"""Wall-clock seconds per block with the 2,016-cell schema (median of the benchmark's sizes)."""
+SECONDS_PER_BLOCK_2016 = 0.012
+"""Wall-clock seconds per block with the 2,016-cell schema: 31.6 s / 2,453 blocks (100,000
+persons) and 274 s / 23,133 blocks (1,000,000 persons) on the shared machine (docs/topdown.md)."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
