@@ -31,8 +31,12 @@ def _most_residuals(tidy: pd.DataFrame) -> str:
     return str(part.groupby("geolevel", sort=False).size().idxmax())
 
 
-def _chart(fig: go.Figure, name: str) -> None:
-    st.plotly_chart(readable(fig), config={"toImageButtonOptions": {"filename": name}})
+def _chart(fig: go.Figure, name: str, *, half: bool = False) -> None:
+    """A readable chart; ``half``: it shares the row with another (titles wrap sooner)."""
+    st.plotly_chart(
+        readable(fig, title_chars=42 if half else 70),
+        config={"toImageButtonOptions": {"filename": name}},
+    )
 
 
 def _csv(frame: pd.DataFrame, name: str, key: str) -> None:
@@ -483,19 +487,20 @@ def _phsafe_sections(record: R.RunRecord) -> None:
             else "No scale is declared for these data: they are taken as the full population."
         )
     )
+    # Horizontal bars: the 46 table · level names read unrotated, one row each (full width).
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=le["cell"], x=le["mae_noise"], name="noise", orientation="h"))
+    fig.add_trace(go.Bar(y=le["cell"], x=trunc, name=trunc_name, orientation="h"))
+    fig.update_layout(
+        title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
+        barmode="group",
+        yaxis={"title": "Table · level", "autorange": "reversed"},
+        xaxis_title="Mean absolute error (persons or households)",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        height=140 + 26 * len(le),
+    )
+    _chart(fig, f"run{record.id}_noise_vs_truncation")
     c1, c2 = st.columns(2)
-    with c1:
-        fig = go.Figure()
-        fig.add_trace(go.Bar(x=le["cell"], y=le["mae_noise"], name="noise"))
-        fig.add_trace(go.Bar(x=le["cell"], y=trunc, name=trunc_name))
-        fig.update_layout(
-            title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
-            barmode="group",
-            xaxis_title="Table · level",
-            yaxis_title="Mean absolute error (persons or households)",
-            **LAYOUT,
-        )
-        _chart(fig, f"run{record.id}_noise_vs_truncation")
     with c2:
         fig2 = go.Figure()
         fig2.add_trace(
@@ -523,7 +528,7 @@ def _phsafe_sections(record: R.RunRecord) -> None:
             yaxis_title="Empirical 90% MOE (persons or households)",
             **LAYOUT,
         )
-        _chart(fig2, f"run{record.id}_moe_check")
+        _chart(fig2, f"run{record.id}_moe_check", half=True)
     st.dataframe(display_frame(le, drop=["cell"]), hide_index=True, width="stretch")
     scaled = record.tables.get("truncation_scale")
     if scaled is not None and not scaled.empty:

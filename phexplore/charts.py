@@ -152,16 +152,23 @@ def readable(
     return fig
 
 
+LABELLED_BARS = 24
+"""Up to this many bars in a figure each print their value; beyond, the outline alone shows them."""
+
+
 def visible_bars(fig: go.Figure) -> go.Figure:
-    """Outline every bar and print its value, so a bar of height 0 is still seen (as "0")."""
-    for trace in fig.data:
-        if isinstance(trace, go.Bar):
-            trace.update(
-                marker_line={"width": 1.5, "color": "#333333"},
-                texttemplate=trace.texttemplate or "%{y:.3~g}",
-                textposition=trace.textposition or "outside",
-                cliponaxis=False,
-            )
+    """Outline every bar (a bar of height 0 is still seen as a line) and, when there are few,
+    print each value (so a zero bar reads "0")."""
+    bars = [t for t in fig.data if isinstance(t, go.Bar)]
+    count = 0
+    for t in bars:
+        categories = t.y if t.orientation == "h" else t.x
+        count += len(categories) if categories is not None else 0
+    for trace in bars:
+        trace.update(marker_line={"width": 1.5, "color": "#333333"}, cliponaxis=False)
+        if count <= LABELLED_BARS and not trace.texttemplate:
+            value = "%{x:.3~g}" if trace.orientation == "h" else "%{y:.3~g}"
+            trace.update(texttemplate=value, textposition=trace.textposition or "outside")
     return fig
 
 

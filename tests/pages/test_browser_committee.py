@@ -8,6 +8,7 @@ after navigation — and saves a screenshot under test-output/screenshots/.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -65,7 +66,10 @@ def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
     """Screenshot (the main area scrolls inside the page: ``at`` is scrolled into view first)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     if at is not None:
-        at.scroll_into_view_if_needed()
+        _idle(pg)
+        # A rerun may replace the element; then shoot what is there.
+        with contextlib.suppress(Exception):
+            at.scroll_into_view_if_needed(timeout=10_000)
     pg.wait_for_timeout(300)
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -318,6 +322,18 @@ def test_run_is_tied_to_its_budget_and_controls_survive_navigation(page, tmp_pat
     page.get_by_label("Trials (noise redraws)", exact=True).wait_for(state="detached")
     _set_number(page, "Seed", "11")
     _goto(page, "Results", "Results")
+    # The PHSafe run's charts at 1366×768: full log labels, nothing clipped, every bar outlined
+    # (a zero bar still shows), table · level names in words.
+    _assert_readable_plots(page)
+    widths = page.evaluate(
+        "[...document.querySelectorAll('.js-plotly-plot .bars path')]"
+        ".map(p => parseFloat(getComputedStyle(p).strokeWidth))"
+    )
+    assert widths and min(widths) > 0, widths
+    assert "PH1 numerator · Nation · Unattributed" in page.locator(
+        '[data-testid="stMain"]'
+    ).inner_text() or page.locator(".js-plotly-plot").first.inner_text().count("PH1 numerator")
+    _shot(page, "15_05b_results_phsafe", page.locator(".js-plotly-plot").first)
     _goto(page, "Run", "Run an engine")
     assert page.get_by_role("radio", name="TopDown (redistricting data)").is_checked()
     page.get_by_label("Workers (processes)", exact=True).wait_for()
