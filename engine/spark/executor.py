@@ -198,24 +198,30 @@ class SparkExecutor:
         tag = f"phexplore-{uuid.uuid4().hex}"
         outcome: dict[str, Any] = {}
 
+        context = _classic_context(spark)
+
         def collect() -> None:
-            spark.addTag(tag)
-            context = _classic_context(spark)
-            if context is not None:  # kill the task threads (and their Python workers) on cancel
-                context.setInterruptOnCancel(True)
+            if context is not None:  # classic: a job group whose tasks are killed on cancel
+                context.setJobGroup(tag, "PHExplore units of work", interruptOnCancel=True)
+            else:  # Spark Connect: an operation tag
+                spark.addTag(tag)
             try:
                 outcome["table"] = job.toArrow()
             except BaseException as exc:  # re-raised in the calling thread
                 outcome["error"] = exc
             finally:
-                spark.removeTag(tag)
+                if context is None:
+                    spark.removeTag(tag)
 
         worker = threading.Thread(target=collect, name=tag, daemon=True)
         worker.start()
         while worker.is_alive():
             worker.join(POLL_S)
             if cancel is not None and worker.is_alive() and cancel():
-                spark.interruptTag(tag)
+                if context is not None:
+                    context.cancelJobGroup(tag)
+                else:
+                    spark.interruptTag(tag)
                 worker.join(CANCEL_WAIT_S)
                 raise SparkCancelled("cancelled; the Spark job was interrupted")
         if "error" in outcome:
