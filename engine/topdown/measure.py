@@ -26,7 +26,7 @@ the merged geounit sits in the parent's geolevel).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -240,6 +240,28 @@ def spent_budget(tree: GeoTree, budget: np.ndarray, invariant: np.ndarray) -> fl
     return float(path[leaves].max())
 
 
+KEYED_BLOCK_CELLS = 2_000_000
+"""Keyed noise is drawn for at most this many cells at a time: the counter-based sampler's
+temporaries then stay small (on the 2,016-cell schema a state's blocks hold ~50 M cells), and the
+values are the same as in one call because every value depends only on its key and cell."""
+
+
+def _in_row_blocks(
+    sampler: Callable[..., np.ndarray], scale: np.ndarray, keys: np.ndarray, cells: np.ndarray
+) -> np.ndarray:
+    """``sampler(scale, keys, cells)`` for ``(rows, 1)`` scale/keys, evaluated in row blocks."""
+    rows = max(1, KEYED_BLOCK_CELLS // max(int(cells.size), 1))
+    if keys.shape[0] <= rows:
+        return sampler(scale, keys, cells)
+    first = sampler(scale[:rows], keys[:rows], cells)
+    out = np.empty((keys.shape[0], first.shape[1]), dtype=first.dtype)
+    out[:rows] = first
+    for start in range(rows, keys.shape[0], rows):
+        stop = start + rows
+        out[start:stop] = sampler(scale[start:stop], keys[start:stop], cells)
+    return out
+
+
 def measure(
     truth: np.ndarray,
     queries: Sequence[QueryGroup],
@@ -288,11 +310,11 @@ def measure(
                 keys = unit_keys(int(seed), group.name, geounit_hash[measured])[:, None]  # type: ignore[arg-type, index]
                 cells = np.arange(group.size, dtype=np.uint64)[None, :]
             if keyed and mechanism == "zcdp":
-                draw = noise.keyed_discrete_gaussian(1.0 / b, keys, cells)
+                draw = _in_row_blocks(noise.keyed_discrete_gaussian, 1.0 / b, keys, cells)
                 variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
                 nominal[measured, j] = 1.0 / b[:, 0]
             elif keyed:
-                draw = noise.keyed_two_sided_geometric(b / 2.0, keys, cells)
+                draw = _in_row_blocks(noise.keyed_two_sided_geometric, b / 2.0, keys, cells)
                 variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
                 nominal[measured, j] = 2.0 / (b[:, 0] / 2.0) ** 2
             elif mechanism == "zcdp":
