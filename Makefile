@@ -59,13 +59,14 @@ lint:
 format:
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
 
-bench: install-dev
+bench: install-dev java
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/keyed_noise.py --seeds 1,2,3
 	$(PY) benchmarks/topdown.py
 	$(PY) benchmarks/phsafe.py
 	$(PY) benchmarks/synthetic.py
 	$(PY) benchmarks/metrics_epl.py
+	$(PY) benchmarks/spark.py --persons 100000 --county 44001
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-output
