@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.012
+SECONDS_PER_BLOCK_2016 = 0.010
 """Wall-clock seconds per block with the 2,016-cell schema: 31.6 s / 2,453 blocks (100,000
-persons) and 274 s / 23,133 blocks (1,000,000 persons) on the shared machine (docs/topdown.md)."""
+persons) and 192 s / 23,133 blocks (1,000,000 persons) on the shared machine (docs/topdown.md)."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
-BYTES_PER_NODE_CELL = 48.0
+BYTES_PER_NODE_CELL = 64.0
 """Peak bytes per (geounit × cell): truth, estimates and noisy DETAILED answers held densely
-(int64/float64) plus the loader's counts and temporaries."""
+(int64/float64) plus the loader's counts and temporaries: (3.47 − 0.35) GB over 24,135 × 2,016
+geounit-cells at 1,000,000 persons."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
 
