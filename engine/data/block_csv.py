@@ -127,7 +127,13 @@ def load_block_csv(
     """Load a one-row-per-block CSV into a :class:`BlockHistogram` as ``mapping`` directs."""
     spec = parse_mapping(mapping)
     geo_columns = [spec.geoid] if spec.geoid else list(spec.levels.values())  # type: ignore[union-attr]
-    table = read_csv_table(source, [*geo_columns, *spec.cells], max_bytes=max_bytes, name=name)
+    table = read_csv_table(
+        source,
+        [*geo_columns, *spec.cells],
+        max_bytes=max_bytes,
+        name=name,
+        integers=list(spec.cells),
+    )
     problems: list[Problem] = []
     if spec.geoid:
         ids = np.asarray(

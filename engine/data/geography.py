@@ -39,14 +39,24 @@ COMPONENT_WIDTHS: dict[str, int] = {
 
 
 def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFrame:
-    """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15)."""
-    ids = pd.Series(np.asarray(block_ids, dtype=object), dtype=object).astype(str)
-    return pd.DataFrame(
-        {
-            level: ids.str.slice(0, ID_LENGTHS[level]).to_numpy(dtype=object)
-            for level in BLOCK_LEVELS
-        }
-    )
+    """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15).
+
+    The prefixes are cut from a fixed-width ``'U'`` array, and each column refers to one shared
+    ``str`` per distinct id, so a level costs a pointer a block plus its distinct ids (the columns
+    of a large file no longer hold five fresh strings a block; issue 14, peak memory).
+    """
+    ids = np.asarray(block_ids)
+    if ids.dtype.kind != "U":
+        ids = pd.Series(ids, dtype=object).astype(str).to_numpy(dtype=str)
+    columns: dict[str, np.ndarray] = {}
+    for level in BLOCK_LEVELS:
+        prefixes = ids.astype(f"U{ID_LENGTHS[level]}", copy=False)
+        if level == BLOCK_LEVELS[-1]:
+            columns[level] = prefixes.astype(object)  # blocks are (nearly) all distinct
+            continue
+        distinct, codes = np.unique(prefixes, return_inverse=True)
+        columns[level] = distinct.astype(object)[codes.reshape(-1)]
+    return pd.DataFrame(columns)
 
 
 def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Problem]:

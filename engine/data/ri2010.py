@@ -56,7 +56,7 @@ def load_ri2010(
 
     Raises :class:`~engine.data.errors.DataValidationError` listing every located problem.
     """
-    table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name)
+    table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name, integers=COLUMNS[1:])
     problems: list[Problem] = []
     ints: dict[str, np.ndarray] = {}
     for column in COLUMNS[1:]:
@@ -68,14 +68,17 @@ def load_ri2010(
         problems += _consistency_problems(table, ints)
     raise_if(problems, summary=f"{table.file}: not a usable block-count file")
 
-    vap = np.stack([ints[f"vap_{g}"] for g in GROUPS], axis=1)
-    pop = np.stack([ints[f"pop_{g}"] for g in GROUPS], axis=1)
-    counts = np.concatenate([pop - vap, vap], axis=1).astype(np.int64)
+    geography = geography_from_block_ids(ids)
+    del table, ids  # the text of the block ids is no longer needed
+    counts = np.empty((len(geography), 2 * len(GROUPS)), dtype=np.int64)  # filled in place
+    for k, g in enumerate(GROUPS):
+        np.subtract(ints[f"pop_{g}"], ints[f"vap_{g}"], out=counts[:, k])
+        counts[:, len(GROUPS) + k] = ints.pop(f"vap_{g}")
     return BlockHistogram(
         schema=RI2010_SCHEMA,
         levels=BLOCK_LEVELS,
-        geography=geography_from_block_ids(ids),
-        counts=np.ascontiguousarray(counts),
+        geography=geography,
+        counts=counts,
         source=SOURCE,
         licence=LICENCE,
     )

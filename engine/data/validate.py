@@ -138,6 +138,10 @@ def decode_text(data: bytes, label: str, encodings: Sequence[str] = ("utf-8-sig"
 class CsvTable:
     """The requested columns of a delimited text file, as arrays of stripped strings.
 
+    The streaming reader of large files stores text as fixed-width ``'U<n>'`` arrays and the
+    columns its caller named as ``integers`` as int64 (see :func:`read_csv_table`); the whole-file
+    reader stores object arrays of ``str``. Index a column, or call ``str`` on a value, either way.
+
     ``columns`` maps each requested name (the first name of an alternatives tuple) to its values;
     ``found`` maps it to the header name actually used; ``rows`` holds each record's row number.
     """
@@ -184,16 +188,22 @@ def read_csv_table(
     max_bytes: int = DEFAULT_MAX_BYTES,
     name: str | None = None,
     encodings: Sequence[str] = ("utf-8-sig",),
+    integers: Sequence[str] = (),
 ) -> CsvTable:
     """Read the ``columns`` (and any present ``optional`` ones) of a delimited text file with a header.
 
     Raises :class:`DataValidationError` on a size, encoding, delimiter, missing-column, ragged-row or
     empty-data problem. Header names are matched after stripping blanks, case-insensitively.
+
+    ``integers`` names the columns the caller reads with :func:`int_column`: a large file's reader
+    (:func:`_stream_table`) converts them to int64 block by block instead of keeping their text.
     """
     label = source_name(source, name)
     all_names = [c for spec in columns for c in _alternatives(spec)] + list(optional)
     if isinstance(source, str | os.PathLike):
-        streamed = _stream_table(Path(source), label, columns, optional, all_names, max_bytes)
+        streamed = _stream_table(
+            Path(source), label, columns, optional, all_names, max_bytes, frozenset(integers)
+        )
         if streamed is not None:
             return _no_repeated_header(streamed)
     text = decode_text(read_source(source, max_bytes=max_bytes, name=label), label, encodings)
@@ -247,6 +257,8 @@ def read_csv_table(
 
 def _no_repeated_header(table: CsvTable) -> CsvTable:
     """``table``, unless its header line appears again among the records (two exports joined)."""
+    if any(v.dtype.kind == "i" for v in table.columns.values()):
+        return table  # a column read as integers cannot hold a header name (see _stream_table)
     repeats = repeated_header_rows(table.columns, table.found, table.rows)
     if repeats:
         _fail(
@@ -263,6 +275,8 @@ STREAM_BYTES = 32 * 1024 * 1024
 """Plain-text files at least this large are read in blocks (:func:`_stream_table`)."""
 STREAM_BLOCK = 4 * 1024 * 1024
 """Bytes per block of the streaming reader."""
+_CANONICAL_INT = r"^(0|[1-9][0-9]{0,17})$"
+"""Whole numbers the streaming reader converts as it reads (their int64 prints back unchanged)."""
 
 
 def _stream_table(
@@ -272,13 +286,18 @@ def _stream_table(
     optional: Sequence[str],
     all_names: Sequence[str],
     max_bytes: int,
+    integers: frozenset[str] = frozenset(),
 ) -> CsvTable | None:
     """Read the wanted columns of a large, regular, uncompressed file block by block.
 
-    Peak memory is proportional to the columns kept, not to the file. Returns ``None`` (the caller
-    then reads the whole file and locates any problem) for small or compressed files, a header that
-    lacks a column, or any irregularity Arrow's reader stops at (a blank line, a wrong field count,
-    text that is not UTF-8).
+    Each block is converted to compact arrays as it is read, so peak memory is a small multiple of
+    the data kept, not of the file: the ``integers`` columns become int64 (8 bytes a value) and the
+    others fixed-width numpy text (``'U<n>'``, 4 bytes a character), never Python string objects.
+    Returns ``None`` (the caller then reads the whole file and locates any problem) for small or
+    compressed files, a header that lacks a column, any irregularity Arrow's reader stops at (a
+    blank line, a wrong field count, text that is not UTF-8), a value of an ``integers`` column that
+    is not a plain canonical whole number (``0`` or 1–18 digits without a leading zero or sign, so
+    that its int64 prints back as the same text), or a NUL character (which ``'U'`` would drop).
     """
     check_path(path, label, max_bytes)
     if path.stat().st_size < STREAM_BYTES:
@@ -336,22 +355,32 @@ def _stream_table(
             ),
         )
         for batch in reader:
+            if batch.num_rows == 0:
+                continue
             for key, i in wanted.items():
                 column = batch.column(batch.schema.get_field_index(names[i]))
                 trimmed = pc.utf8_trim(column, characters=_BLANKS)
-                parts[key].append(np.asarray(trimmed.to_numpy(zero_copy_only=False), dtype=object))
+                if key in integers:
+                    if not pc.all(pc.match_substring_regex(trimmed, _CANONICAL_INT)).as_py():
+                        return None  # the whole-file reader quotes the text of each problem
+                    parts[key].append(pc.cast(trimmed, pa.int64()).to_numpy())
+                else:
+                    if pc.any(pc.match_substring(trimmed, "\x00")).as_py():
+                        return None
+                    parts[key].append(trimmed.to_numpy(zero_copy_only=False).astype(str))
             n_rows += batch.num_rows
     except (pa.ArrowException, ValueError, OSError):
         return None
     if n_rows == 0:
         return None
+    kept: dict[str, np.ndarray] = {}
+    for key in list(parts):  # one column at a time: its blocks are freed before the next is joined
+        kept[key] = np.concatenate(parts.pop(key))
     return CsvTable(
         file=label,
         delimiter=delimiter,
         header=header,
-        columns={
-            k: np.concatenate(v) if v else np.empty(0, dtype=object) for k, v in parts.items()
-        },
+        columns=kept,
         found=found,
         rows=np.arange(1, n_rows + 1, dtype=np.int64),
     )
@@ -566,7 +595,7 @@ def _located(
     hits = np.flatnonzero(mask)
     name = table.found.get(column, column)
     out = [
-        Problem(table.file, describe(clip(table.columns[column][i])), int(table.rows[i]), name)
+        Problem(table.file, describe(clip(str(table.columns[column][i]))), int(table.rows[i]), name)
         for i in hits[:MAX_PROBLEMS_PER_CHECK]
     ]
     if hits.size > MAX_PROBLEMS_PER_CHECK:
@@ -584,20 +613,27 @@ def int_column(
 ) -> tuple[np.ndarray, list[Problem]]:
     """Parse ``column`` as int64; report non-integers and values outside [minimum, maximum].
 
-    Invalid entries are returned as 0 alongside their problems.
+    Invalid entries are returned as 0 alongside their problems. A column the streaming reader
+    already read as int64 (all canonical whole numbers) is only range-checked.
     """
-    raw = pa.array(table.columns[column], type=pa.string())
-    valid = pc.match_substring_regex(raw, r"^[+-]?[0-9]{1,18}$")
-    ok = valid.to_numpy(zero_copy_only=False).astype(bool)
-    digits = pc.replace_substring_regex(pc.if_else(valid, raw, "0"), r"^\+", "")
-    out = pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
-    problems = _located(
-        table,
-        column,
-        ~ok,
-        lambda v: f"{v!r} is not a whole number" + explain_value(v),
-        "that are not whole numbers",
-    )
+    values = table.columns[column]
+    problems: list[Problem] = []
+    if values.dtype.kind == "i":
+        out = values.astype(np.int64, copy=False)  # shared with the table; copied before a change
+        ok = np.ones(out.shape, dtype=bool)
+    else:
+        raw = pa.array(values, type=pa.string())
+        valid = pc.match_substring_regex(raw, r"^[+-]?[0-9]{1,18}$")
+        ok = valid.to_numpy(zero_copy_only=False).astype(bool)
+        digits = pc.replace_substring_regex(pc.if_else(valid, raw, "0"), r"^\+", "")
+        out = pc.cast(digits, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+        problems += _located(
+            table,
+            column,
+            ~ok,
+            lambda v: f"{v!r} is not a whole number" + explain_value(v),
+            "that are not whole numbers",
+        )
     if minimum is not None:
         low = ok & (out < minimum)
         if minimum == 0:
@@ -608,13 +644,15 @@ def int_column(
             problems += _located(
                 table, column, low, lambda v: f"{what} {v} is below {minimum}", f"below {minimum}"
             )
-        out[low] = 0
+        if low.any():
+            out = np.where(low, 0, out)
     if maximum is not None:
         high = ok & (out > maximum)
         problems += _located(
             table, column, high, lambda v: f"{what} {v} is above {maximum}", f"above {maximum}"
         )
-        out[high] = 0
+        if high.any():
+            out = np.where(high, 0, out)
     return out, problems
 
 
