@@ -4,9 +4,10 @@ Writes a synthetic RI-2010-layout block CSV of about ``--mb`` megabytes (repeati
 sample's rows with fresh block ids), then loads it with :func:`engine.data.ri2010.load_ri2010` in
 fresh subprocesses, once with the streaming reader (files ≥ ``STREAM_BYTES``, the default) and once
 with the whole-file reader as the baseline (``STREAM_BYTES`` set above the file size), and prints
-the median peak resident memory (``ru_maxrss``) and time of ``--runs`` runs each.
+the median peak resident memory (``ru_maxrss``), its growth over the imports, the memory of the
+data kept (the histogram's counts and geography) and time of ``--runs`` runs each.
 
-    python benchmarks/large_input.py --mb 150 --runs 3
+    python benchmarks/large_input.py --mb 40 --runs 3
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import engine.data.validate as v
 if {whole!r}:
     v.STREAM_BYTES = 1 << 62
 from engine.data.ri2010 import load_ri2010
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
 hist = load_ri2010({path!r}, max_bytes=1 << 40)
+kept = hist.counts.nbytes + int(hist.geography.memory_usage(deep=True).sum())
 print(json.dumps({{"seconds": time.perf_counter() - start, "blocks": hist.n_blocks,
-    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "base_mb": base,
+    "kept_mb": kept / 2**20}}))
 """
 
 
@@ -60,7 +64,10 @@ def main() -> int:
         rows = make_file(path, args.mb)
         size = path.stat().st_size / 1e6
         print(f"file: {size:.0f} MB, {rows:,} blocks; median of {args.runs} runs each")
-        print(f"{'reader':<34} {'peak RSS (MB)':>14} {'seconds':>9}")
+        print(
+            f"{'reader':<26} {'peak RSS MB':>12} {'over imports':>13} {'kept MB':>8} "
+            f"{'over/kept':>10} {'seconds':>8}"
+        )
         for label, whole in (("whole file (baseline)", True), ("block by block (default)", False)):
             results = []
             for _ in range(args.runs):
@@ -70,8 +77,13 @@ def main() -> int:
                 )
                 results.append(json.loads(done.stdout.strip().splitlines()[-1]))
             peak = statistics.median(r["peak_mb"] for r in results)
+            over = statistics.median(r["peak_mb"] - r["base_mb"] for r in results)
+            kept = statistics.median(r["kept_mb"] for r in results)
             secs = statistics.median(r["seconds"] for r in results)
-            print(f"{label:<34} {peak:>14.0f} {secs:>9.2f}")
+            print(
+                f"{label:<26} {peak:>12.0f} {over:>13.0f} {kept:>8.0f} {over / kept:>10.1f} "
+                f"{secs:>8.2f}"
+            )
     return 0
 
 

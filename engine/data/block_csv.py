@@ -136,9 +136,11 @@ def load_block_csv(
     )
     problems: list[Problem] = []
     if spec.geoid:
-        ids = np.asarray(
-            [v.rsplit("US", 1)[-1] for v in table.columns[spec.geoid].tolist()], dtype=object
-        )
+        raw = table.columns[spec.geoid]
+        if raw.dtype.kind == "U":  # the large-file reader's fixed-width text: stay vectorised
+            ids = np.char.rpartition(raw, "US")[:, 2]
+        else:
+            ids = np.asarray([v.rsplit("US", 1)[-1] for v in raw.tolist()], dtype=object)
         problems += block_id_problems(table, spec.geoid, ids)
         geography = geography_from_block_ids(ids)
     else:

@@ -41,9 +41,8 @@ COMPONENT_WIDTHS: dict[str, int] = {
 def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFrame:
     """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15).
 
-    The prefixes are cut from a fixed-width ``'U'`` array, and each column refers to one shared
-    ``str`` per distinct id, so a level costs a pointer a block plus its distinct ids (the columns
-    of a large file no longer hold five fresh strings a block; issue 14, peak memory).
+    The prefixes are cut from a fixed-width ``'U'`` array and each level's distinct ids are made
+    into Python strings once, not once a block (issue 14, peak memory of large files).
     """
     ids = np.asarray(block_ids)
     if ids.dtype.kind != "U":
@@ -61,6 +60,8 @@ def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFr
 
 def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Problem]:
     """Problems for values of ``ids`` that are not 15-digit block ids, and for repeated blocks."""
+    if _all_distinct_block_ids(ids):
+        return []  # checked on the fixed-width text, without a Python string per block
     series = pd.Series(ids, dtype=object).astype(str)
     bad = ~series.str.fullmatch(r"[0-9]{15}").to_numpy(dtype=bool)
     name = table.found.get(column, column)
@@ -76,6 +77,25 @@ def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Pro
     )
     problems += repeated_block_problems(table, name, series.to_numpy(dtype=object), ~bad)
     return problems
+
+
+def _all_distinct_block_ids(ids: np.ndarray) -> bool:
+    """True when ``ids`` is a ``'U'`` array of 15 ASCII digits each, with no id repeated."""
+    if not isinstance(ids, np.ndarray) or ids.dtype.kind != "U" or ids.ndim != 1:
+        return False
+    width = ids.dtype.itemsize // 4
+    if width < 15:
+        return False
+    chars = np.ascontiguousarray(ids).view(np.uint32).reshape(ids.size, width)
+    if chars[:, 15:].any():
+        return False  # longer than 15 characters
+    chars = chars[:, :15]
+    if not ((chars >= ord("0")) & (chars <= ord("9"))).all():
+        return False  # a short id is padded with NUL, which fails too
+    as_int = np.zeros(ids.size, dtype=np.int64)  # 15 digits fit in int64
+    for k in range(15):
+        as_int = as_int * 10 + (chars[:, k] - ord("0"))
+    return not pd.Series(as_int).duplicated().any()
 
 
 def repeated_block_problems(
