@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from engine.data.errors import Problem
 from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip, explain_value
@@ -41,12 +42,21 @@ COMPONENT_WIDTHS: dict[str, int] = {
 def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFrame:
     """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15).
 
-    The prefixes are cut from a fixed-width ``'U'`` array and each level's distinct ids are made
-    into Python strings once, not once a block (issue 14, peak memory of large files).
+    The prefixes are cut from a fixed-width ``'U'`` array and go straight into pandas' Arrow-backed
+    strings (pandas ≥ 3); with object strings, each level's distinct ids become Python strings once,
+    not once a block (issue 14, peak memory of large files).
     """
     ids = np.asarray(block_ids)
     if ids.dtype.kind != "U":
         ids = pd.Series(ids, dtype=object).astype(str).to_numpy(dtype=str)
+    text = pd.Series(np.array([""], dtype=object)).dtype  # pandas' default dtype of strings
+    if isinstance(text, pd.StringDtype) and text.storage == "pyarrow":  # pandas ≥ 3
+        return pd.DataFrame(  # straight from the fixed-width text to Arrow: no str per block
+            {
+                level: pd.array(pa.array(ids.astype(f"U{ID_LENGTHS[level]}")), dtype=text)
+                for level in BLOCK_LEVELS
+            }
+        )
     columns: dict[str, np.ndarray] = {}
     for level in BLOCK_LEVELS:
         prefixes = ids.astype(f"U{ID_LENGTHS[level]}", copy=False)
