@@ -10,7 +10,10 @@ data → engine (measure → estimate) → metrics → one run pipeline → CLI 
 * the analytic core (``phexplore/`` minus ``cli/`` and ``api/``) imports nothing from ``engine``
   (and nothing from the wiring packages).
 
-Every import counts, including those inside functions and ``TYPE_CHECKING`` blocks.
+Every import counts, including those inside functions and ``TYPE_CHECKING`` blocks. Beyond
+imports, the engines define no metric: no function or result field of ``engine/topdown`` or
+``engine/phsafe`` compares estimates with the truth (those live in ``engine/metrics``, called by the
+metrics stage of ``engine/runs``).
 """
 
 from __future__ import annotations
@@ -128,3 +131,48 @@ def test_checker_sees_imports_inside_functions(tmp_path: Path) -> None:
     inside = tmp_path / "inside.py"
     inside.write_text("def f():\n    from engine.topdown import run\n", encoding="utf-8")
     assert "engine.topdown.run" in imported_modules(inside)
+
+
+METRIC_NAMES = {
+    # engine.metrics.spine (was engine/topdown/spine/report.py) and its pipeline stage
+    "level_total_mae",
+    "entity_total_mae",
+    "grouped_total_mae",
+    "spine_mae",
+    "spine_metrics",
+    "spine_report",
+    # engine.metrics.phsafe_errors (was engine/phsafe/errors_analysis.py)
+    "cell_errors",
+    "level_summary",
+    "truncation_at_scale",
+    "empirical_moe",
+    "mean_absolute",
+    "level_errors",
+}
+"""Truth-vs-estimate computations that moved out of the engines (SPN §7; PHS §7.1)."""
+
+
+def _defined_names(path: Path) -> set[str]:
+    """Functions, classes, methods and annotated class fields defined in ``path``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_engines_compute_no_metrics() -> None:
+    assert not (ROOT / "engine" / "topdown" / "spine" / "report.py").exists()
+    assert not (ROOT / "engine" / "phsafe" / "errors_analysis.py").exists()
+    found = {
+        str(p.relative_to(ROOT)): sorted(_defined_names(p) & METRIC_NAMES)
+        for p in _files("engine/topdown", "engine/phsafe")
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+    defined = _defined_names(ROOT / "engine" / "metrics" / "spine.py") | _defined_names(
+        ROOT / "engine" / "metrics" / "phsafe_errors.py"
+    )
+    assert {"level_total_mae", "entity_total_mae", "cell_errors", "level_summary"} <= defined
+    assert "truncation_at_scale" in defined  # the checker sees what it looks for

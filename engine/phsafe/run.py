@@ -4,9 +4,11 @@ Pipeline (PHS §3, Algorithms 1–5; SPEC §3): prepare the extract for the conf
 for each of the nine measured tables, filter → truncate-and-join → map to population groups and
 basis cells → count (once) → discrete Gaussian (zcdp) or two-sided geometric (puredp) noise per
 enabled population-group level, redrawn ``trials`` times → PH5_num and PH8_num derived → official
-outputs, tidy frames, published tables (:mod:`engine.phsafe.postprocess`) and the noise-vs-truncation
-error analysis (:mod:`engine.phsafe.errors_analysis`). ``non_private=True`` skips the noise and
-yields the true tabulation in the official non-private layout.
+outputs, tidy frames, published tables (:mod:`engine.phsafe.postprocess`) and the truncation
+diagnostics (:mod:`engine.phsafe.truncation_report`). ``non_private=True`` skips the noise and
+yields the true tabulation in the official non-private layout. The engine returns estimates and
+diagnostics only: the noise-vs-truncation error analysis against the truth is a metric
+(:mod:`engine.metrics.phsafe_errors`), computed by the run pipeline (:mod:`engine.runs.phsafe`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import pandas as pd
 
 from engine.data.cef_types import CefExtract
 from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
-from engine.phsafe import errors_analysis
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.join import (
     LevelCounts,
@@ -39,6 +40,7 @@ from engine.phsafe.outputs import (
 )
 from engine.phsafe.postprocess import published_tables
 from engine.phsafe.tables import MEASURED
+from engine.phsafe.truncation_report import truncation_frame
 from phexplore.errors import PHExploreError, ValidationError
 
 ProgressCallback = Callable[[str, float], None]
@@ -84,9 +86,8 @@ class PHSafeResult:
     """The official output files as string frames, keyed by table."""
     published: pd.DataFrame | None
     """Post-processed PH1–PH8 with totals, averages and 90% intervals (private runs)."""
-    cell_errors: pd.DataFrame
-    level_errors: pd.DataFrame
     truncation: pd.DataFrame
+    """Share of joined persons each candidate τ drops, per truncated table (a diagnostic)."""
     truncation_stats: dict[str, TruncationStats]
     unmapped_records: dict[str, int]
     runtime_s: float
@@ -95,16 +96,6 @@ class PHSafeResult:
     @property
     def label(self) -> str:
         return "non-private (true tabulation, no noise)" if self.non_private else "private"
-
-    def truncation_at_scale(self, scale: float | None = None) -> pd.DataFrame:
-        """Truncation error per 1,000 persons and projected to full scale, beside the noise MOE.
-
-        ``scale``: the fraction of a full population the data hold (the sample's declared scale,
-        e.g. 0.001); see :func:`engine.phsafe.errors_analysis.truncation_at_scale`.
-        """
-        return errors_analysis.truncation_at_scale(
-            self.level_errors, max(int(self.n_persons), 1), scale
-        )
 
 
 def _check_args(trials: int, seed: int | None) -> None:
@@ -242,14 +233,14 @@ def run_phsafe(
     """Run PHSafe on ``extract`` with ``config``.
 
     ``seed`` seeds the noise generator (``None``: fresh OS entropy); ``trials`` ≥ 1 noise draws reuse
-    one join (trial 0 is the published run; all trials feed the error analysis). ``progress`` is
+    one join (trial 0 is the published run; all trials feed the pipeline's error analysis). ``progress`` is
     called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
     :class:`PHSafeCancelled` when it returns True. ``prepared`` (from
     :func:`~engine.phsafe.join.prepare_extract` for the same extract and ``state_filter``) skips the
     preparation step, so an app can re-run new budgets or τ on a cached extract. ``tabulate``
     replaces the join-and-count step (:func:`tabulate_all`) by another backend's — the Spark
     backend's :func:`engine.spark.phsafe.tabulate_all` with its own ``prepared`` — which must
-    return the same counts; noise, outputs and error analysis are this module's either way.
+    return the same counts; noise and outputs are this module's either way.
     """
     _check_args(trials, seed)
     if not isinstance(config, PHSafeConfig):
@@ -316,8 +307,6 @@ def run_phsafe(
         official = private_official_frames(measurements)
         published = published_tables(measurements) if not measurements.empty else None
     stats = {t: tab.truncation for t, tab in tabulations.items() if tab.truncation is not None}
-    if progress is not None:
-        progress("error analysis", 0.97)
     result = PHSafeResult(
         config=config,
         seed=seed,
@@ -330,9 +319,7 @@ def run_phsafe(
         measurements=measurements,
         official=official,
         published=published,
-        cell_errors=errors_analysis.cell_errors(levels),
-        level_errors=errors_analysis.level_summary(levels),
-        truncation=errors_analysis.truncation_frame(stats),
+        truncation=truncation_frame(stats),
         truncation_stats=stats,
         unmapped_records={t: tab.unmapped_records for t, tab in tabulations.items()},
         runtime_s=time.perf_counter() - t0,

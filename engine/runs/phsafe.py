@@ -5,13 +5,19 @@
 * :func:`measure_and_estimate` — :func:`engine.phsafe.run.run_phsafe`: join and count the nine
   measured tables (one unit of work each, handed to the run's executor), noise keyed by
   (seed, level, geounit, query), post-processing into the official outputs.
-* :func:`metrics_payload` — metrics.json from the run's error analysis (MAE by table and
+* :func:`error_analysis` — the metrics stage: the engine's truth before and after truncation (a
+  diagnostic), its noisy estimates and the analytic noise of each level handed to
+  :mod:`engine.metrics.phsafe_errors` (noise vs truncation error, empirical vs analytic MOE,
+  truncation at scale; PHS §7.1, SPEC §5);
+* :func:`metrics_payload` — metrics.json from that error analysis (MAE by table and
   population-group level, noise variance and MOE, truncation; schema in docs/phsafe.md).
 """
 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,9 +25,11 @@ import pandas as pd
 
 from engine.data.cef_types import CefExtract
 from engine.executors import Executor
-from engine.phsafe import errors_analysis
+from engine.metrics import phsafe_errors
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
+from engine.phsafe.measure import MeasuredLevel
 from engine.phsafe.run import PHSafeResult
+from engine.phsafe.truncation_report import truncation_summary
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import noise_record
@@ -100,6 +108,56 @@ def measure_and_estimate(
     )
 
 
+@dataclass(frozen=True)
+class PHSafeErrors:
+    """The error analysis of one PHSafe run against the truth (the metrics stage's frames)."""
+
+    cells: pd.DataFrame
+    """Per basis cell of trial 0: true, true_truncated, noisy and the three error components."""
+    levels: pd.DataFrame
+    """Per table × level over all trials: MAEs, empirical vs analytic variance and MOE."""
+    at_scale: pd.DataFrame
+    """Truncation error per 1,000 persons and projected to full scale, beside the noise MOE."""
+    seconds: float
+    """Wall time of the analysis (counted in metrics.json ``timings.outputs_and_analysis_s``)."""
+
+
+def level_truth(level: MeasuredLevel) -> phsafe_errors.LevelTruth:
+    """One measured level as metric inputs: truth before/after truncation, estimates, analytic noise."""
+    c, spec = level.counts, level.spec
+    estimates = None
+    if level.noise is not None:
+        estimates = c.true_truncated[None, ...] + level.noise
+    analytic = None
+    if spec is not None:
+        analytic = {
+            "budget": spec.budget,
+            "sensitivity": spec.sensitivity,
+            "variance": spec.variance,
+            "moe90": spec.moe90,
+            "moe90_bound": spec.moe90_bound,
+        }
+    return phsafe_errors.LevelTruth(
+        c.table, c.level, c.true_full, c.true_truncated, estimates, analytic
+    )
+
+
+def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeErrors:
+    """Noise vs truncation error of ``result`` (:mod:`engine.metrics.phsafe_errors`, PHS §7.1).
+
+    ``scale``: the fraction of a full population the data hold (the sample's declared scale, e.g.
+    0.001), for the truncation error projected to full scale.
+    """
+    started = time.perf_counter()
+    cells = phsafe_errors.cell_errors(
+        (level.basis_frame(), None if level.noise is None else level.noisy(0))
+        for level in result.levels
+    )
+    levels = phsafe_errors.level_summary(level_truth(level) for level in result.levels)
+    at_scale = phsafe_errors.truncation_at_scale(levels, max(int(result.n_persons), 1), scale)
+    return PHSafeErrors(cells, levels, at_scale, time.perf_counter() - started)
+
+
 def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if frame.empty or column not in frame.columns:
@@ -113,22 +171,29 @@ def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
 
 
 def metrics_payload(
-    result: PHSafeResult, *, scale: float | None = None, noise_method: str = "fast"
+    result: PHSafeResult,
+    *,
+    scale: float | None = None,
+    noise_method: str = "fast",
+    errors: PHSafeErrors | None = None,
 ) -> dict[str, Any]:
     """metrics.json for a PHSafe run (documented in docs/phsafe.md); ``noise`` records the sampler.
 
     ``scale`` is the fraction of a full population the data hold (a sample's declared scale, e.g.
     0.001): it adds ``truncation_at_scale`` — truncation error per 1,000 persons and projected to
-    full scale beside the noise MOE — and the ``scale`` section.
+    full scale beside the noise MOE — and the ``scale`` section. ``errors``: the run's
+    :func:`error_analysis` at ``scale`` when the caller already holds it (else computed here).
     """
+    if errors is None:
+        errors = error_analysis(result, scale)
     config = result.config
     budgets = {
         t: {lvl: config.budget(t, lvl) for lvl in levels_of(t) if config.budget(t, lvl) != 0}
         for t in MEASURED_TABLES
     }
     total = float(sum(v for levels in budgets.values() for v in levels.values()))
-    le = result.level_errors
-    trunc = errors_analysis.truncation_summary(result.truncation_stats)
+    le = errors.levels
+    trunc = truncation_summary(result.truncation_stats)
     trunc_mae = _nested(le, "mae_truncation")
     for table, info in trunc.items():
         info["mae_by_level"] = trunc_mae.get(table, {})
@@ -140,8 +205,12 @@ def metrics_payload(
         "non_private": result.non_private,
         "privacy_defn": config.privacy_defn,
         "budget_unit": "rho" if config.privacy_defn == "zcdp" else "epsilon",
-        "runtime_s": result.runtime_s,
-        "timings": result.timings,
+        "runtime_s": result.runtime_s + errors.seconds,
+        "timings": {
+            **result.timings,
+            "outputs_and_analysis_s": result.timings.get("outputs_and_analysis_s", 0.0)
+            + errors.seconds,
+        },
         "seed": result.seed,
         "trials": result.trials,
         "states": list(result.states),
@@ -181,7 +250,7 @@ def metrics_payload(
         },
     }
     if result.n_persons > 0 and not le.empty and "mean_truncation_error" in le:
-        scaled = result.truncation_at_scale(scale)
+        scaled = errors.at_scale
         metrics["truncation_at_scale"] = {
             table: {
                 row["level"]: {

@@ -41,7 +41,8 @@ class RunOutput:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    """Engine-specific leftovers a face may show (e.g. TopDown's spine sections)."""
+    """Engine-specific leftovers a face may show (TopDown's spine sections; PHSafe's error
+    analysis, :class:`engine.runs.phsafe.PHSafeErrors`, under ``"errors"``)."""
 
     @property
     def runtime_s(self) -> float:
@@ -146,11 +147,12 @@ def _phsafe(
         result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
     except PHSafeCancelled:
         raise RunCancelled("PHSafe run cancelled") from None
+    control.progress("error analysis", 1.0)
+    errors = stages.error_analysis(result, _scale(spec))
     payload: dict[str, Any] = {}
     if with_metrics:
-        scale = spec.options.get("scale")
         payload = stages.metrics_payload(
-            result, scale=None if scale is None else float(scale), noise_method=spec.noise_method
+            result, scale=_scale(spec), noise_method=spec.noise_method, errors=errors
         )
         payload.update(extra_metrics or {})
         payload["run"] = spec.to_dict()
@@ -158,16 +160,15 @@ def _phsafe(
         spec=spec,
         result=result,
         metrics=payload,
-        tidy=result.cell_errors,
+        tidy=errors.cells,
         tables={
-            "level_errors": result.level_errors,
-            "truncation_scale": result.truncation_at_scale(_scale(spec))
-            if result.n_persons > 0
-            else pd.DataFrame(),
+            "level_errors": errors.levels,
+            "truncation_scale": errors.at_scale if result.n_persons > 0 else pd.DataFrame(),
             "truncation": result.truncation,
             "measurements": result.measurements,
         },
         data=extract,
+        extra={"errors": errors},
     )
 
 
@@ -189,7 +190,9 @@ def write(
             tidy=output.tidy,
             microdata=bool(output.spec.options.get("microdata", microdata)),
         )
-    return write_phsafe(output.result, output.metrics, out_dir, summary, scale=_scale(output.spec))
+    return write_phsafe(
+        output.result, output.metrics, out_dir, summary, errors=output.extra.get("errors")
+    )
 
 
 def _scale(spec: RunSpec) -> float | None:

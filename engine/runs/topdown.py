@@ -378,9 +378,11 @@ def metrics(
     ``queries`` (default: the run's query groups) are the queries of the tidy comparison table.
     """
     tidy = result.to_tidy(queries)
-    spine_sections = (
-        measured.spine_plan.metrics(result, hist) if measured.spine_plan is not None else None
-    )
+    spine_sections = None
+    if measured.spine_plan is not None:
+        from engine.runs.spine import spine_sections as spine_metrics
+
+        spine_sections = spine_metrics(measured.spine_plan, result, hist)
     from phexplore.budget.invariants import budget_use
     from phexplore.folded_schema import schema_note_section
 

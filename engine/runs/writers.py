@@ -107,12 +107,14 @@ def write_phsafe(
     out_dir: str | Path,
     summary: Sequence[str],
     *,
+    errors: Any = None,
     scale: float | None = None,
 ) -> dict[str, Path]:
     """Write the official files, metrics.json, summary.txt and details/ into ``out_dir``.
 
-    ``scale`` (the data's fraction of the full population) is the projection of
-    ``details/truncation_at_scale.csv``.
+    ``errors``: the run's :class:`engine.runs.phsafe.PHSafeErrors` (the metrics stage's error
+    analysis, written to ``details/errors_by_level.csv`` and ``details/truncation_at_scale.csv``);
+    when None it is computed here with ``scale`` (the data's fraction of the full population).
     """
     from engine.phsafe.outputs import write_official
 
@@ -122,13 +124,17 @@ def write_phsafe(
         paths[path.stem] = path
     paths["metrics"] = out / "metrics.json"
     paths["metrics"].write_text(json_text(payload, infinity="string"), encoding="utf-8")
+    if errors is None:
+        from engine.runs.phsafe import error_analysis
+
+        errors = error_analysis(result, scale)
     details = out / "details"
     details.mkdir(exist_ok=True)
     frames = {
         "cells": result.measurements,
-        "errors_by_level": result.level_errors,
+        "errors_by_level": errors.levels,
         "truncation_by_tau": result.truncation,
-        "truncation_at_scale": result.truncation_at_scale(scale),
+        "truncation_at_scale": errors.at_scale,
         "published_tables": result.published,
     }
     for stem, frame in frames.items():

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._output import add_overwrite_option, input_location, open_output
 from phexplore.parsing import RANGES, option_type, parse_whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def register(engines: Any) -> None:
@@ -120,12 +123,20 @@ def parse_tau(spec: str) -> dict[str, int]:
     return out
 
 
-def summary_lines(result: Any, out_dir: Path, scale: float | None = None) -> list[str]:
+def summary_lines(
+    result: Any, out_dir: Path, scale: float | None = None, errors: Any = None
+) -> list[str]:
     """A readable summary of a run (what the CLI prints and writes to summary.txt).
 
     ``scale`` (the data's fraction of the full population) adds truncation error per 1,000 persons
     and projected to full scale, beside the noise MOE (which does not grow with population).
+    ``errors``: the run's error analysis (:class:`engine.runs.phsafe.PHSafeErrors`, the pipeline's
+    metrics stage, ``RunOutput.extra["errors"]``) at ``scale``; computed here when None.
     """
+    if errors is None:
+        from engine.runs.phsafe import error_analysis
+
+        errors = error_analysis(result, scale)
     cfg = result.config
     unit = "ρ" if cfg.privacy_defn == "zcdp" else "ε"
     lines = [
@@ -144,7 +155,7 @@ def summary_lines(result: Any, out_dir: Path, scale: float | None = None) -> lis
         lines.append(
             "  table      level       cells   VARIANCE   MOE90  emp.MOE90   MAE(noise)  MAE(trunc)"
         )
-        for row in result.level_errors.itertuples(index=False):
+        for row in errors.levels.itertuples(index=False):
             lines.append(
                 f"  {row.table:<10} {row.level:<10} {row.cells:>6} {row.analytic_variance:>10.4g} "
                 f"{row.analytic_moe:>7} {row.empirical_moe:>10} {row.mae_noise:>12.2f} "
@@ -159,7 +170,7 @@ def summary_lines(result: Any, out_dir: Path, scale: float | None = None) -> lis
             f"largest: {s.largest_household}"
         )
     if not result.non_private and result.n_persons > 0:
-        lines.extend(scale_lines(result, scale))
+        lines.extend(scale_lines(errors.at_scale, scale))
     unmapped = {t: n for t, n in result.unmapped_records.items() if n}
     if unmapped:
         lines.append(f"  records matching no basis cell (inconsistent input): {unmapped}")
@@ -225,15 +236,16 @@ def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, see
     )
     output = execute(spec)
     scale = spec.options.get("scale")
-    lines = summary_lines(output.result, staging.final, scale)
+    lines = summary_lines(output.result, staging.final, scale, output.extra.get("errors"))
     write(output, staging.path, summary=lines)
     print("\n".join(lines))
     return 0
 
 
-def scale_lines(result: Any, scale: float | None) -> list[str]:
-    """Truncation bias of the Nation and State levels at one scale with the noise MOE."""
-    frame = result.truncation_at_scale(scale)
+def scale_lines(at_scale: pd.DataFrame, scale: float | None) -> list[str]:
+    """Truncation bias of the Nation and State levels at one scale with the noise MOE
+    (``at_scale``: :func:`engine.metrics.phsafe_errors.truncation_at_scale` at ``scale``)."""
+    frame = at_scale
     frame = frame[frame["mean_truncation_error"] != 0]
     if frame.empty:
         return ["", "  truncation: no cell lost persons at the configured τ"]

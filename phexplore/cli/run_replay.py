@@ -118,7 +118,9 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
     if spec.engine == "phsafe":
         from phexplore.cli.run_phsafe import summary_lines
 
-        summary = summary_lines(output.result, staging.final, spec.options.get("scale"))
+        summary = summary_lines(
+            output.result, staging.final, spec.options.get("scale"), output.extra.get("errors")
+        )
     paths = write(output, staging.path, summary=summary)
     print(
         f"Replayed {spec.engine} run {spec.fingerprint()[:12]} on {spec.data.get('source')} "

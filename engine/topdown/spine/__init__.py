@@ -7,7 +7,8 @@
 * :mod:`.bypass` — bypassing single-child parents (§5, Algorithm 3, Theorem 3);
 * :mod:`.entities` — off-spine entity sets by block (shipped Providence wards, uploaded CSVs);
 * :mod:`.build` — the spine of a run as a GeoTree with per-node budget proportions;
-* :mod:`.report` / :mod:`.runner` — spine-independent MAE and OSED of a run (§7, Tables 2–3);
+* :mod:`.runner` — TopDown on a built spine (its MAE by geography is a metric of the run
+  pipeline: :mod:`engine.runs.spine`, :mod:`engine.metrics.spine`);
 * :mod:`.cli_options` — the ``--spine`` / ``--entities`` options of ``phexplore run topdown``.
 """
 
@@ -24,7 +25,6 @@ _EXPORTS: dict[str, str] = {
     "block_ids_of": "engine.topdown.spine.entities",
     "load_entities": "engine.topdown.spine.entities",
     "run_on_spine": "engine.topdown.spine.runner",
-    "spine_report": "engine.topdown.spine.runner",
 }
 """Public names, imported on first use so that the CLI can parse options without NumPy/SciPy."""
 

@@ -15,8 +15,9 @@
 ``apply_spine_options(args, hist, allocation)`` returns a :class:`SpinePlan` (through
 :func:`plan_spine`, the same resolution with plain arguments, which the app calls): the built spine,
 the keyword arguments for :func:`engine.topdown.run.run_topdown` (tree, node budgets, invariant
-options) and :meth:`SpinePlan.metrics`, the ``conventional_mae`` / ``entity_mae`` / ``osed``
-sections of metrics.json.
+options) and :meth:`SpinePlan.summary`, the ``spine`` section of metrics.json. The
+``conventional_mae`` / ``entity_mae`` / ``osed`` sections are the run pipeline's metrics stage
+(:mod:`engine.runs.spine`, with :mod:`engine.metrics.spine`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from engine.data.histogram import BlockHistogram
-    from engine.topdown.run import TopDownOptions, TopDownResult
+    from engine.topdown.run import TopDownOptions
     from engine.topdown.spine.build import BuiltSpine
     from engine.topdown.spine.entities import EntitySet
     from phexplore.budget import TopDownAllocation
@@ -114,17 +115,13 @@ class SpinePlan:
             "options": run_options,
         }
 
-    def metrics(self, result: TopDownResult, hist: BlockHistogram) -> dict[str, Any]:
-        """The metrics.json sections ``conventional_mae``, ``entity_mae``, ``osed`` and ``spine``."""
-        from engine.topdown.spine.runner import spine_report
-
-        sections = spine_report(result, hist, self.entity_sets, self.built)
-        sections["spine"] = {
+    def summary(self) -> dict[str, Any]:
+        """The metrics.json ``spine`` section: the built spine, its special areas, the entity sets."""
+        return {
             **self.built.summary(),
             "special_areas": self.special_areas,
             "entity_sets": {s.name: s.n_entities for s in self.entity_sets},
         }
-        return sections
 
 
 def spine_options_given(args: argparse.Namespace) -> bool:

@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from engine.topdown.geography import GeoTree
 from engine.topdown.spine.bypass import node_depths
 from engine.topdown.spine.levels import SpineLevels
 from phexplore.errors import ValidationError
@@ -82,6 +83,17 @@ def entity_osed(spine: SpineLevels, membership: np.ndarray) -> np.ndarray:
         levels = osed_by_level(spine, member[:, start:stop])
         result[start:stop] = levels[0][0][0]
     return result
+
+
+def mean_osed(used: SpineLevels | GeoTree, membership: np.ndarray) -> float:
+    """Mean OSED of the entities (columns of ``membership``) on the spine a run measured on:
+    nested levels (:func:`entity_osed`) or the run's tree after bypassing (:func:`tree_osed`).
+
+    A property of the spine and the entities (SPN §7, Tables 2–3 report it beside the MAE), not
+    a comparison with the truth."""
+    if isinstance(used, GeoTree):
+        return float(tree_osed(used.parent, used.block_node, membership).mean())
+    return float(entity_osed(used, membership).mean())
 
 
 def tree_osed(parent: np.ndarray, block_node: np.ndarray, membership: np.ndarray) -> np.ndarray:

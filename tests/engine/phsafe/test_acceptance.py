@@ -19,6 +19,7 @@ from engine.phsafe.config import TRUNCATED_TABLES, preset
 from engine.phsafe.measure import sensitivity
 from engine.phsafe.outputs import format_variance
 from engine.phsafe.run import PHSafeResult, run_phsafe
+from engine.runs.phsafe import error_analysis
 
 TRIALS = 200
 MIN_DRAWS_PER_LEVEL = 5_000
@@ -65,7 +66,7 @@ def test_variance_column_is_delta_squared_over_two_rho(private_run: PHSafeResult
 
 @pytest.mark.slow
 def test_two_hundred_trials_match_analytic_variance_and_moe(private_run: PHSafeResult) -> None:
-    summary = private_run.level_errors
+    summary = error_analysis(private_run).levels
     assert (summary["trials"] == TRIALS).all()
     checked = 0
     for row in summary.itertuples(index=False):
@@ -95,7 +96,7 @@ def test_truncation_error_positive_at_six_and_shrinking(sample: CefExtract) -> N
     for tau in (6, 8, 10, 15):
         config = base.with_tau({t: tau for t in TRUNCATED_TABLES})
         result = run_phsafe(sample, config, seed=0, non_private=True)
-        errors = result.cell_errors
+        errors = error_analysis(result).cells
         totals[tau] = errors.groupby("table")["truncation_error"].apply(
             lambda s: int(s.abs().sum())
         )

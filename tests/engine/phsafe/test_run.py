@@ -11,7 +11,7 @@ import pytest
 from engine.metrics import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
 from engine.phsafe.run import PHSafeCancelled, run_phsafe
-from engine.runs.phsafe import metrics_payload
+from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json
 from phexplore.errors import ValidationError
 
@@ -81,7 +81,8 @@ def test_same_seed_same_noise_and_trials_reuse_counts(cef) -> None:
 
 def test_truncation_error_and_noise_decomposition(cef) -> None:
     result = run_phsafe(_small(cef), _config(), seed=3)
-    e = result.cell_errors
+    assert not hasattr(result, "cell_errors")  # the engine returns estimates and diagnostics
+    e = error_analysis(result).cells
     assert (e["total_error"] == e["noise_error"] + e["truncation_error"]).all()
     ph1 = e[(e["table"] == "PH1_num") & (e["level"] == "usa_*")]
     # households of 12 persons lose 2 people at τ = 10
@@ -227,30 +228,3 @@ def test_derived_totals_use_the_same_moe_rule_as_cells(cef) -> None:
         moe = (frame["ci90_high"] - frame["estimate"]).to_numpy()
         exact = [discrete_gaussian_moe(float(v)) for v in frame["variance"]]
         assert np.array_equal(moe, exact)
-
-
-def test_truncation_at_scale_projects_only_truncation() -> None:
-    """Truncation grows with population, noise does not: per 1,000 persons and ×1/scale."""
-    import pandas as pd
-
-    from engine.phsafe.errors_analysis import truncation_at_scale
-
-    le = pd.DataFrame(
-        {
-            "table": ["PH1_num"],
-            "level": ["usa_*"],
-            "cells": [1],
-            "mean_truncation_error": [-123.0],
-            "mae_truncation": [123.0],
-            "analytic_moe": [500],
-        }
-    )
-    out = truncation_at_scale(le, 308_746, 0.001).iloc[0]
-    assert out["mean_truncation_error_per_1000"] == pytest.approx(-123 / 308.746)
-    assert out["mean_truncation_error_projected"] == pytest.approx(-123_000)
-    assert out["analytic_moe"] == 500  # the noise MOE is not scaled
-    assert out["projected_bias_over_moe"] == pytest.approx(246)
-    bare = truncation_at_scale(le, 308_746, None).iloc[0]
-    assert np.isnan(bare["mean_truncation_error_projected"])
-    with pytest.raises(ValidationError, match="scale"):
-        truncation_at_scale(le, 10, 2.0)

@@ -132,3 +132,17 @@ def test_pure_dp_bypass_of_a_two_child_parent_can_raise_an_osed():
     a1 = member(0, 1)[:, None]
     assert entity_osed(TOY, a1)[0] == 1
     assert tree_osed(parent, block_node, a1)[0] > 1
+
+
+def test_mean_osed_of_an_entity_set():
+    """The metrics.json ``osed`` section: mean OSED of a set's entities on the spine used (on a
+    run's tree: tests/engine/runs/test_spine.py)."""
+    from engine.topdown.spine.entities import EntitySet
+    from engine.topdown.spine.osed import mean_osed
+
+    spine = SpineLevels.from_block_labels(
+        ("US", "County", "Block"),
+        [["US"] * 4, ["A", "A", "B", "B"], ["b0", "b1", "b2", "b3"]],
+    )
+    pair = EntitySet("pair", ("p", "q"), np.array([0, -1, 0, 1]))
+    assert mean_osed(spine, pair.membership()) == 1.5  # {b0, b2} needs 2 blocks, {b3} is a block

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from engine.data.samples import load_topdown_sample
+from engine.runs.spine import spine_report
 from engine.topdown.spine import (
     block_ids_of,
     build_spine,
     load_entities,
     run_on_spine,
-    spine_report,
 )
 from phexplore.presets import load_topdown_preset
 

@@ -10,20 +10,41 @@ Per table × population-group level this module reports, over all cells and repe
 (the join runs once; only the noise is redrawn): MAE of the total, noise and truncation errors, the
 mean signed truncation error (a bias, ≤ 0), the empirical noise variance and 90% MOE (smallest m
 with at least 90% of |noise| ≤ m) next to the analytic VARIANCE and exact MOE, and the empirical
-coverage of the analytic MOE (SPEC §5, "Empirical MOE coverage"). Truncation statistics give the
-share of persons a table's τ dropped and the share other τ values would drop.
+coverage of the analytic MOE (SPEC §5, "Empirical MOE coverage"); and the truncation error at one
+scale with the noise (per 1,000 persons, projected to full scale).
+
+Metrics run no engine: the inputs are plain arrays and frames — the truth before and after
+truncation (an engine diagnostic), the noisy estimates of every trial and the analytic noise of
+each level — assembled by the run pipeline (:mod:`engine.runs.phsafe`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from engine.phsafe.join import TruncationStats
-from engine.phsafe.measure import MeasuredLevel
 from phexplore.errors import ValidationError
+
+
+@dataclass(frozen=True)
+class LevelTruth:
+    """One table at one population-group level: its truth, estimates and analytic noise.
+
+    ``true`` (T) and ``true_truncated`` (T_τ) have one value per basis cell (any shape, the same
+    for both); ``estimates`` the noisy counts X of every trial, shaped (trials, *true.shape), or
+    None (a non-private run); ``analytic`` the level's noise as planned — ``budget``,
+    ``sensitivity``, ``variance``, ``moe90`` (exact 90% MOE) and ``moe90_bound`` — or None.
+    """
+
+    table: str
+    level: str
+    true: np.ndarray
+    true_truncated: np.ndarray
+    estimates: np.ndarray | None = None
+    analytic: Mapping[str, float] | None = None
 
 
 def mean_absolute(values: np.ndarray) -> float:
@@ -40,93 +61,65 @@ def empirical_moe(noise: np.ndarray, confidence: float = 0.90) -> int:
     return int(a[max(k, 0)])
 
 
-def cell_errors(levels: Iterable[MeasuredLevel], trial: int = 0) -> pd.DataFrame:
-    """Per basis cell of one trial: true, true_truncated, noisy and the three error components."""
+def cell_errors(cells: Iterable[tuple[pd.DataFrame, np.ndarray | None]]) -> pd.DataFrame:
+    """Per basis cell of one trial: true, true_truncated, noisy and the three error components.
+
+    ``cells``: per level, the frame of its basis cells (identifying columns, ``true`` and
+    ``true_truncated``) and that trial's noisy counts in the frame's row order (None: non-private).
+    """
     frames = []
-    for level in levels:
-        frame = level.basis_frame()
+    for basis, noisy in cells:
+        frame = basis.copy()
         frame["truncation_error"] = frame["true_truncated"] - frame["true"]
-        if level.noise is not None:
-            frame["noisy"] = level.noisy(trial).reshape(-1)
+        if noisy is not None:
+            frame["noisy"] = np.asarray(noisy).reshape(-1)
             frame["noise_error"] = frame["noisy"] - frame["true_truncated"]
             frame["total_error"] = frame["noisy"] - frame["true"]
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def level_summary(levels: Iterable[MeasuredLevel]) -> pd.DataFrame:
+def level_summary(levels: Iterable[LevelTruth]) -> pd.DataFrame:
     """Per table × level, over all cells and trials: MAEs, empirical vs analytic variance and MOE."""
     rows = []
     for level in levels:
-        c = level.counts
-        trunc_err = (c.true_truncated - c.true_full).reshape(-1)
+        true = np.asarray(level.true)
+        truncated = np.asarray(level.true_truncated)
+        trunc_err = (truncated - true).reshape(-1)
         row: dict[str, object] = {
-            "table": c.table,
-            "level": c.level,
-            "cells": int(c.true_full.size),
-            "true_total": int(c.true_full.sum()),
+            "table": level.table,
+            "level": level.level,
+            "cells": int(true.size),
+            "true_total": int(true.sum()),
             "mae_truncation": mean_absolute(trunc_err),
             "mean_truncation_error": float(trunc_err.mean()) if trunc_err.size else float("nan"),
             "cells_truncated": int((trunc_err != 0).sum()),
         }
-        if level.noise is not None and level.spec is not None:
-            noise = level.noise.reshape(level.noise.shape[0], -1)
+        if level.estimates is not None and level.analytic is not None:
+            estimates = np.asarray(level.estimates)
+            noise = (estimates - truncated[None, ...]).reshape(estimates.shape[0], -1)
             total = noise + trunc_err[None, :]
-            spec = level.spec
+            spec = level.analytic
             row |= {
                 "trials": int(noise.shape[0]),
-                "budget": spec.budget,
-                "sensitivity": spec.sensitivity,
+                "budget": spec["budget"],
+                "sensitivity": spec["sensitivity"],
                 "mae": mean_absolute(total),
                 "mae_noise": mean_absolute(noise),
-                "analytic_variance": spec.variance,
+                "analytic_variance": spec["variance"],
                 "empirical_variance": float((noise.astype(np.float64) ** 2).mean())
                 if noise.size
                 else 0.0,
-                "analytic_moe": spec.moe90,
-                "analytic_moe_bound": spec.moe90_bound,
+                "analytic_moe": spec["moe90"],
+                "analytic_moe_bound": spec["moe90_bound"],
                 "empirical_moe": empirical_moe(noise),
-                "coverage": float((np.abs(noise) <= spec.moe90).mean()) if noise.size else 1.0,
-                "total_error_coverage": float((np.abs(total) <= spec.moe90).mean())
+                "coverage": float((np.abs(noise) <= spec["moe90"]).mean()) if noise.size else 1.0,
+                "total_error_coverage": float((np.abs(total) <= spec["moe90"]).mean())
                 if total.size
                 else 1.0,
             }
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def truncation_frame(stats: Mapping[str, TruncationStats]) -> pd.DataFrame:
-    """One row per truncated table and candidate τ: the share of joined persons dropped."""
-    rows = []
-    for table, s in stats.items():
-        for tau, share in s.share_dropped_by_tau.items():
-            rows.append(
-                {
-                    "table": table,
-                    "tau": tau,
-                    "share_dropped": share,
-                    "configured": tau == s.tau,
-                    "persons_joined": s.persons_joined,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def truncation_summary(stats: Mapping[str, TruncationStats]) -> dict[str, dict[str, object]]:
-    """JSON-ready truncation statistics per table at its configured τ."""
-    return {
-        table: {
-            "tau": s.tau,
-            "persons_joined": s.persons_joined,
-            "persons_dropped": s.persons_dropped,
-            "share_dropped": s.share_dropped,
-            "households": s.households,
-            "households_over_tau": s.households_over_tau,
-            "largest_household": s.largest_household,
-            "share_dropped_by_tau": {str(t): v for t, v in s.share_dropped_by_tau.items()},
-        }
-        for table, s in stats.items()
-    }
 
 
 PER_PERSONS = 1_000
@@ -142,12 +135,13 @@ def truncation_at_scale(
     the population; the noise of a cell does not depend on the population (PHS §7.1). A sample
     holding the fraction ``scale`` of a full population (e.g. 0.001 for the 1/1000 synthetic US)
     therefore shows a truncation error ``scale`` times its full-scale size next to full-scale noise.
-    Per table × level this returns: ``mean_truncation_error`` and ``mae_truncation`` as measured
-    (sample scale), the same per 1,000 persons of the run (``…_per_1000``), and — when ``scale``
-    is declared — projected to full scale (``…_projected`` = measured / scale; a projection that
-    assumes the same household-size mix), beside the noise's ``analytic_moe`` (any scale) and
-    ``projected_bias_over_moe`` = |projected mean truncation error| / analytic MOE. Without a
-    declared scale the projected columns are NaN (the data are taken as the full population).
+    Per table × level (``level_errors`` from :func:`level_summary`) this returns:
+    ``mean_truncation_error`` and ``mae_truncation`` as measured (sample scale), the same per 1,000
+    persons of the run (``…_per_1000``), and — when ``scale`` is declared — projected to full scale
+    (``…_projected`` = measured / scale; a projection that assumes the same household-size mix),
+    beside the noise's ``analytic_moe`` (any scale) and ``projected_bias_over_moe`` = |projected
+    mean truncation error| / analytic MOE. Without a declared scale the projected columns are NaN
+    (the data are taken as the full population).
     """
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer) or n_persons < 1:
         raise ValidationError(f"n_persons must be a positive whole number; got {n_persons!r}")
