@@ -9,7 +9,8 @@ Map (what happens when you press Run or type ``phexplore run``)::
        ├─ load                   topdown.load / phsafe.load            (engine.data)
        ├─ measure                topdown.measure / phsafe.measure_and_estimate
        ├─ estimate               units of work on an Executor         (engine.executors)
-       ├─ metrics                topdown.metrics / phsafe.metrics_payload (engine.metrics)
+       ├─ metrics                topdown.metrics (+ spine.spine_sections) /
+       │                         phsafe.error_analysis + phsafe.metrics_payload (engine.metrics)
        ▼
     write (pipeline.py → writers.py)   the run's files; metrics.json records the spec and the noise
 
