@@ -67,6 +67,9 @@ bench: install-dev java
 	$(PY) benchmarks/synthetic.py
 	$(PY) benchmarks/metrics_epl.py
 	$(PY) benchmarks/spark.py --persons 100000 --county 44001
+	$(PY) benchmarks/prediction.py --seeds 4
+	$(PY) benchmarks/topdown_production.py --persons 1e5,1e6
+	$(PY) benchmarks/large_input.py --mb 40
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache test-output
