@@ -1,9 +1,11 @@
-"""Shared output helpers for CLI subcommands: JSON for scripts, a readable table by default."""
+"""Shared output helpers for CLI subcommands: JSON for scripts, a readable table by default; the
+``--out``/``--overwrite`` options of commands writing an output folder, and their progress line."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,31 @@ def add_overwrite_option(parser: Any, what: str = "folder") -> None:
         help=f"replace an earlier PHExplore output {what} at --out (the whole {what} is replaced; "
         "a folder or file not written by PHExplore is never replaced)",
     )
+
+
+OUT_FOLDER_HELP = "output folder (written atomically, with manifest.json)"
+
+
+def add_output_folder_options(parser: Any, help: str = OUT_FOLDER_HELP, **out_kwargs: Any) -> None:
+    """Add the required ``--out`` output folder and ``--overwrite`` (see :func:`open_output`)."""
+    parser.add_argument("--out", required=True, help=help, **out_kwargs)
+    add_overwrite_option(parser)
+
+
+def progress_line(enabled: bool, width: int = 40) -> Callable[[str, float], None]:
+    """A progress callback rewriting one stderr line ``[ 42.0%] message`` (silent when disabled)."""
+
+    def progress(message: str, fraction: float) -> None:
+        if enabled:
+            print(f"\r[{fraction:6.1%}] {message:<{width}}", end="", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def end_progress_line(enabled: bool) -> None:
+    """End the line :func:`progress_line` rewrote (when it was enabled)."""
+    if enabled:
+        print(file=sys.stderr)
 
 
 def input_location(value: str | os.PathLike[str] | None) -> str | None:

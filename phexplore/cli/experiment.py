@@ -23,7 +23,8 @@ from typing import Any
 
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
-from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
+from phexplore.cli._options import add_max_bytes_option, add_workers_option
+from phexplore.cli._output import add_output_folder_options, dumps_json, input_location, open_output
 from phexplore.errors import ValidationError
 from phexplore.folded_schema import NOTE as FOLDED_NOTE
 from phexplore.parsing import RANGES, option_type, parse_real, parse_whole
@@ -126,12 +127,7 @@ def register(subparsers: Any) -> None:
         default=100,
         help="bootstrap resamples per EPL interval, 0 – 100,000 (default 100)",
     )
-    parser.add_argument(
-        "--workers",
-        type=option_type("whole", "workers", "--workers"),
-        default=1,
-        help="engine worker processes, 1 – 256",
-    )
+    add_workers_option(parser, "engine worker processes, 1 – 256")
     add_backend_arguments(parser)
     parser.add_argument(
         "--tradeoff",
@@ -139,16 +135,8 @@ def register(subparsers: Any) -> None:
         help="geolevel:query of the printed and written MAE–EPL trade-off (default "
         "Tract:RACEETH for topdown, state_*:PH1_num for phsafe)",
     )
-    parser.add_argument(
-        "--out", required=True, help="output folder (written atomically, with manifest.json)"
-    )
-    add_overwrite_option(parser)
-    parser.add_argument(
-        "--max-bytes",
-        type=option_type("whole", "max_bytes", "--max-bytes"),
-        default=None,
-        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)",
-    )
+    add_output_folder_options(parser)
+    add_max_bytes_option(parser)
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="printed summary format"
     )

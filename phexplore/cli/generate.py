@@ -15,11 +15,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import add_format_option, add_overwrite_option, open_output, print_rows
+from phexplore.cli._options import add_seed_option
+from phexplore.cli._output import (
+    add_format_option,
+    add_output_folder_options,
+    end_progress_line,
+    open_output,
+    print_rows,
+    progress_line,
+)
 from phexplore.errors import ValidationError
 from phexplore.parsing import option_type
 
 _whole_number = option_type("whole", "persons", "--persons")
+GENERATE_OUT_HELP = "output folder (written atomically, with manifest)"
 
 
 def register(subparsers: Any) -> None:
@@ -45,12 +54,7 @@ def register(subparsers: Any) -> None:
         required=True,
         help="number of persons (1,000 – 50,000,000)",
     )
-    households.add_argument(
-        "--seed",
-        type=option_type("whole", "seed", "--seed"),
-        required=True,
-        help="random seed, 0 – 2^63-1 (same seed → same files)",
-    )
+    add_seed_option(households, "random seed, 0 – 2^63-1 (same seed → same files)", required=True)
     households.add_argument(
         "--states",
         nargs="+",
@@ -65,10 +69,7 @@ def register(subparsers: Any) -> None:
         help="share of housing units that are vacant (default: 0.114, the 2010 Census rate)",
     )
     households.add_argument("--compress", action="store_true", help="write .csv.gz files")
-    households.add_argument(
-        "--out", type=Path, required=True, help="output folder (written atomically, with manifest)"
-    )
-    add_overwrite_option(households)
+    add_output_folder_options(households, GENERATE_OUT_HELP, type=Path)
     add_format_option(households)
     households.set_defaults(func=run_households)
     population = kinds.add_parser(
@@ -88,12 +89,7 @@ def register(subparsers: Any) -> None:
         required=True,
         help="number of persons (1,000 – 400,000,000)",
     )
-    population.add_argument(
-        "--seed",
-        type=option_type("whole", "seed", "--seed"),
-        required=True,
-        help="random seed, ≥ 0 (same seed → same files)",
-    )
+    add_seed_option(population, "random seed, ≥ 0 (same seed → same files)", required=True)
     population.add_argument(
         "--states",
         nargs="+",
@@ -107,10 +103,7 @@ def register(subparsers: Any) -> None:
         help="persons generated at once (10,000 – 50,000,000; default 2,000,000): bounds memory",
     )
     population.add_argument("--compress", action="store_true", help="write .csv.gz files")
-    population.add_argument(
-        "--out", type=Path, required=True, help="output folder (written atomically, with manifest)"
-    )
-    add_overwrite_option(population)
+    add_output_folder_options(population, GENERATE_OUT_HELP, type=Path)
     add_format_option(population)
     population.set_defaults(func=run_population)
     parser.set_defaults(func=lambda args: _no_kind(parser))
@@ -162,13 +155,9 @@ def run_households(args: argparse.Namespace) -> int:
 
 def run_population(args: argparse.Namespace) -> int:
     """Generate the population folder (atomically, with manifest) and print a summary."""
-    import sys
-
     from engine.data.population import DEFAULT_CHUNK_PERSONS, generate_population
 
-    def progress(message: str, fraction: float) -> None:
-        if args.format == "table":
-            print(f"\r[{fraction:6.1%}] {message:<50}", end="", file=sys.stderr, flush=True)
+    progress = progress_line(args.format == "table", width=50)
 
     with open_output(args, "generate population", {}, seed=args.seed) as staging:
         staging.settings.update({"persons": args.persons, "states": args.states})
@@ -182,8 +171,7 @@ def run_population(args: argparse.Namespace) -> int:
             progress=progress,
             atomic=False,
         )
-    if args.format == "table":
-        print(file=sys.stderr)
+    end_progress_line(args.format == "table")
     rows = [{"file": str(staging.final / name)} for name in summary.files]
     info = {
         k: v

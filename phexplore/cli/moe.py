@@ -11,6 +11,7 @@ from typing import Any
 
 from phexplore.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
 from phexplore.budget.invariants import SPREAD_LABEL, spread_invariant_share
+from phexplore.cli._options import add_data_format_option
 from phexplore.cli._output import add_format_option, print_rows
 from phexplore.errors import ValidationError
 from phexplore.moe_tables import (
@@ -120,11 +121,7 @@ def register(subparsers: Any) -> None:
         "as ri2010 or ppmf_perry_al, or a file as for 'run topdown'); default: the shipped Rhode "
         "Island 2010 profile",
     )
-    pt.add_argument(
-        "--data-format",
-        choices=("ri2010", "ppmf", "pl94171", "block_csv"),
-        help="format of --data when its header is not enough to tell (default: sniffed)",
-    )
+    add_data_format_option(pt)
     pt.add_argument(
         "--entities",
         default=None,

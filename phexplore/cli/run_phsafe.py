@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from phexplore.cli._backend import add_backend_arguments, backend_of
-from phexplore.cli._output import add_overwrite_option, input_location, open_output
+from phexplore.cli._options import add_max_bytes_option, add_seed_option
+from phexplore.cli._output import add_output_folder_options, input_location, open_output
 from phexplore.parsing import RANGES, option_type, parse_whole
 
 if TYPE_CHECKING:
@@ -56,12 +57,7 @@ def register(engines: Any) -> None:
         default=1,
         help="noise trials, 1 – 10,000 (default 1)",
     )
-    parser.add_argument(
-        "--seed",
-        type=option_type("whole", "seed", "--seed"),
-        default=None,
-        help="noise seed, 0 – 2^63-1 (default: random, recorded)",
-    )
+    add_seed_option(parser, "noise seed, 0 – 2^63-1 (default: random, recorded)", default=None)
     add_backend_arguments(parser)
     parser.add_argument(
         "--noise-method",
@@ -77,10 +73,7 @@ def register(engines: Any) -> None:
         action="store_true",
         help="write the true tabulation (no noise), labelled non-private",
     )
-    parser.add_argument(
-        "--out", required=True, help="output folder (written atomically, with manifest.json)"
-    )
-    add_overwrite_option(parser)
+    add_output_folder_options(parser)
     parser.add_argument(
         "--scale",
         type=option_type("real", "scale", "--scale"),
@@ -90,12 +83,7 @@ def register(engines: Any) -> None:
         "sample's declared scale, e.g. 0.001 for phsafe_synthetic_us; else 1). Truncation error "
         "is reported per 1,000 persons and projected to full scale (÷ FRACTION)",
     )
-    parser.add_argument(
-        "--max-bytes",
-        type=option_type("whole", "max_bytes", "--max-bytes"),
-        default=None,
-        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB)",
-    )
+    add_max_bytes_option(parser, "size limit per input file in bytes, 1 – 2^40 (default 200 MB)")
     parser.set_defaults(func=run)
 
 

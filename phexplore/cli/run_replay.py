@@ -12,13 +12,18 @@ Runs with ``noise_method: exact`` (OpenDP, OS randomness) cannot be reproduced a
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from phexplore.cli._output import add_overwrite_option, input_location, open_output
+from phexplore.cli._options import add_workers_option
+from phexplore.cli._output import (
+    add_output_folder_options,
+    end_progress_line,
+    input_location,
+    open_output,
+    progress_line,
+)
 from phexplore.errors import ValidationError
-from phexplore.parsing import option_type
 
 
 def register(engines: Any) -> None:
@@ -45,16 +50,12 @@ def register(engines: Any) -> None:
         metavar="N",
         help="with a scenario file: replay its N-th attached run result (1 = first)",
     )
-    parser.add_argument(
-        "--workers",
-        type=option_type("whole", "workers", "--workers"),
+    add_workers_option(
+        parser,
+        "worker processes, 1 – 256 (default: as recorded; the numbers do not depend on it)",
         default=None,
-        help="worker processes, 1 – 256 (default: as recorded; the numbers do not depend on it)",
     )
-    parser.add_argument(
-        "--out", required=True, help="output folder (written atomically, with manifest.json)"
-    )
-    add_overwrite_option(parser)
+    add_output_folder_options(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     parser.set_defaults(func=run)
 
@@ -107,13 +108,10 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
 
     staging.settings.update({"engine": spec.engine, "run_fingerprint": spec.fingerprint()})
 
-    def progress(message: str, fraction: float) -> None:
-        if not args.quiet:
-            print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
+    progress = progress_line(not args.quiet)
 
     output = execute(spec, control=RunControl(progress))
-    if not args.quiet:
-        print(file=sys.stderr)
+    end_progress_line(not args.quiet)
     summary: list[str] = []
     if spec.engine == "phsafe":
         from phexplore.cli.run_phsafe import summary_lines

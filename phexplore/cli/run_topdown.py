@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,23 @@ from engine.topdown.spine.cli_options import add_spine_arguments, spine_options_
 from phexplore.budget.invariants import SPREAD_LABEL, spent_label
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
-from phexplore.cli._output import add_overwrite_option, dumps_json, input_location, open_output
+from phexplore.cli._options import (
+    add_data_format_option,
+    add_max_bytes_option,
+    add_seed_option,
+    add_workers_option,
+)
+from phexplore.cli._output import (
+    add_output_folder_options,
+    dumps_json,
+    end_progress_line,
+    input_location,
+    open_output,
+    progress_line,
+)
 from phexplore.errors import ValidationError
 from phexplore.folded_schema import note_lines
-from phexplore.parsing import option_type, parse_exact
+from phexplore.parsing import parse_exact
 
 
 def register(engines: Any) -> None:
@@ -46,11 +58,7 @@ def register(engines: Any) -> None:
         "(RI 2010 layout or PPMF person records, recognised by its header), or a folder holding a "
         "P.L. 94-171 2020-style file set (*.pl)",
     )
-    parser.add_argument(
-        "--data-format",
-        choices=("ri2010", "ppmf", "pl94171", "block_csv"),
-        help="format of --data when its header is not enough to tell (default: sniffed)",
-    )
+    add_data_format_option(parser)
     parser.add_argument(
         "--mapping",
         help="mapping JSON for a generic block CSV: which schema cell each column counts "
@@ -68,19 +76,9 @@ def register(engines: Any) -> None:
         default=None,
         help="total ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the allocation's",
     )
-    parser.add_argument(
-        "--seed",
-        type=option_type("whole", "seed", "--seed"),
-        default=0,
-        help="noise seed, 0 – 2^63-1 (default 0)",
-    )
+    add_seed_option(parser, "noise seed, 0 – 2^63-1 (default 0)", default=0)
     add_backend_arguments(parser)
-    parser.add_argument(
-        "--workers",
-        type=option_type("whole", "workers", "--workers"),
-        default=1,
-        help="worker processes, 1 – 256 (default 1)",
-    )
+    add_workers_option(parser, "worker processes, 1 – 256 (default 1)")
     parser.add_argument(
         "--levels",
         default=None,
@@ -113,16 +111,8 @@ def register(engines: Any) -> None:
         "metrics.json 'noise'",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
-    parser.add_argument(
-        "--out", required=True, help="output folder (written atomically, with manifest.json)"
-    )
-    add_overwrite_option(parser)
-    parser.add_argument(
-        "--max-bytes",
-        type=option_type("whole", "max_bytes", "--max-bytes"),
-        default=None,
-        help="size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)",
-    )
+    add_output_folder_options(parser)
+    add_max_bytes_option(parser)
     add_spine_arguments(parser)
     add_epl_arguments(parser)
     parser.set_defaults(func=run)
@@ -240,9 +230,7 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         }
     )
 
-    def progress(message: str, fraction: float) -> None:
-        if not args.quiet:
-            print(f"\r[{fraction:6.1%}] {message:<40}", end="", file=sys.stderr, flush=True)
+    progress = progress_line(not args.quiet)
 
     from phexplore.budget import TopDownAllocation
     from phexplore.budget.fingerprint import budget_fingerprint
@@ -253,8 +241,7 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     output = execute(
         spec, control=RunControl(progress), extra_metrics={"budget_fingerprint": fingerprint}
     )
-    if not args.quiet:
-        print(file=sys.stderr)
+    end_progress_line(not args.quiet)
     paths = write(output, staging.path)
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))
