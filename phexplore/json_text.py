@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """``json.dumps`` ``default=``: numpy scalars and arrays as numbers and lists, fractions as floats."""
     if hasattr(obj, "item"):  # numpy scalars
         return obj.item()
     if hasattr(obj, "tolist"):
@@ -43,4 +44,4 @@ def _clean(obj: Any) -> Any:
 
 def dumps_json(payload: Any) -> str:
     """Serialise ``payload`` as strict, indented JSON."""
-    return json.dumps(_clean(payload), indent=2, default=_json_default, allow_nan=False)
+    return json.dumps(_clean(payload), indent=2, default=json_default, allow_nan=False)

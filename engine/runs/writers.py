@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from phexplore.errors import ValidationError
+from phexplore.json_text import json_default
 
 
 def strict(value: Any, *, infinity: str | None = None) -> Any:
@@ -47,20 +48,8 @@ def strict(value: Any, *, infinity: str | None = None) -> Any:
 
 def json_text(payload: Mapping[str, Any], *, infinity: str | None = None) -> str:
     """Strict, indented JSON (RFC 8259: no NaN or ∞ literals), ending with a newline."""
-
-    def default(obj: Any) -> Any:
-        if hasattr(obj, "item"):
-            return obj.item()
-        if hasattr(obj, "tolist"):
-            return obj.tolist()
-        from fractions import Fraction
-
-        if isinstance(obj, Fraction):
-            return float(obj)
-        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
     text = json.dumps(
-        strict(payload, infinity=infinity), indent=2, allow_nan=False, default=default
+        strict(payload, infinity=infinity), indent=2, allow_nan=False, default=json_default
     )
     return text + "\n"
 
