@@ -196,15 +196,10 @@ def topdown_work(
         backend=backend,
     )
     settings = epl_settings(epl_percentile, epl_multiplier)
-    token = uuid.uuid4().hex
-    provenance = run_provenance(
-        run_id=run_id,
-        token=token,
-        data_label=data_label,
-        seed=seed,
-        fingerprint=budget_fingerprint(allocation),
-        origin=origin or allocation.name,
+    provenance = new_run_provenance(
+        run_id=run_id, data_label=data_label, seed=seed, budget=allocation, origin=origin
     )
+    token = provenance["run_token"]
 
     def work(job: RunJob) -> RunRecord:
         from engine.runs import execute
@@ -350,15 +345,10 @@ def phsafe_work(
         backend=backend,
     )
 
-    token = uuid.uuid4().hex
-    provenance = run_provenance(
-        run_id=run_id,
-        token=token,
-        data_label=data_label,
-        seed=seed,
-        fingerprint=budget_fingerprint(budget),
-        origin=origin or budget.name,
+    provenance = new_run_provenance(
+        run_id=run_id, data_label=data_label, seed=seed, budget=budget, origin=origin
     )
+    token = provenance["run_token"]
 
     def work(job: RunJob) -> RunRecord:
         from engine.runs import execute
@@ -393,6 +383,21 @@ def phsafe_work(
         )
 
     return work
+
+
+def new_run_provenance(
+    *, run_id: int, data_label: str, seed: int, budget: Any, origin: str | None
+) -> dict[str, Any]:
+    """:func:`run_provenance` of a new run of ``budget`` (a TopDown allocation or PHSafe budget):
+    a fresh run token, the budget's fingerprint, and ``origin`` (default: the budget's name)."""
+    return run_provenance(
+        run_id=run_id,
+        token=uuid.uuid4().hex,
+        data_label=data_label,
+        seed=seed,
+        fingerprint=budget_fingerprint(budget),
+        origin=origin or budget.name,
+    )
 
 
 def run_provenance(
