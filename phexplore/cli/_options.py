@@ -1,5 +1,5 @@
 """Options shared by several CLI subcommands: ``--seed``, ``--workers``, ``--max-bytes``,
-``--data-format``.
+``--data-format``, ``--noise-method``.
 
 Each keeps its command's default and help text; the valid ranges are :data:`phexplore.parsing.RANGES`.
 """
@@ -21,6 +21,19 @@ def add_data_format_option(parser: Any) -> None:
         "--data-format",
         choices=("ri2010", "ppmf", "pl94171", "block_csv"),
         help="format of --data when its header is not enough to tell (default: sniffed)",
+    )
+
+
+def add_noise_method_option(parser: Any) -> None:
+    """Add ``--noise-method fast|exact`` of the engine runs (recorded in metrics.json 'noise')."""
+    parser.add_argument(
+        "--noise-method",
+        choices=("fast", "exact"),
+        default="fast",
+        help="fast: counter-based noise keyed by (seed, level, geounit, query), the same numbers "
+        "for the same seed whatever the workers (default); exact: OpenDP's exact samplers, "
+        "release-grade, OS randomness (the seed does not reproduce them); recorded in "
+        "metrics.json 'noise'",
     )
 
 

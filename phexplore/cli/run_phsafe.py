@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from phexplore.cli._backend import add_backend_arguments, backend_of
-from phexplore.cli._options import add_max_bytes_option, add_seed_option
+from phexplore.cli._options import add_max_bytes_option, add_noise_method_option, add_seed_option
 from phexplore.cli._output import add_output_folder_options, input_location, open_output
 from phexplore.parsing import RANGES, option_type, parse_whole
 
@@ -59,15 +59,7 @@ def register(engines: Any) -> None:
     )
     add_seed_option(parser, "noise seed, 0 – 2^63-1 (default: random, recorded)", default=None)
     add_backend_arguments(parser)
-    parser.add_argument(
-        "--noise-method",
-        choices=("fast", "exact"),
-        default="fast",
-        help="fast: counter-based noise keyed by (seed, level, geounit, query), the same numbers "
-        "for the same seed whatever the workers (default); exact: OpenDP's exact samplers, "
-        "release-grade, OS randomness (the seed does not reproduce them); recorded in "
-        "metrics.json 'noise'",
-    )
+    add_noise_method_option(parser)
     parser.add_argument(
         "--non-private",
         action="store_true",

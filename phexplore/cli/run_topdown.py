@@ -24,6 +24,7 @@ from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
     add_data_format_option,
     add_max_bytes_option,
+    add_noise_method_option,
     add_seed_option,
     add_workers_option,
 )
@@ -101,15 +102,7 @@ def register(engines: Any) -> None:
         "to their shares, so the whole ρ is spent (not with --special-areas: a split state's "
         "branches measure the State TOTAL, TDA §7.4)",
     )
-    parser.add_argument(
-        "--noise-method",
-        choices=("fast", "exact"),
-        default="fast",
-        help="fast: counter-based noise keyed by (seed, level, geounit, query), the same numbers "
-        "for the same seed whatever the workers (default); exact: OpenDP's exact samplers, "
-        "release-grade, OS randomness (the seed does not reproduce them); recorded in "
-        "metrics.json 'noise'",
-    )
+    add_noise_method_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
