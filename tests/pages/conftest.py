@@ -1,4 +1,5 @@
-"""Shared fixtures of the browser tests in tests/pages: one `phexplore app` server per module."""
+"""Shared fixtures and helpers of the browser tests in tests/pages: one `phexplore app` server per
+module, a chromium page on it, and waiting for Streamlit / navigating the sidebar."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90
+UI_TIMEOUT_MS = 60_000
 
 
 def _free_port() -> int:
@@ -74,3 +77,39 @@ def server(
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
         log.close()
+
+
+@contextlib.contextmanager
+def chromium_page(chromium_launch: dict, width: int, height: int) -> Iterator[Any]:
+    """A chromium page with a ``width``×``height`` viewport and the UI timeout; the browser is
+    always closed (the caller records requests, then opens the app)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(**chromium_launch)
+        try:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            pg = context.new_page()
+            pg.set_default_timeout(UI_TIMEOUT_MS)
+            yield pg
+        finally:
+            browser.close()
+
+
+def open_app(pg: Any, server: str) -> None:
+    """Load the app and wait for its first page ("Start here")."""
+    pg.goto(server)
+    pg.get_by_role("heading", name="Start here").wait_for()
+
+
+def idle(pg: Any) -> None:
+    """Wait until Streamlit has finished rerunning the script."""
+    pg.wait_for_timeout(300)
+    pg.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
+
+
+def goto(pg: Any, title: str, heading: str) -> None:
+    """Open a page from the sidebar navigation and wait for its heading."""
+    pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+    pg.get_by_role("heading", name=heading, exact=True).first.wait_for()
+    idle(pg)

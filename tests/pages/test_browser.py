@@ -17,42 +17,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.pages.conftest import UI_TIMEOUT_MS, chromium_page, open_app
+from tests.pages.conftest import goto as _goto
+from tests.pages.conftest import idle as _idle
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS_DIR = ROOT / "test-output" / "screenshots"
 STARTUP_TIMEOUT_S = 90
-UI_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture(scope="module")
 def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
     """One chromium page on the app for the whole module (session state carries across pages)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(**chromium_launch)
-        try:
-            context = browser.new_context(viewport={"width": 1600, "height": 1250})
-            pg = context.new_page()
-            pg.set_default_timeout(UI_TIMEOUT_MS)
-            pg.goto(server)
-            pg.get_by_role("heading", name="Start here").wait_for()
-            yield pg
-        finally:
-            browser.close()
-
-
-def _idle(pg) -> None:  # type: ignore[no-untyped-def]
-    """Wait until Streamlit has finished rerunning the script."""
-    pg.wait_for_timeout(300)
-    pg.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
-
-
-def _goto(pg, title: str, heading: str) -> None:  # type: ignore[no-untyped-def]
-    pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
-    pg.get_by_role("heading", name=heading, exact=True).first.wait_for()
-    _idle(pg)
+    with chromium_page(chromium_launch, 1600, 1250) as pg:
+        open_app(pg, server)
+        yield pg
 
 
 def _click(pg, name: str) -> None:  # type: ignore[no-untyped-def]

@@ -17,11 +17,14 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests.pages.conftest import UI_TIMEOUT_MS, chromium_page, open_app
+from tests.pages.conftest import goto as _goto
+from tests.pages.conftest import idle as _idle
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
-UI_TIMEOUT_MS = 60_000
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 _SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
@@ -29,37 +32,16 @@ _SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 @pytest.fixture(scope="module")
 def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
     """One chromium page at 1366×768 for the module; ``page.requests`` lists every URL requested."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(**chromium_launch)
-        try:
-            context = browser.new_context(viewport={"width": 1366, "height": 768})
-            pg = context.new_page()
-            pg.set_default_timeout(UI_TIMEOUT_MS)
-            requests: list[str] = []
-            pg.on("request", lambda r: requests.append(r.url))
-            pg.requests = requests  # type: ignore[attr-defined]
-            pg.goto(server)
-            pg.get_by_role("heading", name="Start here").wait_for()
-            _idle(pg)
-            yield pg
-        finally:
-            browser.close()
+    with chromium_page(chromium_launch, 1366, 768) as pg:
+        requests: list[str] = []
+        pg.on("request", lambda r: requests.append(r.url))
+        pg.requests = requests  # type: ignore[attr-defined]
+        open_app(pg, server)
+        _idle(pg)
+        yield pg
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _idle(pg) -> None:  # type: ignore[no-untyped-def]
-    pg.wait_for_timeout(300)
-    pg.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
-
-
-def _goto(pg, title: str, heading: str) -> None:  # type: ignore[no-untyped-def]
-    pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
-    pg.get_by_role("heading", name=heading, exact=True).first.wait_for()
-    _idle(pg)
 
 
 def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
