@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from engine.executors import (
@@ -12,9 +14,9 @@ from engine.executors import (
 )
 from phexplore.errors import ValidationError
 
-
-def _square(x: int) -> int:
-    return x * x
+# A spawn worker imports the function it runs by module name; the tests package is not importable
+# there (pytest's importlib mode puts no project root on the workers' path), so use a built-in.
+_square = partial(pow, exp=2)
 
 
 def test_in_process_and_pool_agree_in_unit_order() -> None:
