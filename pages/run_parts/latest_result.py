@@ -1,0 +1,68 @@
+"""The latest run's headline numbers and downloads, and the session's list of runs."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import streamlit as st
+
+from phexplore import api as R
+from phexplore import app_state as S
+
+
+def latest_result() -> None:
+    s = st.session_state
+    runs = s[S.RUNS]
+    if not runs:
+        st.info("No runs yet in this session. Results appear here and on the Results page.")
+        return
+    record = runs[-1]
+    st.subheader("Latest result")
+    st.caption(R.TRUTH_NOTE)
+    settings = record.settings
+    m = st.columns(4)
+    m[0].metric("Engine", record.engine)
+    m[1].metric("Budget" if record.engine == "phsafe" else "ρ / ε", f"{record.rho:.4g}")
+    m[2].metric(
+        "Runtime",
+        f"{settings.get('elapsed_s', settings.get('runtime_s', 0)):.1f} s",
+        help="Wall-clock time of the whole run (engine, metrics and any sweep), the same as in "
+        "the “Finished” message.",
+    )
+    label, value, help_text = R.headline_error(record)
+    m[3].metric(label, f"{value:.2f}" if value is not None else "—", help=help_text)
+    spent = R.budget_caption(record)
+    if spent:
+        st.caption(spent)
+    folded = (record.metrics or {}).get("schema_note") or {}
+    if folded.get("note"):
+        st.caption(str(folded["note"]) + " Production's σ for comparison: Results page.")
+    d = st.columns(4)
+    d[0].download_button(
+        "Tidy table (CSV)",
+        partial(R.tidy_bytes, record.tidy, "csv"),
+        file_name=f"run{record.id}_tidy.csv",
+        mime="text/csv",
+        key=f"dl_csv_{record.id}",
+        on_click="ignore",
+    )
+    d[1].download_button(
+        "Tidy table (Parquet)",
+        partial(R.tidy_bytes, record.tidy, "parquet"),
+        file_name=f"run{record.id}_tidy.parquet",
+        mime="application/octet-stream",
+        key=f"dl_parquet_{record.id}",
+        on_click="ignore",
+    )
+    d[2].download_button(
+        "metrics.json",
+        partial(R.metrics_bytes, record.metrics),
+        file_name=f"run{record.id}_metrics.json",
+        mime="application/json",
+        key=f"dl_metrics_{record.id}",
+        on_click="ignore",
+    )
+    d[3].page_link("pages/results.py", label="Open the Results page", icon=":material/bar_chart:")
+    with st.expander(f"All runs of this session ({len(runs)})"):
+        for r in runs:
+            st.write(r.label)

@@ -1,0 +1,84 @@
+"""PHSafe run form on the working PHSafe budget; starts the run when Run is pressed."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.run_parts.data_source import phsafe_data
+from pages.run_parts.jobs import JOB, next_run_id
+from pages.run_parts.run_options import backend_choice, noise_choice
+from phexplore import api as R
+from phexplore import app_state as S
+from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
+
+PHSAFE_DEFAULTS: dict[str, object] = {
+    "run_ph_states": "44",
+    "run_ph_seed": 2020,
+    "run_ph_trials": 20,
+    "run_ph_noise": "fast",
+}
+
+
+def phsafe_form() -> R.RunJob | None:
+    """Controls of a PHSafe run on the working PHSafe budget; returns a started job on Run."""
+    s = st.session_state
+    for key, default in PHSAFE_DEFAULTS.items():
+        s.setdefault(key, default)
+    c1, c2 = st.columns(2)
+    with c1:
+        extract, data_label, scale = phsafe_data()
+        states = st.text_input(
+            "States to run (2-digit FIPS, comma separated)",
+            key="run_ph_states",
+            help="A subset keeps the run short (44 = Rhode Island). Leave empty for the states "
+            "of the budget's state filter.",
+        )
+    with c2:
+        budget = S.effective_phsafe()
+        st.markdown("**Budget**")
+        ph_origin = S.phsafe_origin()
+        st.markdown(
+            f"Working PHSafe budget **{ph_origin}** from the PHSafe planner: total ρ "
+            f"**{budget.total_unbounded():.4f}** (unbounded), {len(budget.tables())} tables."
+        )
+        st.caption(f"Budget fingerprint `{short_fingerprint(budget_fingerprint(budget))}`")
+        seed = st.number_input(
+            "Seed",
+            min_value=0,
+            step=1,
+            key="run_ph_seed",
+            help="Seeds the noise: the same seed gives the same run.",
+        )
+        trials = st.number_input(
+            "Trials (noise redraws)",
+            min_value=1,
+            max_value=200,
+            key="run_ph_trials",
+            help="Several noise draws on one join give the empirical MOE next to the analytic one.",
+        )
+        noise_choice("run_ph_noise")
+        backend_choice("run_ph_backend")
+        go = st.button(
+            "Run PHSafe",
+            type="primary",
+            disabled=extract is None or s.get(JOB) is not None,
+            key="run_ph_go",
+        )
+    if not go or extract is None:
+        return None
+    wanted = [x.strip() for x in states.split(",") if x.strip()]
+    work = R.phsafe_work(
+        run_id=next_run_id(),
+        scenario=s[S.SCENARIO_NAME],
+        extract=extract,
+        data_label=data_label + (f" [states {', '.join(wanted)}]" if wanted else ""),
+        budget=budget,
+        origin=ph_origin,
+        states=wanted,
+        seed=int(seed),
+        trials=int(trials),
+        scale=scale,
+        noise_method=str(s["run_ph_noise"]),
+        backend=s.get("run_ph_backend", "local"),
+    )
+    return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)

@@ -1,0 +1,58 @@
+"""Run options shared by both engines' forms: noise sampler, backend and EPL settings."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from phexplore import api as R
+
+
+def noise_choice(key: str) -> None:
+    """The noise sampler: keyed and reproducible (default) or OpenDP's exact samplers."""
+    st.radio(
+        "Noise",
+        list(R.NOISE_METHODS),
+        format_func=R.NOISE_METHODS.get,
+        key=key,
+        help=R.NOISE_HELP,
+    )
+
+
+def backend_choice(key: str) -> None:
+    """Local or Spark, offered only when pyspark is installed and a Spark master is configured."""
+    options = R.spark_backend_options()
+    if options is None:
+        return
+    target = options.get("master") or options.get("remote")
+    st.radio(
+        "Where to run",
+        ["local", "spark"],
+        format_func=lambda b: "This machine" if b == "local" else f"Spark ({target})",
+        key=key,
+        horizontal=True,
+        help="The same numbers either way (docs/spark.md); Spark pays off on a cluster.",
+    )
+
+
+def epl_options() -> None:
+    """EPL density-range settings (default: Petti & Flaxman's published p = 95, m = 1.0)."""
+    (p_lo, p_hi), (m_lo, m_hi) = R.EPL_PERCENTILE_RANGE, R.EPL_MULTIPLIER_RANGE
+    with st.expander("EPL settings (default: Petti & Flaxman's published)"):
+        st.number_input(
+            f"EPL percentile p ({p_lo:g} < p ≤ {p_hi:g})",
+            min_value=p_lo + 0.5,
+            max_value=p_hi,
+            step=0.5,
+            key="run_td_epl_p",
+            help="EPL's density range is ±m × max(|P(100−p)|, |P(p)|) of the residuals. PF "
+            "published every EPL with p = 95, m = 1.0; their function's defaults 99 / 1.5 give "
+            "values up to ~10× larger. PF's numbers are drawn only beside EPLs with p = 95, m = 1.",
+        )
+        st.number_input(
+            f"EPL multiplier m ({m_lo:g} < m ≤ {m_hi:g})",
+            min_value=0.1,
+            max_value=m_hi,
+            step=0.1,
+            key="run_td_epl_m",
+            help="Multiplier of the density range (PF's published setting: 1.0).",
+        )
