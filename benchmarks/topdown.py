@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.samples import load_topdown_sample  # noqa: E402
+from engine.topdown import estimation as estimation_module  # noqa: E402
 from engine.topdown import run as run_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
 from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass  # noqa: E402
@@ -50,17 +51,17 @@ def subset_by_tracts(hist: BlockHistogram, fraction: float, seed: int = 0) -> Bl
 def recorded_run(hist, allocation, seed):
     """Run TopDown once, recording every batch handed to ``estimate_batch``."""
     batches = []
-    original = run_module.estimate_batch
+    original = estimation_module.estimate_batch
 
     def recording(batch, passes, chain):
         batches.append((batch, passes, chain))
         return original(batch, passes, chain)
 
-    run_module.estimate_batch = recording
+    estimation_module.estimate_batch = recording
     try:
         result = run_module.run_topdown(hist, allocation, seed=seed)
     finally:
-        run_module.estimate_batch = original
+        estimation_module.estimate_batch = original
     return result, batches
 
 

@@ -184,6 +184,7 @@ def one_size(persons: int, state: str, seed: int, sample: int) -> dict[str, obje
     """Generate, load, run and compare one size (runs inside its own subprocess)."""
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
+    from engine.topdown import estimation as estimation_module
     from engine.topdown import run as run_module
     from phexplore.presets import load_topdown_preset
 
@@ -196,20 +197,20 @@ def one_size(persons: int, state: str, seed: int, sample: int) -> dict[str, obje
         load_s = time.perf_counter() - t0
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     batches = []
-    original = run_module.estimate_batch
+    original = estimation_module.estimate_batch
 
     def recording(batch, passes, chain):
         if sample:
             batches.append((batch, passes, chain))
         return original(batch, passes, chain)
 
-    run_module.estimate_batch = recording
+    estimation_module.estimate_batch = recording
     try:
         t0 = time.perf_counter()
         result = run_module.run_topdown(hist, allocation, seed=seed)
         run_s = time.perf_counter() - t0
     finally:
-        run_module.estimate_batch = original
+        estimation_module.estimate_batch = original
     peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     compare = compare_families(batches, sample, seed) if sample else {}
     truth = result.truth

@@ -134,21 +134,21 @@ def test_bounded_family_matches_a_cvxpy_model(ri_with_frame, ri_allocation):
     """TDA eq. 7.5 with structural zeros and lower bounds: same objective as cvxpy (±1e-6)."""
     import cvxpy as cp
 
-    from engine.topdown import run as run_module
+    from engine.topdown import estimation as estimation_module
     from engine.topdown.least_squares import solve_pass
 
     batches = []
-    original = run_module.estimate_batch
+    original = estimation_module.estimate_batch
 
     def recording(batch, passes, chain):
         batches.append((batch, passes))
         return original(batch, passes, chain)
 
-    run_module.estimate_batch = recording
+    estimation_module.estimate_batch = recording
     try:
         run_topdown(ri_with_frame, ri_allocation, seed=3)
     finally:
-        run_module.estimate_batch = original
+        estimation_module.estimate_batch = original
     batch, passes = next((b, p) for b, p in batches if b.child_level == "Block" and b.has_bounds)
     f = int(np.argmax(np.diff(batch.child_ptr)))
     one = batch.subset([f])

@@ -1,0 +1,244 @@
+"""The estimation phase of a TopDown run, root first then depth by depth (TDA §7; SPEC §4, §8).
+
+The root is solved alone (TDA eq. 7.1, 7.3). Below it each parent's children form a family solved
+as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
+:mod:`engine.topdown.least_squares`) then multi-pass controlled rounding (eq. 7.7,
+:mod:`engine.topdown.rounding`), one pass of every query where the children are blocks (TDA
+§8.1). Families of one depth are independent: they are batched into chunks of about
+``chunk_cells`` variables, the units of work an :class:`~engine.executors.Executor` runs;
+feasibility is checked before solving (:mod:`engine.topdown.feasibility`). Chunking does not
+depend on the executor, so results are identical for any number of workers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.topdown.constraints import CountBounds, child_bounds
+from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
+from engine.topdown.feasibility import TopDownInfeasible, check_batch
+from engine.topdown.geography import GeoTree
+from engine.topdown.least_squares import multipass_least_squares
+from engine.topdown.measure import HeldSum, Measurements, held_sums
+from engine.topdown.options import Progress, RunCancelled
+from engine.topdown.plan import TopDownPlan
+from engine.topdown.rounding import round_batch
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a worker returns for one chunk of families."""
+
+    x: np.ndarray
+    least_squares_s: float
+    rounding_s: float
+    milp_fallbacks: int
+
+
+def estimate_batch(
+    batch: FamilyBatch, passes: Sequence[Sequence[int]], chain: Sequence[QuerySpec]
+) -> BatchOutcome:
+    """Least squares then rounding for every family of ``batch`` (runs in a worker process)."""
+    t0 = time.perf_counter()
+    x_tilde, _ = multipass_least_squares(batch, passes)
+    t1 = time.perf_counter()
+    x_hat, fallbacks = round_batch(batch, x_tilde, chain)
+    t2 = time.perf_counter()
+    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks)
+
+
+def _build_batch(
+    parents: np.ndarray,
+    tree: GeoTree,
+    estimates: np.ndarray,
+    specs: tuple[QuerySpec, ...],
+    measured: Measurements,
+    weight: np.ndarray,
+    *,
+    root: bool = False,
+    bounds: tuple[QuerySpec, CountBounds] | None = None,
+    sums: Sequence[HeldSum] = (),
+) -> FamilyBatch:
+    ptr, idx = tree.children_ptr
+    if root:
+        kids = np.array([0])
+        child_ptr = np.array([0, 1])
+    else:
+        sizes = ptr[parents + 1] - ptr[parents]
+        kids = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
+        child_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    levels = tree.level_names
+    child_sums: list[ChildSum] = []
+    if sums and not root:
+        row_of = {int(k): r for r, k in enumerate(kids)}
+        for held in sums:
+            if all(int(n) in row_of for n in held.nodes):
+                rows = np.array([row_of[int(n)] for n in held.nodes], dtype=np.int64)
+                child_sums.append(ChildSum(held.query, rows, held.exact))
+    return FamilyBatch(
+        queries=specs,
+        parent=None if root else estimates[parents].astype(np.float64),
+        child_ptr=child_ptr,
+        noisy=tuple(np.nan_to_num(m[kids], nan=0.0) for m in measured.noisy),
+        weight=weight[kids],
+        invariant=tuple(None if t is None else t[kids] for t in measured.invariant),
+        family_id=tuple(tree.node_id[p] for p in (parents if not root else [0])),
+        child_id=tuple(tree.node_id[k] for k in kids),
+        family_level="/".join(sorted(set(levels[parents]))) if not root else str(levels[0]),
+        child_level="/".join(sorted(set(levels[kids]))),
+        bounds=() if bounds is None else (child_bounds(bounds[0], bounds[1], kids),),
+        sums=tuple(child_sums),
+    )
+
+
+def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    start, acc = 0, 0
+    for i, s in enumerate(sizes):
+        acc += int(s) * n_cells
+        if acc >= limit:
+            out.append(parents[start : i + 1])
+            start, acc = i + 1, 0
+    if start < parents.size:
+        out.append(parents[start:])
+    return out
+
+
+@dataclass(frozen=True)
+class Estimation:
+    """The estimation phase's output: int64 estimates per node, timings and diagnostics."""
+
+    estimates: np.ndarray
+    timings: dict[str, float]
+    milp_fallbacks: int
+
+
+def _unit(args: tuple[FamilyBatch, Sequence[Sequence[int]], Sequence[QuerySpec]]) -> BatchOutcome:
+    """One unit of estimation work (a batch of families) for an executor."""
+    return estimate_batch(*args)
+
+
+def estimate(
+    plan: TopDownPlan,
+    measured: Measurements,
+    truth: np.ndarray,
+    *,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> Estimation:
+    """The estimation phase (TDA §7), root first then depth by depth.
+
+    The families of one depth are cut into batches of about ``options.chunk_cells`` variables —
+    the units of work handed to ``executor`` (default: in this process); the cut does not depend
+    on the executor, so neither do the results.
+    """
+    tree, specs, chain = plan.tree, plan.specs, plan.chain
+    passes, single_pass = plan.passes, plan.single_pass
+    report = progress or (lambda message, fraction: None)
+    is_cancelled = cancel or (lambda: False)
+    runner = executor or InProcessExecutor()
+    weight = measured.weight()
+    held = plan.held
+    sums = held_sums(tree, truth, plan.queries, plan.options.invariant_sums)
+    timings: dict[str, float] = {}
+    n_cells = plan.schema.size
+    estimates = np.full((tree.n_nodes, n_cells), -1, dtype=np.int64)
+    ls_total = rounding_total = 0.0
+    fallbacks = 0
+
+    # Root problem (TDA eq. 7.1, 7.3).
+    t_level = time.perf_counter()
+    root_batch = _build_batch(
+        np.array([0]), tree, estimates, specs, measured, weight, root=True, bounds=held
+    )
+    problems = check_batch(root_batch)
+    if problems:
+        raise TopDownInfeasible("; ".join(problems))
+    outcome = estimate_batch(root_batch, single_pass, chain)
+    estimates[0] = outcome.x[0]
+    ls_total += outcome.least_squares_s
+    rounding_total += outcome.rounding_s
+    fallbacks += outcome.milp_fallbacks
+    timings[str(tree.level_names[0])] = time.perf_counter() - t_level
+
+    ptr, idx = tree.children_ptr
+    n_sizes = np.diff(ptr)
+    total_children = max(tree.n_nodes - 1, 1)
+    done_children = 0
+    for parents in tree.families_by_depth():
+        if is_cancelled():
+            raise RunCancelled("TopDown run cancelled")
+        t_level = time.perf_counter()
+        kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
+        level_name = "/".join(sorted(set(tree.level_names[kids_all])))
+        parent_est = estimates[parents]
+        trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
+        easy = parents[trivial]
+        if easy.size:
+            batch = _build_batch(
+                easy, tree, estimates, specs, measured, weight, bounds=held, sums=sums
+            )
+            problems = check_batch(batch)
+            if problems:
+                raise TopDownInfeasible("; ".join(problems))
+            estimates[idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in easy])]] = (
+                batch.parent[batch.child_family].astype(np.int64) if batch.n_children else 0
+            )
+            done_children += batch.n_children
+        hard = parents[~trivial]
+        # Production used one pass with every query where the children are blocks (TDA §8.1);
+        # decided per family, since bypassed spines put leaves at different depths.
+        leaf_family = np.array(
+            [bool(np.all(n_sizes[idx[ptr[p] : ptr[p + 1]]] == 0)) for p in hard], dtype=bool
+        )
+        chunks: list[np.ndarray] = []
+        chunk_passes: list[list[list[int]]] = []
+        for group, group_passes in (
+            (hard[leaf_family], single_pass),
+            (hard[~leaf_family], passes),
+        ):
+            group_chunks = _chunks(group, n_sizes[group], n_cells, plan.options.chunk_cells)
+            chunks += group_chunks
+            chunk_passes += [group_passes] * len(group_chunks)
+        batches = [
+            _build_batch(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
+            for c in chunks
+        ]
+        for batch in batches:
+            problems = check_batch(batch)
+            if problems:
+                raise TopDownInfeasible("; ".join(problems))
+        base_done = done_children
+        ends = np.cumsum([b.n_children for b in batches]) if batches else np.array([], int)
+
+        def done(
+            k: int,
+            _result: BatchOutcome,
+            base: int = base_done,
+            ends: np.ndarray = ends,
+            label: str = f"Estimating {level_name}",
+        ) -> None:
+            report(label, 0.02 + 0.98 * (base + int(ends[k])) / total_children)
+
+        units = [(b, p, chain) for b, p in zip(batches, chunk_passes, strict=True)]
+        try:
+            results = runner.map(_unit, units, cancel=is_cancelled, done=done)
+        except ExecutionCancelled:
+            raise RunCancelled("TopDown run cancelled") from None
+        done_children += int(ends[-1]) if batches else 0
+        for chunk, res in zip(chunks, results, strict=True):
+            kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in chunk])]
+            estimates[kids] = res.x
+            ls_total += res.least_squares_s
+            rounding_total += res.rounding_s
+            fallbacks += res.milp_fallbacks
+        timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
+    timings["least_squares_cpu"] = ls_total
+    timings["rounding_cpu"] = rounding_total
+    return Estimation(estimates=estimates, timings=timings, milp_fallbacks=fallbacks)
