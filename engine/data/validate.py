@@ -279,6 +279,24 @@ _CANONICAL_INT = r"^(0|[1-9][0-9]{0,17})$"
 """Whole numbers the streaming reader converts as it reads (their int64 prints back unchanged)."""
 
 
+def _arrow_parse_options(delimiter: str) -> pacsv.ParseOptions:
+    """Arrow's CSV parsing as our readers need it: one record per line, blank lines kept (so row
+    numbers in messages match the file)."""
+    return pacsv.ParseOptions(
+        delimiter=delimiter, newlines_in_values=False, ignore_empty_lines=False
+    )
+
+
+def _arrow_text_columns(keep: Sequence[str]) -> pacsv.ConvertOptions:
+    """Read only the ``keep`` columns, as text (never null): values are validated by our code."""
+    return pacsv.ConvertOptions(
+        include_columns=list(keep),
+        column_types={n: pa.string() for n in keep},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+
+
 def _stream_table(
     path: Path,
     label: str,
@@ -344,15 +362,8 @@ def _stream_table(
             read_options=pacsv.ReadOptions(
                 skip_rows=1, column_names=names, block_size=STREAM_BLOCK
             ),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, newlines_in_values=False, ignore_empty_lines=False
-            ),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=keep,
-                column_types={n: pa.string() for n in keep},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            ),
+            parse_options=_arrow_parse_options(delimiter),
+            convert_options=_arrow_text_columns(keep),
         )
         for batch in reader:
             if batch.num_rows == 0:
@@ -454,15 +465,8 @@ def _fast_table(
         arrow = pacsv.read_csv(
             io.BytesIO(text.encode("utf-8")),
             read_options=pacsv.ReadOptions(skip_rows=skip_rows, column_names=names),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, newlines_in_values=False, ignore_empty_lines=False
-            ),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=keep,
-                column_types={n: pa.string() for n in keep},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            ),
+            parse_options=_arrow_parse_options(delimiter),
+            convert_options=_arrow_text_columns(keep),
         )
     except (pa.ArrowException, ValueError):
         return None
