@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages.run_parts.data_source import phsafe_data
 from pages.run_parts.jobs import JOB, next_run_id
-from pages.run_parts.run_options import backend_choice, noise_choice
+from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
 from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
@@ -42,13 +42,7 @@ def phsafe_form() -> R.RunJob | None:
             f"**{budget.total_unbounded():.4f}** (unbounded), {len(budget.tables())} tables."
         )
         st.caption(f"Budget fingerprint `{short_fingerprint(budget_fingerprint(budget))}`")
-        seed = st.number_input(
-            "Seed",
-            min_value=0,
-            step=1,
-            key="run_ph_seed",
-            help="Seeds the noise: the same seed gives the same run.",
-        )
+        seed = seed_input("run_ph_seed")
         trials = st.number_input(
             "Trials (noise redraws)",
             min_value=1,

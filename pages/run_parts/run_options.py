@@ -1,10 +1,23 @@
-"""Run options shared by both engines' forms: noise sampler, backend and EPL settings."""
+"""Run options shared by both engines' forms: seed, noise sampler, backend and EPL settings."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from phexplore import api as R
+
+
+def seed_input(key: str) -> int:
+    """The run's seed (a whole number ≥ 0): the same seed gives the same numbers on any backend."""
+    return int(
+        st.number_input(
+            "Seed",
+            min_value=0,
+            step=1,
+            key=key,
+            help="Seeds the noise: the same seed gives the same run.",
+        )
+    )
 
 
 def noise_choice(key: str) -> None:

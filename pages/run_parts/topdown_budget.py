@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice
+from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
 from phexplore import app_state as S
 from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
 from phexplore.errors import PHExploreError
@@ -115,13 +115,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
     )
     if mismatch:
         st.error(f"Cannot run: {mismatch}.", icon=":material/warning:")
-    seed = st.number_input(
-        "Seed",
-        min_value=0,
-        step=1,
-        key="run_td_seed",
-        help="Seeds the noise: the same seed gives the same run.",
-    )
+    seed = seed_input("run_td_seed")
     workers = st.number_input(
         "Workers (processes)",
         min_value=1,
