@@ -214,12 +214,40 @@ def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, see
             "run_fingerprint": spec.fingerprint(),
         }
     )
-    output = execute(spec)
+    output = execute(spec, extra_metrics=budget_provenance(args, spec))
     scale = spec.options.get("scale")
     lines = summary_lines(output.result, staging.final, scale, output.extra.get("errors"))
     write(output, staging.path, summary=lines)
     print("\n".join(lines))
     return 0
+
+
+def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, str]:
+    """``budget_fingerprint`` and ``budget_origin`` of the run, as the app records them (issue 15).
+
+    The fingerprint is that of the configuration actually run (after ``--tau``), as the PHSafe
+    planner would hold it (:func:`engine.runs.provenance.phsafe_budget_of`), so a scenario of the
+    same budget attributes this run to itself. The origin is the preset named by ``--config``
+    ("modified from phsafe-2020" after a ``--tau`` change), else the shipped preset the file
+    equals, else the file's name. A ``--non-private`` run uses no budget and records none.
+    """
+    if args.non_private:
+        return {}
+    from engine.phsafe.config import PRESET_ALIASES, PRESET_NAMES
+    from engine.runs.provenance import budget_origin_of, spec_budget_fingerprint
+
+    named = str(args.config) if args.config else None
+    preset = PRESET_ALIASES.get(named, named) if named in PRESET_NAMES else None
+    if preset is not None:
+        name = preset
+    elif named:
+        name = Path(named).name
+    else:
+        name = f"{args.data}/config.json"
+    return {
+        "budget_fingerprint": spec_budget_fingerprint(spec),
+        "budget_origin": budget_origin_of(spec, preset=preset, name=name),
+    }
 
 
 def scale_lines(at_scale: pd.DataFrame, scale: float | None) -> list[str]:

@@ -23,7 +23,6 @@ from phexplore.cli._output import (
     open_output,
     progress_line,
 )
-from phexplore.errors import ValidationError
 
 
 def register(engines: Any) -> None:
@@ -63,54 +62,42 @@ def register(engines: Any) -> None:
 def read_spec(path: str, result: int | None = None) -> Any:
     """The :class:`~engine.runs.spec.RunSpec` in ``path``: a metrics.json, a spec JSON, or the
     ``result``-th run attached to a saved scenario (its metrics.json carries the description)."""
-    from engine.runs.spec import RunSpec
+    return read_recorded(path, result)[0]
+
+
+def read_recorded(path: str, result: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """:func:`read_spec` and the recorded metrics.json (``{}`` for a bare run description)."""
     from phexplore.parsing import load_json_object
 
     data = load_json_object(Path(path), label=f"--spec {path}", allow_infinity=True)
-    results = data.get("results")
-    if isinstance(results, list) and "engine" not in data:
-        if result is None or not 1 <= result <= len(results):
-            raise ValidationError(
-                f"--spec {path} is a scenario with {len(results)} attached run result(s); choose "
-                f"one with --result N (1 – {len(results)})"
-                if results
-                else f"--spec {path} is a scenario without attached run results"
-            )
-        data = results[result - 1] if isinstance(results[result - 1], dict) else {}
-    section = data.get("run", data)
-    if not isinstance(section, dict) or "engine" not in section:
-        raise ValidationError(
-            f"--spec {path}: no run description found; give a metrics.json written by "
-            "'phexplore run topdown' or 'run phsafe' (it has a 'run' section)"
-        )
-    spec = RunSpec.from_dict(section)
-    if spec.noise_method == "exact":
-        raise ValidationError(
-            f"--spec {path}: this run used OpenDP's exact samplers (OS randomness), which no seed "
-            f"reproduces; run it again with 'phexplore run {spec.engine}' instead"
-        )
-    return spec
+    from engine.runs.provenance import recorded_run
+
+    return recorded_run(data, f"--spec {path}", result)
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the description, then run and write it through the one pipeline."""
-    spec = read_spec(args.spec, args.result)
+    spec, recorded = read_recorded(args.spec, args.result)
+    from engine.runs.provenance import provenance_of
+
+    provenance = provenance_of(spec, recorded)  # refuses a fingerprint altered by hand
     if args.workers is not None:
         spec = spec.replace(workers=args.workers)
     source = str(spec.data.get("source"))
     inputs = {"spec": args.spec, "data": input_location(source)}
     with open_output(args, "run replay", inputs, seed=spec.seed) as staging:
-        return _run(args, staging, spec)
+        return _run(args, staging, spec, provenance)
 
 
-def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
+def _run(args: argparse.Namespace, staging: Any, spec: Any, provenance: dict[str, str]) -> int:
+    """Run the description through the one pipeline with the original's budget provenance."""
     from engine.runs import RunControl, execute, write
 
     staging.settings.update({"engine": spec.engine, "run_fingerprint": spec.fingerprint()})
 
     progress = progress_line(not args.quiet)
 
-    output = execute(spec, control=RunControl(progress))
+    output = execute(spec, control=RunControl(progress), extra_metrics=provenance)
     end_progress_line(not args.quiet)
     summary: list[str] = []
     if spec.engine == "phsafe":

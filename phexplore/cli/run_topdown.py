@@ -225,15 +225,16 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
 
     progress = progress_line(not args.quiet)
 
-    from phexplore.budget import TopDownAllocation
-    from phexplore.budget.fingerprint import budget_fingerprint
+    from engine.runs.provenance import budget_origin_of, spec_budget_fingerprint
 
     # The allocation's fingerprint ties this metrics.json to its exact budget (issue 15): a
-    # scenario's report accepts only runs of its own allocations.
-    fingerprint = budget_fingerprint(TopDownAllocation.from_dict(spec.config))
-    output = execute(
-        spec, control=RunControl(progress), extra_metrics={"budget_fingerprint": fingerprint}
-    )
+    # scenario's report accepts only runs of its own allocations. The origin names the preset
+    # ("modified from <preset>" after --rho changed it), as the app's budget_origin does.
+    provenance = {
+        "budget_fingerprint": spec_budget_fingerprint(spec),
+        "budget_origin": budget_origin_of(spec, preset=args.preset),
+    }
+    output = execute(spec, control=RunControl(progress), extra_metrics=provenance)
     end_progress_line(not args.quiet)
     paths = write(output, staging.path)
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}

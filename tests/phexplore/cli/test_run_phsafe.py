@@ -133,3 +133,74 @@ def test_truncation_is_compared_with_noise_at_one_scale(tmp_path, capsys):
     assert (out / "details" / "truncation_at_scale.csv").is_file()
     assert main([*argv[:-1], str(tmp_path / "bad"), "--scale", "2"]) == 1
     assert "--scale: 2 is out of range" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def small_cef(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2,000 synthetic persons in Rhode Island (runs under any state filter in a second)."""
+    from engine.data.cef_writer import write_cef_extract
+    from engine.data.synthetic import generate_households
+
+    folder = tmp_path_factory.mktemp("cef")
+    write_cef_extract(generate_households(2_000, seed=8, states=["RI"]), folder)
+    return folder
+
+
+def _run_cli(data: Path, out: Path, *extra: str) -> dict:
+    argv = ["run", "phsafe", "--data", str(data), "--seed", "3", "--out", str(out), *extra]
+    assert main(argv) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_cli_metrics_carry_the_budget_fingerprint_the_app_records(
+    small_cef: Path, tmp_path: Path
+) -> None:
+    """Issue 15's leftover: a PHSafe run saved from the CLI names the exact budget it used, with
+    the key names, value and origin rule of the app's runs, so a scenario attributes it rightly."""
+    from dataclasses import replace
+
+    from phexplore.api.runs import new_run_provenance
+    from phexplore.budget.fingerprint import budget_fingerprint
+    from phexplore.presets import load_phsafe_preset
+    from phexplore.scenarios import Scenario
+
+    production = load_phsafe_preset("phsafe-2020")
+    metrics = _run_cli(small_cef, tmp_path / "a", "--config", "phsafe-2020")
+    validate_metrics_json(metrics)
+    app = new_run_provenance(run_id=1, data_label="x", seed=3, budget=production, origin=None)
+    assert metrics["budget_fingerprint"] == app["budget_fingerprint"]
+    assert metrics["budget_fingerprint"] == budget_fingerprint(production)
+    assert metrics["budget_origin"] == "phsafe-2020" == app["budget_origin"]
+    mine = Scenario(name="prod", kind="phsafe", phsafe=production)
+    assert mine.matching_runs([metrics]) == [metrics]
+    # ... and the CLI report names its budget (it said "budget not recorded" before).
+    report = tmp_path / "report.html"
+    argv = ["report", "--preset", "phsafe-2020", "--results", str(tmp_path / "a" / "metrics.json")]
+    assert main([*argv, "--out", str(report)]) == 0
+    page = report.read_text()
+    assert f"budget={metrics['budget_fingerprint'][:12]}" in page and "not recorded" not in page
+    # --tau changes a number: another budget, "modified from" the preset (as in the planner)
+    tau = _run_cli(small_cef, tmp_path / "b", "--config", "phsafe-2020", "--tau", "PH3=5")
+    assert tau["budget_fingerprint"] == budget_fingerprint(
+        replace(production, tau={**production.tau, "PH3": 5})
+    )
+    assert tau["budget_origin"] == "modified from phsafe-2020"
+    assert mine.matching_runs([tau]) == []
+    # A config.json exported from an edited planner budget gets the planner's fingerprint.
+    edited = production.without_levels(["usa_A-G"]).with_rho("PH2", "state_*", 0.5)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(edited.to_official_config()))
+    from_file = _run_cli(small_cef, tmp_path / "c", "--config", str(path))
+    assert from_file["budget_fingerprint"] == budget_fingerprint(edited)
+    assert from_file["budget_origin"] == "edited.json"
+    # The same numbers under another file name are recognised as the preset.
+    same = tmp_path / "copy.json"
+    same.write_text(json.dumps(production.to_official_config()))
+    assert (
+        _run_cli(small_cef, tmp_path / "d", "--config", str(same))["budget_origin"] == "phsafe-2020"
+    )
+
+
+def test_cli_non_private_run_records_no_budget(small_cef: Path, tmp_path: Path) -> None:
+    metrics = _run_cli(small_cef, tmp_path / "a", "--config", "phsafe-2020", "--non-private")
+    assert "budget_fingerprint" not in metrics

@@ -67,3 +67,27 @@ def test_replay_a_run_saved_in_a_scenario(tmp_path, capsys):
     assert main(["run", "replay", "--spec", str(scenario), "--result", "1", "--quiet",
                  "--out", str(again)]) == 0  # fmt: skip
     assert (first / "estimates.csv").read_bytes() == (again / "estimates.csv").read_bytes()
+
+
+def test_replay_keeps_the_budget_provenance_and_refuses_an_altered_one(tmp_path, capsys):
+    """The replayed metrics.json names the same budget as the original; a budget fingerprint
+    edited by hand (the run's description left intact) is refused in one line."""
+    first = tmp_path / "first"
+    argv = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", "4", "--no-microdata", "--quiet",
+        "--out", str(first),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    again = tmp_path / "again"
+    spec = str(first / "metrics.json")
+    assert main(["run", "replay", "--spec", spec, "--quiet", "--out", str(again)]) == 0
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (first, again))
+    assert b["budget_fingerprint"] == a["budget_fingerprint"]
+    assert b["budget_origin"] == a["budget_origin"] == "ri2010-production-like"
+    a["budget_fingerprint"] = "f" * 64
+    altered = tmp_path / "altered.json"
+    altered.write_text(json.dumps(a))
+    assert main(["run", "replay", "--spec", str(altered), "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "does not match the budget" in err and "Traceback" not in err

@@ -31,6 +31,14 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
 
     used = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
     assert metrics["budget_fingerprint"] == budget_fingerprint(used)
+    # ... and its origin by the planners' rule: the preset, or "modified from" it after --rho.
+    from phexplore.scenarios import budget_origin
+
+    assert metrics["budget_origin"] == budget_origin(used, "ri2010-production-like")
+    preset_rho = float(load_topdown_preset("ri2010-production-like")["persons"].rho)
+    assert metrics["budget_origin"] == (
+        "ri2010-production-like" if preset_rho == 2.56 else "modified from ri2010-production-like"
+    )
     # TDA §5.2: the State TOTAL share buys no measurement; rho_spent sits beside rho
     keys = list(metrics)
     assert keys.index("rho_spent") == keys.index("rho") + 1

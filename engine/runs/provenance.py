@@ -1,0 +1,148 @@
+"""Which budget a run used: its fingerprint and origin from the run description (issue 15).
+
+A run's ``metrics.json`` names the exact budget it was made with — ``budget_fingerprint``, the
+SHA-256 of the budget's canonical numbers (:func:`phexplore.budget.fingerprint.budget_fingerprint`;
+PHSafe: ρ or ε per table × level, τ, privacy definition and state filter, PHS §7.1; TopDown: ρ and
+the shares, TDA App. B) — and ``budget_origin``, the preset it is ("phsafe-2020") or
+"modified from <preset>". The app computes both from the planner's budget; the CLI and a replay
+compute them here from the :class:`~engine.runs.spec.RunSpec`'s config, so a run made by either
+face carries the same fingerprint for the same numbers and a saved scenario attributes it rightly.
+
+The one normalisation (PHSafe only): the engine reads an empty ``state_filter`` as "the 50 states
+and DC" and writes the list out in full (:data:`engine.phsafe.config.US_STATES`); the planner
+keeps "no filter". Both mean the same run, so a configuration listing exactly those states is
+fingerprinted as "no filter". A budget of 0 (a skipped level) is left out either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.runs.spec import RunSpec, _thaw
+from phexplore.budget import PHSafeBudget, TopDownAllocation
+from phexplore.budget.fingerprint import budget_fingerprint
+from phexplore.errors import ValidationError
+
+
+def phsafe_budget_of(config: Mapping[str, Any], *, name: str = "config.json") -> PHSafeBudget:
+    """The planner's :class:`PHSafeBudget` for an official PHSafe ``config.json`` mapping.
+
+    ``state_filter`` equal to every US state (the engine's spelling of "no filter") becomes no
+    filter, as in the planner; everything else is taken as it stands.
+    """
+    from engine.phsafe.config import US_STATES
+
+    official = dict(_thaw(config))
+    states = official.get("state_filter")
+    if isinstance(states, list | tuple) and sorted(str(s) for s in states) == list(US_STATES):
+        official["state_filter"] = []
+    return PHSafeBudget.from_official_config(official, name=name)
+
+
+def budget_of(spec: RunSpec, name: str | None = None) -> PHSafeBudget | TopDownAllocation:
+    """The budget a run description measures with (TopDown allocation or PHSafe budget);
+    ``name`` names a PHSafe budget (a TopDown allocation carries its own)."""
+    config = _thaw(spec.config)
+    if spec.engine == "topdown":
+        return TopDownAllocation.from_dict(config, name=str(config.get("name", "allocation")))
+    return phsafe_budget_of(config, name=name or "config.json")
+
+
+def spec_budget_fingerprint(spec: RunSpec) -> str:
+    """``budget_fingerprint`` of the budget in ``spec.config`` (same value the app records)."""
+    return budget_fingerprint(budget_of(spec))
+
+
+def accepted_fingerprints(spec: RunSpec) -> frozenset[str]:
+    """Budget fingerprints a metrics.json holding ``spec`` may rightly record.
+
+    The config's own; for PHSafe also that of the config without its state filter, because the
+    app fingerprints the planner's budget and applies the Run page's states to the run only.
+    """
+    own = spec_budget_fingerprint(spec)
+    if spec.engine != "phsafe":
+        return frozenset({own})
+    unfiltered = {**_thaw(spec.config), "state_filter": []}
+    return frozenset({own, budget_fingerprint(phsafe_budget_of(unfiltered))})
+
+
+def budget_origin_of(spec: RunSpec, preset: str | None = None, name: str | None = None) -> str:
+    """``budget_origin``: ``preset`` when the run's budget is that shipped preset's exactly,
+    "modified from <preset>" after any change of a number, else the budget's own name (``name``
+    for a PHSafe config, e.g. its file name; a TopDown allocation's ``name`` field).
+
+    Same rule as the app's planners (:func:`phexplore.scenarios.budget_origin`)."""
+    from phexplore.presets import list_presets
+    from phexplore.scenarios import budget_origin
+
+    budget = budget_of(spec, name)
+    if preset is not None:
+        return budget_origin(budget, preset=preset)
+    # No preset named (a config file): name the shipped preset it equals, if any.
+    for info in list_presets(spec.engine):
+        if budget_origin(budget, preset=info.name) == info.name:
+            return info.name
+    return budget_origin(budget)
+
+
+def provenance_of(spec: RunSpec, recorded: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``budget_fingerprint`` and ``budget_origin`` of a replayed run.
+
+    ``recorded`` is the original metrics.json: its fingerprint and origin are kept when the
+    fingerprint is one ``spec`` may carry (:func:`accepted_fingerprints`); a fingerprint that does
+    not match the run's config means the file was altered, and is refused.
+    """
+    recorded = recorded or {}
+    stated = recorded.get("budget_fingerprint")
+    if stated:
+        if stated not in accepted_fingerprints(spec):
+            raise ValidationError(
+                f"the file's budget_fingerprint {str(stated)[:12]} does not match the budget in "
+                "its run description (edited by hand?); use the metrics.json the run wrote"
+            )
+        origin = recorded.get("budget_origin") or budget_origin_of(spec)
+        return {"budget_fingerprint": str(stated), "budget_origin": str(origin)}
+    return {
+        "budget_fingerprint": spec_budget_fingerprint(spec),
+        "budget_origin": budget_origin_of(spec),
+    }
+
+
+def recorded_run(
+    data: dict[str, Any], where: str, result: int | None = None, *, option: str = "--result N"
+) -> tuple[RunSpec, dict[str, Any]]:
+    """The run description in parsed JSON ``data`` (metrics.json, bare description or scenario
+    with its ``result``-th attached run) and the metrics it was recorded with.
+
+    Shared by the CLI (``phexplore run replay``) and the app (:mod:`phexplore.api.replay`);
+    ``where`` names the input in messages and ``option`` how to choose a scenario's result.
+    """
+    path = where
+    results = data.get("results")
+    if isinstance(results, list) and "engine" not in data:
+        if result is None or not 1 <= result <= len(results):
+            raise ValidationError(
+                f"{path} is a scenario with {len(results)} attached run result(s); choose "
+                f"one with {option} (1 – {len(results)})"
+                if results
+                else f"{path} is a scenario without attached run results"
+            )
+        data = results[result - 1] if isinstance(results[result - 1], dict) else {}
+    section = data.get("run", data)
+    if not isinstance(section, dict) or "engine" not in section:
+        raise ValidationError(
+            f"{path}: no run description found; give a metrics.json written by "
+            "'phexplore run topdown' or 'run phsafe' (it has a 'run' section)"
+        )
+    try:
+        spec = RunSpec.from_dict(section)
+    except ValidationError as exc:
+        raise ValidationError(f"{path}: {exc}") from None
+    if spec.noise_method == "exact":
+        raise ValidationError(
+            f"{path}: this run used OpenDP's exact samplers (OS randomness), which no seed "
+            f"reproduces; run it again with 'phexplore run {spec.engine}' instead"
+        )
+    recorded = data if "run" in data else {}
+    return spec, recorded
