@@ -111,7 +111,12 @@ def _topdown(
     result = stages.estimate(spec, hist, measured, executor, control, started)
     if not with_metrics:
         return RunOutput(
-            spec=spec, result=result, metrics={}, tidy=result.to_tidy(queries), data=hist
+            spec=spec,
+            result=result,
+            metrics={},
+            tidy=result.to_tidy(queries),
+            data=hist,
+            extra={"queries": queries},
         )
     control.progress("Computing metrics", 1.0)
     computed = stages.metrics(
@@ -124,7 +129,7 @@ def _topdown(
         tidy=computed.tidy,
         tables=computed.tables,
         data=hist,
-        extra={"spine_sections": computed.spine_sections},
+        extra={"spine_sections": computed.spine_sections, "queries": queries},
     )
 
 
@@ -179,16 +184,26 @@ def write(
     microdata: bool = True,
     summary: Sequence[str] = (),
 ) -> dict[str, Path]:
-    """The write stage: the run's files in ``out_dir`` (:mod:`engine.runs.writers`)."""
+    """The write stage: the run's files in ``out_dir`` (:mod:`engine.runs.writers`).
+
+    TopDown options read here (set by ``phexplore run topdown``): ``microdata``, ``measurements``
+    (False: not written), ``output_format`` (``auto``/``csv``/``parquet``) and ``estimates``
+    (``auto``/``dense``/``sparse``); the estimates are streamed from the result, not from
+    ``output.tidy``.
+    """
     from engine.runs.writers import write_phsafe, write_topdown
 
     if output.spec.engine == "topdown":
+        options = output.spec.options
         return write_topdown(
             output.result,
             output.metrics,
             out_dir,
-            tidy=output.tidy,
-            microdata=bool(output.spec.options.get("microdata", microdata)),
+            queries=output.extra.get("queries"),
+            microdata=bool(options.get("microdata", microdata)),
+            measurements=bool(options.get("measurements", True)),
+            output_format=str(options.get("output_format", "auto")),
+            estimates=str(options.get("estimates", "auto")),
         )
     return write_phsafe(
         output.result, output.metrics, out_dir, summary, errors=output.extra.get("errors")

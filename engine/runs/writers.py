@@ -1,9 +1,15 @@
 """The write stage: the files of a finished run, written from what the other stages produced.
 
-TopDown (:func:`write_topdown`; docs/topdown.md): ``estimates.csv`` (tidy geolevel, geounit,
-query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances, 0 for invariants),
-``microdata.csv`` (PPMF-like person records, :func:`engine.topdown.export.microdata_frame`) and
-``metrics.json`` (the metrics stage's payload).
+TopDown (:func:`write_topdown`; docs/topdown.md "Outputs"): ``estimates`` (tidy geolevel, geounit,
+query, cell, true, estimate), ``measurements`` (noisy answers and variances, 0 for invariants),
+``microdata`` (PPMF-like person records, :func:`engine.topdown.export.iter_microdata_frames`) as
+CSV or Parquet (``output_format``; ``auto`` = CSV up to
+:data:`engine.runs.table_files.AUTO_CSV_MAX_ROWS` dense estimate rows), each streamed chunk by
+chunk from the result (:mod:`engine.runs.table_files`), and ``metrics.json`` (the metrics stage's
+payload plus an ``outputs`` section saying which format was written and what each file holds).
+Sparse estimates (the default for Parquet) leave out the rows whose true and estimated counts are
+both 0 and come with ``geounits`` and ``cells`` tables from which a reader re-expands them
+(:func:`engine.runs.run_folder.dense_estimates`).
 
 PHSafe (:func:`write_phsafe`; docs/phsafe.md): the eleven official pipe-delimited files
 ``PH1_num.csv`` … ``PH8_denom.csv``, ``metrics.json``, ``summary.txt`` and ``details/`` (basis
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +69,53 @@ def _folder(out_dir: str | Path) -> Path:
     return out
 
 
+ESTIMATE_CHOICES: tuple[str, ...] = ("auto", "dense", "sparse")
+"""Values of ``--estimates``: ``auto`` = sparse for Parquet, dense for CSV."""
+SPARSE_NOTE = (
+    "rows whose true and estimated counts are both 0 are left out; every geounit (geounits table) "
+    "× every cell of every query (cells table) not listed has true = estimate = 0"
+)
+
+
+def _estimate_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("geolevel", pa.string()),
+            ("geounit", pa.string()),
+            ("query", pa.string()),
+            ("cell", pa.string()),
+            ("true", pa.int64()),
+            ("estimate", pa.int64()),
+        ]
+    )
+
+
+def _measurement_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("geolevel", pa.string()),
+            ("geounit", pa.string()),
+            ("query", pa.string()),
+            ("cell", pa.string()),
+            ("noisy", pa.float64()),
+            ("variance", pa.float64()),
+        ]
+    )
+
+
+def _frame_slices(frame: pd.DataFrame, chunk_rows: int, sparse: bool) -> Iterator[pd.DataFrame]:
+    """``frame`` in slices of ``chunk_rows`` rows (without its all-zero rows when ``sparse``)."""
+    for start in range(0, max(len(frame), 1), chunk_rows):
+        part = frame.iloc[start : start + chunk_rows]
+        if sparse:
+            part = part[(part["true"] != 0) | (part["estimate"] != 0)]
+        yield part.reset_index(drop=True)
+
+
 def write_topdown(
     result: Any,
     payload: Mapping[str, Any],
@@ -71,23 +124,104 @@ def write_topdown(
     tidy: pd.DataFrame | None = None,
     microdata: bool = True,
     measurements: bool = True,
+    output_format: str = "auto",
+    estimates: str = "auto",
+    queries: Sequence[str] | None = None,
+    chunk_rows: int | None = None,
 ) -> dict[str, Path]:
-    """Write estimates.csv, measurements.csv, microdata.csv and metrics.json into ``out_dir``."""
-    from engine.topdown.export import microdata_frame
+    """Write the estimates, measurements and microdata tables and metrics.json into ``out_dir``.
 
+    ``output_format``: ``csv``, ``parquet`` or ``auto`` (:func:`engine.runs.table_files.
+    resolve_format` on the dense estimate rows). ``estimates``: ``dense``, ``sparse`` or ``auto``
+    (sparse for Parquet). Tables are streamed from the result in chunks of ``chunk_rows`` rows
+    (default :data:`engine.topdown.export.DEFAULT_CHUNK_ROWS`); ``tidy`` (an estimates table the
+    caller already holds) is written in slices instead; ``queries`` are the estimates' queries
+    (default the run's). metrics.json gets an ``outputs`` section describing every file.
+    """
+    from engine.runs.table_files import (
+        AUTO_CSV_MAX_ROWS,
+        check_format,
+        resolve_format,
+        write_table,
+    )
+    from engine.topdown.export import (
+        DEFAULT_CHUNK_ROWS,
+        estimate_rows,
+        iter_estimate_frames,
+        iter_measurement_frames,
+        iter_microdata_frames,
+    )
+
+    check_format(output_format)
+    if estimates not in ESTIMATE_CHOICES:
+        raise ValidationError(
+            f"--estimates: expected one of {', '.join(ESTIMATE_CHOICES)}; got {estimates!r}"
+        )
+    rows = chunk_rows or DEFAULT_CHUNK_ROWS
     out = _folder(out_dir)
-    paths: dict[str, Path] = {}
-    paths["estimates"] = out / "estimates.csv"
-    (result.to_tidy() if tidy is None else tidy).to_csv(paths["estimates"], index=False)
+    dense_rows = estimate_rows(result, queries) if tidy is None else len(tidy)
+    fmt = resolve_format(output_format, dense_rows)
+    sparse = estimates == "sparse" or (estimates == "auto" and fmt == "parquet")
+    written = {}
+    chunks = (
+        iter_estimate_frames(result, queries, chunk_rows=rows, sparse=sparse)
+        if tidy is None
+        else _frame_slices(tidy, rows, sparse)
+    )
+    description: dict[str, Any] = {"sparse": sparse, "dense_rows": dense_rows}
+    if sparse:
+        description.update(omitted=SPARSE_NOTE, geounits="geounits", cells="cells")
+    written["estimates"] = write_table(
+        chunks, out, "estimates", fmt, schema=_estimate_schema(), description=description
+    )
+    if sparse:
+        nodes = result.nodes[["node", "geolevel", "geounit", "parent", "depth"]]
+        written["geounits"] = write_table([nodes], out, "geounits", fmt)
+        written["cells"] = write_table([_cells_frame(result, queries, tidy)], out, "cells", fmt)
     if measurements:
-        paths["measurements"] = out / "measurements.csv"
-        result.measurements.to_csv(paths["measurements"], index=False)
+        written["measurements"] = write_table(
+            iter_measurement_frames(result, chunk_rows=rows),
+            out,
+            "measurements",
+            fmt,
+            schema=_measurement_schema(),
+            description={"note": "every measured cell (noisy answers are never sparse)"},
+        )
     if microdata:
-        paths["microdata"] = out / "microdata.csv"
-        microdata_frame(result).to_csv(paths["microdata"], index=False)
+        written["microdata"] = write_table(
+            iter_microdata_frames(result, chunk_rows=rows), out, "microdata", fmt
+        )
+    section: dict[str, Any] = {
+        "format": fmt,
+        "requested": output_format,
+        "auto_csv_max_rows": AUTO_CSV_MAX_ROWS,
+        "sparse_estimates": sparse,
+        "chunk_rows": rows,
+        "measurements_written": bool(measurements),
+        "microdata_written": bool(microdata),
+        "files": {name: table.as_dict(out) for name, table in written.items()},
+    }
+    if sparse:
+        section["note"] = f"estimates are sparse: {SPARSE_NOTE}"
+    paths = {name: out / table.file for name, table in written.items()}
     paths["metrics"] = out / "metrics.json"
-    paths["metrics"].write_text(json_text(payload), encoding="utf-8")
+    paths["metrics"].write_text(json_text({**payload, "outputs": section}), encoding="utf-8")
     return paths
+
+
+def _cells_frame(
+    result: Any, queries: Sequence[str] | None, tidy: pd.DataFrame | None
+) -> pd.DataFrame:
+    """query, cell of every estimates cell, in the estimates' order (for re-expansion)."""
+    if tidy is not None:
+        return tidy[["query", "cell"]].drop_duplicates().reset_index(drop=True)
+    from engine.topdown.queries import query_group
+
+    names = result.query_names if queries is None else tuple(queries)
+    rows = [
+        (name, str(label)) for name in names for label in query_group(result.schema, name).labels
+    ]
+    return pd.DataFrame(rows, columns=["query", "cell"])
 
 
 def write_phsafe(

@@ -8,22 +8,40 @@ redistricting schema these are the PPMF columns ``RTYPE`` (3 household, 5 group 
 (1 not Hispanic, 2 Hispanic) and ``CENRACE`` (01–63); for other schemas one column per attribute
 holding its level label (``VOTING_AGE`` is coded 1/2 whenever the schema has VOTINGAGE).
 
-The run pipeline's write stage (:mod:`engine.runs.writers`) writes it as ``microdata.csv`` beside the
-estimates, measurements and metrics.json; metrics come from :mod:`engine.runs.topdown` (engines
-compute no metrics).
+The tidy tables of a run come in chunks, so a production-scale run is written in bounded memory
+(issue 17): :func:`iter_estimate_frames` (geolevel, geounit, query, cell, true, estimate; with
+``sparse`` the rows whose true and estimated counts are both 0 are left out),
+:func:`iter_measurement_frames` (geolevel, geounit, query, cell, noisy, variance: the noisy
+measurements of TDA §6.1, every measured cell) and :func:`iter_microdata_frames` (persons, a chunk
+of whole blocks at a time). Each yields frames of at most ``chunk_rows`` rows (or one geounit's
+cells of one query, or one block's persons, when that alone is more) whose concatenation is exactly
+:meth:`TopDownResult.to_tidy`, :attr:`TopDownResult.measurements` and :func:`microdata_frame`, in
+the same row order. :func:`estimate_rows` and :func:`measurement_rows` count the rows without
+building them.
+
+The run pipeline's write stage (:mod:`engine.runs.writers`) writes them as ``estimates``,
+``measurements`` and ``microdata`` tables (CSV or Parquet) beside metrics.json; metrics come from
+:mod:`engine.runs.topdown` (engines compute no metrics).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from engine.topdown.queries import query_group
 from engine.topdown.run import TopDownResult
 from phexplore.errors import ValidationError
 
 PPMF_GEOGRAPHY = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
+_PPMF_SLICES = ((0, 2), (2, 5), (5, 11), (11, 12), (11, 15))
+DEFAULT_CHUNK_ROWS = 500_000
+"""Rows per chunk (and per Parquet row group) of the tidy tables unless the caller says otherwise."""
+ESTIMATE_COLUMNS = ("geolevel", "geounit", "query", "cell", "true", "estimate")
+MEASUREMENT_COLUMNS = ("geolevel", "geounit", "query", "cell", "noisy", "variance")
 
 
 def _attribute_columns(result: TopDownResult, cells: np.ndarray) -> dict[str, np.ndarray]:
@@ -46,9 +64,126 @@ def _attribute_columns(result: TopDownResult, cells: np.ndarray) -> dict[str, np
     return out
 
 
-def microdata_frame(result: TopDownResult) -> pd.DataFrame:
-    """One row per person of the estimated block histograms (PPMF-like layout)."""
-    blocks = result.block_histogram()
+def _check_chunk_rows(chunk_rows: int) -> int:
+    if (
+        isinstance(chunk_rows, bool)
+        or not isinstance(chunk_rows, int | np.integer)
+        or chunk_rows < 1
+    ):
+        raise ValidationError(f"chunk_rows must be a whole number ≥ 1; got {chunk_rows!r}")
+    return int(chunk_rows)
+
+
+def _node_steps(n_nodes: int, cells: int, chunk_rows: int) -> Iterator[slice]:
+    """Consecutive node slices of at most ``chunk_rows // cells`` nodes (at least one)."""
+    step = max(1, chunk_rows // max(1, cells))
+    for start in range(0, n_nodes, step):
+        yield slice(start, min(start + step, n_nodes))
+
+
+def estimate_rows(result: TopDownResult, queries: Sequence[str] | None = None) -> int:
+    """Rows of the dense tidy estimates table (every geounit × every cell of every query)."""
+    names = result.query_names if queries is None else tuple(queries)
+    cells = sum(query_group(result.schema, name).size for name in names)
+    return int(result.tree.n_nodes) * int(cells)
+
+
+def measurement_rows(result: TopDownResult) -> int:
+    """Rows of the measurements table: every measured (geounit, query) times the query's cells."""
+    return int(
+        sum(
+            int(np.isfinite(values[:, 0]).sum()) * group.size
+            for group, values in zip(result.queries, result.measured.noisy, strict=True)
+        )
+    )
+
+
+def iter_estimate_frames(
+    result: TopDownResult,
+    queries: Sequence[str] | None = None,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    sparse: bool = False,
+) -> Iterator[pd.DataFrame]:
+    """The tidy estimates (``ESTIMATE_COLUMNS``) in chunks, query by query, geounits in tree order.
+
+    Concatenated, the chunks equal :meth:`TopDownResult.to_tidy` (``sparse=False``) or its rows
+    whose ``true`` or ``estimate`` is non-zero (``sparse=True``). Each chunk is built from a slice
+    of at most ``chunk_rows // cells`` geounits, so no table larger than a chunk is held.
+    """
+    chunk_rows = _check_chunk_rows(chunk_rows)
+    names = result.query_names if queries is None else tuple(queries)
+    level = result.tree.level_names
+    ids = np.asarray(result.tree.node_id, dtype=object)
+    for name in names:
+        group = query_group(result.schema, name)
+        labels = np.asarray(group.labels, dtype=object)
+        for part in _node_steps(result.tree.n_nodes, group.size, chunk_rows):
+            true = group.answer(result.truth[part]).reshape(-1)
+            estimate = group.answer(result.estimates[part]).reshape(-1)
+            n = part.stop - part.start
+            frame = {
+                "geolevel": np.repeat(level[part], group.size),
+                "geounit": np.repeat(ids[part], group.size),
+                "query": name,
+                "cell": np.tile(labels, n),
+                "true": true,
+                "estimate": estimate,
+            }
+            if sparse:
+                keep = (true != 0) | (estimate != 0)
+                frame = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in frame.items()}
+            yield pd.DataFrame(frame, columns=list(ESTIMATE_COLUMNS))
+
+
+def iter_measurement_frames(
+    result: TopDownResult, *, chunk_rows: int = DEFAULT_CHUNK_ROWS
+) -> Iterator[pd.DataFrame]:
+    """The noisy measurements (``MEASUREMENT_COLUMNS``) in chunks of at most ``chunk_rows`` rows.
+
+    Concatenated, the chunks equal :attr:`TopDownResult.measurements` (same rows, same order):
+    query by query, the measured geounits in tree order; variance 0 marks an invariant.
+    """
+    chunk_rows = _check_chunk_rows(chunk_rows)
+    level = result.tree.level_names
+    ids = np.asarray(result.tree.node_id, dtype=object)
+    measured = result.measured
+    for j, group in enumerate(result.queries):
+        values = measured.noisy[j]
+        nodes = np.flatnonzero(np.isfinite(values[:, 0]))
+        labels = np.asarray(group.labels, dtype=object)
+        for part in _node_steps(nodes.size, group.size, chunk_rows):
+            chunk = nodes[part]
+            yield pd.DataFrame(
+                {
+                    "geolevel": np.repeat(level[chunk], group.size),
+                    "geounit": np.repeat(ids[chunk], group.size),
+                    "query": group.name,
+                    "cell": np.tile(labels, chunk.size),
+                    "noisy": values[chunk].reshape(-1),
+                    "variance": np.repeat(measured.variance[chunk, j], group.size),
+                },
+                columns=list(MEASUREMENT_COLUMNS),
+            )
+
+
+def _block_rows(result: TopDownResult) -> np.ndarray:
+    """The estimate rows of the blocks, in the input's block order (spine must end at blocks)."""
+    tree = result.tree
+    counts = np.bincount(tree.block_node, minlength=tree.n_nodes)
+    if np.any(counts[tree.block_node] != 1):
+        raise ValidationError(
+            "this run's spine stops above the block level, so it has no block estimates; "
+            f"use level_histogram({tree.levels[-1]!r})"
+        )
+    return np.asarray(tree.block_node, dtype=np.int64)
+
+
+def _microdata_chunk(
+    result: TopDownResult, rows: np.ndarray, leaf_ids: np.ndarray, ppmf: bool
+) -> pd.DataFrame:
+    """Persons of the blocks whose estimate rows are ``rows`` (PPMF-like columns)."""
+    blocks = result.estimates[rows]
     counts = blocks.reshape(-1)
     if np.any(counts < 0):
         raise ValidationError("estimated counts must be non-negative to export microdata")
@@ -56,16 +191,47 @@ def microdata_frame(result: TopDownResult) -> pd.DataFrame:
     flat = np.repeat(np.arange(counts.size), counts)
     block_of_person = flat // n_cells
     cell_of_person = flat % n_cells
-    leaf_ids = np.asarray(result.tree.node_id, dtype=object)[result.tree.block_node]
-    geoid = leaf_ids[block_of_person].astype(str)
-    frame: dict[str, Any] = {}
-    if leaf_ids.size and all(len(str(g)) == 15 and str(g).isdigit() for g in leaf_ids):
-        frame["GEOID"] = geoid
-        for name, (a, b) in zip(
-            PPMF_GEOGRAPHY, ((0, 2), (2, 5), (5, 11), (11, 12), (11, 15)), strict=True
-        ):
-            frame[name] = np.array([g[a:b] for g in leaf_ids], dtype=object)[block_of_person]
-    else:
-        frame["GEOID"] = geoid
+    geoids = leaf_ids.astype(str)
+    frame: dict[str, Any] = {"GEOID": geoids[block_of_person]}
+    if ppmf:
+        for name, (a, b) in zip(PPMF_GEOGRAPHY, _PPMF_SLICES, strict=True):
+            frame[name] = np.array([g[a:b] for g in geoids], dtype=object)[block_of_person]
     frame.update(_attribute_columns(result, cell_of_person))
     return pd.DataFrame(frame)
+
+
+def iter_microdata_frames(
+    result: TopDownResult, *, chunk_rows: int = DEFAULT_CHUNK_ROWS
+) -> Iterator[pd.DataFrame]:
+    """One row per person of the estimated blocks, whole blocks at a time (PPMF-like layout).
+
+    A chunk holds consecutive blocks (input order) with at most ``chunk_rows`` persons, or one
+    block when it alone has more. Concatenated, the chunks equal :func:`microdata_frame`. At least
+    one frame is yielded (an empty one when no person was estimated), so the columns are known.
+    """
+    chunk_rows = _check_chunk_rows(chunk_rows)
+    rows = _block_rows(result)
+    all_ids = np.asarray(result.tree.node_id, dtype=object)
+    ppmf = bool(rows.size) and all(len(str(g)) == 15 and str(g).isdigit() for g in all_ids[rows])
+    totals = np.asarray(result.estimates.sum(axis=1), dtype=np.int64)[rows]
+    cumulative = np.cumsum(totals)
+    start, n = 0, rows.size
+    yielded = False
+    while start < n:
+        before = int(cumulative[start - 1]) if start else 0
+        reach = int(np.searchsorted(cumulative, before + chunk_rows, side="right"))
+        stop = max(start + 1, reach)
+        part = rows[start:stop]
+        yield _microdata_chunk(result, part, all_ids[part], ppmf)
+        yielded = True
+        start = stop
+    if not yielded:
+        yield _microdata_chunk(result, rows, all_ids[rows], ppmf)
+
+
+def microdata_frame(result: TopDownResult) -> pd.DataFrame:
+    """One row per person of the estimated block histograms (PPMF-like layout)."""
+    rows = _block_rows(result)
+    all_ids = np.asarray(result.tree.node_id, dtype=object)
+    ppmf = bool(rows.size) and all(len(str(g)) == 15 and str(g).isdigit() for g in all_ids[rows])
+    return _microdata_chunk(result, rows, all_ids[rows], ppmf)

@@ -4,10 +4,12 @@ The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`), run
 pipeline (:func:`engine.runs.execute`, :func:`engine.runs.write`) the app and experiments use,
 written into the atomic output folder (:mod:`phexplore.output_folder`).
 
-Writes to ``--out`` (see docs/topdown.md): ``estimates.csv`` (tidy: geolevel, geounit,
-query, cell, true, estimate), ``measurements.csv`` (noisy answers and variances), ``microdata.csv``
-(PPMF-like person records of the estimated blocks, unless ``--no-microdata``) and ``metrics.json``
-(``mae`` by geolevel and query, ``runtime_s``, ``rho``, ``seed``, ``allocation``, ``timings`` …).
+Writes to ``--out`` (see docs/topdown.md "Outputs"): ``estimates`` (tidy: geolevel, geounit,
+query, cell, true, estimate), ``measurements`` (noisy answers and variances, unless
+``--no-measurements``), ``microdata`` (PPMF-like person records of the estimated blocks, unless
+``--no-microdata``) as ``.csv`` or ``.parquet`` (``--output-format auto|csv|parquet``; sparse
+Parquet estimates come with ``geounits`` and ``cells`` tables) and ``metrics.json`` (``mae`` by
+geolevel and query, ``runtime_s``, ``rho``, ``seed``, ``allocation``, ``timings``, ``outputs`` …).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.runs.table_files import AUTO_CSV_MAX_ROWS as AUTO_ROWS
+from engine.runs.table_files import FORMATS
+from engine.runs.writers import ESTIMATE_CHOICES
 from engine.topdown.spine.cli_options import add_spine_arguments, spine_options_given
 from phexplore.budget.invariants import SPREAD_LABEL, spent_label
 from phexplore.cli._backend import add_backend_arguments, backend_of
@@ -93,7 +98,32 @@ def register(engines: Any) -> None:
         help="keep only the blocks inside these geounits, e.g. County=44001 or "
         "Tract=44007000100,44007000200",
     )
-    parser.add_argument("--no-microdata", action="store_true", help="do not write microdata.csv")
+    parser.add_argument(
+        "--no-microdata", action="store_true", help="do not write the microdata table"
+    )
+    parser.add_argument(
+        "--no-measurements",
+        action="store_true",
+        help="do not write the measurements table (every noisy cell of every geounit: as many "
+        "rows as the dense estimates, and never sparse)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=FORMATS,
+        default="auto",
+        help="file format of the estimates, measurements and microdata tables: csv, parquet, or "
+        f"auto (default) = CSV when the dense estimates table has at most {AUTO_ROWS:,} rows "
+        "(every shipped sample on its own schema), Parquet above (the 2,016-cell schema on more "
+        "than a few hundred geounits)",
+    )
+    parser.add_argument(
+        "--estimates",
+        choices=ESTIMATE_CHOICES,
+        default="auto",
+        help="dense: every geounit × every cell; sparse: leave out the rows whose true and "
+        "estimated counts are both 0 (with geounits and cells tables to re-expand them); "
+        "auto (default): sparse for Parquet, dense for CSV",
+    )
     parser.add_argument(
         "--spread-invariant-share",
         action="store_true",
@@ -183,6 +213,14 @@ def spec_of(args: argparse.Namespace) -> Any:
         "epl_percentile": epl.percentile,
         "epl_multiplier": epl.multiplier,
     }
+    # Output options enter the spec only when not the default, so default runs keep their
+    # fingerprints; `run replay` writes the same files.
+    if args.no_measurements:
+        options["measurements"] = False
+    if args.output_format != "auto":
+        options["output_format"] = args.output_format
+    if args.estimates != "auto":
+        options["estimates"] = args.estimates
     if args.levels:
         options["levels"] = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     if spine_options_given(args):
@@ -268,10 +306,30 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     if structural.get("note"):
         print(f"  structural zeros: {structural['note']}")
     print("wrote " + ", ".join(str(p) for p in final.values()) + " (with manifest.json)")
+    outputs = payload.get("outputs") or {}
+    staging.settings["outputs"] = outputs
+    for line in output_lines(outputs):
+        print(line)
     if args.quiet:
         return 0
     print(dumps_json({"runtime_s": payload["runtime_s"], "timings": payload["timings"]}))
     return 0
+
+
+def output_lines(outputs: dict[str, Any]) -> list[str]:
+    """One line per table written: format, rows (sparse: of how many dense) and size."""
+    lines = []
+    files = outputs.get("files") or {}
+    if files:
+        lines.append(
+            f"  tables as {outputs.get('format')} (--output-format {outputs.get('requested')}):"
+        )
+    for entry in files.values():
+        rows = f"{entry['rows']:,} rows"
+        if entry.get("sparse"):
+            rows += f" (sparse; dense: {entry['dense_rows']:,})"
+        lines.append(f"    {entry['file']}: {rows}, {entry.get('bytes', 0) / 1e6:,.1f} MB")
+    return lines
 
 
 def epl_summary_lines(payload: dict[str, Any]) -> list[str]:
