@@ -3,7 +3,9 @@
 Thin page: every statistic comes from :mod:`engine.metrics` (MAE tables, Blau-quintile bias, EPL
 with its interval and curves, the ρ sweep and SRS trade-off) or from the PHSafe engine's error
 analysis, as kept by the Run page in :class:`phexplore.api.RunRecord`. Charts are Plotly
-(download with the camera icon) and labelled with the scenario; tables download as CSV.
+(download with the camera icon) and labelled with the scenario; tables download as CSV. A run of
+the session, or one recorded in a metrics.json or scenario file, can be replayed here
+(:mod:`pages.run_parts.replay`, :mod:`phexplore.api.replay`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from pages.run_parts import replay
 from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
@@ -542,10 +545,14 @@ def render() -> None:
     S.init_state()
     s = st.session_state
     st.title("Results")
+    replay.show_new_replay()
+    replay.messages()
     runs: list[R.RunRecord] = s[S.RUNS]
     if not runs:
         st.info("No runs yet. Start one on the Run page; results stay in this session.")
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        replay.replay_from_file()
+        replay.replay_progress()
         return
     st.warning(R.TRUTH_NOTE, icon=":material/shield:")
     labels = {r.id: r.label for r in runs}
@@ -557,6 +564,10 @@ def render() -> None:
         help="Runs of this session, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)
+    replay.replay_session_run(record)
+    replay.replay_from_file()
+    replay.replay_progress()
+    replay.replay_outcome(record)
     if record.engine == "phsafe":
         _phsafe_sections(record)
         return

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.data.histogram import BlockHistogram
+from engine.data.histogram import BlockHistogram, keep_blocks
 from engine.executors import Executor
 from engine.metrics.epl import EPLSettings
 from engine.runs.control import RunControl
@@ -68,16 +68,9 @@ def filter_blocks(hist: BlockHistogram, level: str, units: Sequence[str]) -> Blo
         raise ValidationError(
             f"--filter {level}={','.join(sorted(wanted))} matches no block of the data"
         )
-    return BlockHistogram(
-        hist.schema,
-        hist.levels,
-        hist.geography[keep].reset_index(drop=True),
-        hist.counts[keep],
-        source=hist.source,
-        licence=hist.licence,
-        units=None if hist.units is None else hist.units[keep],
-        extra=dict(hist.extra),
-    )
+    # keep_blocks subsets every per-block array of the unit frame too (housing units, GQ
+    # facilities: the structural zeros of TDA §5.3), as the app's subset does.
+    return keep_blocks(hist, keep)
 
 
 def load(spec: RunSpec) -> BlockHistogram:

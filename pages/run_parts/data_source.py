@@ -83,6 +83,8 @@ class TopDownData:
     sample: str | None
     level: str | None
     units: list[str]
+    folder: str | None = None
+    """A generated population's folder (its data can be read again there for a replay)."""
 
 
 def _pick_sample(
@@ -158,7 +160,7 @@ def topdown_data() -> TopDownData:
         key="run_td_source",
         help="Shipped public or synthetic samples, or your own files in a supported layout.",
     )
-    hist, data_label, sample = None, "", None
+    hist, data_label, sample, folder = None, "", None, None
     problem_key = ""
     if source == "sample":
         samples = R.samples_of("topdown")
@@ -248,16 +250,17 @@ def topdown_data() -> TopDownData:
             f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
             f"({hist.schema.name} schema). " + R.topdown_cost_sentence(n_blocks, hist.schema.size)
         )
-    return TopDownData(hist, data_label, sample, level, list(units))
+    return TopDownData(hist, data_label, sample, level, list(units), folder)
 
 
-def phsafe_data() -> tuple[Any | None, str, float | None]:
+def phsafe_data() -> tuple[Any | None, str, float | None, dict[str, Any] | None]:
     """Data column of a PHSafe run: shipped sample, validated upload or generated population.
 
-    Returns (CEF extract or None until valid, data label, sample scale or None).
+    Returns (CEF extract or None until valid, data label, sample scale or None, where the data
+    can be read again for a replay — :func:`phexplore.api.data_source`; None for an upload).
     """
     s = st.session_state
-    extract, data_label, scale = None, "", None
+    extract, data_label, scale, source = None, "", None, None
     st.markdown("**Data (CEF extract)**")
     source = st.radio(
         "Source",
@@ -277,10 +280,12 @@ def phsafe_data() -> tuple[Any | None, str, float | None]:
         )
         if loaded is not None:
             extract, data_label, scale = loaded, sample, R.sample_scale(sample)
+            source = R.data_source(sample=sample)
     elif source == "generated":
         folder = _generated_controls("run_ph")
         if folder is not None:
             extract = R.generated_cef(folder)
+            source = R.data_source(folder=folder)
             persons, states, seed = s["run_generated"][0]
             data_label = f"generated {persons:,} ({' '.join(states) or 'US'}, seed {seed})"
     else:
@@ -300,4 +305,4 @@ def phsafe_data() -> tuple[Any | None, str, float | None]:
             extract, data_label = s[UPLOAD_CEF]
             st.success(f"Loaded {data_label}")
     _problems(f"phsafe:sample:{s.get('run_ph_sample')}" if source == "sample" else "phsafe:upload")
-    return extract, data_label, scale
+    return extract, data_label, scale, source

@@ -26,7 +26,7 @@ def phsafe_form() -> R.RunJob | None:
         s.setdefault(key, default)
     c1, c2 = st.columns(2)
     with c1:
-        extract, data_label, scale = phsafe_data()
+        extract, data_label, scale, source = phsafe_data()
         states = st.text_input(
             "States to run (2-digit FIPS, comma separated)",
             key="run_ph_states",
@@ -74,5 +74,6 @@ def phsafe_form() -> R.RunJob | None:
         scale=scale,
         noise_method=str(s["run_ph_noise"]),
         backend=s.get("run_ph_backend", "local"),
+        source=source,
     )
     return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)

@@ -132,5 +132,6 @@ def topdown_form() -> R.RunJob | None:
         epl_multiplier=float(s["run_td_epl_m"]),
         backend=s.get("run_td_backend", "local"),
         origin=budget.origin,
+        source=R.data_source(sample=data.sample, folder=data.folder, level=level, units=units),
     )
     return R.start_job(R.RunJob(engine="topdown", label=label, phases=2 if rhos else 1), work)

@@ -8,7 +8,8 @@ Pages import this package, never :mod:`phexplore.cli` or ``engine`` (tests/test_
 Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
 in a thread with the pipeline's progress and cancel, the runs kept in the session),
 :mod:`~phexplore.api.runs` (a RunSpec from the widgets, executed by :func:`engine.runs.execute`),
-:mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads). Pages use them as
+:mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads),
+:mod:`~phexplore.api.replay` (a recorded run again through the same pipeline). Pages use them as
 ``from phexplore import api as R`` and ``R.topdown_work(...)``.
 """
 
@@ -32,6 +33,15 @@ from phexplore.api.data import (
     topdown_sample,
 )
 from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
+from phexplore.api.replay import (
+    SAME_SEED_NOTE,
+    RecordedRun,
+    recorded_in_file,
+    recorded_of,
+    replay_note,
+    replay_outcome,
+    replay_work,
+)
 from phexplore.api.results import (
     budget_caption,
     epl_curves,
@@ -54,6 +64,7 @@ from phexplore.api.runs import (
     TRUTH_NOTE,
     bootstrap_rng,
     data_fingerprint,
+    data_source,
     epl_settings,
     phsafe_spec,
     phsafe_work,
@@ -66,6 +77,14 @@ from phexplore.api.runs import (
 )
 
 __all__ = [
+    "SAME_SEED_NOTE",
+    "RecordedRun",
+    "data_source",
+    "recorded_in_file",
+    "recorded_of",
+    "replay_note",
+    "replay_outcome",
+    "replay_work",
     "GENERATED_PERSONS_RANGE",
     "generated_cef",
     "generated_population",

@@ -38,6 +38,9 @@ class RunRecord:
     experiment: Any = None
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Unique across sessions (run ids restart at 1 in every session); keys cached results."""
+    data: Any = None
+    """The input the run used (block histogram or CEF extract), kept in the session so the run
+    can be replayed here even when its data cannot be read again (an upload); never saved."""
 
     @property
     def rho(self) -> float | None:

@@ -65,6 +65,25 @@ def data_fingerprint(hist: BlockHistogram) -> str:
     return digest.hexdigest()
 
 
+def data_source(
+    *,
+    sample: str | None = None,
+    folder: str | None = None,
+    level: str | None = None,
+    units: Sequence[str] = (),
+) -> dict[str, Any] | None:
+    """Where a run's data can be read again: ``{"source": sample or folder}`` plus the subset as
+    ``filter`` (``{"level": "County", "units": ["44007"]}``, as ``phexplore run --filter``);
+    None for data that exist only in the session (an upload)."""
+    where_from = sample or folder
+    if not where_from:
+        return None
+    out: dict[str, Any] = {"source": str(where_from)}
+    if level and units:
+        out["filter"] = {"level": str(level), "units": [str(u) for u in units]}
+    return out
+
+
 SPARK_MASTER_ENV = "PHEXPLORE_SPARK_MASTER"
 SPARK_REMOTE_ENV = "PHEXPLORE_SPARK_REMOTE"
 """Environment variables that offer the Spark backend on the Run page (docs/spark.md)."""
@@ -116,10 +135,16 @@ def topdown_spec(
     epl_multiplier: float = EPL_MULTIPLIER,
     noise_method: str = "fast",
     backend: str = "local",
+    source: Mapping[str, Any] | None = None,
 ) -> RunSpec:
     """The :class:`RunSpec` of a TopDown run chosen on the Run page (data named and hashed).
 
-    The EPL settings are checked here (a ValidationError names a bad value), before any job starts.
+    ``source`` says where the data can be read again (:func:`data_source`: a shipped sample or a
+    generated folder, with the subset as a ``filter``), so the run can be replayed from its
+    metrics.json in the app or by ``phexplore run replay``; without it (uploads) the data are
+    named by ``data_label`` only. The content hash ``sha256`` is recorded either way and checked
+    on replay. The EPL settings are checked here (a ValidationError names a bad value), before
+    any job starts.
     """
     settings = epl_settings(epl_percentile, epl_multiplier)
     options: dict[str, Any] = {
@@ -133,7 +158,12 @@ def topdown_spec(
         options.update(spine=spine, entities=list(entities), special_areas=special_areas)
     return RunSpec(
         engine="topdown",
-        data={"source": data_label, "sha256": data_fingerprint(hist)},
+        data={
+            "source": data_label,
+            **dict(source or {}),
+            "label": data_label,
+            "sha256": data_fingerprint(hist),
+        },
         config=allocation.to_dict(),
         seed=int(seed),
         options=options,
@@ -165,6 +195,7 @@ def topdown_work(
     origin: str | None = None,
     noise_method: str = "fast",
     backend: str = "local",
+    source: Mapping[str, Any] | None = None,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
@@ -194,32 +225,15 @@ def topdown_work(
         epl_multiplier=epl_multiplier,
         noise_method=noise_method,
         backend=backend,
+        source=source,
     )
     settings = epl_settings(epl_percentile, epl_multiplier)
     provenance = new_run_provenance(
         run_id=run_id, data_label=data_label, seed=seed, budget=allocation, origin=origin
     )
-    token = provenance["run_token"]
 
     def work(job: RunJob) -> RunRecord:
-        from engine.runs import execute
-        from engine.topdown.queries import SCHEMA_QUERIES
-
-        queries = SCHEMA_QUERIES.get(hist.schema.name)
-        output = execute(
-            spec,
-            control=job.control,
-            data=hist,
-            tables=True,
-            queries=queries,
-            # metrics.json has "seed" as a standard key already (the same value).
-            extra_metrics={
-                "data": data_label,
-                "spine": spine,
-                **{k: v for k, v in provenance.items() if k != "seed"},
-            },
-        )
-        result = output.result
+        output = execute_topdown(spec, job, hist, data_label, spine, provenance)
         experiment = None
         if sweep_rhos and preset:
             from engine.metrics.srs import DEFAULT_FRACTIONS
@@ -232,7 +246,7 @@ def topdown_work(
                 rhos=list(sweep_rhos),
                 seeds=list(range(seed, seed + sweep_seeds)),
                 preset=preset,
-                queries=queries,
+                queries=output.extra.get("queries"),
                 srs_fractions=DEFAULT_FRACTIONS if srs else None,
                 n_boot=20,
                 workers=workers,
@@ -241,46 +255,106 @@ def topdown_work(
                 data_name=data_label,
                 epl_settings=settings,
             )
-        what = "ε" if allocation.mechanism == "puredp" else "ρ"
-        return RunRecord(
-            id=run_id,
-            label=run_label(
-                run_id,
-                "TopDown",
-                data_label,
-                f"{what}={float(allocation.rho):.4g}",
-                seed,
-                provenance,
-            ),
-            token=token,
-            engine="topdown",
+        return topdown_record(
+            output,
+            run_id=run_id,
             scenario=scenario,
-            settings={
-                "data": data_label,
-                "allocation": allocation.name,
-                "mechanism": allocation.mechanism,
-                "rho": float(allocation.rho),
-                "rho_spent": result.rho_spent,
-                "spread_invariant_share": spread_invariant_share,
-                "seed": seed,
-                "noise_method": noise_method,
-                "spine": spine,
-                "entities": list(entities),
-                "special_areas": special_areas,
-                "blocks": hist.n_blocks,
-                "levels": [str(lv) for lv in result.tree.levels],
-                "runtime_s": result.runtime_s,
-                "epl_settings": settings.as_dict(),
-                "fingerprint": spec.fingerprint(),
-                **provenance,
-            },
-            metrics=output.metrics,
-            tidy=output.tidy,
-            tables=output.tables,
+            data_label=data_label,
+            allocation=allocation,
+            provenance=provenance,
             experiment=experiment,
         )
 
     return work
+
+
+def execute_topdown(
+    spec: RunSpec,
+    job: RunJob,
+    hist: BlockHistogram,
+    data_label: str,
+    spine: str,
+    provenance: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+) -> Any:
+    """Run a TopDown ``spec`` on ``hist`` through the one pipeline with the app's tables and the
+    run's provenance in metrics.json (``extra``: more sections, e.g. ``replay_of``)."""
+    from engine.runs import execute
+    from engine.topdown.queries import SCHEMA_QUERIES
+
+    queries = SCHEMA_QUERIES.get(hist.schema.name)
+    output = execute(
+        spec,
+        control=job.control,
+        data=hist,
+        tables=True,
+        queries=queries,
+        # metrics.json has "seed" as a standard key already (the same value).
+        extra_metrics={
+            "data": data_label,
+            "spine": spine,
+            **{k: v for k, v in provenance.items() if k != "seed"},
+            **dict(extra or {}),
+        },
+    )
+    output.extra["queries"] = queries
+    return output
+
+
+def topdown_record(
+    output: Any,
+    *,
+    run_id: int,
+    scenario: str,
+    data_label: str,
+    allocation: TopDownAllocation,
+    provenance: Mapping[str, Any],
+    experiment: Any = None,
+    note: str = "",
+) -> RunRecord:
+    """The session's record of a finished TopDown run (``output``: :func:`execute_topdown`'s);
+    ``note`` is appended to the label (e.g. "replay of #2")."""
+    spec, result, hist = output.spec, output.result, output.data
+    options = spec.options
+    seed = spec.seed
+    what = "ε" if allocation.mechanism == "puredp" else "ρ"
+    label = run_label(
+        run_id, "TopDown", data_label, f"{what}={float(allocation.rho):.4g}", seed, provenance
+    )
+    return RunRecord(
+        id=run_id,
+        label=label + (f" · {note}" if note else ""),
+        token=str(provenance["run_token"]),
+        engine="topdown",
+        scenario=scenario,
+        settings={
+            "data": data_label,
+            "allocation": allocation.name,
+            "mechanism": allocation.mechanism,
+            "rho": float(allocation.rho),
+            "rho_spent": result.rho_spent,
+            "spread_invariant_share": bool(options.get("spread_invariant_share", False)),
+            "seed": seed,
+            "noise_method": spec.noise_method,
+            "spine": str(options.get("spine", "conventional")),
+            "entities": list(options.get("entities", ())),
+            "special_areas": options.get("special_areas"),
+            "blocks": hist.n_blocks,
+            "levels": [str(lv) for lv in result.tree.levels],
+            "runtime_s": result.runtime_s,
+            "epl_settings": epl_settings(
+                float(options.get("epl_percentile", EPL_PERCENTILE)),
+                float(options.get("epl_multiplier", EPL_MULTIPLIER)),
+            ).as_dict(),
+            "fingerprint": spec.fingerprint(),
+            **provenance,
+        },
+        metrics=output.metrics,
+        tidy=output.tidy,
+        tables=output.tables,
+        experiment=experiment,
+        data=hist,
+    )
 
 
 def phsafe_spec(
@@ -293,8 +367,12 @@ def phsafe_spec(
     scale: float | None = None,
     noise_method: str = "fast",
     backend: str = "local",
+    source: Mapping[str, Any] | None = None,
 ) -> RunSpec:
-    """The :class:`RunSpec` of a PHSafe run with the working budget (official config)."""
+    """The :class:`RunSpec` of a PHSafe run with the working budget (official config).
+
+    ``source`` (:func:`data_source`) says where the extract can be read again for a replay; an
+    upload is named by ``data_label`` only."""
     official = budget.to_official_config()
     if states:
         official["state_filter"] = list(states)
@@ -303,7 +381,7 @@ def phsafe_spec(
     config = PHSafeConfig.from_json(official)
     return RunSpec(
         engine="phsafe",
-        data={"source": data_label},
+        data={"source": data_label, **dict(source or {}), "label": data_label},
         config=config.to_dict(),
         seed=int(seed),
         options={"trials": int(trials), "scale": scale, "noise_method": noise_method},
@@ -325,6 +403,7 @@ def phsafe_work(
     origin: str | None = None,
     noise_method: str = "fast",
     backend: str = "local",
+    source: Mapping[str, Any] | None = None,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a PHSafe run with the working PHSafe budget (official config) on ``extract``.
 
@@ -343,46 +422,71 @@ def phsafe_work(
         scale=scale,
         noise_method=noise_method,
         backend=backend,
+        source=source,
     )
 
     provenance = new_run_provenance(
         run_id=run_id, data_label=data_label, seed=seed, budget=budget, origin=origin
     )
-    token = provenance["run_token"]
 
     def work(job: RunJob) -> RunRecord:
         from engine.runs import execute
 
         output = execute(spec, control=job.control, data=extract, extra_metrics=provenance)
-        result = output.result
-        return RunRecord(
-            id=run_id,
-            label=run_label(
-                run_id, "PHSafe", data_label, f"ρ={budget.total_unbounded():.4g}", seed, provenance
-            ),
-            token=token,
-            engine="phsafe",
+        return phsafe_record(
+            output,
+            run_id=run_id,
             scenario=scenario,
-            settings={
-                "data": data_label,
-                "budget": budget.name,
-                "rho": budget.total_unbounded(),
-                "seed": seed,
-                "trials": trials,
-                "states": list(result.states),
-                "persons": result.n_persons,
-                "runtime_s": result.runtime_s,
-                "scale": scale,
-                "noise_method": noise_method,
-                "fingerprint": spec.fingerprint(),
-                **provenance,
-            },
-            metrics=output.metrics,
-            tidy=output.tidy,
-            tables=output.tables,
+            data_label=data_label,
+            budget=budget,
+            provenance=provenance,
         )
 
     return work
+
+
+def phsafe_record(
+    output: Any,
+    *,
+    run_id: int,
+    scenario: str,
+    data_label: str,
+    budget: PHSafeBudget,
+    provenance: Mapping[str, Any],
+    note: str = "",
+) -> RunRecord:
+    """The session's record of a finished PHSafe run of ``budget`` (``output``: the pipeline's);
+    ``note`` is appended to the label (e.g. "replay of #2")."""
+    spec, result = output.spec, output.result
+    seed = spec.seed
+    label = run_label(
+        run_id, "PHSafe", data_label, f"ρ={budget.total_unbounded():.4g}", seed, provenance
+    )
+    return RunRecord(
+        id=run_id,
+        label=label + (f" · {note}" if note else ""),
+        token=str(provenance["run_token"]),
+        engine="phsafe",
+        scenario=scenario,
+        settings={
+            "data": data_label,
+            "budget": budget.name,
+            "rho": budget.total_unbounded(),
+            "seed": seed,
+            "trials": int(spec.options.get("trials", 1)),
+            "states": list(result.states),
+            "persons": result.n_persons,
+            "runtime_s": result.runtime_s,
+            "scale": spec.options.get("scale"),
+            "noise_method": spec.noise_method,
+            "fingerprint": spec.fingerprint(),
+            **provenance,
+        },
+        metrics=output.metrics,
+        tidy=output.tidy,
+        tables=output.tables,
+        data=output.data,
+    )
 
 
 def new_run_provenance(

@@ -146,3 +146,26 @@ def test_experiments_build_grids_of_run_specs() -> None:
     ]
     assert len({s.fingerprint() for s in specs}) == 4
     assert all(s.data == base.data and s.options == base.options for s in specs)
+
+
+def test_filter_subsets_the_unit_frame_like_the_app(tmp_path) -> None:
+    """``--filter`` (and a replay's recorded filter) keep the housing units and GQ facilities of
+    the kept blocks only — the same data as the app's subset, so a replay of an app run on a
+    generated population's tract holds the same structural zeros (TDA §5.3)."""
+    import numpy as np
+
+    from engine.data.generated import load_generated_population
+    from engine.data.histogram import subset_histogram
+    from engine.data.population import generate_population
+    from engine.runs.topdown import filter_blocks
+
+    folder = tmp_path / "pop"
+    generate_population(5_000, seed=2, states=["RI"], out_dir=folder)
+    hist = load_generated_population(folder)
+    tract = str(hist.geography["Tract"].iloc[0])
+    cli, app = filter_blocks(hist, "Tract", [tract]), subset_histogram(hist, "Tract", [tract])
+    assert cli.n_blocks < hist.n_blocks
+    for key, value in app.extra.items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(cli.extra[key], value), key
+            assert len(cli.extra[key]) == cli.n_blocks, key

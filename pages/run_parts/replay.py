@@ -1,0 +1,155 @@
+"""Replay controls (Results page): run a recorded run again — one of this session or from a file.
+
+Thin: what a replay is and does lives in :mod:`phexplore.api.replay` (the run's recorded description
+through the same pipeline, SPEC §8); here are the buttons, the upload, the one-line errors and the
+progress/Cancel panel the Run page uses too.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.run_parts.jobs import JOB, next_run_id
+from pages.run_parts.progress import job_panel
+from phexplore import api as R
+from phexplore import app_state as S
+from phexplore.errors import PHExploreError
+
+PENDING = "res_replay_pending"
+"""Set while a replay started here runs: the Results page then shows the new run when it ends."""
+ERROR = "res_replay_error"
+"""A replay refused before it started (one line), shown once."""
+
+
+def _start(run: R.RecordedRun) -> None:
+    """Start the replay of ``run`` as this session's next run (callback; refusals to ERROR)."""
+    s = st.session_state
+    if s.get(JOB) is not None:
+        s[ERROR] = "A run is in progress; wait for it or cancel it before replaying another."
+        return
+    try:
+        work = R.replay_work(
+            run, run_id=next_run_id(), scenario=s[S.SCENARIO_NAME], records=s[S.RUNS]
+        )
+    except PHExploreError as exc:
+        s[ERROR] = f"Cannot replay {run.label}: {exc}"
+        return
+    s[JOB] = R.start_job(R.RunJob(engine=run.spec.engine, label=f"replay of {run.label}"), work)
+    s[PENDING] = True
+
+
+def _replay_session_run(run_id: int) -> None:
+    s = st.session_state
+    record = next((r for r in s[S.RUNS] if r.id == run_id), None)
+    if record is None:
+        s[ERROR] = f"Run #{run_id} is no longer in this session."
+        return
+    try:
+        run = R.recorded_of(record)
+    except PHExploreError as exc:
+        s[ERROR] = str(exc)
+        return
+    _start(run)
+
+
+def _replay_file_run() -> None:
+    s = st.session_state
+    runs: list[R.RecordedRun] = s.get("res_replay_file_runs") or []
+    index = int(s.get("res_replay_pick") or 0)
+    if not runs or index >= len(runs):
+        s[ERROR] = "Choose a metrics.json or scenario file with a recorded run first."
+        return
+    _start(runs[index])
+
+
+def show_new_replay() -> None:
+    """Select a replay started here once it has finished (call before the run picker)."""
+    s = st.session_state
+    if not s.get(PENDING) or s.get(JOB) is not None:
+        return
+    s.pop(PENDING, None)
+    runs = s[S.RUNS]
+    if runs and (runs[-1].metrics or {}).get("replay_of"):
+        s["res_run"] = runs[-1].id
+
+
+def messages() -> None:
+    """The finished-run message and a refused replay, at the top of the page."""
+    s = st.session_state
+    message = s.pop(R.MESSAGE_KEY, None)
+    if message:
+        getattr(st, message[0])(message[1])
+    refused = s.pop(ERROR, None)
+    if refused:
+        st.error(refused, icon=":material/error:")
+
+
+def replay_session_run(record: R.RunRecord) -> None:
+    """ "Replay this run" for the run shown, with what it will do (or why it cannot)."""
+    busy = st.session_state.get(JOB) is not None
+    try:
+        run = R.recorded_of(record)
+    except PHExploreError as exc:
+        st.caption(f"Replay is not available for this run: {exc}")
+        return
+    c1, c2 = st.columns([0.22, 0.78])
+    c1.button(
+        "Replay this run",
+        key="res_replay",
+        disabled=busy,
+        on_click=S.guarded(lambda: _replay_session_run(record.id), "results: replay"),
+        help=R.SAME_SEED_NOTE,
+        icon=":material/replay:",
+    )
+    c2.caption(R.replay_note(run))
+
+
+def replay_from_file() -> None:
+    """Upload a metrics.json (CLI or app) or a saved scenario and replay one of its runs."""
+    s = st.session_state
+    with st.expander("Replay a run from a file (metrics.json or saved scenario)"):
+        st.caption(
+            "A metrics.json written by `phexplore run topdown` / `run phsafe` / `run replay` or "
+            "downloaded from the Run page, or a scenario JSON with attached runs. "
+            + R.SAME_SEED_NOTE
+        )
+        upload = st.file_uploader("Run file", type=["json"], key="res_replay_file")
+        s["res_replay_file_runs"] = []
+        if upload is None:
+            return
+        try:
+            runs = R.recorded_in_file(upload.getvalue(), upload.name)
+        except PHExploreError as exc:
+            st.error(f"Cannot replay {upload.name}: {exc}", icon=":material/error:")
+            return
+        s["res_replay_file_runs"] = runs
+        if s.get("res_replay_pick") not in range(len(runs)):
+            s["res_replay_pick"] = 0
+        index = st.selectbox(
+            "Run in this file",
+            list(range(len(runs))),
+            format_func=lambda i: runs[i].label,
+            key="res_replay_pick",
+            help="A scenario file may hold several runs; a metrics.json holds one.",
+        )
+        st.caption(R.replay_note(runs[index]))
+        st.button(
+            "Replay from file",
+            key="res_replay_file_go",
+            disabled=s.get(JOB) is not None,
+            on_click=S.guarded(_replay_file_run, "results: replay file"),
+            icon=":material/replay:",
+        )
+
+
+def replay_progress() -> None:
+    """Progress and Cancel of a running job (the Run page's panel)."""
+    if st.session_state.get(JOB) is not None:
+        job_panel()
+
+
+def replay_outcome(record: R.RunRecord) -> None:
+    """For a replayed run: whether the same seed gave the same numbers."""
+    outcome = R.replay_outcome(record)
+    if outcome is not None:
+        getattr(st, outcome[0])(outcome[1], icon=":material/replay:")
