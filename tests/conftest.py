@@ -1,5 +1,5 @@
 """Shared pytest fixtures: the Debian chromium that the real-browser tests drive through Playwright,
-and the one local Spark session that every Spark test shares.
+the one local Spark session that every Spark test shares, and one real local Spark Connect server.
 
 Never downloads a browser. Outside CI a missing /usr/bin/chromium skips the browser tests; under CI
 (``CI`` set, as in ``.ci/run``) it fails them, because ``make test`` installs chromium first. The
@@ -10,12 +10,17 @@ Spark tests are treated alike: without pyspark or Java 17+ they skip outside CI 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = (
     "--headless=new",
@@ -68,3 +73,91 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+CONNECT_START_S = 180.0
+"""Longest wait for the Spark Connect server to listen (≈ 5 s on an idle 2-core machine)."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address (``sc://127.0.0.1:PORT``) of a real Spark Connect server for the whole test run.
+
+    Started as its own process with pyspark's ``spark-submit`` and the Connect server class that
+    pyspark 4 ships (``org.apache.spark.sql.connect.service.SparkConnectServer``), in
+    ``local[2]``, bound to 127.0.0.1 on a free port; its Python workers run this interpreter with
+    this checkout first on the path. Clients should run in a child process: a Connect client
+    switches the whole Python process into Connect mode (pyspark sets
+    ``SPARK_CONNECT_MODE_ENABLED``), which the classic session of the other tests must not see.
+    Skips outside CI and fails under CI without pyspark or Java 17+, like :func:`spark`.
+    """
+    from engine.spark.session import spark_unavailable_reason
+
+    reason = spark_unavailable_reason() or spark_unavailable_reason(remote=True)
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(
+                f"Spark Connect tests cannot run under CI: {reason}; `make test` installs both"
+            )
+        pytest.skip(f"Spark Connect tests skipped outside CI: {reason}")
+    import pyspark
+
+    submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("spark-connect")
+    log_path = workdir / "server.log"
+    env = dict(os.environ)
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    command = [
+        str(submit),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--master",
+        "local[2]",
+        "--name",
+        "phexplore-tests-connect",
+    ]
+    for key, value in {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+    }.items():
+        command += ["--conf", f"{key}={value}"]
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + CONNECT_START_S
+        while "Spark Connect server started" not in log_path.read_text(errors="replace"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                pytest.fail(f"the Spark Connect server did not start (log tail):\n{tail}")
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)

@@ -130,7 +130,11 @@ def read_cef(spark: SparkSession, source: str | Path | CefExtract) -> SparkCef:
                     [Problem(folder, f"missing {kind}.csv (or {kind}.csv.gz) in the extract")],
                     summary="the CEF extract is incomplete",
                 )
-        frame = spark.read.csv(path, header=True, inferSchema=False, sep=",")
+        # A local path is handed to Spark as an absolute file: URI: a Spark Connect server (or a
+        # cluster whose default file system is HDFS) would resolve a relative or bare path
+        # against its own working folder or file system, not the one the user typed it in.
+        location = Path(path).resolve().as_uri() if local else path
+        frame = spark.read.csv(location, header=True, inferSchema=False, sep=",")
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise DataValidationError(
