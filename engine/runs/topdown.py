@@ -193,11 +193,29 @@ def measure(
     plan = plan_run(hist, allocation, **kwargs)
     control.check("before measuring")
     control.progress("Aggregating the true histogram", 0.0)
-    truth = plan.tree.aggregate(hist.counts.astype(np.int64))
     on_executors = executor if getattr(executor, "name", "") == "spark" else None
+    truth = true_histograms(plan, hist, on_executors)
     measured = measure_plan(plan, truth, spec.seed, executor=on_executors)
     control.progress("Measured noisy query answers", 0.02)
     return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
+
+
+def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> np.ndarray:
+    """Every spine geounit's true histogram ``(n_nodes, n_cells)`` (TDA §5: sums of its blocks).
+
+    On the Spark backend (``spark``: a :class:`~engine.spark.executor.SparkExecutor`) Spark sums
+    the block histogram's non-zero cells, as a long sparse DataFrame, by ``groupBy`` on every
+    block's ancestors in the spine (:func:`engine.spark.histograms.spark_truth`); elsewhere the
+    tree sums them here. Both give the same integers."""
+    if spark is None:
+        return plan.tree.aggregate(hist.counts.astype(np.int64))
+    from engine.spark.histograms import spark_truth
+
+    session = spark.session  # type: ignore[attr-defined]
+    sparse = spark_truth(session, plan.tree, hist.counts, hist.counts.shape[1])
+    # The measurement and estimation stages take the dense node histograms for now; only the
+    # non-zero cells came back from Spark, and the CSR goes in as is once they take it sparse.
+    return sparse.toarray()
 
 
 def estimate(
