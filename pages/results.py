@@ -23,6 +23,7 @@ from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
 from phexplore.charts import readable
+from phexplore.errors import PHExploreError
 from phexplore.naming import cell_label, display_frame
 
 LAYOUT = {"height": 420}
@@ -540,6 +541,76 @@ def _phsafe_sections(record: R.RunRecord) -> None:
     _csv(record.tables["level_errors"], f"run{record.id}_level_errors", f"le_{record.id}")
 
 
+FOLDER_PATH = "res_folder_path"
+FOLDER_PROBLEM = "res_folder_problem"
+
+
+def _open_folder_clicked() -> None:
+    """Open the typed run folder as a run of this session (refused folders leave a message)."""
+    s = st.session_state
+    runs: list[R.RunRecord] = s[S.RUNS]
+    run_id = max((r.id for r in runs), default=0) + 1
+    try:
+        record = R.folder_record(s.get(FOLDER_PATH, ""), run_id, s.get(S.SCENARIO_NAME, "Folder"))
+    except PHExploreError as exc:
+        s[FOLDER_PROBLEM] = str(exc)
+        return
+    s[FOLDER_PROBLEM] = None
+    runs.append(record)
+    s["res_run"] = record.id
+
+
+def _open_folder(runs: list[R.RunRecord]) -> None:
+    with st.expander("Open a run folder written by the command line", expanded=not runs):
+        st.caption(
+            "The `--out` folder of `phexplore run topdown` or `run replay`, with CSV or Parquet "
+            "tables (dense or sparse). It is checked first: an incomplete, altered or truncated "
+            f"folder is refused. At most {R.APP_MAX_ROWS:,} dense estimate rows are kept; a larger "
+            "run keeps its smallest queries (TOTAL first) and says which were left out."
+        )
+        st.text_input("Run folder", key=FOLDER_PATH, placeholder="out/td")
+        st.button(
+            "Open folder",
+            key="res_open_folder",
+            on_click=S.guarded(_open_folder_clicked, "results: open_folder"),
+        )
+        problem = st.session_state.get(FOLDER_PROBLEM)
+        if problem:
+            st.error(problem)
+
+
+def _folder_section(record: R.RunRecord) -> None:
+    """What an opened folder holds, its files in the format written, CSV copies of small tables."""
+    settings = record.settings
+    outputs = settings.get("outputs") or {}
+    st.caption(
+        f"Opened from {settings['folder']}: tables as {outputs.get('format', 'csv')}"
+        + (
+            "; estimates sparse (" + str(outputs.get("note", "")) + ")"
+            if outputs.get("sparse_estimates")
+            else ""
+        )
+        + "."
+    )
+    if settings.get("queries_left_out"):
+        st.caption(
+            "Queries left out of the charts (more dense rows than the app holds; their MAE is in "
+            "metrics.json): " + ", ".join(settings["queries_left_out"])
+        )
+    with st.expander("Files of this run folder"):
+        files = R.folder_files(record)
+        cols = st.columns(3)
+        for i, item in enumerate(files):
+            cols[i % 3].download_button(
+                item.label,
+                item.data,
+                file_name=item.name,
+                mime=item.mime,
+                key=f"folder_dl_{record.id}_{i}",
+                on_click="ignore",
+            )
+
+
 def render() -> None:
     """Draw the page."""
     S.init_state()
@@ -548,8 +619,12 @@ def render() -> None:
     replay.show_new_replay()
     replay.messages()
     runs: list[R.RunRecord] = s[S.RUNS]
+    _open_folder(runs)
     if not runs:
-        st.info("No runs yet. Start one on the Run page; results stay in this session.")
+        st.info(
+            "No runs yet. Start one on the Run page, or open a run folder written by "
+            "`phexplore run topdown` above; results stay in this session."
+        )
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
         replay.replay_from_file()
         replay.replay_progress()
@@ -568,6 +643,8 @@ def render() -> None:
     replay.replay_from_file()
     replay.replay_progress()
     replay.replay_outcome(record)
+    if record.settings.get("folder"):
+        _folder_section(record)
     if record.engine == "phsafe":
         _phsafe_sections(record)
         return

@@ -52,6 +52,13 @@ from phexplore.api.results import (
     run_epl_settings,
     tidy_bytes,
 )
+from phexplore.api.run_folders import (
+    APP_MAX_ROWS,
+    CSV_CONVERSION_MAX_ROWS,
+    FolderFile,
+    folder_files,
+    folder_record,
+)
 from phexplore.api.runs import (
     EPL_BOOT,
     EPL_MULTIPLIER,
@@ -85,6 +92,11 @@ __all__ = [
     "replay_note",
     "replay_outcome",
     "replay_work",
+    "APP_MAX_ROWS",
+    "CSV_CONVERSION_MAX_ROWS",
+    "FolderFile",
+    "folder_files",
+    "folder_record",
     "GENERATED_PERSONS_RANGE",
     "generated_cef",
     "generated_population",
