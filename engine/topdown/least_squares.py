@@ -37,6 +37,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
+from engine.topdown import family_admm
 from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
@@ -295,9 +296,11 @@ def solve_pass(
     """One least-squares pass (TDA eq. 7.5) for every family of ``batch`` at once.
 
     ``method``: ``"batched"`` (the structure-exploiting interior point of
-    :mod:`engine.topdown.batched_qp`; small schemas, no child invariants), ``"clarabel"`` (sparse
-    QP) or ``"auto"`` (batched for small schemas below :data:`MAX_DENSE_COUNT`, Clarabel otherwise
-    or if the batched method does not reach its tolerance).
+    :mod:`engine.topdown.batched_qp`; small schemas, no child invariants), ``"admm"`` (one shared
+    factorisation per family, then a verified exact polish: :mod:`engine.topdown.family_admm`;
+    families it does not solve go to Clarabel), ``"clarabel"`` (sparse QP) or ``"auto"`` (batched
+    for small schemas below :data:`MAX_DENSE_COUNT`, else ADMM where it applies, Clarabel
+    otherwise or if a faster method does not reach its tolerance).
     """
     if method == "auto" and _is_total_only(batch, pass_queries, bands):
         x = _water_fill_totals(batch, pass_queries[0])
@@ -309,6 +312,10 @@ def solve_pass(
         and batch.parent is not None
         and float(np.abs(batch.parent).max(initial=0.0)) <= MAX_DENSE_COUNT
     )
+    if method == "admm" or (
+        method == "auto" and not usable and family_admm.covered(batch, pass_queries)
+    ):
+        return _solve_admm_or_clarabel(batch, pass_queries, bands)
     if method == "batched" or (method == "auto" and usable):
         x = np.zeros((batch.n_children, batch.n_cells))
         for families in _family_groups(batch, DENSE_GROUP_CHILDREN):
@@ -323,6 +330,21 @@ def solve_pass(
                 x[rows] = _solve_clarabel_centred(group, pass_queries, group_bands)
         return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
     x = _solve_clarabel_centred(batch, pass_queries, bands)
+    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def _solve_admm_or_clarabel(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> PassSolution:
+    """Every family by :mod:`engine.topdown.family_admm` (shared factorisation + verified polish);
+    the families it does not solve go to the centred Clarabel model together."""
+    x, solved = family_admm.solve_pass_admm(batch, pass_queries, bands)
+    if not solved.all():
+        rest = np.flatnonzero(~solved)
+        rows = _child_rows(batch, rest)
+        x[rows] = _solve_clarabel_centred(
+            batch.subset(rest), pass_queries, _subset_bands(batch, bands, rest)
+        )
     return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
 
 

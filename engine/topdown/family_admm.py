@@ -1,0 +1,442 @@
+"""Family least squares by operator splitting with one shared factorisation, then an exact polish
+(TDA §7.1–7.2, eq. 7.5; SPEC §4).
+
+A family of TDA eq. 7.5 — children c of a fixed parent x̂_γ — has a special structure: every child
+has the same query matrices and (per level) the same weights, so the Hessian is one matrix
+H = 2 Σ_q w_q A_qᵀA_q restricted to the cells the parent can populate, and the children are coupled
+only through the parent (Σ_c x_c = x̂_γ, cell by cell). This module exploits it:
+
+1. **ADMM** (the OSQP splitting, Stellato et al. 2020, "OSQP: an operator splitting solver for
+   quadratic programs", Algorithm 1) on min Σ_c ½x_cᵀHx_c + g_cᵀx_c subject to the per-cell set
+   {z_c ≥ 0 (= 0 on structural zeros), Σ_c z_c = x̂_γ} and per-child boxes l_c ≤ C x_c ≤ u_c
+   (structural bounds of :class:`~engine.topdown.family.ChildBounds`, the bands that hold earlier
+   passes). Its x-update is one linear system with the SAME matrix H + σI + ρI + ρ_r CᵀC for every
+   child — factorised once per family, all children solved as right-hand sides of one BLAS-3 call —
+   and its z-update is the Euclidean projection of every cell's column of children onto
+   {z ≥ 0, Σ_c z_c = parent cell}, closed form by sorting (Held, Wolfe & Crowder 1974).
+2. **Polish**: the iterate's zero pattern and active rows guess the active set; the equality-
+   constrained KKT system on that set is solved exactly — per-child inverses of H on the child's
+   free cells, then one Schur complement over the parent's cells and the active rows — and the KKT
+   conditions are verified (primal feasibility, signs of the multipliers). A violated guess is
+   corrected by primal–dual active-set steps (Hintermüller, Ito & Kunisch 2002); if that does not
+   settle, ADMM runs longer and polishes again, and a family that still fails raises
+   :class:`FamilyNotSolved` so the caller hands it to the general sparse Clarabel model.
+
+What the solver covers (:func:`covered`): a parent (not the root), children of a family sharing
+their weights, a pass that contains DETAILED (so H is positive definite on every set of cells), no
+invariants below the parent and no sums of siblings held. Everything else goes to Clarabel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as la
+from threadpoolctl import threadpool_limits
+
+from engine.topdown.family import FamilyBatch
+
+SIGMA = 1e-6
+"""ADMM proximal term on x (OSQP's σ)."""
+
+RHO_CELL = 0.5
+"""Initial ADMM penalty on the cell constraints (non-negativity and the sum to the parent)."""
+
+ROW_RATIO = 10.0
+"""ADMM penalty of the per-child rows (structural bounds, bands of earlier passes) ÷ that of the
+cells (narrow boxes, like OSQP's larger ρ on equality rows)."""
+
+ADAPT_EVERY = 25
+"""ADMM steps between updates of ρ (OSQP's adaptive rule)."""
+
+ALPHA = 1.6
+"""ADMM over-relaxation (OSQP's default)."""
+
+POLISH_AT = (25, 50, 100, 200, 400)
+"""ADMM iteration counts after which a polish is attempted (the last failure gives up)."""
+
+ACTIVE_SET_STEPS = 8
+"""Primal–dual active-set corrections per polish attempt."""
+
+KKT_TOL = 1e-9
+"""Relative tolerance of the verified KKT conditions (primal: × the largest parent cell; dual: ×
+the largest gradient entry)."""
+
+
+class FamilyNotSolved(RuntimeError):
+    """The family is not covered, or ADMM + polish did not verify the KKT conditions."""
+
+
+@dataclass(frozen=True)
+class _Family:
+    """One family's pass, reduced to the ``n`` cells its parent can populate."""
+
+    hess: np.ndarray  # (n, n)
+    grad: np.ndarray  # (K, n)
+    parent: np.ndarray  # (n,)
+    zero: np.ndarray  # (K, n) structural zeros
+    rows: np.ndarray  # (m, n) per-child constraint rows C
+    lower: np.ndarray  # (K, m)
+    upper: np.ndarray  # (K, m)
+    cells: np.ndarray  # (n,) indices into the schema's cells
+
+
+def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
+    """Whether the batch's pass has the structure this solver needs (see the module docstring)."""
+    if batch.parent is None or batch.sums:
+        return False
+    if any(t is not None and np.isfinite(t).any() for t in batch.invariant):
+        return False
+    return any(
+        batch.queries[q].is_detailed and np.all(batch.weight[:, q] > 0) for q in pass_queries
+    )
+
+
+def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Answer cells of a partition query touched by ``cells`` and the 0/1 rows on those cells."""
+    labels = cell_index[cells]
+    used = np.unique(labels)
+    return used, (labels[None, :] == used[:, None]).astype(np.float64)
+
+
+def _family(batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands) -> _Family:
+    lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+    parent = batch.parent[f]
+    cells = np.flatnonzero(parent > 0)
+    n, k = cells.size, hi - lo
+    weights = batch.weight[lo:hi]
+    top = 0.0
+    for q in pass_queries:
+        w = weights[:, q]
+        if np.ptp(w) != 0.0:
+            raise FamilyNotSolved("children of the family have different weights")
+        top = max(top, float(w[0]))
+    if top <= 0:
+        raise FamilyNotSolved("no measured query in the pass")
+    hess = np.zeros((n, n))
+    grad = np.zeros((k, n))
+    for q in pass_queries:
+        w = float(weights[0, q]) / top
+        if w == 0.0:
+            continue
+        spec = batch.queries[q]
+        labels = spec.cell_index[cells]
+        if spec.is_detailed:
+            hess[np.arange(n), np.arange(n)] += 2.0 * w
+        else:
+            hess += 2.0 * w * (labels[:, None] == labels[None, :])
+        grad -= 2.0 * w * batch.noisy[q][lo:hi][:, labels]
+    zero = np.zeros((k, n), dtype=bool)
+    row_blocks: list[np.ndarray] = []
+    lower_blocks: list[np.ndarray] = []
+    upper_blocks: list[np.ndarray] = []
+    for bound in batch.bounds:
+        zero |= bound.zero_cells()[lo:hi][:, cells]
+        used, rows = _rows_on(bound.spec.cell_index, cells)
+        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
+        unused = np.setdiff1d(np.arange(bound.spec.size), used)
+        if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
+            raise FamilyNotSolved("a bound over cells the parent cannot populate fails")
+        low, up = low[:, used], up[:, used]
+        if np.any((up == 0) & (low > 0)):
+            raise FamilyNotSolved("a structural zero with a positive lower bound")
+        up = np.where(up == 0, np.inf, up)  # held by the structural zeros themselves
+        row_blocks.append(rows)
+        lower_blocks.append(low)
+        upper_blocks.append(up)
+    for band in bands:
+        spec = batch.queries[band.query]
+        used, rows = _rows_on(spec.cell_index, cells)
+        target, tol = band.target[lo:hi], float(band.tol[f])
+        unused = np.setdiff1d(np.arange(spec.size), used)
+        if np.any(np.abs(target[:, unused]) > tol):
+            raise FamilyNotSolved("a band over cells the parent cannot populate fails")
+        row_blocks.append(rows)
+        lower_blocks.append(target[:, used] - tol)
+        upper_blocks.append(target[:, used] + tol)
+    if np.any(zero.all(axis=0)):
+        raise FamilyNotSolved("a populated parent cell is a structural zero in every child")
+    m = sum(r.shape[0] for r in row_blocks)
+    return _Family(
+        hess=hess,
+        grad=grad,
+        parent=parent[cells].astype(np.float64),
+        zero=zero,
+        rows=np.concatenate(row_blocks) if m else np.zeros((0, n)),
+        lower=np.concatenate(lower_blocks, axis=1) if m else np.zeros((k, 0)),
+        upper=np.concatenate(upper_blocks, axis=1) if m else np.zeros((k, 0)),
+        cells=cells,
+    )
+
+
+def project_cells(v: np.ndarray, parent: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each column of ``v`` ``(K, n)`` onto {z ≥ 0, z = 0 where ``zero``,
+    Σ_c z_c = parent} (per column a scaled simplex; sort, then the threshold λ with
+    z = max(v − λ, 0))."""
+    k = v.shape[0]
+    big = np.abs(v).max(initial=0.0) + parent.max(initial=0.0) + 1.0
+    u = np.where(zero, -4.0 * big * k, v)
+    s = -np.sort(-u, axis=0)
+    cs = np.cumsum(s, axis=0)
+    ks = np.arange(1, k + 1)[:, None]
+    lam = (cs - parent[None, :]) / ks
+    ok = s > lam
+    last = k - 1 - np.argmax(ok[::-1], axis=0)  # largest index with s > λ
+    theta = lam[last, np.arange(v.shape[1])]
+    return np.where(zero, 0.0, np.maximum(u - theta[None, :], 0.0))
+
+
+@dataclass
+class _Admm:
+    """ADMM state of one family (x, z and y of the cell and row constraints)."""
+
+    x: np.ndarray
+    zc: np.ndarray
+    yc: np.ndarray
+    zr: np.ndarray
+    yr: np.ndarray
+    rho: float
+
+
+def _admm(fam: _Family, state: _Admm | None, iterations: int) -> _Admm:
+    """``iterations`` ADMM steps from ``state`` (or a projected start), with OSQP's adaptive ρ:
+    every :data:`ADAPT_EVERY` steps ρ is rescaled by √(primal / dual relative residual) when that
+    moves it by more than 5× (then the one matrix is factorised again)."""
+    h, c = fam.hess, fam.rows
+    n = h.shape[0]
+    k = fam.grad.shape[0]
+    m = c.shape[0]
+    if state is None:
+        start = project_cells(-fam.grad / np.diag(h)[None, :], fam.parent, fam.zero)
+        state = _Admm(
+            x=start,
+            zc=start.copy(),
+            yc=np.zeros((k, n)),
+            zr=np.clip(start @ c.T, fam.lower, fam.upper) if m else np.zeros((k, 0)),
+            yr=np.zeros((k, m)),
+            rho=RHO_CELL,
+        )
+    x, zc, yc, zr, yr, rho = state.x, state.zc, state.yc, state.zr, state.yr, state.rho
+    lower, upper = fam.lower, fam.upper
+    cc = c.T @ c
+    factor = None
+    for step in range(iterations):
+        if factor is None:
+            matrix = h + (SIGMA + rho) * np.eye(n) + ROW_RATIO * rho * cc
+            factor = la.cho_factor(matrix, lower=True, check_finite=False)
+        rho_r = ROW_RATIO * rho
+        rhs = SIGMA * x - fam.grad + rho * zc - yc
+        if m:
+            rhs += (rho_r * zr - yr) @ c
+        xt = la.cho_solve(factor, rhs.T, check_finite=False).T
+        vc = ALPHA * xt + (1.0 - ALPHA) * zc
+        zc_new = project_cells(vc + yc / rho, fam.parent, fam.zero)
+        yc = yc + rho * (vc - zc_new)
+        zc = zc_new
+        if m:
+            vr = ALPHA * (xt @ c.T) + (1.0 - ALPHA) * zr
+            zr_new = np.clip(vr + yr / rho_r, lower, upper)
+            yr = yr + rho_r * (vr - zr_new)
+            zr = zr_new
+        x = ALPHA * xt + (1.0 - ALPHA) * x
+        if (step + 1) % ADAPT_EVERY == 0:
+            cx = x @ c.T
+            prim = max(np.abs(x - zc).max(initial=0.0), np.abs(cx - zr).max(initial=0.0))
+            prim_scale = max(np.abs(x).max(initial=0.0), np.abs(zc).max(initial=0.0), 1e-12)
+            hx = x @ h
+            dual_y = yc + yr @ c
+            dual = np.abs(hx + fam.grad + dual_y).max(initial=0.0)
+            dual_scale = max(
+                np.abs(hx).max(initial=0.0),
+                np.abs(fam.grad).max(initial=0.0),
+                np.abs(dual_y).max(initial=0.0),
+                1e-12,
+            )
+            ratio = np.sqrt((prim / prim_scale) / max(dual / dual_scale, 1e-300))
+            new_rho = float(np.clip(rho * ratio, 1e-6, 1e6))
+            if new_rho > 5.0 * rho or new_rho < rho / 5.0:
+                rho, factor = new_rho, None
+    return _Admm(x, zc, yc, zr, yr, rho)
+
+
+def _padded_inverse(h: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per child, the inverse of H on its free cells, padded to the largest free set:
+    (index ``(K, F)`` of the free cells, mask ``(K, F)``, inverses ``(K, F, F)``)."""
+    k, n = free.shape
+    counts = free.sum(axis=1)
+    width = max(int(counts.max(initial=0)), 1)
+    order = np.argsort(~free, axis=1, kind="stable")[:, :width]
+    mask = np.arange(width)[None, :] < counts[:, None]
+    index = np.where(mask, order, 0)
+    sub = h[index[:, :, None], index[:, None, :]]
+    both = mask[:, :, None] & mask[:, None, :]
+    sub = np.where(both, sub, 0.0)
+    eye = np.arange(width)
+    sub[:, eye, eye] += ~mask
+    return index, mask, np.linalg.inv(sub)
+
+
+def _polish_once(
+    fam: _Family, zero_set: np.ndarray, at_lower: np.ndarray, at_upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Exact solve on the guessed active set: (x ``(K, n)``, cell multipliers ν ``(K, n)``,
+    row multipliers λ ``(K, m)``, coupling multipliers μ ``(n,)``)."""
+    h, c = fam.hess, fam.rows
+    k, n = fam.grad.shape
+    m = c.shape[0]
+    free = ~zero_set
+    index, mask, inv = _padded_inverse(h, free)
+    width = index.shape[1]
+    active = at_lower | at_upper  # (K, m)
+    n_act = active.sum(axis=1)
+    depth = int(n_act.max(initial=0))
+    # Active rows of each child, padded to ``depth`` (padding rows are zero, λ = 0 there).
+    if depth:
+        row_order = np.argsort(~active, axis=1, kind="stable")[:, :depth]
+        row_mask = np.arange(depth)[None, :] < n_act[:, None]
+        row_id = np.where(row_mask, row_order, 0)
+        crow = c[row_id[:, :, None], index[:, None, :]]  # (K, depth, F)
+        crow = np.where(row_mask[:, :, None] & mask[:, None, :], crow, 0.0)
+        bound = np.where(at_upper, fam.upper, fam.lower)
+        rhs_rows = np.where(row_mask, np.take_along_axis(bound, row_id, axis=1), 0.0)
+    else:
+        row_mask = np.zeros((k, 0), dtype=bool)
+        row_id = np.zeros((k, 0), dtype=np.int64)
+        crow = np.zeros((k, 0, width))
+        rhs_rows = np.zeros((k, 0))
+    g_free = np.where(mask, np.take_along_axis(fam.grad, index, axis=1), 0.0)
+    hinv_g = np.einsum("kij,kj->ki", inv, g_free)
+    size = n + k * depth
+    schur = np.zeros(size * size)
+    # μμ block: Σ_c scatter of the inverses.
+    flat = (index[:, :, None] * size + index[:, None, :])[mask[:, :, None] & mask[:, None, :]]
+    weights = inv[mask[:, :, None] & mask[:, None, :]]
+    schur += np.bincount(flat, weights=weights, minlength=size * size)
+    schur = schur.reshape(size, size)
+    rhs = -fam.parent.copy()
+    np.add.at(rhs, index[mask], -hinv_g[mask])
+    rhs = np.concatenate([rhs, np.zeros(k * depth)])
+    if depth:
+        v = crow @ inv  # (K, depth, F): C_a H⁻¹
+        lam_pos = n + np.arange(k)[:, None] * depth + np.arange(depth)[None, :]  # (K, depth)
+        # μλ and λμ blocks.
+        rows_idx = np.broadcast_to(index[:, None, :], v.shape)
+        cols_idx = np.broadcast_to(lam_pos[:, :, None], v.shape)
+        keep = mask[:, None, :] & row_mask[:, :, None]
+        np.add.at(schur, (rows_idx[keep], cols_idx[keep]), v[keep])
+        np.add.at(schur, (cols_idx[keep], rows_idx[keep]), v[keep])
+        block = v @ crow.transpose(0, 2, 1)  # (K, depth, depth)
+        pad = ~row_mask
+        block[:, np.arange(depth), np.arange(depth)] += pad  # λ = 0 on padding rows
+        ii = np.broadcast_to(lam_pos[:, :, None], block.shape)
+        jj = np.broadcast_to(lam_pos[:, None, :], block.shape)
+        schur[ii, jj] += block
+        rhs[n:] = (-rhs_rows - np.einsum("kdf,kf->kd", crow, hinv_g)).reshape(-1)
+    try:
+        factor = la.cho_factor(schur, lower=True, check_finite=False)
+        nu = la.cho_solve(factor, rhs, check_finite=False)
+    except la.LinAlgError:
+        nu = la.lstsq(schur, rhs, check_finite=False)[0]
+    mu = nu[:n]
+    lam_pad = nu[n:].reshape(k, depth) if depth else np.zeros((k, 0))
+    force = g_free + np.where(mask, mu[index], 0.0)
+    if depth:
+        force += np.einsum("kdf,kd->kf", crow, lam_pad)
+    x_free = -np.einsum("kij,kj->ki", inv, force)
+    x = np.zeros((k, n))
+    child = np.broadcast_to(np.arange(k)[:, None], index.shape)
+    x[child[mask], index[mask]] = x_free[mask]
+    x[zero_set] = 0.0
+    lam = np.zeros((k, m))
+    if depth:
+        owner = np.broadcast_to(np.arange(k)[:, None], row_id.shape)
+        lam[owner[row_mask], row_id[row_mask]] = lam_pad[row_mask]
+    grad_full = x @ h + fam.grad + mu[None, :] + lam @ c
+    return x, grad_full, lam, mu
+
+
+def _polish(fam: _Family, state: _Admm) -> np.ndarray | None:
+    """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
+    verified solution or ``None``."""
+    k, n = fam.grad.shape
+    c = fam.rows
+    zero_set = fam.zero | (state.zc <= 0.0)
+    at_lower = (state.zr <= fam.lower) & (state.yr < 0) & np.isfinite(fam.lower)
+    at_upper = (state.zr >= fam.upper) & (state.yr > 0) & np.isfinite(fam.upper)
+    p_tol = KKT_TOL * max(1.0, float(fam.parent.max(initial=0.0)))
+    d_tol = KKT_TOL * max(1.0, float(np.abs(fam.grad).max(initial=0.0)))
+    seen: set[bytes] = set()
+    for _ in range(ACTIVE_SET_STEPS):
+        # Every populated parent cell needs a child free to hold it.
+        starving = zero_set.all(axis=0) & ~fam.zero.all(axis=0)
+        if starving.any():
+            pick = np.argmax(np.where(fam.zero, -np.inf, state.zc), axis=0)
+            cols = np.flatnonzero(starving)
+            zero_set[pick[cols], cols] = False
+        key = zero_set.tobytes() + at_lower.tobytes() + at_upper.tobytes()
+        if key in seen:
+            return None  # cycling
+        seen.add(key)
+        x, nu, lam, _mu = _polish_once(fam, zero_set, at_lower, at_upper)
+        cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
+        neg = ~zero_set & (x < -p_tol)
+        released = zero_set & ~fam.zero & (nu < -d_tol)
+        over = ~at_upper & (cx > fam.upper + p_tol)
+        under = ~at_lower & (cx < fam.lower - p_tol)
+        equal = fam.lower == fam.upper
+        wrong_up = at_upper & ~equal & (lam < -d_tol)
+        wrong_low = at_lower & ~equal & (lam > d_tol)
+        if np.abs(x.sum(axis=0) - fam.parent).max(initial=0.0) > p_tol:
+            return None  # the Schur system was singular (dependent active rows)
+        violated = (neg, released, over, under, wrong_up, wrong_low)
+        if not any(v.any() for v in violated):
+            return np.maximum(x, 0.0)
+        zero_set = (zero_set & ~released) | neg
+        at_upper = (at_upper & ~wrong_up) | over
+        at_lower = (at_lower & ~wrong_low) | under
+    return None
+
+
+def solve_family(batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands) -> np.ndarray:
+    """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
+    conditions; raises :class:`FamilyNotSolved` when not covered or not verified."""
+    fam = _family(batch, f, pass_queries, bands)
+    k = int(batch.child_ptr[f + 1] - batch.child_ptr[f])
+    out = np.zeros((k, batch.n_cells))
+    if fam.cells.size == 0:
+        return out
+    state: _Admm | None = None
+    done = 0
+    for target in POLISH_AT:
+        state = _admm(fam, state, target - done)
+        done = target
+        x = _polish(fam, state)
+        if x is not None:
+            out[:, fam.cells] = x
+            return out
+    raise FamilyNotSolved(f"ADMM + polish did not verify the KKT conditions in {done} iterations")
+
+
+def solve_pass_admm(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every family of ``batch`` for one pass: (x ``(K, n_cells)``, solved ``(F,)`` bool). Rows of
+    families not solved are left 0 for the caller's fallback."""
+    x = np.zeros((batch.n_children, batch.n_cells))
+    solved = np.zeros(batch.n_families, dtype=bool)
+    if not covered(batch, pass_queries):
+        return x, solved
+    # Small dense matrices: one BLAS thread (threads only add synchronisation here, and a loaded
+    # machine makes them far slower); also keeps the floating-point results thread-independent.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for f in range(batch.n_families):
+            try:
+                x[batch.child_ptr[f] : batch.child_ptr[f + 1]] = solve_family(
+                    batch, f, pass_queries, bands
+                )
+                solved[f] = True
+            except FamilyNotSolved:
+                continue
+    return x, solved

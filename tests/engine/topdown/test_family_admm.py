@@ -1,0 +1,187 @@
+"""The shared-factorisation ADMM + polish family solver (engine/topdown/family_admm.py) against an
+independent per-family cvxpy model of TDA eq. 7.5 with every constraint type: non-negativity,
+cells the parent cannot populate, structural zeros and GQ lower bounds (ChildBounds), the bands of
+an earlier pass; the KKT conditions of its answers; and the Clarabel fallback."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from engine.topdown import family_admm
+from engine.topdown.family import ChildBounds, FamilyBatch, QuerySpec
+from engine.topdown.least_squares import Band, solve_pass
+
+N_CELLS = 24  # HHGQ-like (3) × VOTINGAGE (2) × RACE (4)
+
+
+def _specs() -> tuple[QuerySpec, ...]:
+    cells = np.arange(N_CELLS)
+    return (
+        QuerySpec("TOTAL", np.zeros(N_CELLS, dtype=np.int64), 1),
+        QuerySpec("HHGQ", cells // 8, 3),
+        QuerySpec("VOTINGAGE*RACE", cells % 8, 8),
+        QuerySpec("DETAILED", cells, N_CELLS),
+    )
+
+
+def family_batch(seed: int, *, bounds: bool = False, n_families: int = 3) -> FamilyBatch:
+    """Families of 3–7 children whose parents leave some cells empty; with ``bounds``, HHGQ
+    structural zeros (a type absent from a child) and GQ lower bounds (≥ 1 per facility)."""
+    rng = np.random.default_rng(seed)
+    specs = _specs()
+    sizes = rng.integers(3, 8, size=n_families)
+    k = int(sizes.sum())
+    truth = rng.poisson(rng.choice([0.0, 0.4, 3.0, 15.0], size=(k, N_CELLS)))
+    hhgq = specs[1]
+    lower = np.full((k, 3), -np.inf)
+    upper = np.full((k, 3), np.inf)
+    if bounds:
+        absent = rng.random((k, 3)) < 0.3
+        absent[:, 0] &= rng.random(k) < 0.3
+        truth[absent[:, hhgq.cell_index]] = 0
+        upper[absent] = 0.0
+        answers = hhgq.answer(truth)
+        has = (answers >= 2) & ~absent
+        lower[has] = np.floor(answers[has] / 2)
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    parent = np.add.reduceat(truth, ptr[:-1], axis=0).astype(float)
+    sd = np.array([6.0, 3.0, 2.0, 1.2])
+    noisy = tuple(s.answer(truth) + rng.normal(0, sd[j], (k, s.size)) for j, s in enumerate(specs))
+    return FamilyBatch(
+        queries=specs,
+        parent=parent,
+        child_ptr=ptr,
+        noisy=noisy,
+        weight=np.tile(1.0 / sd**2, (k, 1)),
+        invariant=(None,) * 4,
+        family_id=tuple(f"f{i}" for i in range(n_families)),
+        child_id=tuple(f"c{i}" for i in range(k)),
+        bounds=(ChildBounds(hhgq, lower, upper),) if bounds else (),
+    )
+
+
+def cvxpy_objective(batch: FamilyBatch, f: int, queries, bands) -> float:
+    """TDA eq. 7.5 for family ``f``: dense matrices, every constraint written out (Clarabel)."""
+    lo, hi = batch.child_ptr[f], batch.child_ptr[f + 1]
+    x = cp.Variable((hi - lo, batch.n_cells), nonneg=True)
+    terms = []
+    for q in queries:
+        a = batch.queries[q].matrix().toarray()
+        w = batch.weight[lo:hi, q]
+        terms.append(cp.sum(cp.multiply(w[:, None], cp.square(x @ a.T - batch.noisy[q][lo:hi]))))
+    constraints = [cp.sum(x, axis=0) == batch.parent[f]]
+    for bound in batch.bounds:
+        a = bound.spec.matrix().toarray()
+        answers = x @ a.T
+        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
+        for c, j in zip(*np.nonzero(np.isfinite(low)), strict=True):
+            constraints.append(answers[c, j] >= low[c, j])
+        for c, j in zip(*np.nonzero(np.isfinite(up)), strict=True):
+            constraints.append(answers[c, j] <= up[c, j])
+    for band in bands:
+        a = batch.queries[band.query].matrix().toarray()
+        constraints.append(cp.abs(x @ a.T - band.target[lo:hi]) <= band.tol[f])
+    problem = cp.Problem(cp.Minimize(sum(terms)), constraints)
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    return float(problem.value)
+
+
+def _two_passes(batch: FamilyBatch, method: str):
+    first = solve_pass(batch, [0], method="clarabel")
+    bands = [Band(0, batch.queries[0].answer(first.x), np.full(batch.n_families, 0.1))]
+    return bands, solve_pass(batch, [1, 2, 3], bands, method=method)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+@pytest.mark.parametrize("bounds", [False, True])
+def test_objective_matches_cvxpy_with_every_constraint(seed, bounds):
+    batch = family_batch(seed, bounds=bounds)
+    x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], [])
+    assert solved.all()
+    one_pass = solve_pass(batch, [1, 2, 3], method="admm")
+    bands, two_pass = _two_passes(batch, "admm")
+    for f in range(batch.n_families):
+        assert one_pass.objective[f] == pytest.approx(
+            cvxpy_objective(batch, f, [1, 2, 3], []), rel=1e-6
+        )
+        assert two_pass.objective[f] == pytest.approx(
+            cvxpy_objective(batch, f, [1, 2, 3], bands), rel=1e-6
+        )
+    _assert_feasible(batch, two_pass.x, bands)
+
+
+def _assert_feasible(batch: FamilyBatch, x: np.ndarray, bands) -> None:
+    assert x.min() >= 0
+    sums = np.add.reduceat(x, batch.child_ptr[:-1], axis=0)
+    assert sums == pytest.approx(batch.parent, abs=1e-7)
+    for bound in batch.bounds:
+        answers = bound.spec.answer(x)
+        assert np.all(answers >= bound.lower - 1e-7)
+        assert np.all(answers <= bound.upper + 1e-7)
+    for band in bands:
+        gap = np.abs(batch.queries[band.query].answer(x) - band.target)
+        assert np.all(gap <= band.tol[batch.child_family, None] + 1e-7)
+
+
+def test_kkt_conditions_hold_at_the_polished_point():
+    """Stationarity with a sign-correct multiplier on every cell at 0 and every active row."""
+    batch = family_batch(5, bounds=True, n_families=1)
+    fam = family_admm._family(batch, 0, [1, 2, 3], [])
+    state = family_admm._admm(fam, None, 200)
+    x = family_admm._polish(fam, state)
+    assert x is not None
+    k, n = x.shape
+    zero_set = fam.zero | (x <= 1e-12)
+    cx = x @ fam.rows.T
+    at_lower = np.isclose(cx, fam.lower, atol=1e-9)
+    at_upper = np.isclose(cx, fam.upper, atol=1e-9)
+    _x, grad, lam, mu = family_admm._polish_once(fam, zero_set, at_lower, at_upper)
+    assert _x == pytest.approx(x, abs=1e-8)
+    free = ~zero_set
+    assert np.abs(grad[free]).max(initial=0.0) < 1e-8  # ∇ = 0 on cells above 0
+    assert grad[zero_set & ~fam.zero].min(initial=0.0) > -1e-8  # ν ≥ 0 on cells at 0
+    assert np.all(lam[at_upper] >= -1e-8) and np.all(lam[at_lower] <= 1e-8)
+    assert mu.shape == (n,) and k == batch.n_children
+
+
+def test_projection_onto_cells_is_the_euclidean_projection():
+    rng = np.random.default_rng(0)
+    v = rng.normal(0, 3, (6, 5))
+    parent = rng.uniform(0.5, 10, 5)
+    zero = rng.random((6, 5)) < 0.3
+    zero[0] = False
+    z = family_admm.project_cells(v, parent, zero)
+    assert np.all(z >= 0) and np.all(z[zero] == 0)
+    assert z.sum(axis=0) == pytest.approx(parent)
+    for j in range(5):
+        var = cp.Variable(6, nonneg=True)
+        cons = [cp.sum(var) == parent[j]] + [var[i] == 0 for i in np.flatnonzero(zero[:, j])]
+        cp.Problem(cp.Minimize(cp.sum_squares(var - v[:, j])), cons).solve(solver=cp.CLARABEL)
+        assert z[:, j] == pytest.approx(var.value, abs=1e-6)
+
+
+def test_failed_polish_falls_back_to_clarabel(monkeypatch):
+    batch = family_batch(6, bounds=True)
+    expected = solve_pass(batch, [1, 2, 3], method="clarabel")
+    monkeypatch.setattr(family_admm, "ACTIVE_SET_STEPS", 0)  # every polish "fails"
+    _x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], [])
+    assert not solved.any()
+    fallback = solve_pass(batch, [1, 2, 3], method="admm")
+    assert fallback.objective == pytest.approx(expected.objective, rel=1e-8)
+
+
+def test_uncovered_passes_are_left_to_clarabel():
+    batch = family_batch(7)
+    assert not family_admm.covered(batch, [0])  # no DETAILED: H is singular
+    uneven = FamilyBatch(**{**batch.__dict__, "weight": 3.0 * batch.weight})
+    assert family_admm.covered(uneven, [1, 2, 3])
+    weight = batch.weight.copy()
+    weight[0, 3] *= 2.0  # one child weighted differently: one Hessian no longer fits all
+    mixed = FamilyBatch(**{**batch.__dict__, "weight": weight})
+    x, solved = family_admm.solve_pass_admm(mixed, [1, 2, 3], [])
+    assert not solved[0] and solved[1:].all()
+    auto = solve_pass(mixed, [1, 2, 3], method="admm")
+    reference = solve_pass(mixed, [1, 2, 3], method="clarabel")
+    assert auto.objective == pytest.approx(reference.objective, rel=1e-6)
