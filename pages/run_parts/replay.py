@@ -95,7 +95,7 @@ def replay_session_run(record: R.RunRecord) -> None:
     c1, c2 = st.columns([0.22, 0.78])
     c1.button(
         "Replay this run",
-        key="res_replay",
+        key="res_replay_go",
         disabled=busy,
         on_click=S.guarded(lambda: _replay_session_run(record.id), "results: replay"),
         help=R.SAME_SEED_NOTE,
@@ -113,7 +113,7 @@ def replay_from_file() -> None:
             "downloaded from the Run page, or a scenario JSON with attached runs. "
             + R.SAME_SEED_NOTE
         )
-        upload = st.file_uploader("Run file", type=["json"], key="res_replay_file")
+        upload = st.file_uploader("Run file", type=["json"], key="res_replay_upload")
         s["res_replay_file_runs"] = []
         if upload is None:
             return

@@ -157,6 +157,25 @@ def test_results(page) -> None:  # type: ignore[no-untyped-def]
     _shot(page, "05_results_blau")
 
 
+def test_replay_run(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Results page: a bad file is refused in one line; "Replay this run" repeats run #1 through
+    the same pipeline and says the same seed gave the same numbers."""
+    _goto(page, "Results", "Results")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    _idle(page)
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="Replay a run from a file")
+    box.locator("summary").first.click()
+    box.locator('input[type="file"]').first.set_input_files(str(broken))
+    page.get_by_text("Cannot replay broken.json").first.wait_for()
+    assert "not valid JSON" in page.get_by_text("Cannot replay broken.json").first.inner_text()
+    _click(page, "Replay this run")
+    page.get_by_text("same seed, same numbers").first.wait_for(timeout=180_000)
+    _idle(page)
+    assert "replay of #1" in page.get_by_text("Finished #2").first.inner_text()
+    _shot(page, "05_results_replay")
+
+
 def test_scenarios(page) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "Scenarios", "Scenarios")
     name = page.get_by_label("Name", exact=True).first

@@ -33,7 +33,7 @@ def test_replay_a_session_run_from_the_results_page() -> None:
     assert not at.exception, [e.message for e in at.exception]
     # What a replay does is said beside the button, before it is pressed.
     assert any("with seed **11**" in c.value for c in at.caption)
-    at.button(key="res_replay").click().run()
+    at.button(key="res_replay_go").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     if at.session_state["run_job"] is not None:  # progress and Cancel as on the Run page
         assert at.button(key="run_cancel") is not None
