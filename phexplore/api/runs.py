@@ -318,15 +318,15 @@ def topdown_record(
     options = spec.options
     seed = spec.seed
     what = "ε" if allocation.mechanism == "puredp" else "ρ"
-    label = run_label(
-        run_id, "TopDown", data_label, f"{what}={float(allocation.rho):.4g}", seed, provenance
-    )
-    return RunRecord(
-        id=run_id,
-        label=label + (f" · {note}" if note else ""),
-        token=str(provenance["run_token"]),
-        engine="topdown",
+    return _record(
+        output,
+        run_id=run_id,
         scenario=scenario,
+        data_label=data_label,
+        budget_text=f"{what}={float(allocation.rho):.4g}",
+        provenance=provenance,
+        note=note,
+        experiment=experiment,
         settings={
             "data": data_label,
             "allocation": allocation.name,
@@ -346,14 +346,7 @@ def topdown_record(
                 float(options.get("epl_percentile", EPL_PERCENTILE)),
                 float(options.get("epl_multiplier", EPL_MULTIPLIER)),
             ).as_dict(),
-            "fingerprint": spec.fingerprint(),
-            **provenance,
         },
-        metrics=output.metrics,
-        tidy=output.tidy,
-        tables=output.tables,
-        experiment=experiment,
-        data=hist,
     )
 
 
@@ -459,15 +452,14 @@ def phsafe_record(
     ``note`` is appended to the label (e.g. "replay of #2")."""
     spec, result = output.spec, output.result
     seed = spec.seed
-    label = run_label(
-        run_id, "PHSafe", data_label, f"ρ={budget.total_unbounded():.4g}", seed, provenance
-    )
-    return RunRecord(
-        id=run_id,
-        label=label + (f" · {note}" if note else ""),
-        token=str(provenance["run_token"]),
-        engine="phsafe",
+    return _record(
+        output,
+        run_id=run_id,
         scenario=scenario,
+        data_label=data_label,
+        budget_text=f"ρ={budget.total_unbounded():.4g}",
+        provenance=provenance,
+        note=note,
         settings={
             "data": data_label,
             "budget": budget.name,
@@ -479,12 +471,39 @@ def phsafe_record(
             "runtime_s": result.runtime_s,
             "scale": spec.options.get("scale"),
             "noise_method": spec.noise_method,
-            "fingerprint": spec.fingerprint(),
-            **provenance,
         },
+    )
+
+
+def _record(
+    output: Any,
+    *,
+    run_id: int,
+    scenario: str,
+    data_label: str,
+    budget_text: str,
+    provenance: Mapping[str, Any],
+    note: str,
+    settings: Mapping[str, Any],
+    experiment: Any = None,
+) -> RunRecord:
+    """A :class:`RunRecord` of the pipeline's ``output``: its label (:func:`run_label` plus
+    ``note``), the engine's ``settings`` with the run fingerprint and provenance, its tables and
+    the input it used (kept for a replay in this session)."""
+    spec = output.spec
+    engine = "TopDown" if spec.engine == "topdown" else "PHSafe"
+    label = run_label(run_id, engine, data_label, budget_text, spec.seed, provenance)
+    return RunRecord(
+        id=run_id,
+        label=label + (f" · {note}" if note else ""),
+        token=str(provenance["run_token"]),
+        engine=spec.engine,
+        scenario=scenario,
+        settings={**settings, "fingerprint": spec.fingerprint(), **provenance},
         metrics=output.metrics,
         tidy=output.tidy,
         tables=output.tables,
+        experiment=experiment,
         data=output.data,
     )
 

@@ -113,3 +113,13 @@ def goto(pg: Any, title: str, heading: str) -> None:
     pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
     pg.get_by_role("heading", name=heading, exact=True).first.wait_for()
     idle(pg)
+
+
+def wait_for_job(at: Any, timeout_s: float = 150) -> None:
+    """AppTest: rerun until the run job in session state has finished (or fail after
+    ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while at.session_state["run_job"] is not None:
+        assert time.monotonic() < deadline, "the run did not finish in time"
+        time.sleep(0.5)
+        at.run()

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 from phexplore import app_state as S
+from tests.pages.conftest import wait_for_job
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RUN_TIMEOUT_S = 150
-
-
-def _wait_for_job(at: AppTest) -> None:
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while at.session_state["run_job"] is not None:
-        assert time.monotonic() < deadline, "the run did not finish in time"
-        time.sleep(0.5)
-        at.run()
 
 
 def test_replay_a_session_run_from_the_results_page() -> None:
@@ -28,7 +20,7 @@ def test_replay_a_session_run_from_the_results_page() -> None:
     at.selectbox(key="run_td_subset_level_ri2010").set_value("Tract").run()
     at.number_input(key="run_td_seed").set_value(11)
     at.button(key="run_td_go").click().run()
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     at.switch_page("pages/results.py").run()
     assert not at.exception, [e.message for e in at.exception]
     # What a replay does is said beside the button, before it is pressed.
@@ -37,7 +29,7 @@ def test_replay_a_session_run_from_the_results_page() -> None:
     assert not at.exception and not at.error, [e.value for e in at.error]
     if at.session_state["run_job"] is not None:  # progress and Cancel as on the Run page
         assert at.button(key="run_cancel") is not None
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     assert not at.exception and not at.error, [e.value for e in at.error]
     first, again = at.session_state[S.RUNS]
     assert again.id == 2 and "replay of #1" in again.label

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
+from tests.pages.conftest import wait_for_job
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RUN_TIMEOUT_S = 150
@@ -24,14 +24,6 @@ RUN_TIMEOUT_S = 150
 def _no_problems(at: AppTest) -> None:
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-
-
-def _wait_for_job(at: AppTest) -> None:
-    deadline = time.monotonic() + RUN_TIMEOUT_S
-    while at.session_state["run_job"] is not None:
-        assert time.monotonic() < deadline, "the run did not finish in time"
-        time.sleep(0.5)
-        at.run()
 
 
 def _round_trips(record: R.RunRecord) -> None:
@@ -60,7 +52,7 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     at.number_input(key="run_td_seed").set_value(7)
     at.button(key="run_td_go").click().run()
     assert not at.exception
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)
     assert any("Finished #1" in m.value for m in at.success)
     runs = at.session_state[S.RUNS]
@@ -144,7 +136,7 @@ def test_phsafe_run_and_results(run_page: AppTest) -> None:
     at.number_input(key="run_ph_trials").set_value(5)
     at.text_input(key="run_ph_states").set_value("44")
     at.button(key="run_ph_go").click().run()
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     assert record.engine == "phsafe" and record.settings["states"] == ["44"]
@@ -194,7 +186,7 @@ def test_budget_sweep_gives_epl_vs_rho_and_srs_curves(run_page: AppTest) -> None
     at.checkbox(key="run_td_sweep").check().run()
     at.text_input(key="run_td_rhos").set_value("0.5, 4").run()
     at.button(key="run_td_go").click().run()
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     exp = record.experiment
@@ -262,7 +254,7 @@ def test_spine_run_with_providence_wards(run_page: AppTest) -> None:
     tracts = ["44007000800", "44007003400", "44007000102"]
     at.multiselect(key="run_td_units_ri2010_Tract").set_value(tracts).run()
     at.button(key="run_td_go").click().run()
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     assert record.settings["spine"] == "optimized"
@@ -323,7 +315,7 @@ def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTe
     assert any("with housing units and GQ" in m.value for m in at.success)
     assert any("Estimated run time" in c.value for c in at.caption), "estimate shown before Run"
     at.button(key="run_td_go").click().run()
-    _wait_for_job(at)
+    wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)
     record = at.session_state[S.RUNS][-1]
     assert record.metrics["structural_zeros"]["structural_zeros_held"] is True
