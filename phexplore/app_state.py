@@ -350,7 +350,26 @@ _UNASSIGNABLE_SUFFIXES: tuple[str, ...] = (
     "_download",
     "_editor",
 )
-_UNASSIGNABLE_PREFIXES: tuple[str, ...] = ("ps_grid_", "td_levels_", "td_queries_", "run_cancel")
+_UNASSIGNABLE_PREFIXES: tuple[str, ...] = (
+    "ps_grid_",
+    "td_levels_",
+    "td_queries_",
+    "run_cancel",
+    "res_open_folder",
+    "bs_pub_use",
+)
+
+
+def is_kept_key(key: object) -> bool:
+    """Whether :func:`keep_widget_state` re-assigns ``key`` (a page widget's value kept across
+    pages). A button, upload or data editor must never be one: Streamlit refuses such a widget
+    whose key was assigned, and the page fails (tests/pages/test_widget_keys.py checks them)."""
+    return (
+        isinstance(key, str)
+        and key.startswith(PAGE_KEY_PREFIXES)
+        and not key.endswith(_UNASSIGNABLE_SUFFIXES)
+        and not key.startswith(_UNASSIGNABLE_PREFIXES)
+    )
 
 
 def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
@@ -362,12 +381,7 @@ def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
     """
     s = st.session_state if state is None else state
     for key in list(s.keys()):
-        if (
-            isinstance(key, str)
-            and key.startswith(PAGE_KEY_PREFIXES)
-            and not key.endswith(_UNASSIGNABLE_SUFFIXES)
-            and not key.startswith(_UNASSIGNABLE_PREFIXES)
-        ):
+        if is_kept_key(key):
             s[key] = s[key]
 
 
