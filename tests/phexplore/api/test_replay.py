@@ -6,6 +6,7 @@ Each replay here runs the work a RunJob would run in its thread, synchronously, 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from phexplore.presets import load_phsafe_preset, load_topdown_preset
 TRACT = "44001030100"
 
 
-def _do(work) -> RunRecord:  # noqa: ANN001 - the work callable of a RunJob
+def _do(work: Callable[[RunJob], RunRecord]) -> RunRecord:
     return work(RunJob(engine="x", label="test"))
 
 
@@ -156,3 +157,16 @@ def test_phsafe_replay_keeps_the_planner_budget_and_numbers(tmp_path: Path) -> N
     assert again.metrics["budget_fingerprint"] == budget_fingerprint(budget)
     assert again.metrics["budget_origin"] == "phsafe-2020"
     assert again.settings["states"] == ["44"]
+
+
+def test_the_cli_replays_an_app_run(app_run: RunRecord, tmp_path: Path) -> None:
+    """The app's runs record where their data are (sample + subset filter), so `phexplore run
+    replay` repeats one from its downloaded metrics.json with the same numbers and budget."""
+    spec = tmp_path / "run1_metrics.json"
+    spec.write_bytes(R.metrics_bytes(app_run.metrics))
+    out = tmp_path / "again"
+    assert main(["run", "replay", "--spec", str(spec), "--quiet", "--out", str(out)]) == 0
+    again = json.loads((out / "metrics.json").read_text())
+    assert again["mae"] == json.loads(R.metrics_bytes(app_run.metrics))["mae"]
+    assert again["budget_fingerprint"] == app_run.metrics["budget_fingerprint"]
+    assert again["budget_origin"] == app_run.metrics["budget_origin"]
