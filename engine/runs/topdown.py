@@ -28,6 +28,7 @@ from engine.metrics.epl import EPLSettings
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
 from engine.topdown.measure import Measurements
+from engine.topdown.measurement import KeyedMeasurements
 from engine.topdown.run import TopDownPlan, TopDownResult
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
@@ -127,8 +128,9 @@ class Measured:
     """The measure stage's output: the plan, the true node histograms and the noisy answers."""
 
     plan: TopDownPlan
-    truth: np.ndarray
-    measured: Measurements
+    truth: Any
+    """int64 CSR ``(n_nodes, n_cells)`` (:func:`engine.topdown.sparse_histograms.aggregate_sparse`)."""
+    measured: Measurements | KeyedMeasurements
     spine_plan: Any
     seconds: float
     allocation: TopDownAllocation
@@ -200,22 +202,30 @@ def measure(
     return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
 
 
-def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> np.ndarray:
-    """Every spine geounit's true histogram ``(n_nodes, n_cells)`` (TDA §5: sums of its blocks).
+def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> Any:
+    """Every spine geounit's true histogram, int64 CSR ``(n_nodes, n_cells)`` (TDA §5: sums of
+    its blocks; non-zero cells only, issue 17).
 
     On the Spark backend (``spark``: a :class:`~engine.spark.executor.SparkExecutor`) Spark sums
     the block histogram's non-zero cells, as a long sparse DataFrame, by ``groupBy`` on every
     block's ancestors in the spine (:func:`engine.spark.histograms.spark_truth`); elsewhere the
-    tree sums them here. Both give the same integers."""
+    tree sums them here (:func:`engine.topdown.sparse_histograms.aggregate_sparse`). Both give
+    the same integers."""
+    from engine.topdown.sparse_histograms import aggregate_sparse
+
     if spark is None:
-        return plan.tree.aggregate(hist.counts.astype(np.int64))
+        return aggregate_sparse(plan.tree, hist.counts)
+    import scipy.sparse as sp
+
     from engine.spark.histograms import spark_truth
 
     session = spark.session  # type: ignore[attr-defined]
-    sparse = spark_truth(session, plan.tree, hist.counts, hist.counts.shape[1])
-    # The measurement and estimation stages take the dense node histograms for now; only the
-    # non-zero cells came back from Spark, and the CSR goes in as is once they take it sparse.
-    return sparse.toarray()
+    sparse = sp.csr_matrix(
+        spark_truth(session, plan.tree, hist.counts, hist.counts.shape[1]), dtype=np.int64
+    )
+    sparse.eliminate_zeros()
+    sparse.sort_indices()
+    return sparse
 
 
 def estimate(

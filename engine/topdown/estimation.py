@@ -17,17 +17,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.topdown.batch_answers import BatchAnswers, with_answers
 from engine.topdown.constraints import CountBounds, child_bounds
 from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
 from engine.topdown.least_squares import multipass_least_squares
-from engine.topdown.measure import HeldSum, Measurements, held_sums
+from engine.topdown.measure import HeldSum, held_sums
+from engine.topdown.measurement import RunMeasurements
 from engine.topdown.options import Progress, RunCancelled
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.rounding import round_batch
+from engine.topdown.sparse_histograms import SparseRows
 
 
 @dataclass(frozen=True)
@@ -52,18 +56,21 @@ def estimate_batch(
     return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks)
 
 
-def _build_batch(
+def _batch_frame(
     parents: np.ndarray,
     tree: GeoTree,
-    estimates: np.ndarray,
+    estimates: np.ndarray | SparseRows,
     specs: tuple[QuerySpec, ...],
-    measured: Measurements,
+    measured: RunMeasurements,
     weight: np.ndarray,
     *,
     root: bool = False,
     bounds: tuple[QuerySpec, CountBounds] | None = None,
     sums: Sequence[HeldSum] = (),
-) -> FamilyBatch:
+) -> tuple[FamilyBatch, BatchAnswers]:
+    """A batch of families without its noisy answers, and where to get them: the unit of work
+    fills them in (:func:`~engine.topdown.batch_answers.with_answers`), drawing keyed noise for
+    the answers the batch needs only (issue 17)."""
     ptr, idx = tree.children_ptr
     if root:
         kids = np.array([0])
@@ -80,11 +87,17 @@ def _build_batch(
             if all(int(n) in row_of for n in held.nodes):
                 rows = np.array([row_of[int(n)] for n in held.nodes], dtype=np.int64)
                 child_sums.append(ChildSum(held.query, rows, held.exact))
-    return FamilyBatch(
+    if root:
+        parent = None
+    elif isinstance(estimates, SparseRows):
+        parent = estimates.dense(parents).astype(np.float64)
+    else:
+        parent = np.asarray(estimates)[parents].astype(np.float64)
+    batch = FamilyBatch(
         queries=specs,
-        parent=None if root else estimates[parents].astype(np.float64),
+        parent=parent,
         child_ptr=child_ptr,
-        noisy=tuple(np.nan_to_num(m[kids], nan=0.0) for m in measured.noisy),
+        noisy=(),
         weight=weight[kids],
         invariant=tuple(None if t is None else t[kids] for t in measured.invariant),
         family_id=tuple(tree.node_id[p] for p in (parents if not root else [0])),
@@ -94,6 +107,26 @@ def _build_batch(
         bounds=() if bounds is None else (child_bounds(bounds[0], bounds[1], kids),),
         sums=tuple(child_sums),
     )
+    return batch, measured.batch_answers(kids)
+
+
+def _build_batch(
+    parents: np.ndarray,
+    tree: GeoTree,
+    estimates: np.ndarray | SparseRows,
+    specs: tuple[QuerySpec, ...],
+    measured: RunMeasurements,
+    weight: np.ndarray,
+    *,
+    root: bool = False,
+    bounds: tuple[QuerySpec, CountBounds] | None = None,
+    sums: Sequence[HeldSum] = (),
+) -> FamilyBatch:
+    """The :class:`FamilyBatch` of the families of ``parents`` with its noisy answers filled in."""
+    batch, answers = _batch_frame(
+        parents, tree, estimates, specs, measured, weight, root=root, bounds=bounds, sums=sums
+    )
+    return with_answers(batch, answers)
 
 
 def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) -> list[np.ndarray]:
@@ -113,20 +146,25 @@ def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) ->
 class Estimation:
     """The estimation phase's output: int64 estimates per node, timings and diagnostics."""
 
-    estimates: np.ndarray
+    estimates: sp.csr_matrix
+    """int64 CSR ``(n_nodes, n_cells)``: the estimated histograms of every geounit."""
     timings: dict[str, float]
     milp_fallbacks: int
 
 
-def _unit(args: tuple[FamilyBatch, Sequence[Sequence[int]], Sequence[QuerySpec]]) -> BatchOutcome:
-    """One unit of estimation work (a batch of families) for an executor."""
-    return estimate_batch(*args)
+def _unit(
+    args: tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]],
+) -> BatchOutcome:
+    """One unit of estimation work (a batch of families) for an executor: its noisy answers are
+    filled in (keyed noise drawn) here, in the worker, then the batch is solved."""
+    batch, answers, passes, chain = args
+    return estimate_batch(with_answers(batch, answers), passes, chain)
 
 
 def estimate(
     plan: TopDownPlan,
-    measured: Measurements,
-    truth: np.ndarray,
+    measured: RunMeasurements,
+    truth: np.ndarray | sp.spmatrix,
     *,
     executor: Executor | None = None,
     progress: Progress | None = None,
@@ -136,7 +174,8 @@ def estimate(
 
     The families of one depth are cut into batches of about ``options.chunk_cells`` variables —
     the units of work handed to ``executor`` (default: in this process); the cut does not depend
-    on the executor, so neither do the results.
+    on the executor, so neither do the results. Each unit draws (keyed noise) or takes the noisy
+    answers its families need; the estimates are kept sparse (:class:`SparseRows`).
     """
     tree, specs, chain = plan.tree, plan.specs, plan.chain
     passes, single_pass = plan.passes, plan.single_pass
@@ -148,7 +187,7 @@ def estimate(
     sums = held_sums(tree, truth, plan.queries, plan.options.invariant_sums)
     timings: dict[str, float] = {}
     n_cells = plan.schema.size
-    estimates = np.full((tree.n_nodes, n_cells), -1, dtype=np.int64)
+    estimates = SparseRows(tree.n_nodes, n_cells)
     ls_total = rounding_total = 0.0
     fallbacks = 0
 
@@ -161,7 +200,7 @@ def estimate(
     if problems:
         raise TopDownInfeasible("; ".join(problems))
     outcome = estimate_batch(root_batch, single_pass, chain)
-    estimates[0] = outcome.x[0]
+    estimates.set(np.array([0]), outcome.x[:1])
     ls_total += outcome.least_squares_s
     rounding_total += outcome.rounding_s
     fallbacks += outcome.milp_fallbacks
@@ -177,19 +216,20 @@ def estimate(
         t_level = time.perf_counter()
         kids_all = np.concatenate([idx[ptr[p] : ptr[p + 1]] for p in parents])
         level_name = "/".join(sorted(set(tree.level_names[kids_all])))
-        parent_est = estimates[parents]
-        trivial = (n_sizes[parents] == 1) | (parent_est.sum(axis=1) == 0)
+        parent_rows = estimates.sparse(parents)
+        parent_total = np.asarray(parent_rows.sum(axis=1)).reshape(-1)
+        trivial = (n_sizes[parents] == 1) | (parent_total == 0)
         easy = parents[trivial]
-        if easy.size:
-            batch = _build_batch(
-                easy, tree, estimates, specs, measured, weight, bounds=held, sums=sums
+        for part in _chunks(easy, n_sizes[easy], n_cells, plan.options.chunk_cells):
+            # One child takes its parent's histogram; an empty parent's children are all 0.
+            batch, _ = _batch_frame(
+                part, tree, estimates, specs, measured, weight, bounds=held, sums=sums
             )
             problems = check_batch(batch)
             if problems:
                 raise TopDownInfeasible("; ".join(problems))
-            estimates[idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in easy])]] = (
-                batch.parent[batch.child_family].astype(np.int64) if batch.n_children else 0
-            )
+            kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in part])]
+            estimates.set(kids, estimates.sparse(part)[batch.child_family])
             done_children += batch.n_children
         hard = parents[~trivial]
         # Production used one pass with every query where the children are blocks (TDA §8.1);
@@ -206,16 +246,16 @@ def estimate(
             group_chunks = _chunks(group, n_sizes[group], n_cells, plan.options.chunk_cells)
             chunks += group_chunks
             chunk_passes += [group_passes] * len(group_chunks)
-        batches = [
-            _build_batch(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
+        frames = [
+            _batch_frame(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
             for c in chunks
         ]
-        for batch in batches:
+        for batch, _ in frames:
             problems = check_batch(batch)
             if problems:
                 raise TopDownInfeasible("; ".join(problems))
         base_done = done_children
-        ends = np.cumsum([b.n_children for b in batches]) if batches else np.array([], int)
+        ends = np.cumsum([b.n_children for b, _ in frames]) if frames else np.array([], int)
 
         def done(
             k: int,
@@ -226,19 +266,21 @@ def estimate(
         ) -> None:
             report(label, 0.02 + 0.98 * (base + int(ends[k])) / total_children)
 
-        units = [(b, p, chain) for b, p in zip(batches, chunk_passes, strict=True)]
+        units = [(b, a, p, chain) for (b, a), p in zip(frames, chunk_passes, strict=True)]
+        del frames
         try:
             results = runner.map(_unit, units, cancel=is_cancelled, done=done)
         except ExecutionCancelled:
             raise RunCancelled("TopDown run cancelled") from None
-        done_children += int(ends[-1]) if batches else 0
+        del units
+        done_children += int(ends[-1]) if len(ends) else 0
         for chunk, res in zip(chunks, results, strict=True):
             kids = idx[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in chunk])]
-            estimates[kids] = res.x
+            estimates.set(kids, res.x)
             ls_total += res.least_squares_s
             rounding_total += res.rounding_s
             fallbacks += res.milp_fallbacks
         timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
     timings["least_squares_cpu"] = ls_total
     timings["rounding_cpu"] = rounding_total
-    return Estimation(estimates=estimates, timings=timings, milp_fallbacks=fallbacks)
+    return Estimation(estimates=estimates.matrix(), timings=timings, milp_fallbacks=fallbacks)

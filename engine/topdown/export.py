@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine.topdown.queries import query_group
 from engine.topdown.run import TopDownResult
@@ -90,10 +91,11 @@ def estimate_rows(result: TopDownResult, queries: Sequence[str] | None = None) -
 
 def measurement_rows(result: TopDownResult) -> int:
     """Rows of the measurements table: every measured (geounit, query) times the query's cells."""
+    variance = result.measured.variance  # finite where measured or invariant
     return int(
         sum(
-            int(np.isfinite(values[:, 0]).sum()) * group.size
-            for group, values in zip(result.queries, result.measured.noisy, strict=True)
+            int(np.isfinite(variance[:, j]).sum()) * group.size
+            for j, group in enumerate(result.queries)
         )
     )
 
@@ -109,18 +111,23 @@ def iter_estimate_frames(
 
     Concatenated, the chunks equal :meth:`TopDownResult.to_tidy` (``sparse=False``) or its rows
     whose ``true`` or ``estimate`` is non-zero (``sparse=True``). Each chunk is built from a slice
-    of at most ``chunk_rows // cells`` geounits, so no table larger than a chunk is held.
+    of at most ``chunk_rows // cells`` geounits, so no table larger than a chunk is held. The
+    sparse table is built from the non-zero cells of the sparse histograms (issue 17): its cost
+    grows with the non-zero cells, not with geounits × cells.
     """
     chunk_rows = _check_chunk_rows(chunk_rows)
     names = result.query_names if queries is None else tuple(queries)
+    if sparse:
+        yield from _iter_sparse_estimates(result, names, chunk_rows)
+        return
     level = result.tree.level_names
     ids = np.asarray(result.tree.node_id, dtype=object)
     for name in names:
         group = query_group(result.schema, name)
         labels = np.asarray(group.labels, dtype=object)
         for part in _node_steps(result.tree.n_nodes, group.size, chunk_rows):
-            true = group.answer(result.truth[part]).reshape(-1)
-            estimate = group.answer(result.estimates[part]).reshape(-1)
+            true = group.answer(result.truth_sparse[part].toarray()).reshape(-1)
+            estimate = group.answer(result.estimates_sparse[part].toarray()).reshape(-1)
             n = part.stop - part.start
             frame = {
                 "geolevel": np.repeat(level[part], group.size),
@@ -136,6 +143,44 @@ def iter_estimate_frames(
             yield pd.DataFrame(frame, columns=list(ESTIMATE_COLUMNS))
 
 
+def _iter_sparse_estimates(
+    result: TopDownResult, names: Sequence[str], chunk_rows: int
+) -> Iterator[pd.DataFrame]:
+    """The rows of the tidy estimates whose ``true`` or ``estimate`` is non-zero, from the sparse
+    histograms: per query, the answers as CSR ``(n_nodes, size)``, their union pattern in node
+    then cell order (the order of the dense table), cut into chunks of ``chunk_rows`` rows."""
+    level = result.tree.level_names
+    ids = np.asarray(result.tree.node_id, dtype=object)
+    for name in names:
+        group = query_group(result.schema, name)
+        labels = np.asarray(group.labels, dtype=object)
+        index = group.cell_index
+        matrix = sp.csr_matrix(  # (n_cells, size): cell → its answer cell
+            (np.ones(index.size, dtype=np.int64), (np.arange(index.size), index)),
+            shape=(index.size, group.size),
+        )
+        true = sp.csr_matrix(result.truth_sparse @ matrix)
+        estimate = sp.csr_matrix(result.estimates_sparse @ matrix)
+        union = sp.csr_matrix(abs(true) + abs(estimate))
+        union.eliminate_zeros()
+        union.sort_indices()
+        rows = np.repeat(np.arange(union.shape[0]), np.diff(union.indptr))
+        cols = union.indices.astype(np.int64)
+        for start in range(0, rows.size, chunk_rows):
+            r, c = rows[start : start + chunk_rows], cols[start : start + chunk_rows]
+            yield pd.DataFrame(
+                {
+                    "geolevel": level[r],
+                    "geounit": ids[r],
+                    "query": name,
+                    "cell": labels[c],
+                    "true": np.asarray(true[r, c], dtype=np.int64).reshape(-1),
+                    "estimate": np.asarray(estimate[r, c], dtype=np.int64).reshape(-1),
+                },
+                columns=list(ESTIMATE_COLUMNS),
+            )
+
+
 def iter_measurement_frames(
     result: TopDownResult, *, chunk_rows: int = DEFAULT_CHUNK_ROWS
 ) -> Iterator[pd.DataFrame]:
@@ -149,18 +194,18 @@ def iter_measurement_frames(
     ids = np.asarray(result.tree.node_id, dtype=object)
     measured = result.measured
     for j, group in enumerate(result.queries):
-        values = measured.noisy[j]
-        nodes = np.flatnonzero(np.isfinite(values[:, 0]))
+        nodes = np.flatnonzero(np.isfinite(measured.variance[:, j]))
         labels = np.asarray(group.labels, dtype=object)
         for part in _node_steps(nodes.size, group.size, chunk_rows):
             chunk = nodes[part]
+            values = measured.answers(j, chunk)  # keyed noise is drawn again, chunk by chunk
             yield pd.DataFrame(
                 {
                     "geolevel": np.repeat(level[chunk], group.size),
                     "geounit": np.repeat(ids[chunk], group.size),
                     "query": group.name,
                     "cell": np.tile(labels, chunk.size),
-                    "noisy": values[chunk].reshape(-1),
+                    "noisy": values.reshape(-1),
                     "variance": np.repeat(measured.variance[chunk, j], group.size),
                 },
                 columns=list(MEASUREMENT_COLUMNS),
@@ -183,14 +228,13 @@ def _microdata_chunk(
     result: TopDownResult, rows: np.ndarray, leaf_ids: np.ndarray, ppmf: bool
 ) -> pd.DataFrame:
     """Persons of the blocks whose estimate rows are ``rows`` (PPMF-like columns)."""
-    blocks = result.estimates[rows]
-    counts = blocks.reshape(-1)
+    blocks = result.estimates_sparse[rows].tocoo()  # non-zero cells only (issue 17)
+    order = np.lexsort((blocks.col, blocks.row))  # block by block, cells in order
+    counts = blocks.data[order]
     if np.any(counts < 0):
         raise ValidationError("estimated counts must be non-negative to export microdata")
-    n_cells = blocks.shape[1]
-    flat = np.repeat(np.arange(counts.size), counts)
-    block_of_person = flat // n_cells
-    cell_of_person = flat % n_cells
+    block_of_person = np.repeat(blocks.row[order].astype(np.int64), counts)
+    cell_of_person = np.repeat(blocks.col[order].astype(np.int64), counts)
     geoids = leaf_ids.astype(str)
     frame: dict[str, Any] = {"GEOID": geoids[block_of_person]}
     if ppmf:
@@ -213,7 +257,7 @@ def iter_microdata_frames(
     rows = _block_rows(result)
     all_ids = np.asarray(result.tree.node_id, dtype=object)
     ppmf = bool(rows.size) and all(len(str(g)) == 15 and str(g).isdigit() for g in all_ids[rows])
-    totals = np.asarray(result.estimates.sum(axis=1), dtype=np.int64)[rows]
+    totals = np.asarray(result.estimates_sparse.sum(axis=1), dtype=np.int64).reshape(-1)[rows]
     cumulative = np.cumsum(totals)
     start, n = 0, rows.size
     yielded = False

@@ -96,7 +96,10 @@ class FamilyBatch:
     ``child_ptr[f]:child_ptr[f+1]`` of every per-child array.
 
     ``parent`` is ``(F, n_cells)`` (non-negative integers) or ``None`` for the root problem.
-    ``noisy[q]`` is ``(K, size_q)``; ``weight`` is ``(K, n_queries)`` with 0 where a child has no
+    ``noisy[q]`` is ``(K, size_q)``: the noisy answers that involve a free cell (one the parent
+    can populate that is not a structural zero); an answer over fixed cells only is a constant of
+    eq. 7.5 and holds 0 (:mod:`engine.topdown.batch_answers`, which fills ``noisy`` in the unit
+    of work; ``()`` before that); ``weight`` is ``(K, n_queries)`` with 0 where a child has no
     noisy answer for the query; ``invariant[q]`` is ``(K, size_q)`` with NaN where the answer is
     free (or ``None`` when query ``q`` is nowhere invariant). ``family_id`` / ``child_id`` /
     ``child_level`` name the geounits for diagnostics. ``bounds`` holds the children's structural

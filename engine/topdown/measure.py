@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
 
 from engine import noise
+from engine.topdown.batch_answers import DrawnAnswers
 from engine.topdown.geography import GeoTree
 from engine.topdown.queries import QueryGroup
+from engine.topdown.sparse_histograms import dense_rows
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 
@@ -67,7 +70,7 @@ class HeldSum:
 
 def held_sums(
     tree: GeoTree,
-    truth: np.ndarray,
+    truth: np.ndarray | sp.spmatrix,
     queries: Sequence[QueryGroup],
     sums: Sequence[InvariantSum],
 ) -> tuple[HeldSum, ...]:
@@ -84,7 +87,7 @@ def held_sums(
         if nodes.size < 2 or nodes.size == n_children[tree.parent[nodes[0]]]:
             continue
         q = names.index(held.query)
-        exact = queries[q].answer(truth[nodes]).sum(axis=0).astype(np.float64)
+        exact = queries[q].answer(dense_rows(truth, nodes)).sum(axis=0).astype(np.float64)
         out.append(HeldSum(q, nodes, exact))
     return tuple(out)
 
@@ -129,10 +132,23 @@ class Measurements:
 
     def weight(self) -> np.ndarray:
         """Least-squares weights 1/σ² ``(n_nodes, n_queries)``; 0 for unmeasured or invariant."""
-        v = self.nominal_variance
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = 1.0 / v
-        return np.where(np.isfinite(w) & (v > 0), w, 0.0)
+        return weights_of(self.nominal_variance)
+
+    def answers(self, j: int, nodes: np.ndarray) -> np.ndarray:
+        """Answers to query ``j`` of ``nodes``: noisy, exact where invariant, NaN elsewhere."""
+        return self.noisy[j][nodes]
+
+    def batch_answers(self, kids: np.ndarray) -> DrawnAnswers:
+        """The answers of a batch's children ``kids`` (already drawn)."""
+        return DrawnAnswers(tuple(m[kids] for m in self.noisy))
+
+
+def weights_of(nominal_variance: np.ndarray) -> np.ndarray:
+    """Least-squares weights 1/σ² (TDA §7.1); 0 where σ² is 0 (invariant) or NaN (unmeasured)."""
+    v = nominal_variance
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = 1.0 / v
+    return np.where(np.isfinite(w) & (v > 0), w, 0.0)
 
 
 def allocation_levels(tree: GeoTree, allocation: TopDownAllocation) -> dict[str, tuple[str, ...]]:

@@ -9,37 +9,45 @@ SPEC §6).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine.data.histogram import BlockHistogram, Schema
 from engine.topdown.constraints import CountBounds, unconstrained_note
 from engine.topdown.estimation import Estimation
 from engine.topdown.family import QuerySpec
 from engine.topdown.geography import GeoTree
-from engine.topdown.measure import Measurements, spent_budget
+from engine.topdown.measure import spent_budget
+from engine.topdown.measurement import RunMeasurements
 from engine.topdown.plan import TopDownPlan
-from engine.topdown.queries import QueryGroup, query_group
+from engine.topdown.queries import QueryGroup
+from engine.topdown.sparse_histograms import check_dense_size, densify
 from phexplore.errors import ValidationError
 
 
 @dataclass
 class TopDownResult:
-    """Everything a run produced. ``estimates`` / ``truth`` are int64 ``(n_nodes, n_cells)``
-    indexed like ``tree`` (node metadata: :attr:`nodes`)."""
+    """Everything a run produced, indexed like ``tree`` (node metadata: :attr:`nodes`).
+
+    ``estimates_sparse`` / ``truth_sparse`` are int64 CSR ``(n_nodes, n_cells)`` (non-zero cells
+    only, issue 17); :attr:`estimates` / :attr:`truth` are the same as dense arrays, built on
+    first use for runs small enough (:data:`~engine.topdown.sparse_histograms.MAX_DENSE_CELLS`).
+    Large outputs are read in chunks: :meth:`iter_estimate_frames`, :meth:`iter_measurement_frames`.
+    """
 
     tree: GeoTree
     schema: Schema
     allocation_name: str
     mechanism: str
     queries: tuple[QueryGroup, ...]
-    estimates: np.ndarray
-    truth: np.ndarray
-    measured: Measurements
+    estimates_sparse: sp.csr_matrix
+    truth_sparse: sp.csr_matrix
+    measured: RunMeasurements
     timings: dict[str, float]
     runtime_s: float
     seed: int
@@ -54,69 +62,73 @@ class TopDownResult:
         return tuple(q.name for q in self.queries)
 
     @cached_property
+    def estimates(self) -> np.ndarray:
+        """int64 ``(n_nodes, n_cells)`` estimates (dense; refused for very large runs)."""
+        return densify(self.estimates_sparse, "the estimated histogram")
+
+    @cached_property
+    def truth(self) -> np.ndarray:
+        """int64 ``(n_nodes, n_cells)`` true histograms (dense; refused for very large runs)."""
+        return densify(self.truth_sparse, "the true histogram")
+
+    @cached_property
     def nodes(self) -> pd.DataFrame:
         """node, geolevel, geounit, parent, depth of every node."""
         return self.tree.nodes_frame()
 
+    def iter_measurement_frames(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """The tidy noisy measurements in frames of at most ``rows`` rows (default
+        :data:`engine.topdown.export.DEFAULT_CHUNK_ROWS`): geolevel, geounit, query, cell, noisy,
+        variance (0 = invariant, no noise); query by query, geounits in node order.
+
+        Keyed noise is drawn again for each frame (the numbers the estimation used, SPEC §8), so
+        the whole table never has to be in memory (issue 17;
+        :func:`engine.topdown.export.iter_measurement_frames`).
+        """
+        from engine.topdown import export
+
+        yield from export.iter_measurement_frames(
+            self, chunk_rows=export.DEFAULT_CHUNK_ROWS if rows is None else rows
+        )
+
     @cached_property
     def measurements(self) -> pd.DataFrame:
         """Tidy noisy measurements: geolevel, geounit, query, cell, noisy, variance (0 = invariant)."""
-        frames = []
-        level = self.tree.level_names
-        ids = np.asarray(self.tree.node_id, dtype=object)
-        for j, group in enumerate(self.queries):
-            values = self.measured.noisy[j]
-            nodes = np.flatnonzero(np.isfinite(values[:, 0]))
-            if not nodes.size:
-                continue
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "geolevel": np.repeat(level[nodes], group.size),
-                        "geounit": np.repeat(ids[nodes], group.size),
-                        "query": group.name,
-                        "cell": np.tile(np.asarray(group.labels, dtype=object), nodes.size),
-                        "noisy": values[nodes].reshape(-1),
-                        "variance": np.repeat(self.measured.variance[nodes, j], group.size),
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)
+        return pd.concat(list(self.iter_measurement_frames()), ignore_index=True)
+
+    def iter_estimate_frames(
+        self, queries: Sequence[str] | None = None, rows: int | None = None, *, sparse: bool = False
+    ) -> Iterator[pd.DataFrame]:
+        """:meth:`to_tidy` in frames of at most ``rows`` rows (query by query, nodes in order):
+        geolevel, geounit, query, cell, true, estimate; with ``sparse`` only the rows where either
+        count is non-zero (:func:`engine.topdown.export.iter_estimate_frames`)."""
+        from engine.topdown import export
+
+        yield from export.iter_estimate_frames(
+            self,
+            queries,
+            chunk_rows=export.DEFAULT_CHUNK_ROWS if rows is None else rows,
+            sparse=sparse,
+        )
 
     def to_tidy(self, queries: Sequence[str] | None = None) -> pd.DataFrame:
         """Columns [geolevel, geounit, query, cell, true, estimate] for every node and query cell.
 
         ``queries`` default: the run's query groups; any query name valid on the schema works.
         """
-        names = self.query_names if queries is None else tuple(queries)
-        level = self.tree.level_names
-        ids = np.asarray(self.tree.node_id, dtype=object)
-        frames = []
-        for name in names:
-            group = query_group(self.schema, name)
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "geolevel": np.repeat(level, group.size),
-                        "geounit": np.repeat(ids, group.size),
-                        "query": name,
-                        "cell": np.tile(np.asarray(group.labels, dtype=object), self.tree.n_nodes),
-                        "true": group.answer(self.truth).reshape(-1),
-                        "estimate": group.answer(self.estimates).reshape(-1),
-                    }
-                )
-            )
-        return pd.concat(frames, ignore_index=True)
+        return pd.concat(list(self.iter_estimate_frames(queries)), ignore_index=True)
 
     def level_histogram(self, level: str) -> np.ndarray:
         """Estimated histograms ``(n_units, n_cells)`` of ``level``, in :meth:`level_ids` order."""
-        return self.estimates[self.tree.nodes_at_level(level)]
+        nodes = self.tree.nodes_at_level(level)
+        check_dense_size(len(nodes), self.schema.size, f"the {level} histograms")
+        return self.estimates_sparse[nodes].toarray()
 
     def level_ids(self, level: str) -> tuple[str, ...]:
         return tuple(self.tree.node_id[i] for i in self.tree.nodes_at_level(level))
 
-    def block_histogram(self) -> np.ndarray:
-        """Estimated block histograms ``(n_blocks, n_cells)`` in the input's block order.
+    def block_histogram_sparse(self) -> sp.csr_matrix:
+        """Estimated block histograms, CSR ``(n_blocks, n_cells)`` in the input's block order.
 
         Requires a spine whose leaves are the blocks (one block per leaf).
         """
@@ -126,14 +138,23 @@ class TopDownResult:
                 "this run's spine stops above the block level, so it has no block estimates; "
                 f"use level_histogram({self.tree.levels[-1]!r})"
             )
-        return self.estimates[self.tree.block_node]
+        return sp.csr_matrix(self.estimates_sparse[self.tree.block_node])
+
+    def block_histogram(self) -> np.ndarray:
+        """Estimated block histograms ``(n_blocks, n_cells)`` in the input's block order (dense;
+        :meth:`block_histogram_sparse` for large runs).
+
+        Requires a spine whose leaves are the blocks (one block per leaf).
+        """
+        blocks = self.block_histogram_sparse()
+        return densify(blocks, "the block histograms")
 
 
 def result_of(
     plan: TopDownPlan,
     hist: BlockHistogram,
-    truth: np.ndarray,
-    measured: Measurements,
+    truth: np.ndarray | sp.spmatrix,
+    measured: RunMeasurements,
     estimation: Estimation,
     *,
     seed: int,
@@ -154,8 +175,8 @@ def result_of(
         allocation_name=plan.allocation.name,
         mechanism=plan.allocation.mechanism,
         queries=plan.queries,
-        estimates=estimation.estimates,
-        truth=truth,
+        estimates_sparse=sp.csr_matrix(estimation.estimates, dtype=np.int64),
+        truth_sparse=sp.csr_matrix(truth, dtype=np.int64),
         measured=measured,
         timings=dict(timings),
         runtime_s=runtime_s,
@@ -173,7 +194,7 @@ def result_of(
 def _structural_report(
     hist: BlockHistogram,
     tree: GeoTree,
-    estimates: np.ndarray,
+    estimates: sp.spmatrix,
     held: tuple[QuerySpec, CountBounds] | None,
 ) -> dict[str, object]:
     """What the run did about structural zeros and GQ bounds (issue 13 item 10; SPEC §6).
@@ -181,13 +202,15 @@ def _structural_report(
     With a unit frame: how many geounits were bounded and how many estimates break a bound (0 when
     the constraints held). Without: persons placed in blocks with no true persons.
     """
+    estimates = sp.csr_matrix(estimates)
     if held is None:
         counts = np.bincount(tree.block_node, minlength=tree.n_nodes)
         if np.any(counts[tree.block_node] != 1):
             return {"structural_zeros_held": False, "note": "no unit data; spine above blocks"}
-        return unconstrained_note(hist.counts, estimates[tree.block_node]).as_dict()
+        block_totals = np.asarray(estimates[tree.block_node].sum(axis=1))  # (n_blocks, 1)
+        return unconstrained_note(hist.counts.sum(axis=1)[:, None], block_totals).as_dict()
     spec, bounds = held
-    answers = QuerySpec(spec.name, spec.cell_index, spec.size).answer(estimates)
+    answers = np.asarray((estimates @ spec.matrix().T).toarray())  # (n_nodes, spec.size)
     violations = int(np.sum((answers < bounds.lower - 1e-9) | (answers > bounds.upper + 1e-9)))
     zero_blocks = np.all(bounds.upper[tree.block_node] == 0, axis=1)
     return {

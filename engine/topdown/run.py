@@ -47,6 +47,7 @@ from engine.topdown.measurement import concat_measurements, measure_plan
 from engine.topdown.options import Progress, RunCancelled, TopDownOptions
 from engine.topdown.plan import TopDownPlan, default_tree, plan_run, run_query_names
 from engine.topdown.result import TopDownResult, result_of
+from engine.topdown.sparse_histograms import aggregate_sparse
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 
@@ -101,7 +102,7 @@ def run_topdown(
     plan = plan_run(hist, allocation, tree=tree, node_budgets=node_budgets, options=options)
     report("Aggregating the true histogram", 0.0)
     t0 = time.perf_counter()
-    truth = plan.tree.aggregate(hist.counts.astype(np.int64))
+    truth = aggregate_sparse(plan.tree, hist.counts)
     measured = measure_plan(plan, truth, int(seed))
     timings: dict[str, float] = {"measurement": time.perf_counter() - t0}
     report("Measured noisy query answers", 0.02)
