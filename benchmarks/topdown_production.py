@@ -16,6 +16,7 @@ The last row fits cost ∝ blocks^b between the two largest sizes and projects 1
 was not run. Usage::
 
     .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
+        [--cache /tmp/populations]   # generate each population once, reuse it on later runs
 
 Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
 """
@@ -180,21 +181,43 @@ def compare_families(
     }
 
 
-def one_size(persons: int, state: str, seed: int, sample: int) -> dict[str, object]:
-    """Generate, load, run and compare one size (runs inside its own subprocess)."""
+def _population(
+    persons: int, state: str, seed: int, folder: Path
+) -> tuple[object, float, int | None]:
+    """(histogram, load seconds, structural-zero blocks or None) of the population in ``folder``,
+    generated there first unless a complete one (its manifest readable) is already there."""
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
+
+    structural = None
+    try:
+        t0 = time.perf_counter()
+        hist = load_generated_population(folder)
+        return hist, time.perf_counter() - t0, None
+    except Exception:  # absent or incomplete: generate it
+        summary = generate_population(persons, seed=seed, states=[state], out_dir=folder)
+        structural = summary.structural_zero_blocks
+    t0 = time.perf_counter()
+    hist = load_generated_population(folder)
+    return hist, time.perf_counter() - t0, structural
+
+
+def one_size(
+    persons: int, state: str, seed: int, sample: int, cache: str | None = None
+) -> dict[str, object]:
+    """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
     from engine.topdown import estimation as estimation_module
     from engine.topdown import run as run_module
     from phexplore.presets import load_topdown_preset
 
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        summary = generate_population(persons, seed=seed, states=[state], out_dir=Path(tmp) / "p")
-        generate_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        hist = load_generated_population(Path(tmp) / "p")
-        load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if cache:
+        folder = Path(cache) / f"{state}-{persons}-seed{seed}"
+        hist, load_s, structural = _population(persons, state, seed, folder)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            hist, load_s, structural = _population(persons, state, seed, Path(tmp) / "p")
+    generate_s = time.perf_counter() - t0 - load_s
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     batches = []
     original = estimation_module.estimate_batch
@@ -213,13 +236,17 @@ def one_size(persons: int, state: str, seed: int, sample: int) -> dict[str, obje
         estimation_module.estimate_batch = original
     peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     compare = compare_families(batches, sample, seed) if sample else {}
-    truth = result.truth_sparse  # CSR: non-zero cells only
+    import scipy.sparse as sp
+
+    # CSR: non-zero cells only (a checkout before issue 17's sparse histograms has dense truth)
+    truth = getattr(result, "truth_sparse", None)
+    truth = sp.csr_matrix(result.truth) if truth is None else truth
     block_rows = truth[result.tree.block_node]
     return {
         "persons": persons,
         "state": state,
         "blocks": hist.n_blocks,
-        "structural_zero_blocks": summary.structural_zero_blocks,
+        "structural_zero_blocks": structural,
         "geounits": int(result.tree.n_nodes),
         "nonzero_cells_blocks": int(block_rows.count_nonzero()),
         "nonzero_cells_all": int(truth.count_nonzero()),
@@ -267,16 +294,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample", type=int, default=2, help="families per level vs cvxpy")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--cache",
+        default=None,
+        help="folder for generated populations: reused when present (e.g. /tmp/populations)",
+    )
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one is not None:
         state = args.state or ("RI" if args.one <= 2_000_000 else "OH")
-        print(json.dumps(one_size(args.one, state, args.seed, args.sample)))
+        print(json.dumps(one_size(args.one, state, args.seed, args.sample, args.cache)))
         return 0
     rows = []
     for persons in _parse_sizes(args.persons):
         command = [sys.executable, __file__, "--one", str(persons), "--seed", str(args.seed)]
         command += ["--sample", str(args.sample)]
+        if args.cache:
+            command += ["--cache", args.cache]
         if args.state:
             command += ["--state", args.state]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
