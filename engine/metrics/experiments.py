@@ -163,7 +163,16 @@ class ExperimentResult:
             path = folder / f"{stem}.csv"
             table.to_csv(path, index=False)
             written.append(path)
-        meta = {
+        path = folder / "experiment.json"
+        path.write_text(
+            json.dumps(self.description(written), indent=2, default=str) + "\n", encoding="utf-8"
+        )
+        written.append(path)
+        return written
+
+    def description(self, written: Sequence[Path], output_format: str = "csv") -> dict[str, Any]:
+        """The ``experiment.json`` content: settings, the files written and their format."""
+        return {
             "engine": self.engine,
             "data": self.data,
             "preset": self.preset,
@@ -172,12 +181,9 @@ class ExperimentResult:
             "rhos": list(self.rhos),
             "seeds": list(self.seeds),
             "files": [p.name for p in written],
+            "output_format": output_format,
             "notes": self.notes,
         }
-        path = folder / "experiment.json"
-        path.write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
-        written.append(path)
-        return written
 
 
 def _across_seeds(table: pd.DataFrame, key: str) -> pd.DataFrame:

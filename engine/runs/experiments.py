@@ -385,3 +385,34 @@ def _cell_control(cancel: Callable[[], bool] | None) -> RunControl:
     if cancel is not None:
         cell.cancelled = cancel  # type: ignore[method-assign]
     return cell
+
+
+def write_experiment(
+    result: ExperimentResult,
+    out_dir: str | Path,
+    *,
+    output_format: str = "auto",
+    extra: Mapping[str, pd.DataFrame] | None = None,
+) -> list[Path]:
+    """Write an experiment's tables (and ``extra`` ones, e.g. ``tradeoff``) plus experiment.json.
+
+    ``output_format``: ``csv``, ``parquet``, or ``auto`` = CSV unless a table has more than
+    :data:`engine.runs.table_files.AUTO_CSV_MAX_ROWS` rows, then Parquet for every table
+    (:func:`engine.runs.table_files.write_table`); experiment.json records the format.
+    """
+    import json
+
+    from engine.runs.table_files import resolve_format, write_table
+
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError(f"cannot create output folder {folder}: {exc.strerror}") from None
+    tables = {**result.tables(), **dict(extra or {})}
+    fmt = resolve_format(output_format, max((len(t) for t in tables.values()), default=0))
+    written = [folder / write_table([t], folder, stem, fmt).file for stem, t in tables.items()]
+    path = folder / "experiment.json"
+    text = json.dumps(result.description(written, fmt), indent=2, default=str) + "\n"
+    path.write_text(text, encoding="utf-8")
+    return [*written, path]

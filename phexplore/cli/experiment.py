@@ -9,7 +9,8 @@ baseline, and writes to ``DIR``: ``runs.csv`` (MAE, median AE, EPL with bootstra
 number of residuals per ρ × seed × geolevel × query), ``summary.csv`` (across seeds), ``srs.csv`` and
 ``srs_summary.csv``, ``blau_bias.csv`` and ``blau_summary.csv`` (TDA Table 13), ``homogeneity_bias.csv``
 (PF Fig. 3), ``error_quantiles.csv``, ``moe_coverage.csv``, ``runtime.csv``, ``tradeoff.csv`` (PF
-Fig. 2 axes) and ``experiment.json``. The printed summary shows the Blau-quintile bias of every
+Fig. 2 axes) and ``experiment.json`` (``.parquet`` instead of ``.csv`` with ``--output-format
+parquet``, or with ``auto`` when a table has more than 1,000,000 rows). The printed summary shows the Blau-quintile bias of every
 geolevel and the trade-off table. Metrics: :mod:`engine.metrics.experiments`.
 """
 
@@ -140,6 +141,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table", help="printed summary format"
     )
+    parser.add_argument(
+        "--output-format",
+        choices=("auto", "csv", "parquet"),
+        default="auto",
+        help="file format of the result tables: csv, parquet, or auto (default) = CSV unless a "
+        "table has more than 1,000,000 rows, then Parquet for every table (experiment.json "
+        "lists the files)",
+    )
     add_epl_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -214,7 +223,7 @@ def _run(
     level: str,
     query: str,
 ) -> int:
-    from engine.runs.experiments import run_experiment
+    from engine.runs.experiments import run_experiment, write_experiment
 
     out = staging.path
     epl_settings = epl_settings_from_args(args)
@@ -268,10 +277,10 @@ def _run(
         backend=backend,
         backend_options=backend_options,
     )
-    written = result.write(out)
     tradeoff = result.tradeoff(level, query)
-    tradeoff.to_csv(out / "tradeoff.csv", index=False)
-    written.append(out / "tradeoff.csv")
+    written = write_experiment(
+        result, out, output_format=args.output_format, extra={"tradeoff": tradeoff}
+    )
     blau = result.blau_summary()
     if args.format == "json":
         print(

@@ -150,3 +150,30 @@ def test_bad_out_fails_before_any_run(tmp_path, capsys, monkeypatch, kind) -> No
     assert code == 1
     err = capsys.readouterr().err
     assert f"--out {out}" in err
+
+
+def test_experiment_tables_as_parquet_hold_the_csv_content(tmp_path, capsys) -> None:
+    """--output-format parquet writes every table as Parquet (same rows as CSV; issue 17)."""
+    from engine.runs.table_files import read_table
+
+    base = [
+        "experiment", "--engine", "topdown", "--data", "ri2010", "--within", "Tract:44007001000",
+        "--rho", "1", "--seeds", "1", "--srs", "none", "--n-boot", "3",
+        "--tradeoff", "Block:TOTAL",
+    ]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "csv")]) == 0
+    assert main([*base, "--output-format", "parquet", "--out", str(tmp_path / "pq")]) == 0
+    capsys.readouterr()
+    meta = json.loads((tmp_path / "pq" / "experiment.json").read_text())
+    assert meta["output_format"] == "parquet" and "runs.parquet" in meta["files"]
+    assert json.loads((tmp_path / "csv" / "experiment.json").read_text())["output_format"] == "csv"
+    for stem in ("runs", "summary", "tradeoff"):
+        a = read_table(tmp_path / "csv" / f"{stem}.csv").drop(columns="runtime_s", errors="ignore")
+        b = read_table(tmp_path / "pq" / f"{stem}.parquet").drop(
+            columns="runtime_s", errors="ignore"
+        )
+        assert a.shape == b.shape and list(a.columns) == list(b.columns)
+        pd.testing.assert_frame_equal(
+            a.reset_index(drop=True), b.reset_index(drop=True), check_dtype=False
+        )
+    assert not list((tmp_path / "pq").glob("*.csv"))
