@@ -114,6 +114,7 @@ def _ways(result: Any, baseline_max_rows: int) -> list[tuple[str, str, Callable[
         ("microdata", "streamed CSV", table("microdata", lambda: iter_microdata_frames(result), "csv")),
         ("microdata", "streamed Parquet", table("microdata", lambda: iter_microdata_frames(result), "parquet")),
     ]  # fmt: skip
+    ways.sort(key=lambda way: "CSV" in way[1])  # Parquet first: the long CSV writes come last
     if estimate_rows(result) <= baseline_max_rows:
         ways.append(
             ("estimates", "baseline b4c49b3: whole frame CSV", whole("estimates", result.to_tidy))
@@ -160,6 +161,12 @@ def one_size(persons: int, seed: int, repeats: int, baseline_max_rows: int) -> d
                 size = int((folder / "size").read_text())
             seconds.append(measured["s"])
             extra.append(measured["mb"])
+        print(
+            f"{persons:,} persons · {table} · {way}: {statistics.median(seconds):.2f} s, "
+            f"{size / 1e6:.3f} MB, +{max(extra):.0f} MB",
+            file=sys.stderr,
+            flush=True,
+        )
         rows.append(
             {
                 "table": table,
@@ -206,7 +213,7 @@ def _table(size: dict[str, Any]) -> str:
     ]
     for r in size["writes"]:
         lines.append(
-            f"| {r['table']} | {r['way']} | {r['seconds_median']:.2f} | {r['mb']:.1f} | "
+            f"| {r['table']} | {r['way']} | {r['seconds_median']:.2f} | {r['mb']:.3g} | "
             f"{r['extra_rss_mb_max']:.0f} |"
         )
     if size["baseline_skipped"]:
@@ -245,9 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, __file__, "--one", str(persons), "--seed", str(args.seed),
             "--repeats", str(args.repeats), "--baseline-max-rows", str(args.baseline_max_rows),
         ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
             return 1
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         if not args.json:

@@ -93,6 +93,18 @@ class TableFile:
         return out
 
 
+def text_type() -> pa.DataType:
+    """The Parquet type of text columns: dictionary-encoded strings (int32 indices).
+
+    Identifiers and labels repeat (every cell of a geounit names it), so chunks carry them as
+    pandas categoricals and the file as dictionaries: cheap to write and to read; pandas reads
+    them back as categoricals (:func:`read_table` gives plain text unless asked).
+    """
+    import pyarrow as pa
+
+    return pa.dictionary(pa.int32(), pa.string())
+
+
 def _arrow_schema(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Schema:
     """The explicit ``schema``, or text for object columns and pandas' types for the rest."""
     import pyarrow as pa
@@ -101,8 +113,10 @@ def _arrow_schema(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Schema:
         return schema
     fields = []
     for name, dtype in frame.dtypes.items():
-        if pd.api.types.is_object_dtype(dtype) or isinstance(dtype, pd.StringDtype):
-            fields.append(pa.field(str(name), pa.string()))
+        if pd.api.types.is_object_dtype(dtype) or isinstance(
+            dtype, pd.StringDtype | pd.CategoricalDtype
+        ):
+            fields.append(pa.field(str(name), text_type()))
         else:
             fields.append(pa.field(str(name), pa.from_numpy_dtype(dtype)))
     return pa.schema(fields)
@@ -147,7 +161,8 @@ def write_table(
                             {METADATA_KEY: json.dumps(info, sort_keys=True).encode("utf-8")}
                         )
                         writer = pq.ParquetWriter(path, arrow, compression=COMPRESSION)
-                    table = pa.Table.from_pandas(chunk, schema=writer.schema, preserve_index=False)
+                    table = pa.Table.from_pandas(chunk, preserve_index=False)
+                    table = table.select(writer.schema.names).cast(writer.schema)
                     writer.write_table(table, row_group_size=max(1, len(chunk)))
                 rows += len(chunk)
                 largest = max(largest, len(chunk))
@@ -264,17 +279,29 @@ def _csv_dtypes(path: Path, columns: Sequence[str] | None) -> dict[str, Any]:
     return {c: str for c in header if c in STRING_COLUMNS and (columns is None or c in columns)}
 
 
-def read_table(path: str | Path, *, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """A whole table file (CSV or Parquet) as a frame; identifiers and labels as text."""
+def _plain_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical (dictionary-encoded) columns of a Parquet table as plain text, like CSV's."""
+    for column in frame.columns:
+        if isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype(str)
+    return frame
+
+
+def read_table(
+    path: str | Path, *, columns: Sequence[str] | None = None, categorical: bool = False
+) -> pd.DataFrame:
+    """A whole table file (CSV or Parquet) as a frame; identifiers and labels as text
+    (``categorical=True``: Parquet text columns stay categoricals, much smaller in memory)."""
     import pyarrow as pa
 
     p = Path(path)
     if p.suffix == ".parquet":
         handle = _parquet(p)
         try:
-            return handle.read(columns=list(columns) if columns else None).to_pandas()
+            frame = handle.read(columns=list(columns) if columns else None).to_pandas()
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"{p}: cannot be read ({exc}); rerun the command") from None
+        return frame if categorical else _plain_text(frame)
     if not p.is_file():
         raise OutputError(f"{p}: missing; the run folder is incomplete — rerun the command")
     return pd.read_csv(
@@ -299,7 +326,7 @@ def iter_table(
             for batch in handle.iter_batches(
                 batch_size=chunk_rows, columns=list(columns) if columns else None
             ):
-                yield batch.to_pandas()
+                yield _plain_text(batch.to_pandas())
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"{p}: cannot be read ({exc}); rerun the command") from None
         return

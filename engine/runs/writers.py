@@ -80,12 +80,14 @@ SPARSE_NOTE = (
 def _estimate_schema() -> Any:
     import pyarrow as pa
 
+    from engine.runs.table_files import text_type
+
     return pa.schema(
         [
-            ("geolevel", pa.string()),
-            ("geounit", pa.string()),
-            ("query", pa.string()),
-            ("cell", pa.string()),
+            ("geolevel", text_type()),
+            ("geounit", text_type()),
+            ("query", text_type()),
+            ("cell", text_type()),
             ("true", pa.int64()),
             ("estimate", pa.int64()),
         ]
@@ -95,12 +97,14 @@ def _estimate_schema() -> Any:
 def _measurement_schema() -> Any:
     import pyarrow as pa
 
+    from engine.runs.table_files import text_type
+
     return pa.schema(
         [
-            ("geolevel", pa.string()),
-            ("geounit", pa.string()),
-            ("query", pa.string()),
-            ("cell", pa.string()),
+            ("geolevel", text_type()),
+            ("geounit", text_type()),
+            ("query", text_type()),
+            ("cell", text_type()),
             ("noisy", pa.float64()),
             ("variance", pa.float64()),
         ]

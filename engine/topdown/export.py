@@ -45,24 +45,52 @@ ESTIMATE_COLUMNS = ("geolevel", "geounit", "query", "cell", "true", "estimate")
 MEASUREMENT_COLUMNS = ("geolevel", "geounit", "query", "cell", "noisy", "variance")
 
 
-def _attribute_columns(result: TopDownResult, cells: np.ndarray) -> dict[str, np.ndarray]:
+def _text(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """Text column ``values[codes]`` as a categorical (no Python string per row; values may repeat)."""
+    categories, inverse = np.unique(
+        np.asarray(values, dtype=object).astype(str), return_inverse=True
+    )
+    return pd.Categorical.from_codes(
+        inverse.reshape(-1)[codes], categories=pd.Index(categories, dtype=object)
+    )
+
+
+def _attribute_columns(result: TopDownResult, cells: np.ndarray) -> dict[str, pd.Categorical]:
     """Person attribute columns for histogram cell indices ``cells`` (PPMF codes when known)."""
     schema = result.schema
     coords = np.unravel_index(cells, schema.shape)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, pd.Categorical] = {}
     for attr, level_index in zip(schema.attributes, coords, strict=True):
-        labels = np.asarray(attr.levels, dtype=object)[level_index]
+        labels = np.asarray(attr.levels, dtype=object)
         if attr.name == "HHGQ":
             household = labels == "household"
-            out["RTYPE"] = np.where(household, "3", "5")
-            out["GQTYPE_PL"] = np.where(household, "0", labels)
+            out["RTYPE"] = _text(level_index, np.where(household, "3", "5"))
+            out["GQTYPE_PL"] = _text(level_index, np.where(household, "0", labels))
         elif attr.name == "VOTINGAGE":
-            out["VOTING_AGE"] = np.where(labels == "18_plus", "2", "1")
+            out["VOTING_AGE"] = _text(level_index, np.where(labels == "18_plus", "2", "1"))
         elif attr.name == "HISPANIC":
-            out["CENHISP"] = np.where(labels == "hispanic", "2", "1")
+            out["CENHISP"] = _text(level_index, np.where(labels == "hispanic", "2", "1"))
         else:
-            out[attr.name] = labels
+            out[attr.name] = _text(level_index, labels)
     return out
+
+
+def _key_columns(
+    result: TopDownResult, nodes: np.ndarray, query: str, labels: Sequence[object]
+) -> dict[str, pd.Categorical]:
+    """geolevel, geounit, query, cell of ``nodes`` × ``labels`` (node-major) as categoricals."""
+    size = len(labels)
+    tree = result.tree
+    level_codes = np.asarray(tree.level, dtype=np.int64)[nodes]
+    ids = np.asarray(tree.node_id, dtype=object)[nodes]
+    return {
+        "geolevel": _text(np.repeat(level_codes, size), np.asarray(tree.levels, dtype=object)),
+        "geounit": _text(np.repeat(np.arange(nodes.size), size), ids),
+        "query": _text(
+            np.zeros(nodes.size * size, dtype=np.int64), np.array([query], dtype=object)
+        ),
+        "cell": _text(np.tile(np.arange(size), nodes.size), np.asarray(labels, dtype=object)),
+    }
 
 
 def _check_chunk_rows(chunk_rows: int) -> int:
@@ -109,8 +137,9 @@ def iter_estimate_frames(
 ) -> Iterator[pd.DataFrame]:
     """The tidy estimates (``ESTIMATE_COLUMNS``) in chunks, query by query, geounits in tree order.
 
-    Concatenated, the chunks equal :meth:`TopDownResult.to_tidy` (``sparse=False``) or its rows
-    whose ``true`` or ``estimate`` is non-zero (``sparse=True``). Each chunk is built from a slice
+    Concatenated, the chunks hold the rows of :meth:`TopDownResult.to_tidy` (``sparse=False``) or
+    its rows whose ``true`` or ``estimate`` is non-zero (``sparse=True``), in the same order; the
+    text columns are categoricals (cheap to build, written as text). Each chunk is built from a slice
     of at most ``chunk_rows // cells`` geounits, so no table larger than a chunk is held. The
     sparse table is built from the non-zero cells of the sparse histograms (issue 17): its cost
     grows with the non-zero cells, not with geounits × cells.
@@ -120,27 +149,20 @@ def iter_estimate_frames(
     if sparse:
         yield from _iter_sparse_estimates(result, names, chunk_rows)
         return
-    level = result.tree.level_names
-    ids = np.asarray(result.tree.node_id, dtype=object)
     for name in names:
         group = query_group(result.schema, name)
-        labels = np.asarray(group.labels, dtype=object)
         for part in _node_steps(result.tree.n_nodes, group.size, chunk_rows):
             true = group.answer(result.truth_sparse[part].toarray()).reshape(-1)
             estimate = group.answer(result.estimates_sparse[part].toarray()).reshape(-1)
-            n = part.stop - part.start
-            frame = {
-                "geolevel": np.repeat(level[part], group.size),
-                "geounit": np.repeat(ids[part], group.size),
-                "query": name,
-                "cell": np.tile(labels, n),
-                "true": true,
-                "estimate": estimate,
-            }
-            if sparse:
-                keep = (true != 0) | (estimate != 0)
-                frame = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in frame.items()}
-            yield pd.DataFrame(frame, columns=list(ESTIMATE_COLUMNS))
+            nodes = np.arange(part.start, part.stop)
+            yield pd.DataFrame(
+                {
+                    **_key_columns(result, nodes, name, group.labels),
+                    "true": true,
+                    "estimate": estimate,
+                },
+                columns=list(ESTIMATE_COLUMNS),
+            )
 
 
 def _iter_sparse_estimates(
@@ -149,7 +171,7 @@ def _iter_sparse_estimates(
     """The rows of the tidy estimates whose ``true`` or ``estimate`` is non-zero, from the sparse
     histograms: per query, the answers as CSR ``(n_nodes, size)``, their union pattern in node
     then cell order (the order of the dense table), cut into chunks of ``chunk_rows`` rows."""
-    level = result.tree.level_names
+    levels = np.asarray(result.tree.level, dtype=np.int64)
     ids = np.asarray(result.tree.node_id, dtype=object)
     for name in names:
         group = query_group(result.schema, name)
@@ -168,12 +190,15 @@ def _iter_sparse_estimates(
         cols = union.indices.astype(np.int64)
         for start in range(0, rows.size, chunk_rows):
             r, c = rows[start : start + chunk_rows], cols[start : start + chunk_rows]
+            local, inverse = np.unique(r, return_inverse=True)  # this chunk's geounits
             yield pd.DataFrame(
                 {
-                    "geolevel": level[r],
-                    "geounit": ids[r],
-                    "query": name,
-                    "cell": labels[c],
+                    "geolevel": _text(levels[r], np.asarray(result.tree.levels, dtype=object)),
+                    "geounit": _text(inverse.reshape(-1), ids[local]),
+                    "query": _text(
+                        np.zeros(r.size, dtype=np.int64), np.array([name], dtype=object)
+                    ),
+                    "cell": _text(c, labels),
                     "true": np.asarray(true[r, c], dtype=np.int64).reshape(-1),
                     "estimate": np.asarray(estimate[r, c], dtype=np.int64).reshape(-1),
                 },
@@ -186,25 +211,20 @@ def iter_measurement_frames(
 ) -> Iterator[pd.DataFrame]:
     """The noisy measurements (``MEASUREMENT_COLUMNS``) in chunks of at most ``chunk_rows`` rows.
 
-    Concatenated, the chunks equal :attr:`TopDownResult.measurements` (same rows, same order):
-    query by query, the measured geounits in tree order; variance 0 marks an invariant.
+    Concatenated, the chunks hold the rows of :attr:`TopDownResult.measurements` in the same
+    order (text columns as categoricals): query by query, the measured geounits in tree order;
+    variance 0 marks an invariant.
     """
     chunk_rows = _check_chunk_rows(chunk_rows)
-    level = result.tree.level_names
-    ids = np.asarray(result.tree.node_id, dtype=object)
     measured = result.measured
     for j, group in enumerate(result.queries):
         nodes = np.flatnonzero(np.isfinite(measured.variance[:, j]))
-        labels = np.asarray(group.labels, dtype=object)
         for part in _node_steps(nodes.size, group.size, chunk_rows):
             chunk = nodes[part]
             values = measured.answers(j, chunk)  # keyed noise is drawn again, chunk by chunk
             yield pd.DataFrame(
                 {
-                    "geolevel": np.repeat(level[chunk], group.size),
-                    "geounit": np.repeat(ids[chunk], group.size),
-                    "query": group.name,
-                    "cell": np.tile(labels, chunk.size),
+                    **_key_columns(result, chunk, group.name, group.labels),
                     "noisy": values.reshape(-1),
                     "variance": np.repeat(measured.variance[chunk, j], group.size),
                 },
@@ -227,7 +247,7 @@ def _block_rows(result: TopDownResult) -> np.ndarray:
 def _microdata_chunk(
     result: TopDownResult, rows: np.ndarray, leaf_ids: np.ndarray, ppmf: bool
 ) -> pd.DataFrame:
-    """Persons of the blocks whose estimate rows are ``rows`` (PPMF-like columns)."""
+    """Persons of the blocks whose estimate rows are ``rows`` (PPMF-like columns, categoricals)."""
     blocks = result.estimates_sparse[rows].tocoo()  # non-zero cells only (issue 17)
     order = np.lexsort((blocks.col, blocks.row))  # block by block, cells in order
     counts = blocks.data[order]
@@ -235,11 +255,11 @@ def _microdata_chunk(
         raise ValidationError("estimated counts must be non-negative to export microdata")
     block_of_person = np.repeat(blocks.row[order].astype(np.int64), counts)
     cell_of_person = np.repeat(blocks.col[order].astype(np.int64), counts)
-    geoids = leaf_ids.astype(str)
-    frame: dict[str, Any] = {"GEOID": geoids[block_of_person]}
+    geoids = np.asarray(leaf_ids, dtype=object).astype(str)
+    frame: dict[str, Any] = {"GEOID": _text(block_of_person, geoids)}
     if ppmf:
         for name, (a, b) in zip(PPMF_GEOGRAPHY, _PPMF_SLICES, strict=True):
-            frame[name] = np.array([g[a:b] for g in geoids], dtype=object)[block_of_person]
+            frame[name] = _text(block_of_person, np.array([g[a:b] for g in geoids], dtype=object))
     frame.update(_attribute_columns(result, cell_of_person))
     return pd.DataFrame(frame)
 

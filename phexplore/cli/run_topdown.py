@@ -328,7 +328,9 @@ def output_lines(outputs: dict[str, Any]) -> list[str]:
         rows = f"{entry['rows']:,} rows"
         if entry.get("sparse"):
             rows += f" (sparse; dense: {entry['dense_rows']:,})"
-        lines.append(f"    {entry['file']}: {rows}, {entry.get('bytes', 0) / 1e6:,.1f} MB")
+        size = int(entry.get("bytes", 0))
+        shown = f"{size / 1e6:,.1f} MB" if size >= 1e6 else f"{size / 1e3:,.1f} kB"
+        lines.append(f"    {entry['file']}: {rows}, {shown}")
     return lines
 
 
