@@ -11,7 +11,7 @@ fresh subprocess per size:
    * ``estimates``: dense CSV (what ``estimates.csv`` always was), sparse Parquet (the default above
      1,000,000 dense rows), dense Parquet;
    * ``measurements`` and ``microdata``: CSV and Parquet;
-   * the **baseline** — the writer of main at b4c49b3 (``result.to_tidy().to_csv``,
+   * the **baseline** — the approach of the writer of main at b4c49b3 (``result.to_tidy().to_csv``,
      ``result.measurements.to_csv``, ``microdata_frame(result).to_csv``: each table built whole,
      then written) — while its dense table has at most ``--baseline-max-rows`` rows (default
      20,000,000; above, it is skipped and the table says so: building it whole would need many GB
@@ -19,7 +19,7 @@ fresh subprocess per size:
 
 Usage::
 
-    .venv/bin/python benchmarks/outputs.py [--persons 1e5,1e6] [--repeats 3] [--json]
+    .venv/bin/python benchmarks/outputs.py [--persons 1e5,1e6] [--repeats 3] [--csv-repeats N] [--json]
 """
 
 from __future__ import annotations
@@ -131,7 +131,9 @@ def _ways(result: Any, baseline_max_rows: int) -> list[tuple[str, str, Callable[
     return ways
 
 
-def one_size(persons: int, seed: int, repeats: int, baseline_max_rows: int) -> dict[str, Any]:
+def one_size(
+    persons: int, seed: int, repeats: int, baseline_max_rows: int, csv_repeats: int
+) -> dict[str, Any]:
     """Generate, run once, then time every way of writing (inside its own subprocess)."""
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
@@ -149,7 +151,7 @@ def one_size(persons: int, seed: int, repeats: int, baseline_max_rows: int) -> d
     rows = []
     for table, way, write in _ways(result, baseline_max_rows):
         seconds, extra, size = [], [], 0
-        for _ in range(repeats):
+        for _ in range(csv_repeats if "CSV" in way else repeats):
             with tempfile.TemporaryDirectory(dir=os.environ.get("PHEXPLORE_BENCH_DIR")) as tmp:
                 folder = Path(tmp)
 
@@ -172,6 +174,7 @@ def one_size(persons: int, seed: int, repeats: int, baseline_max_rows: int) -> d
                 "table": table,
                 "way": way,
                 "seconds_median": statistics.median(seconds),
+                "writes": len(seconds),
                 "seconds": seconds,
                 "mb": size / 1e6,
                 "extra_rss_mb_max": max(extra),
@@ -192,7 +195,7 @@ def one_size(persons: int, seed: int, repeats: int, baseline_max_rows: int) -> d
         "dense_estimate_rows": estimate_rows(result),
         "measurement_rows": measurement_rows(result),
         "sparse_estimate_rows": sum(len(f) for f in iter_estimate_frames(result, sparse=True)),
-        "microdata_rows": int(result.block_histogram().sum()),
+        "microdata_rows": int(result.block_histogram_sparse().sum()),
         "run_s": run_s,
         "repeats": repeats,
         "baseline_skipped": skipped,
@@ -206,14 +209,15 @@ def _table(size: dict[str, Any]) -> str:
         f"estimates {size['dense_estimate_rows']:,} dense rows ({size['sparse_estimate_rows']:,} "
         f"non-zero), measurements {size['measurement_rows']:,} rows, microdata "
         f"{size['microdata_rows']:,} rows; engine run {size['run_s']:.0f} s; medians of "
-        f"{size['repeats']} writes",
+        f"{size['repeats']} writes (CSV: see the writes column)",
         "",
-        "| table | way | write s (median) | file MB | extra peak RSS MB (max) |",
-        "|---|---|---|---|---|",
+        "| table | way | write s (median) | writes | file MB | extra peak RSS MB (max) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in size["writes"]:
         lines.append(
-            f"| {r['table']} | {r['way']} | {r['seconds_median']:.2f} | {r['mb']:.3g} | "
+            f"| {r['table']} | {r['way']} | {r['seconds_median']:.2f} | {r['writes']} | "
+            f"{r['mb']:.3g} | "
             f"{r['extra_rss_mb_max']:.0f} |"
         )
     if size["baseline_skipped"]:
@@ -228,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--persons", default="1e5,1e6", help="comma-separated sizes (1e3 – 1e7)")
     parser.add_argument("--repeats", type=int, default=3, help="writes per way, 1 – 20 (default 3)")
+    parser.add_argument(
+        "--csv-repeats",
+        type=int,
+        default=None,
+        help="writes per CSV way, 1 – 20 (default: --repeats; a dense CSV at 1e6 persons takes "
+        "minutes)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="population and noise seed")
     parser.add_argument(
         "--baseline-max-rows",
@@ -238,10 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not 1 <= args.repeats <= 20:
-        parser.error("--repeats must be 1 – 20")
+    csv_repeats = args.repeats if args.csv_repeats is None else args.csv_repeats
+    if not 1 <= args.repeats <= 20 or not 1 <= csv_repeats <= 20:
+        parser.error("--repeats and --csv-repeats must be 1 – 20")
     if args.one is not None:
-        print(json.dumps(one_size(args.one, args.seed, args.repeats, args.baseline_max_rows)))
+        size = one_size(args.one, args.seed, args.repeats, args.baseline_max_rows, csv_repeats)
+        print(json.dumps(size))
         return 0
     sizes = [int(float(t)) for t in args.persons.split(",") if t.strip()]
     if any(not 1_000 <= s <= 10_000_000 for s in sizes):
@@ -251,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         command = [
             sys.executable, __file__, "--one", str(persons), "--seed", str(args.seed),
             "--repeats", str(args.repeats), "--baseline-max-rows", str(args.baseline_max_rows),
+            "--csv-repeats", str(csv_repeats),
         ]  # fmt: skip
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:

@@ -94,3 +94,23 @@ def test_microdata_of_an_empty_run_has_its_columns():
 def test_chunk_rows_must_be_a_positive_whole_number(ri_result, bad):
     with pytest.raises(ValidationError, match="chunk_rows"):
         next(E.iter_estimate_frames(ri_result, chunk_rows=bad))
+
+
+def test_estimate_rows_hold_the_answers_of_every_geounit(ri_result):
+    """Independent of to_tidy: each query's rows are its answers on the histograms, node-major."""
+    from engine.topdown.queries import query_group
+
+    tidy = pd.concat(E.iter_estimate_frames(ri_result, chunk_rows=64), ignore_index=True)
+    start = 0
+    for name in ri_result.query_names:
+        group = query_group(ri_result.schema, name)
+        n = ri_result.tree.n_nodes * group.size
+        part = tidy.iloc[start : start + n]
+        start += n
+        assert (part["query"].astype(str) == name).all()
+        assert part["estimate"].tolist() == group.answer(ri_result.estimates).reshape(-1).tolist()
+        assert part["true"].tolist() == group.answer(ri_result.truth).reshape(-1).tolist()
+        ids = np.repeat(np.asarray(ri_result.tree.node_id, dtype=object), group.size)
+        assert part["geounit"].astype(str).tolist() == [str(i) for i in ids]
+        assert part["cell"].astype(str).tolist()[: group.size] == [str(c) for c in group.labels]
+    assert start == len(tidy)
