@@ -586,7 +586,7 @@ def _folder_section(record: R.RunRecord) -> None:
     st.caption(
         f"Opened from {settings['folder']}: tables as {outputs.get('format', 'csv')}"
         + (
-            "; estimates sparse (" + str(outputs.get("note", "")) + ")"
+            "; " + str(outputs.get("note", "estimates are sparse"))
             if outputs.get("sparse_estimates")
             else ""
         )

@@ -202,3 +202,31 @@ def test_budget_session(page) -> None:  # type: ignore[no-untyped-def]
     _set_number(page, "Cap on total unbounded ρ (0 = no cap: meet every target)", "0.8")
     assert _wait_changed(page, label, before) == "0.8000"
     _shot(page, "07_budget_session")
+
+
+def test_open_parquet_run_folder(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Results page: a Parquet run folder written by `phexplore run topdown` opens as a run, with
+    its files offered for download in the format written (issue 17)."""
+    from phexplore.cli import main
+
+    folder = tmp_path / "td-parquet"
+    argv = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100", "--preset",
+        "ri2010-production-like", "--seed", "3", "--output-format", "parquet", "--quiet",
+        "--out", str(folder),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    _goto(page, "Results", "Results")
+    _idle(page)
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="Open a run folder")
+    if not box.get_by_label("Run folder").first.is_visible():
+        box.locator("summary").first.click()
+    box.get_by_label("Run folder").first.fill(str(folder))
+    box.get_by_label("Run folder").first.press("Enter")
+    _click(page, "Open folder")
+    page.get_by_text("tables as parquet").first.wait_for()
+    _wait_plot(page)
+    files = page.locator('[data-testid="stExpander"]').filter(has_text="Files of this run folder")
+    files.locator("summary").first.click()
+    page.get_by_role("button", name="estimates.parquet (sparse)").first.wait_for()
+    _shot(page, "05_results_parquet_folder")

@@ -51,7 +51,7 @@ def test_results_page_opens_a_parquet_folder_like_the_csv_one(folders):
     runs = at.session_state[S.RUNS]
     assert len(runs) == 1 and runs[0].settings["outputs"]["format"] == "parquet"
     captions = " ".join(c.value for c in at.caption)
-    assert "tables as parquet" in captions and "estimates sparse" in captions
+    assert "tables as parquet" in captions and "estimates are sparse" in captions
     assert "MAE" in [t.label for t in at.tabs]
     _open(at, folders / "csv")
     csv_record, parquet_record = at.session_state[S.RUNS][1], runs[0]

@@ -119,3 +119,17 @@ def test_bad_output_options_are_refused_in_words(tmp_path, capsys):
         main([*BASE, "--estimates", "some", "--out", str(tmp_path / "y")])
     assert "--estimates: invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_report_reads_a_parquet_run_folder_and_refuses_a_damaged_one(folders, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "report.html"
+    argv = ["report", "--preset", "ri2010-production-like", "--out"]
+    assert main([*argv, str(out), "--results", str(folders["parquet"])]) == 0
+    assert "seed=4" in out.read_text(encoding="utf-8")
+    copy = tmp_path / "copy"
+    shutil.copytree(folders["parquet"], copy)
+    (copy / "microdata.parquet").write_bytes(b"PAR1")
+    assert main([*argv, str(tmp_path / "r2.html"), "--results", str(copy)]) == 1
+    assert "microdata.parquet does not match the manifest" in capsys.readouterr().err
