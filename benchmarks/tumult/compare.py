@@ -59,7 +59,9 @@ def run_tumult(
             command.append("--warmup")
         env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "SPARK_HOME")}
         env.pop("PYTHONPATH", None)  # PHExplore's tree must not shadow the Tumult environment
-        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+        done = subprocess.run(
+            command, capture_output=True, text=True, check=False, env=env, cwd=tmp
+        )
     if done.returncode != 0:
         raise SystemExit(f"Tumult run failed ({' '.join(command)}):\n{done.stderr[-3000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])

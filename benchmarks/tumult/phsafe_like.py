@@ -37,8 +37,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,6 +99,7 @@ def main() -> None:
     # Spark's Python workers must run this virtualenv's interpreter (tmlt is installed only here).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.pop("SPARK_HOME", None)
+    warehouse = tempfile.mkdtemp(prefix="tumult-warehouse-")  # Tumult saves tables there
     t = time.perf_counter()
     spark = (
         SparkSession.builder.master(args.master)
@@ -106,6 +109,7 @@ def main() -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.memory", "8g")
+        .config("spark.sql.warehouse.dir", Path(warehouse).as_uri())
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -200,6 +204,7 @@ def main() -> None:
         )
     )
     spark.stop()
+    shutil.rmtree(warehouse, ignore_errors=True)
 
 
 if __name__ == "__main__":
