@@ -8,15 +8,20 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
 2. runs ``topdown-2020-production`` (``run_topdown``, one worker), recording every family batch;
 3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
    and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess);
-4. for a sample of families (``--sample`` per level: the engine's least squares of one family
-   alone vs a per-family cvxpy model of TDA eq. 7.5 with the same constraints, solved by
-   Clarabel through cvxpy) the ratio of times and the relative difference of objectives.
+4. for a sample of WHOLE families (``--sample`` per level, any number of children unless
+   ``--max-children``): the engine's least squares of one family alone, the previous solver path
+   (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
+   the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
+   relative difference of objectives;
+5. with ``--baseline``, the whole run again with the previous solver path, in the same
+   subprocess (seconds per level before/after on the same machine state).
 
 The last row fits cost ∝ blocks^b between the two largest sizes and projects 1e7 persons when it
 was not run. Usage::
 
     .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
         [--cache /tmp/populations]   # generate each population once, reuse it on later runs
+        [--baseline] [--max-children N]
 
 Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
 """
@@ -108,13 +113,41 @@ def cvxpy_family(batch, f: int, queries, bands) -> tuple[float, float]:
     return float(problem.value), time.perf_counter() - t0
 
 
-def compare_families(
-    batches, per_level: int, seed: int, max_children: int = 30, memory_gb: float = 4.0
-) -> dict[str, object]:
-    """Engine (one family alone) vs cvxpy on ``per_level`` random families of each level with at
-    most ``max_children`` children (a cvxpy model of a 60-child block family on 2,016 cells takes
-    minutes); cvxpy may use ``memory_gb`` more than the process holds (address-space limit)."""
+def _differing(a, b) -> int:
+    """Cells whose estimates differ between two runs (dense or SciPy sparse arrays)."""
+    if hasattr(a, "tocsr") and hasattr(b, "tocsr"):
+        return int((a.tocsr() != b.tocsr()).nnz)
+    a = a.toarray() if hasattr(a, "toarray") else np.asarray(a)
+    b = b.toarray() if hasattr(b, "toarray") else np.asarray(b)
+    return int(np.count_nonzero(a != b))
+
+
+def _engine_family(one, passes, method: str):
+    """The engine's passes for one family alone (``method`` of ``solve_pass``): (objectives of
+    every pass, bands of the last pass, seconds)."""
     from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass
+
+    t0 = time.perf_counter()
+    first = solve_pass(one, passes[0], method=method) if len(passes) > 1 else None
+    bands = (
+        [Band(q, one.queries[q].answer(first.x), np.full(1, PASS_TOLERANCE)) for q in passes[0]]
+        if first is not None
+        else []
+    )
+    last = solve_pass(one, passes[-1], bands, method=method)
+    seconds = time.perf_counter() - t0
+    objectives = ([first.objective[0]] if first is not None else []) + [last.objective[0]]
+    return objectives, bands, seconds
+
+
+def compare_families(
+    batches, per_level: int, seed: int, max_children: int | None = None, memory_gb: float = 4.0
+) -> dict[str, object]:
+    """Whole families: the engine (``auto``: ADMM + polish where it applies), the previous path
+    (every pass by the centred Clarabel model) and a per-family cvxpy model, on ``per_level``
+    random families of each level (all sizes unless ``max_children``); cvxpy may use
+    ``memory_gb`` more than the process holds (address-space limit)."""
+    from engine.topdown import family_admm
 
     rng = np.random.default_rng(seed)
     by_level: dict[str, list[tuple[object, int, list[list[int]]]]] = {}
@@ -123,7 +156,7 @@ def compare_families(
             continue
         sizes = np.diff(batch.child_ptr)
         for f in range(batch.n_families):
-            if sizes[f] <= max_children:
+            if max_children is None or sizes[f] <= max_children:
                 by_level.setdefault(batch.child_level, []).append((batch, f, passes))
     rows = []
     for level, items in by_level.items():
@@ -131,31 +164,26 @@ def compare_families(
         for i in pick:
             batch, f, passes = items[int(i)]
             one = batch.subset([f])
-            t0 = time.perf_counter()
-            first = solve_pass(one, passes[0]) if len(passes) > 1 else None
-            bands = (
-                [
-                    Band(q, one.queries[q].answer(first.x), np.full(1, PASS_TOLERANCE))
-                    for q in passes[0]
-                ]
-                if first is not None
-                else []
-            )
-            ours = solve_pass(one, passes[-1], bands)
-            ours_s = time.perf_counter() - t0
+            ours, bands, ours_s = _engine_family(one, passes, "auto")
+            original = family_admm.covered
+            family_admm.covered = lambda *_args: False  # the previous path: Clarabel throughout
+            try:
+                previous, _bands, previous_s = _engine_family(one, passes, "auto")
+            finally:
+                family_admm.covered = original
             base_s = 0.0
-            diffs = []
+            diffs = [abs(a - b) / max(abs(b), 1e-9) for a, b in zip(ours, previous, strict=True)]
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
             used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             resource.setrlimit(resource.RLIMIT_AS, (int(used + memory_gb * 1024**3) * 4, hard))
             try:
-                if first is not None:
+                if len(passes) > 1:
                     value, sec = cvxpy_family(one, 0, passes[0], [])
                     base_s += sec
-                    diffs.append(abs(value - first.objective[0]) / max(abs(value), 1e-9))
+                    diffs.append(abs(value - ours[0]) / max(abs(value), 1e-9))
                 value, sec = cvxpy_family(one, 0, passes[-1], bands)
                 base_s += sec
-                diffs.append(abs(value - ours.objective[0]) / max(abs(value), 1e-9))
+                diffs.append(abs(value - ours[-1]) / max(abs(value), 1e-9))
             except MemoryError:
                 rows.append({"level": level, "children": one.n_children, "cvxpy": "out of memory"})
                 continue
@@ -167,15 +195,31 @@ def compare_families(
                     "children": one.n_children,
                     "free_cells": int(np.count_nonzero(one.parent)),
                     "ours_s": ours_s,
+                    "previous_s": previous_s,
                     "cvxpy_s": base_s,
                     "rel_objective_diff": max(diffs),
                 }
             )
     solved = [r for r in rows if "cvxpy_s" in r]
+    per_level = {}
+    for level in sorted({r["level"] for r in solved}):
+        mine = [r for r in solved if r["level"] == level]
+        ours_sum = sum(r["ours_s"] for r in mine)
+        per_level[level] = {
+            "families": len(mine),
+            "children": [r["children"] for r in mine],
+            "ours_s": ours_sum,
+            "previous_s": sum(r["previous_s"] for r in mine),
+            "cvxpy_s": sum(r["cvxpy_s"] for r in mine),
+            "cvxpy_ratio": sum(r["cvxpy_s"] for r in mine) / ours_sum if ours_sum else None,
+            "previous_ratio": sum(r["previous_s"] for r in mine) / ours_sum if ours_sum else None,
+            "max_rel_objective_diff": max(r["rel_objective_diff"] for r in mine),
+        }
     ours = sum(r["ours_s"] for r in solved)
     base = sum(r["cvxpy_s"] for r in solved)
     return {
         "families": rows,
+        "per_level": per_level,
         "speedup": base / ours if ours > 0 else float("nan"),
         "max_rel_objective_diff": max((r["rel_objective_diff"] for r in solved), default=0.0),
     }
@@ -203,7 +247,14 @@ def _population(
 
 
 def one_size(
-    persons: int, state: str, seed: int, sample: int, cache: str | None = None
+    persons: int,
+    state: str,
+    seed: int,
+    sample: int,
+    cache: str | None = None,
+    *,
+    baseline: bool = False,
+    max_children: int | None = None,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
     from engine.topdown import estimation as estimation_module
@@ -235,7 +286,26 @@ def one_size(
     finally:
         estimation_module.estimate_batch = original
     peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-    compare = compare_families(batches, sample, seed) if sample else {}
+    previous = None
+    if baseline:
+        # The same run with the previous solver path (Clarabel for every 2,016-cell family).
+        from engine.topdown import family_admm
+
+        original_covered = family_admm.covered
+        family_admm.covered = lambda *_args: False
+        try:
+            t0 = time.perf_counter()
+            before = run_module.run_topdown(hist, allocation, seed=seed)
+            previous = {
+                "run_s": time.perf_counter() - t0,
+                "level_s": {k: v for k, v in before.timings.items() if k in LEVELS},
+                "least_squares_cpu_s": before.timings.get("least_squares_cpu", 0.0),
+                "rounding_cpu_s": before.timings.get("rounding_cpu", 0.0),
+                "estimate_cells_differing": _differing(before.estimates, result.estimates),
+            }
+        finally:
+            family_admm.covered = original_covered
+    compare = compare_families(batches, sample, seed, max_children) if sample else {}
     import scipy.sparse as sp
 
     # CSR: non-zero cells only (a checkout before issue 17's sparse histograms has dense truth)
@@ -262,6 +332,7 @@ def one_size(
         "peak_rss_gb": peak_run,
         "bound_violations": result.diagnostics["structural"].get("bound_violations"),
         "cvxpy": compare,
+        "previous_path": previous,
     }
 
 
@@ -293,6 +364,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", default=None, help="state to generate (default RI; OH > 2M)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample", type=int, default=2, help="families per level vs cvxpy")
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run each size with the previous solver path (Clarabel for every family)",
+    )
+    parser.add_argument(
+        "--max-children",
+        type=int,
+        default=None,
+        help="compare only families with at most this many children (default: any size)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--cache",
@@ -303,7 +385,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one is not None:
         state = args.state or ("RI" if args.one <= 2_000_000 else "OH")
-        print(json.dumps(one_size(args.one, state, args.seed, args.sample, args.cache)))
+        one = one_size(
+            args.one,
+            state,
+            args.seed,
+            args.sample,
+            args.cache,
+            baseline=args.baseline,
+            max_children=args.max_children,
+        )
+        print(json.dumps(one))
         return 0
     rows = []
     for persons in _parse_sizes(args.persons):
@@ -311,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--sample", str(args.sample)]
         if args.cache:
             command += ["--cache", args.cache]
+        if args.baseline:
+            command.append("--baseline")
+        if args.max_children is not None:
+            command += ["--max-children", str(args.max_children)]
         if args.state:
             command += ["--state", args.state]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -347,6 +442,22 @@ def main(argv: list[str] | None = None) -> int:
             f"non-zero cells (all geounits) {r['nonzero_cells_all']:,} of {r['dense_cells_all']:,}"
             f"; bound violations {r['bound_violations']}"
         )
+        previous = r.get("previous_path")
+        if previous:
+            before = ", ".join(f"{k} {v:.1f}" for k, v in previous["level_s"].items())
+            print(
+                f"  previous solver path (same run): run {previous['run_s']:.1f} s; per level: "
+                f"{before}; least squares CPU {previous['least_squares_cpu_s']:.1f} s, rounding "
+                f"CPU {previous['rounding_cpu_s']:.1f} s; estimate cells differing "
+                f"{previous['estimate_cells_differing']:,}"
+            )
+        for level, v in (r.get("cvxpy") or {}).get("per_level", {}).items():
+            print(
+                f"  {level} families (children {v['children']}): ours {v['ours_s']:.2f} s, "
+                f"previous path {v['previous_s']:.2f} s ({v['previous_ratio']:.1f}×), cvxpy "
+                f"{v['cvxpy_s']:.2f} s ({v['cvxpy_ratio']:.1f}×); max rel. objective diff "
+                f"{v['max_rel_objective_diff']:.1e}"
+            )
     if projection:
         print(
             f"\ncost ∝ blocks^{projection['exponent_time_vs_blocks']:.2f} between the two largest "

@@ -21,8 +21,10 @@ the tests and in ``benchmarks/topdown.py``):
 * small schemas (≤ 64 cells) with parents up to :data:`MAX_DENSE_COUNT` persons per cell use the
   batched interior point of :mod:`engine.topdown.batched_qp` on groups of about
   :data:`DENSE_GROUP_CHILDREN` children;
-* everything else (the root, counties, children with invariants, the 2,016-cell schema, or a
-  group the interior point does not finish) is one sparse QP for Clarabel (cvxpy's default QP
+* other families whose pass contains DETAILED use :mod:`engine.topdown.family_admm` (ADMM with one
+  factorisation shared by all children of a family, then an exact, verified polish);
+* everything else (the root, children with invariants, or a family a faster method does not
+  finish) is one sparse QP for Clarabel (cvxpy's default QP
   backend, called directly): residual variables r = A_q x − m̃ so that no dense Kronecker matrix is
   formed and the objective has no constant; centred on a non-negative reference point so that the
   variables are at the scale of the noise; no variable for cells that are empty in the parent.
@@ -339,6 +341,17 @@ def _solve_admm_or_clarabel(
     """Every family by :mod:`engine.topdown.family_admm` (shared factorisation + verified polish);
     the families it does not solve go to the centred Clarabel model together."""
     x, solved = family_admm.solve_pass_admm(batch, pass_queries, bands)
+    return _rest_by_clarabel(batch, pass_queries, bands, x, solved)
+
+
+def _rest_by_clarabel(
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    x: np.ndarray,
+    solved: np.ndarray,
+) -> PassSolution:
+    """Fill the families a faster method left unsolved with the centred Clarabel model."""
     if not solved.all():
         rest = np.flatnonzero(~solved)
         rows = _child_rows(batch, rest)
@@ -647,11 +660,12 @@ def minimal_slack(batch: FamilyBatch, bands: Sequence[Band]) -> np.ndarray:
 
 
 def multipass_least_squares(
-    batch: FamilyBatch, passes: Sequence[Sequence[int]]
+    batch: FamilyBatch, passes: Sequence[Sequence[int]], *, method: str = "auto"
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Run the passes of TDA eq. 7.5–7.6; return x̃^(K) ``(K, n_cells)`` and each pass's objective.
 
-    Passes whose queries have no noisy answers in this batch are skipped. The answers of every
+    Passes whose queries have no noisy answers in this batch are skipped; ``method`` is handed to
+    :func:`solve_pass`. The answers of every
     earlier pass are held within τ̂ + 0.1 (τ̂ from eq. 7.6; 0 for the first pass, which attains it).
     """
     held: list[list[Band]] = []  # bands of each solved pass, in order
@@ -667,7 +681,7 @@ def multipass_least_squares(
             scale = _scale_of(batch)
             tau = scale * minimal_slack(_scaled(batch, scale), _scaled_bands(exact, scale))
             held[-1] = [Band(b.query, b.target, tau + PASS_TOLERANCE) for b in held[-1]]
-        solution = solve_pass(batch, measured, [b for p in held for b in p])
+        solution = solve_pass(batch, measured, [b for p in held for b in p], method=method)
         x = solution.x
         objectives.append(solution.objective)
         held.append(
