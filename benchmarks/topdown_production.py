@@ -301,7 +301,10 @@ def one_size(
                 "level_s": {k: v for k, v in before.timings.items() if k in LEVELS},
                 "least_squares_cpu_s": before.timings.get("least_squares_cpu", 0.0),
                 "rounding_cpu_s": before.timings.get("rounding_cpu", 0.0),
-                "estimate_cells_differing": _differing(before.estimates, result.estimates),
+                "estimate_cells_differing": _differing(
+                    getattr(before, "estimates_sparse", before.estimates),
+                    getattr(result, "estimates_sparse", result.estimates),
+                ),
             }
         finally:
             family_admm.covered = original_covered
