@@ -151,7 +151,7 @@ def _use_published_plan() -> None:
 def _published_tab() -> None:
     """Least total ρ (shares of the working persons allocation kept) meeting targets on the
     accuracy of the published counts (SPEC §7; :func:`phexplore.planning.plan_topdown_published`)."""
-    from phexplore.prediction import shipped_profile
+    from phexplore.prediction import shipped_profile_for
 
     s = st.session_state
     alloc = s[S.TOPDOWN].get("persons")
@@ -190,7 +190,7 @@ def _published_tab() -> None:
             wanted.setdefault(str(row.geolevel), {})[str(row.query)] = float(row.target)
         try:
             s["bs_pub_plan"] = plan_topdown_published(
-                alloc, wanted, shipped_profile("ri2010"), measure=measure, delta=float(s[S.DELTA])
+                alloc, wanted, shipped_profile_for(alloc), measure=measure, delta=float(s[S.DELTA])
             )
         except PHExploreError as exc:
             st.error(str(exc))

@@ -224,7 +224,7 @@ def _post_processed_cached(
 ) -> dict[str, Any]:
     import json
 
-    from phexplore.prediction import PLANNER_MAX_UNITS, shipped_profile
+    from phexplore.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
     from phexplore.prediction.tables import add_post_processed, predictions_for_runs
 
     runs = {
@@ -232,7 +232,11 @@ def _post_processed_cached(
         for name, data in json.loads(runs_json).items()
     }
     predictions = predictions_for_runs(
-        runs, shipped_profile("ri2010"), confidence=confidence, max_units=PLANNER_MAX_UNITS
+        runs,
+        shipped_profile_for(runs),
+        confidence=confidence,
+        max_units=PLANNER_MAX_UNITS,
+        max_families=PLANNER_MAX_FAMILIES,
     )
     notes = sorted({n for p in predictions.values() for n in p.notes})
     rows = topdown_rows(runs, confidence, n_states)

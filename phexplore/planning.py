@@ -363,6 +363,7 @@ def plan_topdown_published(
     measure: str = "rmse",
     confidence: float = 0.90,
     max_units: int | None = 2000,  # the planner's PLANNER_MAX_UNITS
+    max_families: int = 4,  # the planner's PLANNER_MAX_FAMILIES (support model)
     rho_max: float = 1e4,
     delta: float = DEFAULT_DELTA,
 ) -> dict[str, Any]:
@@ -378,6 +379,7 @@ def plan_topdown_published(
     (under the rounding floor, say) is a :class:`ValidationError` naming it.
     """
     from phexplore.prediction import predict_topdown
+    from phexplore.prediction.predict import SUPPORT_MAX_FAMILIES
 
     if measure not in PUBLISHED_MEASURES:
         raise ValidationError(f"measure must be one of {PUBLISHED_MEASURES}; got {measure!r}")
@@ -400,7 +402,12 @@ def plan_topdown_published(
 
     def worst(rho: float, units: int | None = max_units) -> tuple[float, Any]:
         pred = predict_topdown(
-            alloc.with_rho(rho), profile, queries=queries, confidence=confidence, max_units=units
+            alloc.with_rho(rho),
+            profile,
+            queries=queries,
+            confidence=confidence,
+            max_units=units,
+            max_families=max_families if units is not None else SUPPORT_MAX_FAMILIES,
         )
         ratios = []
         for level, query, target in wanted:

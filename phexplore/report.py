@@ -239,12 +239,12 @@ def _with_post_processed(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """MOE rows plus the predicted published-count accuracy (SPEC §7) and its notes."""
     from phexplore.errors import PHExploreError
-    from phexplore.prediction import shipped_profile
+    from phexplore.prediction import shipped_profile_for
     from phexplore.prediction.tables import add_post_processed, predictions_for_runs
 
     assert scenario.topdown is not None
     try:
-        predictions = predictions_for_runs(scenario.topdown, shipped_profile("ri2010"))
+        predictions = predictions_for_runs(scenario.topdown, shipped_profile_for(scenario.topdown))
     except PHExploreError as exc:
         return rows, [f"No published-count prediction: {exc}"]
     notes = sorted({n for p in predictions.values() for n in p.notes})

@@ -80,10 +80,47 @@ def write_ri2010_profile(path: str) -> None:
         json.dump(data, fh, separators=(",", ":"))
 
 
+def write_generated_profile(path: str, persons: int = 100_000, seed: int = 12) -> None:
+    """Regenerate ``phexplore/prediction/profiles/generated_ri_100k_spine.json.gz``: the spine
+    and block counts, on the 2,016-cell production schema, of a generated Rhode Island population
+    (:func:`engine.data.population.generate_population`; ``python -m engine.topdown.profile
+    --generated PATH``)."""
+    import gzip
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from engine.data.inputs import load_topdown_input
+    from engine.data.population import generate_population
+    from engine.topdown.geography import GeoTree
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "population"
+        generate_population(persons, seed=seed, out_dir=folder, states=["RI"])
+        hist = load_topdown_input(str(folder))
+    tree = GeoTree.from_histogram(hist, list(hist.levels))
+    profile, _ = tree_profile(tree, hist, f"generated-ri-{persons // 1000}k")
+    data = profile.to_json()
+    data["source"] = (
+        f"generated Rhode Island population of {persons:,} persons (phexplore generate "
+        f"population --persons {persons} --states RI --seed {seed}; households calibrated on the "
+        "NIST ACS 2019 excerpts, block sizes on the RI 2010 blocks): spine fan-outs and block "
+        "counts over the 2,016-cell redistricting schema"
+    )
+    data["licence"] = (
+        "CC BY-SA 4.0 (block sizes derived from data/samples/ri2010; see profiles/NOTICE.md)"
+    )
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(data, fh, separators=(",", ":"))
+
+
 if __name__ == "__main__":
     import sys
 
-    write_ri2010_profile(sys.argv[1])
+    if sys.argv[1] == "--generated":
+        write_generated_profile(sys.argv[2])
+    else:
+        write_ri2010_profile(sys.argv[1])
 
 
 def entity_membership(

@@ -255,7 +255,7 @@ def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
-    from phexplore.prediction import shipped_profile
+    from phexplore.prediction import shipped_profile_for
     from phexplore.prediction.tables import (
         add_post_processed,
         prediction_summary,
@@ -265,7 +265,7 @@ def _post_processed(
     if args.entities is not None and args.data is None:
         raise ValidationError("--entities needs --data (the blocks the entities are made of)")
     if args.data is None:
-        profile = shipped_profile("ri2010")
+        profile = shipped_profile_for(runs)
     else:
         from engine.data.inputs import load_topdown_input
         from engine.topdown.profile import spine_profile

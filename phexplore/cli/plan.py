@@ -113,7 +113,7 @@ def run_phsafe(args: argparse.Namespace) -> int:
 def run_topdown_published(args: argparse.Namespace) -> int:
     """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
     from phexplore.planning import parse_published_targets, plan_topdown_published
-    from phexplore.prediction import shipped_profile
+    from phexplore.prediction import shipped_profile_for
     from phexplore.presets import topdown_from_dict
 
     data = _read_targets(args.shares)
@@ -123,7 +123,7 @@ def run_topdown_published(args: argparse.Namespace) -> int:
         raise ValidationError(f"--shares {args.shares}: no persons allocation")
     alloc = persons[0]
     if args.data is None:
-        profile = shipped_profile("ri2010")
+        profile = shipped_profile_for(alloc)
     else:
         from engine.data.inputs import load_topdown_input
         from engine.topdown.profile import spine_profile

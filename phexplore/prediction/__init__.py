@@ -8,19 +8,28 @@ rounding with a count profile (:mod:`.correction`), on a spine profile (:mod:`.s
 
 from phexplore.prediction.predict import (
     DEFAULT_INVARIANTS,
+    PLANNER_MAX_FAMILIES,
     PLANNER_MAX_UNITS,
     Prediction,
     QueryPrediction,
     predict_topdown,
 )
-from phexplore.prediction.spine import SpineProfile, shipped_profile
+from phexplore.prediction.spine import (
+    SpineProfile,
+    profile_for,
+    shipped_profile,
+    shipped_profile_for,
+)
 
 __all__ = [
     "DEFAULT_INVARIANTS",
+    "PLANNER_MAX_FAMILIES",
     "PLANNER_MAX_UNITS",
     "Prediction",
     "QueryPrediction",
     "SpineProfile",
     "predict_topdown",
+    "profile_for",
     "shipped_profile",
+    "shipped_profile_for",
 ]

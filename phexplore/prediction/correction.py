@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 from scipy.special import ndtr
 
 from phexplore.marginals import answer_cells, cell_index, parse_marginal
@@ -135,12 +136,19 @@ def family_index(fanouts: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(fanouts.size), fanouts)
 
 
-def sample_families(fanouts: np.ndarray, max_units: int | None) -> np.ndarray:
-    """Units of every k-th family (whole families, deterministic) so at most ~``max_units``."""
+def sample_families(
+    fanouts: np.ndarray, max_units: int | None, max_families: int | None = None
+) -> np.ndarray:
+    """Units of every k-th family (whole families, deterministic) so that at most about
+    ``max_units`` units and at most ``max_families`` families are kept (``None``: no limit)."""
     n_units = int(fanouts.sum())
-    if max_units is None or n_units <= max_units:
+    step = 1
+    if max_units is not None and n_units > max_units:
+        step = math.ceil(n_units / max_units)
+    if max_families is not None and fanouts.size > max_families:
+        step = max(step, math.ceil(fanouts.size / max_families))
+    if step == 1:
         return np.arange(n_units)
-    step = math.ceil(n_units / max_units)
     family = family_index(fanouts)
     return np.flatnonzero(family % step == 0)
 
@@ -155,11 +163,12 @@ def level_moments(
 ) -> tuple[CellMoments, np.ndarray]:
     """Clipped-cell moments of the ``units`` (whole families) of a level and their family index.
 
-    ``cell_var`` is given for the ``units`` only."""
+    ``cell_var`` is given for the ``units`` only; ``counts`` for the level or for the units."""
     family_all = family_index(fanouts)
     family = family_all[units]
     _, family = np.unique(family, return_inverse=True)
-    y = counts[units].astype(np.float64)
+    # ``counts`` may be the units' rows already (the sampled families) or the whole level's
+    y = (counts if counts.shape[0] == units.size else counts[units]).astype(np.float64)
     s = np.sqrt(np.maximum(cell_var, 1e-12))
     if s.ndim == 1:
         s = s[:, None]
@@ -176,14 +185,25 @@ def _summer(
     """Sum ``(units, cells)`` arrays (or per-unit ``(units, 1)``) into the query's answer cells."""
     if size == index.size and np.array_equal(index, np.arange(size)):
         return lambda x: np.array(np.broadcast_to(x, shape), dtype=np.float64)
-    order = np.argsort(index, kind="stable")
-    starts = np.searchsorted(index[order], np.arange(size))
+    if np.unique(index).size == size:
+        order = np.argsort(index, kind="stable")
+        starts = np.searchsorted(index[order], np.arange(size))
 
-    def by_answer(x: np.ndarray) -> np.ndarray:
-        full = np.broadcast_to(x, shape)
-        return np.add.reduceat(full[:, order], starts, axis=1)
+        def by_answer(x: np.ndarray) -> np.ndarray:
+            full = np.broadcast_to(x, shape)
+            return np.add.reduceat(full[:, order], starts, axis=1)
 
-    return by_answer
+        return by_answer
+    # some answer cells have no column (cells left out): sum with a sparse indicator matrix
+    indicator = scipy.sparse.csr_matrix(
+        (np.ones(index.size), (np.arange(index.size), index)), shape=(index.size, size)
+    )
+
+    def by_indicator(x: np.ndarray) -> np.ndarray:
+        full = np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64)
+        return np.asarray(full @ indicator)
+
+    return by_indicator
 
 
 def query_correction(
@@ -193,34 +213,49 @@ def query_correction(
     cell_var: np.ndarray,
     attributes: Sequence[tuple[str, Sequence[str]]],
     query: str,
+    support: np.ndarray | None = None,
+    cells: np.ndarray | None = None,
 ) -> LevelCorrection:
     """Predicted RMSE of ``query`` over the units of ``moments`` (rows of ``counts`` etc.).
 
-    ``linear_var``: per unit the least-squares variance of an answer cell (mean over cells);
-    ``cell_var``: per unit (or unit × cell) the least-squares variance of a detailed cell.
+    ``linear_var``: per unit (or unit × answer cell) the least-squares variance of an answer
+    cell; ``cell_var``: per unit (or unit × cell) the least-squares variance of a detailed cell.
+    ``support`` (unit × cell, optional): the cells the unit populates, where ``linear_var`` and
+    ``cell_var`` are those of least squares with the other cells held at 0
+    (:func:`phexplore.prediction.support.child_support_covariances`); the empty cells' own
+    clipped errors (from their free-cell variance in ``cell_var``) are then added to the
+    answer's, independently. ``cells``: the schema cells the arrays' columns are (default all;
+    cells no unit can populate carry no error and may be left out).
     """
     parse = parse_marginal(query, attributes)
     index = cell_index(parse, attributes)
+    if cells is not None:
+        index = index[cells]
     size = answer_cells(parse, attributes)
 
     by_answer = _summer(index, size, counts.shape)
     cells_per_answer = np.bincount(index, minlength=size).astype(np.float64)
-    sum_p = by_answer(moments.p)
-    sum_p2 = by_answer(moments.p**2)
+    inside = np.ones(counts.shape, dtype=bool) if support is None else support
+    p_in = np.where(inside, moments.p, 0.0)
+    sum_p = by_answer(p_in)
+    sum_p2 = by_answer(p_in**2)
     if cell_var.ndim == 1:
         diag_lin = cell_var[:, None] * cells_per_answer[None, :]
     else:
-        diag_lin = by_answer(cell_var)
-    off_lin = linear_var[:, None] - diag_lin  # negative when cells are negatively correlated
-    pairs = cells_per_answer * (cells_per_answer - 1.0)
+        diag_lin = by_answer(np.where(inside, cell_var, 0.0))
+    lin = linear_var[:, None] if linear_var.ndim == 1 else linear_var
+    off_lin = lin - diag_lin  # negative when cells are negatively correlated
+    per_answer = cells_per_answer if support is None else by_answer(inside.astype(np.float64))
+    pairs = per_answer * (per_answer - 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         pair_weight = np.where(pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0)
     bias2 = by_answer(moments.mean) ** 2
-    spread = np.maximum(by_answer(moments.var) + pair_weight * off_lin, 0.0)
+    spread = np.maximum(by_answer(np.where(inside, moments.var, 0.0)) + pair_weight * off_lin, 0.0)
+    outside = 0.0 if support is None else by_answer(np.where(inside, 0.0, moments.var))
     # Knowing which cells are 0 can only lower the least-squares variance of an answer (exact
     # constraints added); where the answer is pinned by its own measurements rather than by its
     # cells, the frozen-cell sum above overstates it, so the linear variance caps it.
-    clipped = np.minimum(spread + bias2, np.broadcast_to(linear_var[:, None], spread.shape))
+    clipped = np.minimum(spread + bias2, np.broadcast_to(lin, spread.shape)) + outside
     mse = clipped + ROUNDING_VARIANCE * by_answer(moments.p_rounded)
     true = by_answer(counts.astype(np.float64))
     mean_count = float(true.mean())
@@ -242,15 +277,19 @@ def held_query_correction(
     query: str,
     *,
     root: bool = False,
+    cells: np.ndarray | None = None,
 ) -> LevelCorrection:
     """Correction of a query estimated in an earlier least-squares pass (e.g. TOTAL in pass 1,
     TDA §7.2) and held in the later ones: water filling on the query's own answers, which is the
     exact solution of a TOTAL-only pass (``engine/topdown/least_squares._water_fill_totals``).
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
-    least-squares variance of an answer cell of each unit."""
+    least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
+    in :func:`query_correction`."""
     parse = parse_marginal(query, attributes)
     index = cell_index(parse, attributes)
+    if cells is not None:
+        index = index[cells]
     size = answer_cells(parse, attributes)
     answers = _summer(index, size, counts.shape)(counts.astype(np.float64))
     moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from phexplore.moe import z_for_confidence
 from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra, spans
 from phexplore.prediction.correction import (
     LevelCorrection,
+    family_index,
     held_query_correction,
     level_moments,
     query_correction,
@@ -40,10 +42,25 @@ from phexplore.prediction.least_squares import (
     level_covariance,
 )
 from phexplore.prediction.spine import SpineProfile
+from phexplore.prediction.support import FamilyCovariance, SupportAlgebra
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
 every k-th; the CLI uses all): keeps an edit's recompute interactive (benchmarks/prediction.py)."""
+
+SUPPORT_MIN_CELLS = 64
+"""With a count profile, schemas of more cells than this get the least squares modelled on the
+cells each parent populates (:mod:`phexplore.prediction.support`): there most cells of a family are
+empty (the 2,016-cell production schema). Smaller schemas (the folded RI schema, 16 cells, where
+parents populate nearly every cell) keep the dense model validated in docs/prediction.md."""
+
+PLANNER_MAX_FAMILIES = 4
+"""Families per level for the support model in the planner (with :data:`PLANNER_MAX_UNITS`): its
+first evaluation for new shares costs dense algebra per family; a new total ρ is then a rescale."""
+
+SUPPORT_MAX_FAMILIES = 48
+"""Families per level on which the support model is evaluated (every k-th; dense linear algebra
+per family, the correction on their units): docs/prediction.md gives the sampling spread."""
 
 DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": (TOTAL,), "State": (TOTAL,)}
 """Exact queries by level (TDA §5.2: US and state total population), as in the engine."""
@@ -172,11 +189,14 @@ def level_budgets(
         )
     out: dict[str, dict[str, float]] = {}
     for lv in levels:
-        budgets: dict[str, float] = {}
-        for src in sources[lv]:
-            for q in allocation.queries(src):
-                budgets[q] = budgets.get(q, 0.0) + allocation.query_budget(src, q)
-        out[lv] = budgets
+        # The merged root takes both level shares, measured with the bypassed (first) level's
+        # query proportions (SPN §5), exactly as engine/topdown/measure.node_query_budget does.
+        owner = sources[lv][0]
+        share = sum((allocation.level_shares[s] for s in sources[lv]), Fraction(0))
+        out[lv] = {
+            q: float(allocation.rho * share * allocation.query_share(owner, q))
+            for q in allocation.queries(owner)
+        }
     return out
 
 
@@ -233,6 +253,8 @@ def predict_topdown(
     confidence: float = 0.90,
     correct: bool = True,
     max_units: int | None = None,
+    max_families: int | None = SUPPORT_MAX_FAMILIES,
+    support: bool | None = None,
 ) -> Prediction:
     """Predicted RMSE and MOE of the published counts of every geolevel × query (module doc).
 
@@ -245,7 +267,10 @@ def predict_topdown(
     plus TOTAL). ``correct``: apply the non-negativity and rounding correction when the profile
     has counts (else the published RMSE is the least-squares one). ``max_units``: evaluate the
     correction on whole families of at most about this many geounits per level (every k-th
-    family; ``None``: all) — the planner uses it to stay interactive.
+    family; ``None``: all) — the planner uses it to stay interactive. ``support``: model the
+    least squares on the cells each parent populates (:mod:`phexplore.prediction.support`;
+    default: with a count profile on schemas of more than :data:`SUPPORT_MIN_CELLS` cells), on
+    at most ``max_families`` families per level (every k-th; ``None``: all).
     """
     if allocation.universe != "persons":
         raise ValidationError(
@@ -282,6 +307,7 @@ def predict_topdown(
     exact = held_exactly(levels, invariants)
     algebra = cell_algebra(attrs, tuple(all_queries))
     covariances: list[Operator] = []
+    designs: list[LevelDesign] = []
     held_early: list[set[str]] = []
     unidentified: list[set[str]] = []
     for k, lv in enumerate(levels):
@@ -292,6 +318,7 @@ def predict_topdown(
                 f"the root level {lv} has no measured query: give it a positive share, or its "
                 "estimate has nothing to start from"
             )
+        designs.append(design)
         covariances.append(level_covariance(algebra, design))
         held_early.append({q for p in design.passes[:-1] for q in p})
         # A query the level's measurements and invariants do not determine follows the solver's
@@ -305,6 +332,33 @@ def predict_topdown(
     rows: list[QueryPrediction] = []
     leaf_bias: dict[str, np.ndarray] = {}
     detailed = "DETAILED"
+    samples: list[np.ndarray] = []
+    family_covs: list[dict[int, FamilyCovariance]] = []
+    cache = None
+    kept = np.arange(algebra.n_cells)
+    on_support = counts is not None and (
+        support if support is not None else algebra.n_cells > SUPPORT_MIN_CELLS
+    )
+    if on_support and detailed in unidentified[-1]:
+        notes.append(
+            "a level does not determine the detailed cells, so the least squares is not "
+            "modelled on the cells the parents populate (the dense model is used)"
+        )
+        on_support = False
+    if counts is not None:
+        samples = [
+            sample_families(spine.fanouts[k], max_units, max_families if on_support and k else None)
+            for k in range(len(levels))
+        ]
+    if on_support and counts is not None:
+        families = [np.zeros(1, dtype=np.int64)] + [
+            np.unique(family_index(spine.fanouts[k])[samples[k]]) for k in range(1, len(levels))
+        ]
+        cache = spine.support_cache(attrs, tuple(dict.fromkeys([*all_queries, *report])))
+        family_key, scale_t, family_covs = cache.family_covariances(
+            counts, spine.fanouts, designs, families
+        )
+        kept = np.flatnonzero(counts[0][0] > 0)
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
         units = int(coefs[k].shape[0])
@@ -314,12 +368,37 @@ def predict_topdown(
         )
         per_level = {q: table[:, i] for i, q in enumerate(wanted)}
         moments = None
+        support_vars: dict[str, np.ndarray] = {}
+        support_mask = None
         if counts is not None:
-            sample = sample_families(spine.fanouts[k], max_units)
-            cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
-            moments, _ = level_moments(counts[k], cell_var, spine.fanouts[k], sample, root=k == 0)
+            sample = samples[k]
+            unit_counts = counts[k][sample][:, kept]
+            if cache is not None:
+                # computed for the normalised designs (cached), then divided by the scale t
+                normalised = cache.derived_value(
+                    (family_key, k, tuple(wanted)),
+                    lambda k=k, sample=sample, wanted=wanted: _support_variances(
+                        family_covs[k],
+                        family_index(spine.fanouts[k])[sample]
+                        if k
+                        else np.zeros(1, dtype=np.int64),
+                        cache,
+                        {q: algebra.answer_cells(q) for q in wanted},
+                        algebra.n_cells,
+                    ),
+                )
+                support_vars = {q: v / scale_t for q, v in normalised.items()}
+                # Cells the root does not populate carry no error anywhere: left out.
+                cell_var = support_vars[detailed][:, kept]
+                support_mask = unit_counts > 0
+            else:
+                cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
+            moments, _ = level_moments(unit_counts, cell_var, spine.fanouts[k], sample, root=k == 0)
         for q in report:
             ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
+            if q in support_vars:
+                ls_var = float(support_vars[q].mean())
+            unit_var = support_vars.get(q)
             is_exact = q in exact[lv]
             b = budgets[lv].get(q, 0.0)
             sigma: float | None = None
@@ -337,22 +416,25 @@ def predict_topdown(
                 corr = LevelCorrection(math.sqrt(ls_var), None, None)
             elif q in held_early[k]:
                 corr = held_query_correction(
-                    counts[k][sample],
-                    np.clip(coefs[k][sample] @ per_level[q], 0.0, None),
+                    unit_counts,
+                    _unit_variance(unit_var, coefs[k][sample] @ per_level[q]),
                     spine.fanouts[k],
                     sample,
                     attrs,
                     q,
                     root=k == 0,
+                    cells=kept,
                 )
             else:
                 corr = query_correction(
                     moments,
-                    counts[k][sample],
-                    np.clip(coefs[k][sample] @ per_level[q], 0.0, None),
+                    unit_counts,
+                    _unit_variance(unit_var, coefs[k][sample] @ per_level[q]),
                     cell_var,
                     attrs,
                     q,
+                    support=support_mask,
+                    cells=kept,
                 )
             if (
                 k == len(levels) - 1
@@ -388,3 +470,43 @@ def predict_topdown(
         leaf_bias=leaf_bias,
         folded=tuple(lv for lv in allocation.geolevels if lv not in levels),
     )
+
+
+def _unit_variance(support_var: np.ndarray | None, dense: np.ndarray) -> np.ndarray:
+    """Per unit (× answer cell) least-squares variance: on the family's support when computed,
+    else the dense model's per-unit mean."""
+    if support_var is not None:
+        return support_var
+    return np.clip(dense, 0.0, None)
+
+
+def _support_variances(
+    family_covs: Mapping[int, FamilyCovariance],
+    family_of_unit: np.ndarray,
+    cache: Any,
+    sizes: Mapping[str, int],
+    n_cells: int,
+) -> dict[str, np.ndarray]:
+    """Per query, ``(units, answer cells)`` least-squares variances of the units (whole families
+    in order, ``family_of_unit``) with their empty cells held at 0; ``"DETAILED"`` holds
+    ``(units, n_cells)`` cell variances: on the unit's own support that model's, on the rest of
+    the family's support the free-cell variance (all of the parent's cells free), elsewhere
+    1e-12 (no variable: no error)."""
+    fams = list(dict.fromkeys(int(f) for f in family_of_unit))
+    out: dict[str, list[np.ndarray]] = {q: [] for q in sizes}
+    cells: list[np.ndarray] = []
+    for f in fams:
+        fc = family_covs[f]
+        for kid_support, kid_cov, kid_free in zip(
+            fc.child_supports, fc.child_covs, fc.child_free, strict=True
+        ):
+            algebra: SupportAlgebra = cache.algebra(kid_support)
+            for q, size in sizes.items():
+                out[q].append(np.maximum(algebra.answer_variances(kid_cov, q, size), 0.0))
+            row = np.full(n_cells, 1e-12)
+            row[fc.support] = np.maximum(kid_free, 1e-12)
+            row[kid_support] = np.maximum(np.diag(kid_cov), 1e-12)
+            cells.append(row)
+    result = {q: np.array(v) for q, v in out.items()}
+    result["DETAILED"] = np.array(cells)
+    return result

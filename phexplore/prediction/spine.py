@@ -72,6 +72,22 @@ class SpineProfile:
 
         return path_coefficients(self.fanouts)
 
+    def support_cache(
+        self, attributes: tuple[tuple[str, tuple[str, ...]], ...], queries: tuple[str, ...]
+    ) -> Any:
+        """The :class:`phexplore.prediction.support.SupportCache` of this profile for a schema
+        and query set (budget-independent structure and covariances, reused across edits)."""
+        from phexplore.prediction.support import SupportCache, answer_indices
+
+        key = (attributes, queries)
+        if key not in self._support_caches:
+            self._support_caches[key] = SupportCache(answer_indices(attributes, queries))
+        return self._support_caches[key]
+
+    @cached_property
+    def _support_caches(self) -> dict[tuple[object, ...], Any]:
+        return {}
+
     @cached_property
     def _restricted(self) -> dict[tuple[str, ...], SpineProfile]:
         return {}
@@ -127,7 +143,17 @@ class SpineProfile:
             "licence": self.licence,
         }
         if self.counts is not None:
-            out["leaf_counts"] = self.counts[-1].astype(np.int64).tolist()
+            leaf = self.counts[-1].astype(np.int64)
+            if leaf.shape[1] > 64:  # sparse: most cells of the large schemas are 0
+                rows, cols = np.nonzero(leaf)
+                out["leaf_counts_sparse"] = {
+                    "shape": list(leaf.shape),
+                    "rows": rows.tolist(),
+                    "cols": cols.tolist(),
+                    "values": leaf[rows, cols].tolist(),
+                }
+            else:
+                out["leaf_counts"] = leaf.tolist()
         return out
 
     @classmethod
@@ -137,6 +163,13 @@ class SpineProfile:
         counts = None
         if "leaf_counts" in data:
             leaf = np.asarray(data["leaf_counts"], dtype=np.int64)
+            counts = aggregate_counts(fanouts, leaf)
+        elif "leaf_counts_sparse" in data:
+            sparse = data["leaf_counts_sparse"]
+            leaf = np.zeros(tuple(int(x) for x in sparse["shape"]), dtype=np.int64)
+            leaf[np.asarray(sparse["rows"], dtype=np.int64), np.asarray(sparse["cols"])] = (
+                np.asarray(sparse["values"], dtype=np.int64)
+            )
             counts = aggregate_counts(fanouts, leaf)
         return cls(
             str(data["name"]),
@@ -162,13 +195,49 @@ def aggregate_counts(fanouts: Sequence[np.ndarray], leaf: np.ndarray) -> tuple[n
     return tuple(out)
 
 
-SHIPPED_PROFILES = {"ri2010": "ri2010_spine.json.gz"}
-"""Shipped spine profiles (see ``profiles/NOTICE.md`` for sources and licences)."""
+SHIPPED_PROFILES = {
+    "ri2010": "ri2010_spine.json.gz",
+    "generated-ri-100k": "generated_ri_100k_spine.json.gz",
+}
+"""Shipped spine profiles (see ``profiles/NOTICE.md`` for sources and licences): the Rhode Island
+2010 blocks on the folded VOTINGAGE × RACEETH schema, and a generated Rhode Island population of
+100,000 persons (``phexplore generate population``, seed 12) on the 2,016-cell production schema."""
+
+
+def profile_for(queries: Sequence[str]) -> SpineProfile:
+    """The shipped profile whose schema answers every query in ``queries``: the Rhode Island 2010
+    blocks when they can (the folded schema), else the generated 2,016-cell one; the RI profile
+    (no count correction on another schema) when neither does."""
+    from phexplore.marginals import parse_marginal
+
+    for name in SHIPPED_PROFILES:
+        profile = shipped_profile(name)
+        try:
+            for q in queries:
+                parse_marginal(q, profile.attributes)
+        except ValidationError:
+            continue
+        return profile
+    return shipped_profile("ri2010")
+
+
+def shipped_profile_for(runs: Any) -> SpineProfile:
+    """:func:`profile_for` the queries of the persons run(s) of ``runs`` (a mapping of run name
+    to :class:`phexplore.budget.TopDownAllocation`, or one allocation)."""
+    allocations = runs.values() if hasattr(runs, "values") else [runs]
+    queries = [
+        q
+        for a in allocations
+        if getattr(a, "universe", "persons") == "persons"
+        for q in a.all_queries()
+    ]
+    return profile_for(list(dict.fromkeys(queries)))
 
 
 @lru_cache(maxsize=4)
 def shipped_profile(name: str = "ri2010") -> SpineProfile:
-    """A shipped spine profile; ``ri2010``: the Rhode Island 2010 blocks (CC BY-SA 4.0)."""
+    """A shipped spine profile; ``ri2010``: the Rhode Island 2010 blocks (CC BY-SA 4.0);
+    ``generated-ri-100k``: a generated RI population on the production schema (CC BY-SA 4.0)."""
     if name not in SHIPPED_PROFILES:
         raise ValidationError(
             f"unknown spine profile {name!r}; shipped: {', '.join(SHIPPED_PROFILES)}"

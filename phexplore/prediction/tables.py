@@ -27,6 +27,7 @@ def predictions_for_runs(
     confidence: float = 0.90,
     invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
     max_units: int | None = None,
+    max_families: int | None = None,
 ) -> dict[str, Prediction]:
     """One prediction per persons run (the runs TopDown post-processes)."""
     out: dict[str, Prediction] = {}
@@ -41,6 +42,7 @@ def predictions_for_runs(
             confidence=confidence,
             invariants=invariants,
             max_units=max_units,
+            **({} if max_families is None else {"max_families": max_families}),
         )
     return out
 

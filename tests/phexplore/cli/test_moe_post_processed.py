@@ -54,8 +54,12 @@ def test_post_processed_production_units_run(capsys: pytest.CaptureFixture[str])
     assert units and all(r["post_processed_rmse"] is None for r in units)
     persons = [r for r in out["rows"] if r["run"] == "persons"]
     assert all(r["post_processed_rmse"] is not None for r in persons)
-    # No 2,016-cell count profile is shipped: the note says the correction is off.
-    assert any("another schema" in n for n in out["summary"]["post_processed"]["notes"])
+    # The shipped 2,016-cell count profile (a generated RI population) carries the correction.
+    summary = out["summary"]["post_processed"]
+    assert summary["profile"] == "generated-ri-100k"
+    assert not any("another schema" in n for n in summary["notes"])
+    block = [r for r in persons if r["geolevel"] == "Block" and r["query"] == "TOTAL"][0]
+    assert block["post_processed_holds"] is True and block["post_processed_rmse"] < block["sigma"]
 
 
 def test_post_processed_with_data(capsys: pytest.CaptureFixture[str]) -> None:

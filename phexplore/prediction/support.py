@@ -1,0 +1,438 @@
+"""Least-squares error covariance on the cells a family can populate (SPEC §7; TDA §7.1–7.2).
+
+The engine builds each family's least squares only on the cells the parent can populate: a cell
+that is 0 in the parent's estimate (or a structural zero) has no variable in any child
+(``engine/topdown/least_squares._fixed_cells``), and the non-negativity constraint holds most of a
+child's own empty cells at 0 too (they are the active set). Those zero cells act like structural
+zeros, so the marginals are re-estimated from far fewer cells than the dense (all-cells) model of
+:mod:`phexplore.prediction.least_squares` says: on the 2,016-cell production schema a generated
+county of 30,000 persons populates 188 cells, a tract 46, a block 4.
+
+:func:`child_support_covariances` derives, exactly and for one family, the least-squares error
+covariance of every child on its own non-zero cells S_c (the others held at 0), with children
+summing to the parent on its non-zero cells P and the engine's passes (earlier answers held,
+invariants exact); :func:`family_covariances` walks the spine root first — the root on its own
+non-zero cells — feeding each parent's covariance to its children, on a sample of families per
+level and their ancestors. Which cells are non-zero comes from the count profile (the true counts:
+the published parent is 0 where its count is 0 unless noise lifts it, and a small count can be
+clipped; docs/prediction.md). A child's empty cells of P are not errorless: the non-negativity
+correction (:mod:`phexplore.prediction.correction`) clips each at the variance it would have if
+it alone were freed (:func:`freed_cell_variances`).
+
+Dense linear algebra of the size of a family's non-zero cells (a few hundred) per family; a new
+total ρ with the same shares reuses the cached result (:class:`SupportCache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from phexplore.marginals import cell_index, parse_marginal
+from phexplore.prediction.least_squares import LevelDesign
+
+
+@dataclass(frozen=True, eq=False)
+class SupportAlgebra:
+    """Answer cells of the queries on the cells ``support`` of a schema."""
+
+    support: np.ndarray
+    answer_index: Mapping[str, np.ndarray]
+    """Per query, the answer cell of every schema cell (:func:`phexplore.marginals.cell_index`)."""
+
+    def index(self, query: str) -> np.ndarray:
+        """Answer cell of every support cell for ``query``."""
+        return self.answer_index[query][self.support]
+
+    def answer_variances(self, cov: np.ndarray, query: str, size: int) -> np.ndarray:
+        """Var of every answer cell of ``query`` (``size`` answer cells; 0 where no support cell
+        is counted) for an error with covariance ``cov`` on the support: diag(A_q,P C A_q,Pᵀ)."""
+        idx = self.index(query)
+        out = np.zeros(size)
+        if idx.size == 0:
+            return out
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        starts = np.flatnonzero(np.r_[True, sorted_idx[1:] != sorted_idx[:-1]])
+        c = cov[np.ix_(order, order)]
+        rows = np.add.reduceat(c, starts, axis=0)
+        block = np.add.reduceat(rows, starts, axis=1)
+        out[sorted_idx[starts]] = np.diag(block)
+        return out
+
+
+def answer_indices(
+    attributes: Sequence[tuple[str, Sequence[str]]], queries: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Per query, the answer cell of every schema cell."""
+    return {q: cell_index(parse_marginal(q, attributes), attributes) for q in queries}
+
+
+@dataclass
+class SupportCache:
+    """Budget-independent structure of one profile (answer indices, per-support algebras) and the
+    last few :func:`family_covariances` results, keyed by the designs up to one common scale."""
+
+    answer_index: dict[str, np.ndarray]
+    algebras: dict[bytes, SupportAlgebra] = field(default_factory=dict)
+    families: dict[tuple[object, ...], list[dict[int, FamilyCovariance]]] = field(
+        default_factory=dict
+    )
+    derived: dict[tuple[object, ...], Any] = field(default_factory=dict)
+
+    def algebra(self, support: np.ndarray) -> SupportAlgebra:
+        key = support.tobytes()
+        if key not in self.algebras:
+            self.algebras[key] = SupportAlgebra(support, self.answer_index)
+        return self.algebras[key]
+
+    def family_covariances(
+        self,
+        counts: Sequence[np.ndarray],
+        fanouts: Sequence[np.ndarray],
+        designs: Sequence[LevelDesign],
+        families: Sequence[np.ndarray],
+    ) -> tuple[tuple[object, ...], float, list[dict[int, FamilyCovariance]]]:
+        """:func:`family_covariances` of the designs divided by one common scale t (the largest
+        weight of any level), cached: every variance of the designs is the result's divided by
+        t, so a new total ρ with the same shares reuses it. Returns (key, t, result)."""
+        t = max((float(w) for d in designs for w in d.weight.values()), default=1.0) or 1.0
+        normalised = [
+            LevelDesign(
+                {q: float(w) / t for q, w in d.weight.items()},
+                {q: float(v) * t for q, v in d.noise_variance.items()},
+                d.invariants,
+                d.passes,
+            )
+            for d in designs
+        ]
+        key = (
+            tuple(_rounded(d) for d in normalised),
+            tuple(f.tobytes() for f in families),
+        )
+        if key not in self.families:
+            if len(self.families) >= 8:
+                self.families.clear()
+                self.derived.clear()
+            self.families[key] = family_covariances(counts, fanouts, normalised, families, self)
+        return key, t, self.families[key]
+
+    def derived_value(self, key: tuple[object, ...], compute: Any) -> Any:
+        """A value derived from a cached :meth:`family_covariances` result (computed once)."""
+        if key not in self.derived:
+            self.derived[key] = compute()
+        return self.derived[key]
+
+    def child_covariances(
+        self,
+        design: LevelDesign,
+        supports: Sequence[np.ndarray],
+        parent_support: np.ndarray | None,
+        parent_cov: np.ndarray | None,
+    ) -> list[np.ndarray]:
+        """:func:`child_support_covariances` of the normalised design, rescaled (the parent's
+        covariance is scaled by the same t, so the result is exactly the design's)."""
+        _, normalised, t = design_key(design)
+        covs = child_support_covariances(
+            supports,
+            parent_support,
+            None if parent_cov is None else parent_cov * t,
+            normalised,
+            self.answer_index,
+        )
+        return [c / t for c in covs]
+
+
+def _rounded(design: LevelDesign) -> tuple[object, ...]:
+    """A hashable identity of a design (weights and variances to 9 significant digits)."""
+    return (
+        tuple(sorted((q, float(f"{w:.9g}")) for q, w in design.weight.items())),
+        tuple(sorted((q, float(f"{v:.9g}")) for q, v in design.noise_variance.items())),
+        tuple(design.invariants),
+        tuple(tuple(p) for p in design.passes),
+    )
+
+
+def design_key(design: LevelDesign) -> tuple[tuple[object, ...], LevelDesign, float]:
+    """A hashable identity of a level design up to scale, the normalised design and the scale t.
+
+    With every weight w_q divided by t = max w_q and every noise variance v_q multiplied by it,
+    the least-squares operators scale by t and the projections are unchanged, so every error
+    covariance of the design is that of the normalised design divided by t.
+    """
+    t = max((float(w) for w in design.weight.values()), default=1.0) or 1.0
+    weight = {q: float(w) / t for q, w in design.weight.items()}
+    variance = {q: float(v) * t for q, v in design.noise_variance.items()}
+    normalised = LevelDesign(weight, variance, design.invariants, design.passes)
+    return _rounded(normalised), normalised, t
+
+
+@dataclass(frozen=True)
+class FamilyCovariance:
+    """One family (children of unit ``family`` of the level above; the root is family 0 of
+    level 0). ``support``: the parent's non-zero cells P. Per child: its non-zero cells, its
+    least-squares covariance there with its other cells held at 0
+    (:func:`child_support_covariances`), and over P the variance of each of its empty cells were
+    that cell alone freed (:func:`freed_cell_variances`; the non-negativity correction clips it)."""
+
+    family: int
+    support: np.ndarray
+    child_supports: tuple[np.ndarray, ...]
+    child_covs: tuple[np.ndarray, ...]
+    child_free: tuple[np.ndarray, ...]
+
+
+def freed_cell_variances(
+    support: np.ndarray,
+    child_supports: Sequence[np.ndarray],
+    design: LevelDesign,
+    answer_index: Mapping[str, np.ndarray],
+    parent_diag: np.ndarray | None,
+) -> list[np.ndarray]:
+    """Per child, over the cells ``support`` (P), the least-squares variance of each cell of P
+    outside the child's support were that cell alone freed, the child's other empty cells held
+    at 0: 1 / (H_ii − H_iS H_S⁻¹ H_Si) with H = Σ_q w_q G_q,P over the level's measured queries
+    (the Schur complement of the child's information), shared in the family as the dense
+    formula shares a cell — (1 − 1/n)·that + Var(parent cell)/n². Cells of the child's support
+    get 0."""
+    n = len(child_supports)
+    hess = np.zeros((support.size, support.size))
+    for q, w in design.weight.items():
+        idx = answer_index[q][support]
+        hess += w * (idx[:, None] == idx[None, :])
+    diag = np.diag(hess)
+    top = max(float(diag.max(initial=0.0)), 1e-300)
+    out = []
+    for kid in child_supports:
+        free = np.zeros(support.size)
+        inside = np.isin(support, kid)
+        zero = np.flatnonzero(~inside)
+        sc = np.flatnonzero(inside)
+        if zero.size == 0:
+            out.append(free)
+            continue
+        schur = diag[zero].copy()
+        if sc.size:
+            h_zs = hess[np.ix_(zero, sc)]
+            h_ss = hess[np.ix_(sc, sc)]
+            try:
+                solved = scipy.linalg.solve(h_ss, h_zs.T, assume_a="pos", check_finite=False)
+            except np.linalg.LinAlgError:  # the level does not determine every cell
+                solved = scipy.linalg.lstsq(h_ss, h_zs.T, check_finite=False)[0]
+            schur -= np.einsum("ij,ji->i", h_zs, solved)
+        own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
+        value = (1.0 - 1.0 / n) * own if n > 1 else np.zeros(zero.size)
+        if parent_diag is not None:
+            value = value + parent_diag[zero] / (n * n)
+        free[zero] = value
+        out.append(free)
+    return out
+
+
+def family_covariances(
+    counts: Sequence[np.ndarray],
+    fanouts: Sequence[np.ndarray],
+    designs: Sequence[LevelDesign],
+    families: Sequence[np.ndarray],
+    cache: SupportCache,
+) -> list[dict[int, FamilyCovariance]]:
+    """Per level k, the :class:`FamilyCovariance` of the families ``families[k]`` (units of
+    level k−1) and of every ancestor family they need; level 0 holds the root as family 0."""
+    n_levels = len(fanouts)
+    parent_of: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+    starts: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+    for k in range(1, n_levels):
+        parent_of.append(np.repeat(np.arange(fanouts[k].size), fanouts[k]))
+        starts.append(np.concatenate([[0], np.cumsum(fanouts[k])[:-1]]).astype(np.int64))
+    needed: list[set[int]] = [set() for _ in range(n_levels)]
+    needed[0].add(0)
+    for k in range(n_levels - 1, 0, -1):
+        needed[k] |= {int(f) for f in families[k]}
+        if k > 1:
+            needed[k - 1] |= {int(parent_of[k - 1][f]) for f in needed[k]}
+    out: list[dict[int, FamilyCovariance]] = [{} for _ in range(n_levels)]
+    root_support = np.flatnonzero(counts[0][0] > 0)
+    root = cache.child_covariances(designs[0], (root_support,), None, None)
+    out[0][0] = FamilyCovariance(
+        0, root_support, (root_support,), tuple(root), (np.zeros(root_support.size),)
+    )
+    for k in range(1, n_levels):
+        for f in sorted(needed[k]):
+            if k == 1:
+                above, slot = out[0][0], 0
+            else:
+                g = int(parent_of[k - 1][f])
+                above, slot = out[k - 1][g], f - int(starts[k - 1][g])
+            support = above.child_supports[slot]
+            parent_cov = above.child_covs[slot]
+            n = int(fanouts[k][f])
+            first = int(starts[k][f])
+            kids = tuple(np.flatnonzero(counts[k][first + i] > 0) for i in range(n))
+            child_covs = cache.child_covariances(designs[k], kids, support, parent_cov)
+            free = tuple(
+                freed_cell_variances(
+                    support, kids, designs[k], cache.answer_index, np.diag(parent_cov)
+                )
+            )
+            out[k][f] = FamilyCovariance(f, support, kids, tuple(child_covs), free)
+    return out
+
+
+def _child_query_rows(
+    supports: Sequence[np.ndarray], index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of kron-like block-diagonal A_q over the family's variables: for every variable its
+    row (child-local answer cell, numbered across children) and the number of rows."""
+    rows = []
+    offset = 0
+    for s in supports:
+        _, inverse = np.unique(index[s], return_inverse=True)
+        rows.append(inverse + offset)
+        offset += int(inverse.max(initial=-1)) + 1
+    return (np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)), np.int64(offset)
+
+
+def _indicator(rows: np.ndarray, n_rows: int) -> np.ndarray:
+    out = np.zeros((int(n_rows), rows.size))
+    out[rows, np.arange(rows.size)] = 1.0
+    return out
+
+
+def child_support_covariances(
+    supports: Sequence[np.ndarray],
+    parent_support: np.ndarray | None,
+    parent_cov: np.ndarray | None,
+    design: LevelDesign,
+    answer_index: Mapping[str, np.ndarray],
+) -> list[np.ndarray]:
+    """Exact least-squares error covariance of every child of one family on its own support.
+
+    The engine's non-negative least squares leaves the cells a child does not populate at (or
+    near) 0: taking them as exact zeros (the active set of the non-negativity constraint), pass k
+    of the family is the equality-constrained least squares over the variables (child c, cell
+    i ∈ S_c) with Hessian H_k = ⊕_c Σ_{q∈k} w_q G_q,S_c, children summing to the parent on
+    ``parent_support`` (error D_p, covariance ``parent_cov``; none at the root), invariant queries
+    exact and earlier passes' answers held (rows E, right-hand side errors r). Its error is
+    e = F g + R r with g = Σ_q w_q A_qᵀν_q (covariance Σ_q w_q² v_q G_q), F = H⁻¹ − H⁻¹EᵀW⁺EH⁻¹,
+    R = H⁻¹EᵀW⁺ and W = EH⁻¹Eᵀ (H block-diagonal by child). A TOTAL-only pass has the closed form
+    t_c = ν_c − ν̄ + 1ᵀD_p/n of its answers (the engine's water filling without the bound). A pass
+    whose Hessian is singular otherwise is solved from the full KKT system (pseudo-inverse).
+    Errors are tracked as linear maps of the independent sources (each pass's noise, D_p).
+    Returns, per child, the covariance on its support."""
+    sizes = [int(x.size) for x in supports]
+    n = int(sum(sizes))
+    if n == 0:
+        return [np.zeros((0, 0)) for _ in supports]
+    n_kids = len(supports)
+    cells = np.concatenate(supports)
+    child = np.repeat(np.arange(n_kids), sizes)
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    rows_cache: dict[str, np.ndarray] = {}
+
+    def rows(q: str) -> np.ndarray:
+        """A_q over the family's variables (child-local answer rows, answers no cell hits left
+        out)."""
+        if q not in rows_cache:
+            local, n_rows = _child_query_rows(supports, answer_index[q])
+            rows_cache[q] = _indicator(local, n_rows)
+        return rows_cache[q]
+
+    def gram(q: str) -> np.ndarray:
+        key = child * (int(answer_index[q].max()) + 1) + answer_index[q][cells]
+        return (key[:, None] == key[None, :]).astype(np.float64)
+
+    parent_rows = None
+    if parent_support is not None:
+        parent_rows = np.zeros((parent_support.size, n))
+        parent_rows[np.searchsorted(parent_support, cells), np.arange(n)] = 1.0
+    source_cov: dict[str, np.ndarray] = {}
+    if parent_rows is not None and parent_cov is not None:
+        source_cov["parent"] = parent_cov
+    # per earlier pass: the held queries' answer rows and their error maps (source -> matrix)
+    held: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
+    final: dict[str, np.ndarray] = {}
+    for k, queries in enumerate(design.passes):
+        name = f"pass{k}"
+        if tuple(queries) == ("TOTAL",) and "TOTAL" not in design.invariants:
+            total_rows = rows("TOTAL")
+            keep = total_rows.sum(axis=1) > 0  # children with a non-empty support
+            m = int(keep.sum())
+            centre = np.eye(m) - np.full((m, m), 1.0 / max(m, 1))
+            maps = {name: centre}
+            source_cov[name] = np.eye(m) * design.noise_variance["TOTAL"]
+            if "parent" in source_cov and parent_rows is not None:
+                maps["parent"] = np.full((m, parent_rows.shape[0]), 1.0 / max(m, 1))
+            held.append((total_rows[keep], maps))
+            final = {}
+            continue
+        hess = np.zeros((n, n))
+        noise = np.zeros((n, n))
+        for q in queries:
+            g = gram(q)
+            hess += design.weight[q] * g
+            noise += design.weight[q] ** 2 * design.noise_variance[q] * g
+        blocks: list[np.ndarray] = []
+        rhs: list[dict[str, np.ndarray]] = []
+        if parent_rows is not None:
+            blocks.append(parent_rows)
+            rhs.append({"parent": np.eye(parent_rows.shape[0])} if "parent" in source_cov else {})
+        for q in design.invariants:
+            blocks.append(rows(q))
+            rhs.append({})
+        for held_rows, held_maps in held:
+            blocks.append(held_rows)
+            rhs.append(held_maps)
+        cons = np.vstack(blocks) if blocks else np.zeros((0, n))
+        inv = _block_inverse(hess, bounds)
+        if inv is not None:
+            e_hinv = cons @ inv
+            w_plus = scipy.linalg.pinvh(e_hinv @ cons.T) if cons.shape[0] else np.zeros((0, 0))
+            r = e_hinv.T @ w_plus
+            f = inv - r @ e_hinv
+        else:
+            size = cons.shape[0]
+            kkt = np.block([[hess, cons.T], [cons, np.zeros((size, size))]])
+            solve = scipy.linalg.pinvh(kkt)[:n]
+            f, r = solve[:, :n], solve[:, n:]
+        maps = {name: f}
+        source_cov[name] = noise
+        at = 0
+        for block, rh in zip(blocks, rhs, strict=True):
+            part = r[:, at : at + block.shape[0]]
+            for src, mat in rh.items():
+                term = part @ mat
+                maps[src] = maps[src] + term if src in maps else term
+            at += block.shape[0]
+        if k + 1 < len(design.passes):  # held by the later passes
+            pass_rows = np.vstack([rows(q) for q in queries])
+            held.append((pass_rows, {src: pass_rows @ mat for src, mat in maps.items()}))
+        final = maps
+    out = [np.zeros((b - a, b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    for src, mat in final.items():
+        left = mat @ source_cov[src]
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            out[i] += left[a:b] @ mat[a:b].T
+    return out
+
+
+def _block_inverse(hess: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
+    """Inverse of a block-diagonal positive definite matrix (blocks between ``bounds``), or
+    ``None`` when a block is singular."""
+    out = np.zeros_like(hess)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        if b == a:
+            continue
+        block = hess[a:b, a:b]
+        try:
+            factor = scipy.linalg.cho_factor(block)
+        except np.linalg.LinAlgError:
+            return None
+        inv = scipy.linalg.cho_solve(factor, np.eye(b - a))
+        if not np.all(np.isfinite(inv)) or np.abs(inv).max() * np.abs(block).max() > 1e10:
+            return None
+        out[a:b, a:b] = inv
+    return out
