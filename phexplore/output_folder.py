@@ -658,7 +658,17 @@ def check_result_file(path: str | os.PathLike[str]) -> Path:
 
 
 _RUN_OUTPUT_NAMES = frozenset(
-    {"estimates.csv", "measurements.csv", "PH1_num.csv", "runs.csv", "summary.txt"}
+    {
+        "estimates.csv",
+        "measurements.csv",
+        "estimates.parquet",
+        "measurements.parquet",
+        "microdata.parquet",
+        "PH1_num.csv",
+        "runs.csv",
+        "runs.parquet",
+        "summary.txt",
+    }
 )
 
 

@@ -133,3 +133,14 @@ def test_report_reads_a_parquet_run_folder_and_refuses_a_damaged_one(folders, tm
     (copy / "microdata.parquet").write_bytes(b"PAR1")
     assert main([*argv, str(tmp_path / "r2.html"), "--results", str(copy)]) == 1
     assert "microdata.parquet does not match the manifest" in capsys.readouterr().err
+
+
+def test_metrics_json_beside_parquet_tables_without_manifest_is_refused(folders, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "no_manifest"
+    shutil.copytree(folders["parquet"], copy)
+    (copy / "manifest.json").unlink()
+    argv = ["report", "--preset", "ri2010-production-like", "--out", str(tmp_path / "r.html")]
+    assert main([*argv, "--results", str(copy / "metrics.json")]) == 1
+    assert "looks like a run output but has no manifest.json" in capsys.readouterr().err
