@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from phexplore.cli import main
+
+
+def _tract_run(out: Path, *, seed: int) -> Path:
+    """``run topdown`` on one RI tract (no microdata) into ``out``."""
+    argv = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", str(seed), "--no-microdata", "--quiet",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    return out
 
 
 def test_replay_reproduces_a_topdown_run(tmp_path, capsys):
@@ -51,13 +63,7 @@ def test_replay_refuses_what_it_cannot_reproduce(tmp_path, capsys):
 
 def test_replay_a_run_saved_in_a_scenario(tmp_path, capsys):
     """A scenario keeps its runs' metrics.json, so each attached run is replayable."""
-    first = tmp_path / "first"
-    argv = [
-        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
-        "--preset", "ri2010-production-like", "--seed", "3", "--no-microdata", "--quiet",
-        "--out", str(first),
-    ]  # fmt: skip
-    assert main(argv) == 0
+    first = _tract_run(tmp_path / "first", seed=3)
     metrics = json.loads((first / "metrics.json").read_text())
     scenario = tmp_path / "scenario.json"
     scenario.write_text(json.dumps({"name": "s", "kind": "topdown", "results": [metrics]}))
@@ -72,13 +78,7 @@ def test_replay_a_run_saved_in_a_scenario(tmp_path, capsys):
 def test_replay_keeps_the_budget_provenance_and_refuses_an_altered_one(tmp_path, capsys):
     """The replayed metrics.json names the same budget as the original; a budget fingerprint
     edited by hand (the run's description left intact) is refused in one line."""
-    first = tmp_path / "first"
-    argv = [
-        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
-        "--preset", "ri2010-production-like", "--seed", "4", "--no-microdata", "--quiet",
-        "--out", str(first),
-    ]  # fmt: skip
-    assert main(argv) == 0
+    first = _tract_run(tmp_path / "first", seed=4)
     again = tmp_path / "again"
     spec = str(first / "metrics.json")
     assert main(["run", "replay", "--spec", spec, "--quiet", "--out", str(again)]) == 0
