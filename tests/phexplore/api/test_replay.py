@@ -170,3 +170,25 @@ def test_the_cli_replays_an_app_run(app_run: RunRecord, tmp_path: Path) -> None:
     assert again["mae"] == json.loads(R.metrics_bytes(app_run.metrics))["mae"]
     assert again["budget_fingerprint"] == app_run.metrics["budget_fingerprint"]
     assert again["budget_origin"] == app_run.metrics["budget_origin"]
+
+
+def test_a_cli_phsafe_run_loaded_in_the_app_belongs_to_its_budget(tmp_path: Path) -> None:
+    """Issue 15's leftover end to end: a PHSafe run saved by the CLI, replayed in the app, is a
+    run of the planner's phsafe-2020 budget (the Scenarios page and the report attach it)."""
+    from engine.data.cef_writer import write_cef_extract
+    from engine.data.synthetic import generate_households
+    from phexplore.scenarios import Scenario
+
+    folder = tmp_path / "cef"
+    write_cef_extract(generate_households(2_000, seed=4, states=["RI"]), folder)
+    out = tmp_path / "cli"
+    argv = ["run", "phsafe", "--data", str(folder), "--config", "phsafe-2020", "--seed", "6"]
+    assert main([*argv, "--out", str(out)]) == 0
+    (run,) = recorded_in_file((out / "metrics.json").read_bytes(), "metrics.json")
+    record = _do(replay_work(run, run_id=1, scenario="s"))
+    assert record.metrics["replay_of"]["reproduced"] is True
+    planner = Scenario(name="p", kind="phsafe", phsafe=load_phsafe_preset("phsafe-2020"))
+    assert record.metrics["budget_fingerprint"] in planner.fingerprints()
+    assert planner.matching_runs([record.metrics]) == [record.metrics]
+    assert record.metrics["budget_origin"] == "phsafe-2020"
+    assert "phsafe-2020 [" in record.label
