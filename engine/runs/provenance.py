@@ -146,3 +146,26 @@ def recorded_run(
         )
     recorded = data if "run" in data else {}
     return spec, recorded
+
+
+def same_numbers(recorded: Any, replayed: Any) -> bool | None:
+    """True when a replay's MAE section equals the recorded one exactly (as strict JSON), False
+    when it differs, None when nothing was recorded to compare."""
+    if not recorded:
+        return None
+    import json
+
+    from phexplore.json_text import dumps_json
+
+    return json.loads(dumps_json(recorded)) == json.loads(dumps_json(replayed))
+
+
+def replay_of(spec: RunSpec, recorded: Mapping[str, Any], data: str) -> dict[str, Any]:
+    """metrics.json ``replay_of`` of a replay of ``spec`` (``reproduced`` is set once it ran:
+    :func:`same_numbers` of the recorded and the new ``mae``)."""
+    return {
+        "run_fingerprint": spec.fingerprint(),
+        "run_id": recorded.get("run_id"),
+        "data": data,
+        "seed": spec.seed,
+    }

@@ -20,7 +20,6 @@ science here.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -209,16 +208,6 @@ def runnable(spec: RunSpec) -> RunSpec:
     return spec
 
 
-def same_numbers(recorded: Any, replayed: Any) -> bool | None:
-    """True when the replay's MAE section equals the recorded one exactly (as JSON), False when it
-    differs, None when nothing was recorded to compare."""
-    if not recorded:
-        return None
-    from phexplore.json_text import dumps_json
-
-    return json.loads(dumps_json(recorded)) == json.loads(dumps_json(replayed))
-
-
 def replay_work(
     run: RecordedRun,
     *,
@@ -232,7 +221,7 @@ def replay_work(
     and that its data are held or readable here. The new run keeps the original's budget
     fingerprint and origin, gets its own run number and token, and records ``replay_of``.
     """
-    from engine.runs.provenance import budget_of, provenance_of
+    from engine.runs.provenance import budget_of, provenance_of, replay_of, same_numbers
 
     spec = runnable(run.spec)
     budget = provenance_of(spec, run.recorded)
@@ -249,12 +238,7 @@ def replay_work(
         origin=budget["budget_origin"],
     )
     original = run.recorded.get("run_id")
-    replay_of: dict[str, Any] = {
-        "run_fingerprint": spec.fingerprint(),
-        "run_id": original,
-        "data": label,
-        "seed": spec.seed,
-    }
+    repeated = replay_of(spec, run.recorded, label)
     note = f"replay of #{original}" if original is not None else "replay"
     used = budget_of(spec, budget["budget_origin"])
 
@@ -266,7 +250,7 @@ def replay_work(
         if spec.engine == "topdown":
             spine = str(spec.options.get("spine", "conventional"))
             output = execute_topdown(
-                spec, job, data, label, spine, provenance, extra={"replay_of": replay_of}
+                spec, job, data, label, spine, provenance, extra={"replay_of": repeated}
             )
         else:
             from engine.runs import execute
@@ -275,10 +259,10 @@ def replay_work(
                 spec,
                 control=job.control,
                 data=data,
-                extra_metrics={**provenance, "replay_of": replay_of},
+                extra_metrics={**provenance, "replay_of": repeated},
             )
         output.metrics["replay_of"] = {
-            **replay_of,
+            **repeated,
             "reproduced": same_numbers(run.recorded.get("mae"), output.metrics.get("mae")),
         }
         if isinstance(used, TopDownAllocation):
@@ -340,5 +324,4 @@ __all__ = [
     "replay_outcome",
     "replay_work",
     "runnable",
-    "same_numbers",
 ]

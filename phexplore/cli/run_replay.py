@@ -86,19 +86,33 @@ def run(args: argparse.Namespace) -> int:
     source = str(spec.data.get("source"))
     inputs = {"spec": args.spec, "data": input_location(source)}
     with open_output(args, "run replay", inputs, seed=spec.seed) as staging:
-        return _run(args, staging, spec, provenance)
+        return _run(args, staging, spec, provenance, recorded)
 
 
-def _run(args: argparse.Namespace, staging: Any, spec: Any, provenance: dict[str, str]) -> int:
-    """Run the description through the one pipeline with the original's budget provenance."""
+def _run(
+    args: argparse.Namespace,
+    staging: Any,
+    spec: Any,
+    provenance: dict[str, str],
+    recorded: dict[str, Any],
+) -> int:
+    """Run the description through the one pipeline with the original's budget provenance; say
+    whether the same seed gave the same numbers (``replay_of`` in metrics.json, as in the app)."""
     from engine.runs import RunControl, execute, write
 
     staging.settings.update({"engine": spec.engine, "run_fingerprint": spec.fingerprint()})
 
     progress = progress_line(not args.quiet)
 
-    output = execute(spec, control=RunControl(progress), extra_metrics=provenance)
+    from engine.runs.provenance import replay_of, same_numbers
+
+    repeated = replay_of(spec, recorded, str(spec.data.get("label") or spec.data.get("source")))
+    output = execute(
+        spec, control=RunControl(progress), extra_metrics={**provenance, "replay_of": repeated}
+    )
     end_progress_line(not args.quiet)
+    reproduced = same_numbers(recorded.get("mae"), output.metrics.get("mae"))
+    output.metrics["replay_of"] = {**repeated, "reproduced": reproduced}
     summary: list[str] = []
     if spec.engine == "phsafe":
         from phexplore.cli.run_phsafe import summary_lines
@@ -110,6 +124,13 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any, provenance: dict[str
     print(
         f"Replayed {spec.engine} run {spec.fingerprint()[:12]} on {spec.data.get('source')} "
         f"(seed {spec.seed}): {output.runtime_s:.1f} s"
+    )
+    print(
+        "  same seed, same numbers: the MAE table is identical to the recorded one"
+        if reproduced
+        else "  the MAE table DIFFERS from the recorded one: the code or the data changed since"
+        if reproduced is False
+        else "  (the description holds no recorded MAE table to compare with)"
     )
     print(
         "wrote "

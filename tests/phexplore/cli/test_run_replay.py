@@ -85,6 +85,10 @@ def test_replay_keeps_the_budget_provenance_and_refuses_an_altered_one(tmp_path,
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (first, again))
     assert b["budget_fingerprint"] == a["budget_fingerprint"]
     assert b["budget_origin"] == a["budget_origin"] == "ri2010-production-like"
+    # Like the app's replay: it records what it repeated and says the numbers are the same.
+    assert b["replay_of"]["reproduced"] is True and b["replay_of"]["seed"] == 4
+    assert b["replay_of"]["run_fingerprint"] == a["run"]["fingerprint"]
+    assert "same seed, same numbers" in capsys.readouterr().out
     a["budget_fingerprint"] = "f" * 64
     altered = tmp_path / "altered.json"
     altered.write_text(json.dumps(a))
