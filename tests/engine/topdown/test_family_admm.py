@@ -185,3 +185,23 @@ def test_uncovered_passes_are_left_to_clarabel():
     auto = solve_pass(mixed, [1, 2, 3], method="admm")
     reference = solve_pass(mixed, [1, 2, 3], method="clarabel")
     assert auto.objective == pytest.approx(reference.objective, rel=1e-6)
+
+
+def test_invariants_and_held_sums_stay_with_clarabel():
+    """Children with invariants or a held sum of siblings are not covered: solve_pass hands the
+    whole pass to the Clarabel model, whose answer holds them exactly."""
+    from engine.topdown.family import ChildSum
+
+    batch = family_batch(8, n_families=1)
+    invariant = np.full((batch.n_children, 1), np.nan)
+    invariant[0, 0] = float(np.round(batch.noisy[0][0, 0]).clip(0, batch.parent[0].sum()))
+    with_invariant = FamilyBatch(**{**batch.__dict__, "invariant": (invariant, None, None, None)})
+    assert not family_admm.covered(with_invariant, [1, 2, 3])
+    solved = solve_pass(with_invariant, [1, 2, 3])
+    assert solved.x[0].sum() == pytest.approx(invariant[0, 0], abs=1e-6)
+    total = float(batch.parent[0].sum())
+    held = ChildSum(0, np.array([0, 1]), np.array([np.floor(total / 2)]))
+    with_sum = FamilyBatch(**{**batch.__dict__, "sums": (held,)})
+    assert not family_admm.covered(with_sum, [1, 2, 3])
+    solved = solve_pass(with_sum, [1, 2, 3])
+    assert solved.x[:2].sum() == pytest.approx(np.floor(total / 2), abs=1e-6)
