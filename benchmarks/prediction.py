@@ -16,7 +16,10 @@ generated population on the 2,016-cell production schema (``phexplore generate p
 edits.
 
 Usage: ``.venv/bin/python benchmarks/prediction.py [--rhos 0.25,1,4] [--seeds 8]
-[--population 30000] [--population-seeds 3] [--skip-population] [--out results.json]``.
+[--population 30000] [--population-seed 11] [--population-seeds 3] [--population-rhos 0.64,2.556]
+[--skip-population] [--out results.json]``. Each table also prints the dense model's
+predicted / measured (every cell a variable: the model before the support restriction) as the
+baseline of the same run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +45,12 @@ from engine.topdown.profile import spine_profile  # noqa: E402
 from engine.topdown.run import run_topdown  # noqa: E402
 from phexplore.budget import TopDownAllocation  # noqa: E402
 from phexplore.prediction import (  # noqa: E402
+    PLANNER_MAX_FAMILIES,
     PLANNER_MAX_UNITS,
     predict_topdown,
-    shipped_profile,
+    shipped_profile_for,
 )
+from phexplore.prediction.predict import SUPPORT_MAX_FAMILIES  # noqa: E402
 from phexplore.presets import load_topdown_preset  # noqa: E402
 
 LOW, HIGH = 0.8, 1.25
@@ -58,6 +64,9 @@ def validate(
     t0 = time.perf_counter()
     pred = predict_topdown(alloc, profile)
     predict_s = time.perf_counter() - t0
+    # Baseline in the same run: the dense model (every cell a variable), as before the support
+    # model (phexplore/prediction/support.py); identical on the folded 16-cell schema.
+    dense = predict_topdown(alloc, profile, support=False)
     queries = list(dict.fromkeys(r.query for r in pred.rows))
     mse: dict[tuple[str, str], list[float]] = {}
     run_s = []
@@ -76,7 +85,7 @@ def validate(
     header = (
         f"{'geolevel':12s} {'query':27s} {'units':>6s} {'mean cnt':>9s} {'σ meas.':>8s} "
         f"{'LS only':>8s} {'predicted':>9s} {'measured':>9s} {'±SE':>6s} {'σ/meas':>7s} "
-        f"{'LS/meas':>7s} {'pred/meas':>9s}"
+        f"{'LS/meas':>7s} {'dense/meas':>10s} {'pred/meas':>9s}"
     )
     print(header)
     rows = []
@@ -91,6 +100,8 @@ def validate(
             else float("nan")
         )
         ratio = r.post_processed_rmse / measured if measured > 0 else float("nan")
+        dense_rmse = dense.row(r.geolevel, r.query).post_processed_rmse
+        dense_ratio = dense_rmse / measured if measured > 0 else float("nan")
         in_range = bool(r.mean_count is not None and r.mean_count >= 1.0)
         row = {
             "data": label,
@@ -102,9 +113,11 @@ def validate(
             "sigma": r.sigma,
             "ls_rmse": r.ls_rmse,
             "predicted_rmse": r.post_processed_rmse,
+            "dense_predicted_rmse": dense_rmse,
             "measured_rmse": measured,
             "measured_rel_se": se,
             "ratio": ratio,
+            "dense_ratio": dense_ratio,
             "in_range": in_range,
             "within_target": bool(LOW <= ratio <= HIGH),
         }
@@ -119,40 +132,71 @@ def validate(
         print(
             f"{r.geolevel:12s} {r.query:27s} {r.units:6d} {r.mean_count or 0:9.2f} {sigma} "
             f"{r.ls_rmse:8.3f} {r.post_processed_rmse:9.3f} {measured:9.3f} {se:6.1%} "
-            f"{sig_ratio} {r.ls_rmse / measured:7.2f} {ratio:9.3f}{flag}"
+            f"{sig_ratio} {r.ls_rmse / measured:7.2f} {dense_ratio:10.3f} {ratio:9.3f}{flag}"
         )
     inside = [x for x in rows if x["in_range"]]
     hits = sum(x["within_target"] for x in inside)
-    print(f"within {LOW}–{HIGH}: {hits} of {len(inside)} rows with mean count ≥ 1")
+    dense_hits = sum(LOW <= float(x["dense_ratio"]) <= HIGH for x in inside)  # type: ignore[arg-type]
+    print(
+        f"within {LOW}–{HIGH}: {hits} of {len(inside)} rows with mean count ≥ 1 "
+        f"(dense model: {dense_hits})"
+    )
     return rows
 
 
 def planner_timing(repeats: int) -> list[dict[str, object]]:
-    """Median time of one planner recompute (new ρ each time, nothing cached): CPU time of this
-    process (the fair measure on a shared machine) and wall-clock time."""
-    print(f"\n## Planner recompute (shipped RI 2010 profile), median of {repeats} edits")
-    profile = shipped_profile("ri2010")
+    """Median time of one planner recompute (new ρ each time): CPU time of this process (the fair
+    measure on a shared machine) and wall-clock time. On the 2,016-cell profile the support
+    model's family covariances are cached per shares (a new ρ rescales them); the first
+    evaluation of new shares is timed separately."""
+    print(f"\n## Planner recompute (shipped profiles), median of {repeats} edits")
     out = []
     for preset in ("ri2010-production-like", "topdown-2020-production"):
         alloc = load_topdown_preset(preset)["persons"]
-        predict_topdown(alloc, profile, max_units=PLANNER_MAX_UNITS)  # warm the caches once
-        for label, units in (("planner", PLANNER_MAX_UNITS), ("full profile", None)):
+        profile = shipped_profile_for(alloc)
+        for label, units, families in (
+            ("planner", PLANNER_MAX_UNITS, PLANNER_MAX_FAMILIES),
+            ("full profile", None, SUPPORT_MAX_FAMILIES),
+        ):
+            first: list[float] = []
+            for i in range(3):  # move a tenth, a fifth, ... of a query's share to DETAILED
+                shares = alloc.to_dict()
+                level = alloc.geolevels[-1]
+                level_shares = {q: Fraction(v) for q, v in shares["query_shares"][level].items()}
+                source = next(q for q in level_shares if q != "DETAILED")
+                moved = level_shares[source] * (i + 1) / 10
+                level_shares[source] -= moved
+                level_shares["DETAILED"] += moved
+                shares["query_shares"][level] = {q: str(v) for q, v in level_shares.items()}
+                edited = TopDownAllocation.from_dict(shares, name=f"{alloc.name} edit {i}")
+                c0 = time.process_time()
+                predict_topdown(edited, profile, max_units=units, max_families=families)
+                first.append(time.process_time() - c0)
+            predict_topdown(alloc, profile, max_units=units, max_families=families)  # warm
             cpu, wall = [], []
             for i in range(repeats):
                 c0, t0 = time.process_time(), time.perf_counter()
-                predict_topdown(alloc.with_rho(0.5 + 0.37 * i), profile, max_units=units)
+                predict_topdown(
+                    alloc.with_rho(0.5 + 0.37 * i),
+                    profile,
+                    max_units=units,
+                    max_families=families,
+                )
                 cpu.append(time.process_time() - c0)
                 wall.append(time.perf_counter() - t0)
             row = {
                 "preset": preset,
+                "profile": profile.name,
                 "mode": label,
                 "median_cpu_ms": 1000 * statistics.median(cpu),
                 "median_wall_ms": 1000 * statistics.median(wall),
+                "new_shares_cpu_ms": 1000 * statistics.median(first),
             }
             out.append(row)
             print(
-                f"{preset:26s} {label:13s} CPU {row['median_cpu_ms']:8.1f} ms   "
-                f"wall {row['median_wall_ms']:8.1f} ms"
+                f"{preset:26s} {profile.name:18s} {label:13s} new ρ: CPU "
+                f"{row['median_cpu_ms']:8.1f} ms, wall {row['median_wall_ms']:8.1f} ms; "
+                f"new shares: CPU {row['new_shares_cpu_ms']:8.1f} ms"
             )
     return out
 
@@ -162,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rhos", default="0.25,1,4", help="total ρ values on RI")
     parser.add_argument("--seeds", type=int, default=8, help="runs per ρ on RI")
     parser.add_argument("--population", type=int, default=30_000, help="persons generated")
-    parser.add_argument("--population-seeds", type=int, default=3)
+    parser.add_argument("--population-seed", type=int, default=11, help="generator seed")
+    parser.add_argument("--population-seeds", type=int, default=3, help="runs per ρ")
+    parser.add_argument(
+        "--population-rhos", default="", help="total ρ values (default: the preset's 2.556)"
+    )
     parser.add_argument("--skip-population", action="store_true")
     parser.add_argument("--timing-repeats", type=int, default=7)
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
@@ -176,11 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_population:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "population"
-            generate_population(args.population, seed=11, out_dir=folder, states=["RI"])
+            generate_population(
+                args.population, seed=args.population_seed, out_dir=folder, states=["RI"]
+            )
             population = load_topdown_input(str(folder))
             production = load_topdown_preset("topdown-2020-production")["persons"]
-            label = f"generated RI population ({args.population:,} persons, production schema)"
-            rows += validate(label, population, production, args.population_seeds)
+            label = (
+                f"generated RI population ({args.population:,} persons, seed "
+                f"{args.population_seed}, production schema)"
+            )
+            pop_rhos = [float(x) for x in args.population_rhos.split(",") if x.strip()]
+            for alloc in [production.with_rho(r) for r in pop_rhos] or [production]:
+                rows += validate(label, population, alloc, args.population_seeds)
     results["rows"] = rows
     results["planner"] = planner_timing(args.timing_repeats)
     if args.out:
