@@ -4,9 +4,11 @@ For each population size (default 1e5 and 1e6 persons, a generated Rhode Island)
 fresh subprocess per size:
 
 1. generates the population, runs ``topdown-2020-production`` once (``run_topdown``, one worker);
-2. writes each table in each way ``--repeats`` times (default 3), every write in a forked child
-   so its extra memory is its own: wall seconds (median over the repeats), file size, rows, and
-   the peak resident memory the write added above the process at the fork (max over repeats):
+2. writes each table in each way ``--repeats`` times (default 3; ``--csv-repeats`` for the CSV
+   ways), round-robin over the ways so that load changes on the shared machine fall on all of
+   them alike, every write in a forked child so its extra memory is its own: wall seconds (median
+   over the repeats), file size, and the peak resident memory the write added above the process
+   at the fork (max over repeats):
 
    * ``estimates``: dense CSV (what ``estimates.csv`` always was), sparse Parquet (the default above
      1,000,000 dense rows), dense Parquet;
@@ -148,10 +150,16 @@ def one_size(
     t0 = time.perf_counter()
     result = run_topdown(hist, allocation, seed=seed)
     run_s = time.perf_counter() - t0
-    rows = []
-    for table, way, write in _ways(result, baseline_max_rows):
-        seconds, extra, size = [], [], 0
-        for _ in range(csv_repeats if "CSV" in way else repeats):
+    ways = _ways(result, baseline_max_rows)
+    seconds: dict[tuple[str, str], list[float]] = {(t, w): [] for t, w, _ in ways}
+    extra: dict[tuple[str, str], list[float]] = {(t, w): [] for t, w, _ in ways}
+    sizes: dict[tuple[str, str], int] = {}
+    # Round-robin over the ways (repeat 1 of every way, then repeat 2 …) so that a change of
+    # load on the shared machine falls on every way alike, not on the last ones.
+    for repeat in range(max(repeats, csv_repeats)):
+        for table, way, write in ways:
+            if repeat >= (csv_repeats if "CSV" in way else repeats):
+                continue
             with tempfile.TemporaryDirectory(dir=os.environ.get("PHEXPLORE_BENCH_DIR")) as tmp:
                 folder = Path(tmp)
 
@@ -160,26 +168,28 @@ def one_size(
                     (folder / "size").write_text(str(path.stat().st_size))
 
                 measured = in_child(work)
-                size = int((folder / "size").read_text())
-            seconds.append(measured["s"])
-            extra.append(measured["mb"])
-        print(
-            f"{persons:,} persons · {table} · {way}: {statistics.median(seconds):.2f} s, "
-            f"{size / 1e6:.3f} MB, +{max(extra):.0f} MB",
-            file=sys.stderr,
-            flush=True,
-        )
-        rows.append(
-            {
-                "table": table,
-                "way": way,
-                "seconds_median": statistics.median(seconds),
-                "writes": len(seconds),
-                "seconds": seconds,
-                "mb": size / 1e6,
-                "extra_rss_mb_max": max(extra),
-            }
-        )
+                key = (table, way)
+                sizes[key] = int((folder / "size").read_text())
+            seconds[key].append(measured["s"])
+            extra[key].append(measured["mb"])
+            print(
+                f"{persons:,} persons · repeat {repeat + 1} · {table} · {way}: "
+                f"{measured['s']:.2f} s, {sizes[key] / 1e6:.3f} MB, +{measured['mb']:.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
+    rows = [
+        {
+            "table": table,
+            "way": way,
+            "seconds_median": statistics.median(seconds[(table, way)]),
+            "writes": len(seconds[(table, way)]),
+            "seconds": seconds[(table, way)],
+            "mb": sizes[(table, way)] / 1e6,
+            "extra_rss_mb_max": max(extra[(table, way)]),
+        }
+        for table, way, _ in ways
+    ]
     skipped = [
         name
         for name, n in (
