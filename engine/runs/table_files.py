@@ -20,6 +20,7 @@ from the count recorded when it was written.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,8 @@ class TableFile:
     max_chunk_rows: int
     columns: tuple[str, ...]
     description: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    """Wall seconds of the write, chunk building included."""
 
     def as_dict(self, folder: Path | None = None) -> dict[str, Any]:
         """The ``outputs`` entry of metrics.json and the manifest (with ``bytes`` given the folder)."""
@@ -86,6 +89,7 @@ class TableFile:
             "columns": list(self.columns),
             "chunks": self.chunks,
             "max_chunk_rows": self.max_chunk_rows,
+            "seconds": round(self.seconds, 3),
             **self.description,
         }
         if folder is not None:
@@ -143,6 +147,7 @@ def write_table(
 
     if fmt not in SUFFIX:
         raise ValidationError(f"table format must be csv or parquet; got {fmt!r}")
+    started = time.perf_counter()
     path = Path(folder) / f"{name}{SUFFIX[fmt]}"
     info = {"table": name, **dict(description or {})}
     rows = n_chunks = largest = 0
@@ -189,6 +194,7 @@ def write_table(
         max_chunk_rows=largest,
         columns=columns,
         description=dict(description or {}),
+        seconds=time.perf_counter() - started,
     )
 
 

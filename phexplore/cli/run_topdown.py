@@ -330,7 +330,9 @@ def output_lines(outputs: dict[str, Any]) -> list[str]:
             rows += f" (sparse; dense: {entry['dense_rows']:,})"
         size = int(entry.get("bytes", 0))
         shown = f"{size / 1e6:,.1f} MB" if size >= 1e6 else f"{size / 1e3:,.1f} kB"
-        lines.append(f"    {entry['file']}: {rows}, {shown}")
+        lines.append(
+            f"    {entry['file']}: {rows}, {shown}, written in {entry.get('seconds', 0):.1f} s"
+        )
     return lines
 
 

@@ -44,6 +44,7 @@ def test_small_runs_keep_their_csv_files(folders):
     tidy = pd.read_csv(out / "estimates.csv", dtype={"geounit": str})
     assert outputs["files"]["estimates"]["rows"] == len(tidy)
     assert outputs["files"]["estimates"]["bytes"] == (out / "estimates.csv").stat().st_size
+    assert all(entry["seconds"] >= 0 for entry in outputs["files"].values())
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["outputs"]["format"] == "csv"
 
