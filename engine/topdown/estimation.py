@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,7 +38,8 @@ from engine.topdown.sparse_histograms import SparseRows
 class BatchOutcome:
     """What a worker returns for one chunk of families."""
 
-    x: np.ndarray
+    x: np.ndarray | sp.csr_matrix
+    """The integer estimates of the chunk's children (CSR when returned by a unit of work)."""
     least_squares_s: float
     rounding_s: float
     milp_fallbacks: int
@@ -156,9 +157,12 @@ def _unit(
     args: tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]],
 ) -> BatchOutcome:
     """One unit of estimation work (a batch of families) for an executor: its noisy answers are
-    filled in (keyed noise drawn) here, in the worker, then the batch is solved."""
+    filled in (keyed noise drawn) here, in the worker, then the batch is solved; the integer
+    estimates come back as CSR."""
     batch, answers, passes, chain = args
-    return estimate_batch(with_answers(batch, answers), passes, chain)
+    outcome = estimate_batch(with_answers(batch, answers), passes, chain)
+    # Sent back sparse: a level's results are all held until the level ends (issue 17).
+    return replace(outcome, x=sp.csr_matrix(outcome.x, dtype=np.int64))
 
 
 def estimate(
