@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from engine import noise
 from engine.noise.keyed import unit_keys
-from engine.topdown.family import FamilyBatch
+from engine.topdown.family import FamilyBatch, QuerySpec
 
 
 def free_cells(batch: FamilyBatch) -> np.ndarray:
@@ -47,16 +47,25 @@ def free_cells(batch: FamilyBatch) -> np.ndarray:
     return free
 
 
+def _is_identity(spec: QuerySpec) -> bool:
+    return spec.is_detailed and np.array_equal(spec.cell_index, np.arange(spec.n_cells))
+
+
+def reduce_answers(spec: QuerySpec, x: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` over the cells of each answer cell of ``spec``, for rows ``x`` ``(K, n_cells)``:
+    ``np.add`` gives the answers ``A_q x``, ``np.logical_or`` whether any cell is set. (A query
+    group is a partition of the cells, so every answer cell has at least one cell.)"""
+    if _is_identity(spec):
+        return x
+    order = np.argsort(spec.cell_index, kind="stable")
+    starts = np.searchsorted(spec.cell_index[order], np.arange(spec.size))
+    return op.reduceat(x[:, order], starts, axis=1)
+
+
 def needed_answers(batch: FamilyBatch) -> tuple[np.ndarray, ...]:
     """Per query, ``(K, size_q)`` bool: the answers that involve at least one free cell."""
     free = free_cells(batch)
-    out = []
-    for spec in batch.queries:
-        if spec.is_detailed and np.array_equal(spec.cell_index, np.arange(spec.n_cells)):
-            out.append(free)
-        else:
-            out.append(spec.answer(free.astype(np.float64)) > 0.5)
-    return tuple(out)
+    return tuple(reduce_answers(spec, free, np.logical_or) for spec in batch.queries)
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,7 @@ class KeyedAnswers:
             return out
         rows = np.unique(r)
         true = np.zeros(need.shape)
-        true[rows] = spec.answer(self.truth[rows].toarray())
+        true[rows] = reduce_answers(spec, self.truth[rows].toarray().astype(np.float64), np.add)
         keys = unit_keys(self.seed, spec.name, self.geounit_hash)
         cells = a.astype(np.uint64)
         if self.mechanism == "zcdp":

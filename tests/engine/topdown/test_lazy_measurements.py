@@ -181,3 +181,19 @@ def test_sparse_aggregate_and_rows_match_the_dense_ones():
     np.testing.assert_array_equal(rows.matrix().toarray(), dense)
     with pytest.raises(ValueError, match="never set"):
         SparseRows(3, 2).matrix()
+
+
+def test_answers_by_reduction_equal_the_query_matrices(generated):
+    from engine.topdown.batch_answers import reduce_answers
+
+    allocation = load_topdown_preset("topdown-2020-production")["persons"]
+    plan = plan_run(generated, allocation)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 3, size=(5, generated.schema.size)) * (rng.random((5, 2016)) < 0.05)
+    for spec in plan.specs:
+        np.testing.assert_array_equal(
+            reduce_answers(spec, x.astype(np.float64), np.add), spec.answer(x)
+        )
+        np.testing.assert_array_equal(
+            reduce_answers(spec, x > 0, np.logical_or), spec.answer(x > 0) > 0
+        )
