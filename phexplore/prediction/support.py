@@ -327,9 +327,7 @@ def child_support_covariances(
     n = int(sum(sizes))
     if n == 0:
         return [np.zeros((0, 0)) for _ in supports]
-    n_kids = len(supports)
     cells = np.concatenate(supports)
-    child = np.repeat(np.arange(n_kids), sizes)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     rows_cache: dict[str, np.ndarray] = {}
 
@@ -341,15 +339,19 @@ def child_support_covariances(
             rows_cache[q] = _indicator(local, n_rows)
         return rows_cache[q]
 
-    def gram(q: str) -> np.ndarray:
-        key = child * (int(answer_index[q].max()) + 1) + answer_index[q][cells]
-        return (key[:, None] == key[None, :]).astype(np.float64)
+    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def gram_blocks(q: str) -> list[np.ndarray]:
+        """G_q,S_c of every child (the Hessian is block-diagonal by child)."""
+        idx = answer_index[q][cells]
+        return [(idx[a:b, None] == idx[None, a:b]).astype(np.float64) for a, b in spans]
 
     parent_rows = None
     if parent_support is not None:
         parent_rows = np.zeros((parent_support.size, n))
         parent_rows[np.searchsorted(parent_support, cells), np.arange(n)] = 1.0
     source_cov: dict[str, np.ndarray] = {}
+    source_blocks: dict[str, list[np.ndarray]] = {}  # block-diagonal sources (a pass's noise)
     if parent_rows is not None and parent_cov is not None:
         source_cov["parent"] = parent_cov
     # per earlier pass: the held queries' answer rows and their error maps (source -> matrix)
@@ -366,15 +368,24 @@ def child_support_covariances(
             source_cov[name] = np.eye(m) * design.noise_variance["TOTAL"]
             if "parent" in source_cov and parent_rows is not None:
                 maps["parent"] = np.full((m, parent_rows.shape[0]), 1.0 / max(m, 1))
+            if parent_rows is not None and m > 1:
+                # Σ_c t_c is the parent's total, which the parent rows hold already: drop one
+                # child's row so the constraints stay independent (same solution)
+                kept_rows = np.flatnonzero(keep)[:-1]
+                maps = {s: mat[:-1] for s, mat in maps.items()}
+                held.append((total_rows[kept_rows], maps))
+                final = {}
+                continue
             held.append((total_rows[keep], maps))
             final = {}
             continue
-        hess = np.zeros((n, n))
-        noise = np.zeros((n, n))
+        hess_blocks = [np.zeros((b - a, b - a)) for a, b in spans]
+        noise_blocks = [np.zeros((b - a, b - a)) for a, b in spans]
         for q in queries:
-            g = gram(q)
-            hess += design.weight[q] * g
-            noise += design.weight[q] ** 2 * design.noise_variance[q] * g
+            w, v = design.weight[q], design.noise_variance[q]
+            for i, g in enumerate(gram_blocks(q)):
+                hess_blocks[i] += w * g
+                noise_blocks[i] += w * w * v * g
         blocks: list[np.ndarray] = []
         rhs: list[dict[str, np.ndarray]] = []
         if parent_rows is not None:
@@ -387,19 +398,24 @@ def child_support_covariances(
             blocks.append(held_rows)
             rhs.append(held_maps)
         cons = np.vstack(blocks) if blocks else np.zeros((0, n))
-        inv = _block_inverse(hess, bounds)
-        if inv is not None:
-            e_hinv = cons @ inv
-            w_plus = scipy.linalg.pinvh(e_hinv @ cons.T) if cons.shape[0] else np.zeros((0, 0))
+        inv_blocks = _block_inverses(hess_blocks)
+        if inv_blocks is not None:
+            inv = np.zeros((n, n))
+            e_hinv = np.zeros_like(cons)
+            for (a, b), blk in zip(spans, inv_blocks, strict=True):
+                inv[a:b, a:b] = blk
+                e_hinv[:, a:b] = cons[:, a:b] @ blk
+            w_plus = _psd_inverse(e_hinv @ cons.T)
             r = e_hinv.T @ w_plus
             f = inv - r @ e_hinv
         else:
             size = cons.shape[0]
+            hess = scipy.linalg.block_diag(*hess_blocks)
             kkt = np.block([[hess, cons.T], [cons, np.zeros((size, size))]])
             solve = scipy.linalg.pinvh(kkt)[:n]
             f, r = solve[:, :n], solve[:, n:]
         maps = {name: f}
-        source_cov[name] = noise
+        source_blocks[name] = noise_blocks
         at = 0
         for block, rh in zip(blocks, rhs, strict=True):
             part = r[:, at : at + block.shape[0]]
@@ -413,26 +429,46 @@ def child_support_covariances(
         final = maps
     out = [np.zeros((b - a, b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     for src, mat in final.items():
-        left = mat @ source_cov[src]
-        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        if src in source_blocks:
+            left = np.empty_like(mat)
+            for (a, b), blk in zip(spans, source_blocks[src], strict=True):
+                left[:, a:b] = mat[:, a:b] @ blk
+        else:
+            left = mat @ source_cov[src]
+        for i, (a, b) in enumerate(spans):
             out[i] += left[a:b] @ mat[a:b].T
     return out
 
 
-def _block_inverse(hess: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
-    """Inverse of a block-diagonal positive definite matrix (blocks between ``bounds``), or
-    ``None`` when a block is singular."""
-    out = np.zeros_like(hess)
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        if b == a:
+def _block_inverses(blocks: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+    """Inverses of positive definite blocks (a block-diagonal Hessian), or ``None`` when a block
+    is singular (the pass does not determine every cell of a child)."""
+    out = []
+    for block in blocks:
+        if block.size == 0:
+            out.append(block)
             continue
-        block = hess[a:b, a:b]
         try:
             factor = scipy.linalg.cho_factor(block)
         except np.linalg.LinAlgError:
             return None
-        inv = scipy.linalg.cho_solve(factor, np.eye(b - a))
+        inv = scipy.linalg.cho_solve(factor, np.eye(block.shape[0]))
         if not np.all(np.isfinite(inv)) or np.abs(inv).max() * np.abs(block).max() > 1e10:
             return None
-        out[a:b, a:b] = inv
+        out.append(inv)
     return out
+
+
+def _psd_inverse(w: np.ndarray) -> np.ndarray:
+    """Inverse of a positive definite matrix by Cholesky, or its pseudo-inverse when singular
+    (redundant constraints: the solution is the same)."""
+    if w.shape[0] == 0:
+        return np.zeros((0, 0))
+    try:
+        factor = scipy.linalg.cho_factor(w)
+        inv = scipy.linalg.cho_solve(factor, np.eye(w.shape[0]))
+        if np.all(np.isfinite(inv)) and np.abs(inv).max() * np.abs(w).max() < 1e10:
+            return inv
+    except np.linalg.LinAlgError:
+        pass
+    return scipy.linalg.pinvh(w)
