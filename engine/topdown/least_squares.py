@@ -17,7 +17,9 @@ the same without the parent constraint. Production used pass 1 = TOTAL, pass 2 =
 Solvers (all families of a batch at once; objectives checked against per-family cvxpy models in
 the tests and in ``benchmarks/topdown.py``):
 
-* a TOTAL-only pass has a closed form (water filling, :func:`_water_fill_totals`);
+* a TOTAL-only pass has a closed form (water filling, :func:`_water_fill_totals`; under
+  structural bounds water filling within each child's bounds and a proportional fit of the
+  parent, verified, :mod:`engine.topdown.total_pass`);
 * small schemas (≤ 64 cells) with parents up to :data:`MAX_DENSE_COUNT` persons per cell use the
   batched interior point of :mod:`engine.topdown.batched_qp` on groups of about
   :data:`DENSE_GROUP_CHILDREN` children;
@@ -39,7 +41,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from engine.topdown import family_admm
+from engine.topdown import family_admm, total_pass
 from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
@@ -307,6 +309,9 @@ def solve_pass(
     if method == "auto" and _is_total_only(batch, pass_queries, bands):
         x = _water_fill_totals(batch, pass_queries[0])
         return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+    if method == "auto" and total_pass.applies(batch, pass_queries, bands):
+        x, solved = total_pass.solve_total_pass(batch, pass_queries[0])
+        return _rest_by_clarabel(batch, pass_queries, bands, x, solved)
     usable = (
         batch.n_cells <= MAX_DENSE_CELLS
         and not _has_child_invariants(batch)
