@@ -42,7 +42,7 @@ from phexplore.prediction.least_squares import (
     level_covariance,
 )
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import FamilyCovariance, SupportAlgebra
+from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, largest_family
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
@@ -57,6 +57,10 @@ parents populate nearly every cell) keep the dense model validated in docs/predi
 PLANNER_MAX_FAMILIES = 4
 """Families per level for the support model in the planner (with :data:`PLANNER_MAX_UNITS`): its
 first evaluation for new shares costs dense algebra per family; a new total ρ is then a rescale."""
+
+SUPPORT_MAX_VARIABLES = 4000
+"""Above this many variables in one family (children's non-zero cells; ~2 s of dense algebra, 128 MB
+per matrix) the support model is not used and the prediction says so (the dense model instead)."""
 
 SUPPORT_MAX_FAMILIES = 48
 """Families per level on which the support model is evaluated (every k-th; dense linear algebra
@@ -339,6 +343,15 @@ def predict_topdown(
     on_support = counts is not None and (
         support if support is not None else algebra.n_cells > SUPPORT_MIN_CELLS
     )
+    if on_support and counts is not None:
+        largest = largest_family(counts, spine.fanouts)
+        if largest > SUPPORT_MAX_VARIABLES:
+            notes.append(
+                f"a family of the spine populates {largest:,} cells (more than "
+                f"{SUPPORT_MAX_VARIABLES:,}), too many for the dense algebra of the support model: "
+                "the dense model is used, which over-states the error where cells are empty"
+            )
+            on_support = False
     if on_support and detailed in unidentified[-1]:
         notes.append(
             "a level does not determine the detailed cells, so the least squares is not "

@@ -472,3 +472,16 @@ def _psd_inverse(w: np.ndarray) -> np.ndarray:
     except np.linalg.LinAlgError:
         pass
     return scipy.linalg.pinvh(w)
+
+
+def largest_family(counts: Sequence[np.ndarray], fanouts: Sequence[np.ndarray]) -> int:
+    """The most variables (children's non-zero cells) of any family of the spine — the size of
+    the dense algebra :func:`child_support_covariances` would need for it."""
+    largest = int((counts[0] > 0).sum())
+    for k in range(1, len(fanouts)):
+        nnz = (counts[k] > 0).sum(axis=1)
+        if nnz.size == 0:
+            continue
+        per_family = np.bincount(np.repeat(np.arange(fanouts[k].size), fanouts[k]), weights=nnz)
+        largest = max(largest, int(per_family.max(initial=0)))
+    return largest

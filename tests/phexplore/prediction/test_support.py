@@ -177,3 +177,20 @@ def test_generated_profile_and_the_support_model_on_the_production_schema() -> N
     for level in ("Tract", "Block"):
         ratio = restricted.row(level, "DETAILED").ls_rmse / doubled.row(level, "DETAILED").ls_rmse
         assert ratio == pytest.approx(np.sqrt(2.0), rel=1e-6)
+
+
+def test_families_too_large_for_the_support_model_fall_back_with_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from phexplore.prediction import predict as predict_module
+    from phexplore.prediction.support import largest_family
+    from phexplore.presets import load_topdown_preset
+
+    profile = shipped_profile("generated-ri-100k")
+    assert largest_family(profile.counts, profile.fanouts) > 500
+    monkeypatch.setattr(predict_module, "SUPPORT_MAX_VARIABLES", 500)
+    alloc = load_topdown_preset("topdown-2020-production")["persons"]
+    pred = predict_topdown(alloc, profile, max_units=300)
+    assert any("too many for the dense algebra" in n for n in pred.notes)
+    dense = predict_topdown(alloc, profile, max_units=300, support=False)
+    assert pred.row("Block", "TOTAL").ls_rmse == pytest.approx(dense.row("Block", "TOTAL").ls_rmse)
