@@ -134,7 +134,12 @@ def _ways(result: Any, baseline_max_rows: int) -> list[tuple[str, str, Callable[
 
 
 def one_size(
-    persons: int, seed: int, repeats: int, baseline_max_rows: int, csv_repeats: int
+    persons: int,
+    seed: int,
+    repeats: int,
+    baseline_max_rows: int,
+    csv_repeats: int,
+    skip: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Generate, run once, then time every way of writing (inside its own subprocess)."""
     from engine.data.generated import load_generated_population
@@ -150,7 +155,7 @@ def one_size(
     t0 = time.perf_counter()
     result = run_topdown(hist, allocation, seed=seed)
     run_s = time.perf_counter() - t0
-    ways = _ways(result, baseline_max_rows)
+    ways = [w for w in _ways(result, baseline_max_rows) if f"{w[0]}:{w[1]}" not in skip]
     seconds: dict[tuple[str, str], list[float]] = {(t, w): [] for t, w, _ in ways}
     extra: dict[tuple[str, str], list[float]] = {(t, w): [] for t, w, _ in ways}
     sizes: dict[tuple[str, str], int] = {}
@@ -209,6 +214,7 @@ def one_size(
         "run_s": run_s,
         "repeats": repeats,
         "baseline_skipped": skipped,
+        "skipped": list(skip),
         "writes": rows,
     }
 
@@ -230,6 +236,8 @@ def _table(size: dict[str, Any]) -> str:
             f"{r['mb']:.3g} | "
             f"{r['extra_rss_mb_max']:.0f} |"
         )
+    for way in size.get("skipped") or ():
+        lines.append(f"| {way.split(':')[0]} | {way.split(':')[1]} | not run (--skip) | | | |")
     if size["baseline_skipped"]:
         lines.append(
             f"| {', '.join(size['baseline_skipped'])} | baseline b4c49b3 | skipped: more dense "
@@ -249,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         help="writes per CSV way, 1 – 20 (default: --repeats; a dense CSV at 1e6 persons takes "
         "minutes)",
     )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated TABLE:WAY to leave out, e.g. 'measurements:streamed CSV'",
+    )
     parser.add_argument("--seed", type=int, default=1, help="population and noise seed")
     parser.add_argument(
         "--baseline-max-rows",
@@ -263,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.repeats <= 20 or not 1 <= csv_repeats <= 20:
         parser.error("--repeats and --csv-repeats must be 1 – 20")
     if args.one is not None:
-        size = one_size(args.one, args.seed, args.repeats, args.baseline_max_rows, csv_repeats)
+        skip = tuple(w.strip() for w in args.skip.split(",") if w.strip())
+        size = one_size(
+            args.one, args.seed, args.repeats, args.baseline_max_rows, csv_repeats, skip
+        )
         print(json.dumps(size))
         return 0
     sizes = [int(float(t)) for t in args.persons.split(",") if t.strip()]
@@ -274,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         command = [
             sys.executable, __file__, "--one", str(persons), "--seed", str(args.seed),
             "--repeats", str(args.repeats), "--baseline-max-rows", str(args.baseline_max_rows),
-            "--csv-repeats", str(csv_repeats),
+            "--csv-repeats", str(csv_repeats), "--skip", args.skip,
         ]  # fmt: skip
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
         if done.returncode != 0:

@@ -151,9 +151,11 @@ def iter_estimate_frames(
         return
     for name in names:
         group = query_group(result.schema, name)
+        matrix = _answer_matrix(group)
         for part in _node_steps(result.tree.n_nodes, group.size, chunk_rows):
-            true = group.answer(result.truth_sparse[part].toarray()).reshape(-1)
-            estimate = group.answer(result.estimates_sparse[part].toarray()).reshape(-1)
+            # answers of the slice from its non-zero cells: never a dense (nodes × cells) block
+            true = (result.truth_sparse[part] @ matrix).toarray().reshape(-1)
+            estimate = (result.estimates_sparse[part] @ matrix).toarray().reshape(-1)
             nodes = np.arange(part.start, part.stop)
             yield pd.DataFrame(
                 {
@@ -163,6 +165,15 @@ def iter_estimate_frames(
                 },
                 columns=list(ESTIMATE_COLUMNS),
             )
+
+
+def _answer_matrix(group: Any) -> sp.csr_matrix:
+    """CSR ``(n_cells, size)`` mapping each histogram cell to its answer cell of ``group``."""
+    index = group.cell_index
+    return sp.csr_matrix(
+        (np.ones(index.size, dtype=np.int64), (np.arange(index.size), index)),
+        shape=(index.size, group.size),
+    )
 
 
 def _iter_sparse_estimates(
@@ -176,11 +187,7 @@ def _iter_sparse_estimates(
     for name in names:
         group = query_group(result.schema, name)
         labels = np.asarray(group.labels, dtype=object)
-        index = group.cell_index
-        matrix = sp.csr_matrix(  # (n_cells, size): cell → its answer cell
-            (np.ones(index.size, dtype=np.int64), (np.arange(index.size), index)),
-            shape=(index.size, group.size),
-        )
+        matrix = _answer_matrix(group)
         true = sp.csr_matrix(result.truth_sparse @ matrix)
         estimate = sp.csr_matrix(result.estimates_sparse @ matrix)
         union = sp.csr_matrix(abs(true) + abs(estimate))
