@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-population", action="store_true")
     parser.add_argument("--timing-repeats", type=int, default=7)
+    parser.add_argument("--skip-timing", action="store_true", help="no planner timing section")
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     results: dict[str, object] = {"rows": []}
@@ -237,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             for alloc in [production.with_rho(r) for r in pop_rhos] or [production]:
                 rows += validate(label, population, alloc, args.population_seeds)
     results["rows"] = rows
-    results["planner"] = planner_timing(args.timing_repeats)
+    if not args.skip_timing:
+        results["planner"] = planner_timing(args.timing_repeats)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.data.histogram import BlockHistogram
+from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import GeoTree
 from engine.topdown.run import default_tree
 from phexplore.budget import TopDownAllocation
@@ -45,8 +46,22 @@ def tree_profile(
         truth = tree.aggregate(hist.counts.astype(np.int64))
         counts = tuple(truth[o] for o in order)
     attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
+    zero_query, zero_answers = "", None
+    frame = block_bounds(hist) if with_counts else None
+    if frame is not None:  # the unit frame's structural zeros, held by the engine (plan.py)
+        upper = node_bounds(tree, frame).upper
+        zero_query = frame.query
+        zero_answers = tuple(upper[o] == 0 for o in order)
     profile = SpineProfile(
-        name, tuple(tree.levels), tuple(fanouts), attributes, counts, hist.source, hist.licence
+        name,
+        tuple(tree.levels),
+        tuple(fanouts),
+        attributes,
+        counts,
+        hist.source,
+        hist.licence,
+        zero_query,
+        zero_answers,
     )
     return profile, order
 

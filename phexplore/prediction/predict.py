@@ -401,8 +401,13 @@ def predict_topdown(
                     ),
                 )
                 support_vars = {q: v / scale_t for q, v in normalised.items()}
-                # Cells the root does not populate carry no error anywhere: left out.
-                cell_var = support_vars[detailed][:, kept]
+                # Cells the root does not populate carry no error anywhere: left out. Structural
+                # zeros of the unit frame have no variable in the engine: no clipped error.
+                cell_var = support_vars[detailed]
+                zeros = spine.zero_cells(k, sample, attrs)
+                if zeros is not None:
+                    cell_var = np.where(zeros, 1e-12, cell_var)
+                cell_var = cell_var[:, kept]
                 support_mask = unit_counts > 0
             else:
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)

@@ -40,6 +40,11 @@ class SpineProfile:
     counts: tuple[np.ndarray, ...] | None = None
     source: str = ""
     licence: str = ""
+    zero_query: str = ""
+    zero_answers: tuple[np.ndarray, ...] | None = None
+    """Structural zeros of the unit frame (TDA §5.2; ``engine/topdown/constraints``): per level,
+    ``(n_units, answer cells of zero_query)`` bool, True where the answer is held at 0 (e.g. a GQ
+    type in a block without such a facility) — cells the engine gives no variable."""
 
     def __post_init__(self) -> None:
         if len(self.fanouts) != len(self.levels):
@@ -60,6 +65,17 @@ class SpineProfile:
                         f"spine profile {self.name!r}: counts of {self.levels[k]} have "
                         f"{c.shape[0]} rows for {self.n_units(k)} geounits"
                     )
+
+    def zero_cells(
+        self, k: int, units: np.ndarray, attributes: Sequence[tuple[str, Sequence[str]]]
+    ) -> np.ndarray | None:
+        """``(len(units), n_cells)`` bool: the structural-zero cells of the units of level k."""
+        if self.zero_answers is None or not self.zero_query:
+            return None
+        from phexplore.marginals import cell_index, parse_marginal
+
+        index = cell_index(parse_marginal(self.zero_query, attributes), attributes)
+        return self.zero_answers[k][units][:, index]
 
     def n_units(self, k: int) -> int:
         return 1 if k == 0 else int(np.sum(self.fanouts[k]))
@@ -110,6 +126,7 @@ class SpineProfile:
         levels = [self.levels[0]]
         fanouts = [np.ones(1, dtype=np.int64)]
         counts = None if self.counts is None else [self.counts[0]]
+        zeros = None if self.zero_answers is None else [self.zero_answers[0]]
         # parent index (into the last kept level) of every unit of the current level
         parent_of = np.zeros(1, dtype=np.int64)
         n_last = 1
@@ -122,6 +139,8 @@ class SpineProfile:
                 levels.append(self.levels[k])
                 if counts is not None:
                     counts.append(self.counts[k])  # type: ignore[index]
+                if zeros is not None:
+                    zeros.append(self.zero_answers[k])  # type: ignore[index]
                 parent_of = np.arange(self.n_units(k))
         return SpineProfile(
             self.name,
@@ -131,6 +150,8 @@ class SpineProfile:
             None if counts is None else tuple(counts),
             self.source,
             self.licence,
+            self.zero_query,
+            None if zeros is None else tuple(zeros),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -154,6 +175,14 @@ class SpineProfile:
                 }
             else:
                 out["leaf_counts"] = leaf.tolist()
+        if self.zero_answers is not None and self.zero_query:
+            rows, cols = np.nonzero(self.zero_answers[-1])
+            out["structural_zeros"] = {
+                "query": self.zero_query,
+                "shape": list(self.zero_answers[-1].shape),
+                "rows": rows.tolist(),
+                "cols": cols.tolist(),
+            }
         return out
 
     @classmethod
@@ -171,6 +200,12 @@ class SpineProfile:
                 np.asarray(sparse["values"], dtype=np.int64)
             )
             counts = aggregate_counts(fanouts, leaf)
+        zero_query, zero_answers = "", None
+        if "structural_zeros" in data:
+            spec = data["structural_zeros"]
+            leaf_zero = np.zeros(tuple(int(x) for x in spec["shape"]), dtype=bool)
+            leaf_zero[np.asarray(spec["rows"], dtype=np.int64), np.asarray(spec["cols"])] = True
+            zero_query, zero_answers = str(spec["query"]), aggregate_zeros(fanouts, leaf_zero)
         return cls(
             str(data["name"]),
             tuple(str(x) for x in data["levels"]),
@@ -179,6 +214,8 @@ class SpineProfile:
             counts,
             str(data.get("source", "")),
             str(data.get("licence", "")),
+            zero_query,
+            zero_answers,
         )
 
 
@@ -191,6 +228,20 @@ def aggregate_counts(fanouts: Sequence[np.ndarray], leaf: np.ndarray) -> tuple[n
         summed = np.zeros((fanouts[k].size, child.shape[1]), dtype=child.dtype)
         nonempty = fanouts[k] > 0
         summed[nonempty] = np.add.reduceat(child, starts[nonempty], axis=0)
+        out.insert(0, summed)
+    return tuple(out)
+
+
+def aggregate_zeros(fanouts: Sequence[np.ndarray], leaf: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Structural zeros of every level from the leaves': an answer is held at 0 in a geounit when
+    it is in every one of its children (the bounds summed up the tree)."""
+    out = [leaf.astype(bool)]
+    for k in range(len(fanouts) - 1, 0, -1):
+        starts = np.concatenate([[0], np.cumsum(fanouts[k])[:-1]]).astype(np.int64)
+        child = out[0]
+        summed = np.ones((fanouts[k].size, child.shape[1]), dtype=bool)
+        nonempty = fanouts[k] > 0
+        summed[nonempty] = np.logical_and.reduceat(child, starts[nonempty], axis=0)
         out.insert(0, summed)
     return tuple(out)
 

@@ -21,7 +21,7 @@ from phexplore.prediction import predict_topdown, profile_for, shipped_profile
 from phexplore.prediction.algebra import cell_algebra, to_dense
 from phexplore.prediction.least_squares import LevelDesign, level_covariance
 from phexplore.prediction.predict import level_budgets
-from phexplore.prediction.spine import SpineProfile, aggregate_counts
+from phexplore.prediction.spine import SpineProfile, aggregate_counts, aggregate_zeros
 from phexplore.prediction.support import (
     SupportAlgebra,
     answer_indices,
@@ -149,12 +149,27 @@ def test_sparse_profile_round_trip_and_schema_choice() -> None:
     fanouts = (np.array([1]), np.array([2]))
     leaf = np.zeros((2, 100), dtype=np.int64)
     leaf[0, 3], leaf[1, 97] = 5, 2
-    profile = SpineProfile("s", ("R", "L"), fanouts, attrs, aggregate_counts(fanouts, leaf))
+    zero = np.zeros((2, 10), dtype=bool)
+    zero[0, 5:], zero[1, :5] = True, True  # answers of B held at 0 (structural zeros)
+    profile = SpineProfile(
+        "s",
+        ("R", "L"),
+        fanouts,
+        attrs,
+        aggregate_counts(fanouts, leaf),
+        zero_query="B",
+        zero_answers=aggregate_zeros(fanouts, zero),
+    )
     data = profile.to_json()
     assert "leaf_counts_sparse" in data
     back = SpineProfile.from_json(data)
     np.testing.assert_array_equal(back.counts[-1], leaf)
     np.testing.assert_array_equal(back.counts[0], leaf.sum(axis=0, keepdims=True))
+    np.testing.assert_array_equal(back.zero_answers[-1], zero)
+    np.testing.assert_array_equal(back.zero_answers[0][0], zero[0] & zero[1])
+    cells = back.zero_cells(1, np.array([0]), attrs)
+    assert cells.shape == (1, 100)
+    assert not cells[0, 3] and cells[0, 5] and cells[0, 95] and not cells[0, 90]
     assert profile_for(["VOTINGAGE*HISPANIC*CENRACE", "HHGQ"]).name == "generated-ri-100k"
     assert profile_for(["VOTINGAGE", "RACEETH"]).name == "ri2010"
 
@@ -166,6 +181,7 @@ def test_generated_profile_and_the_support_model_on_the_production_schema() -> N
     assert [profile.n_units(k) for k in range(5)] == [1, 1, 26, 69, 2386]
     assert int(profile.counts[0].sum()) == 100_000
     assert "CC BY-SA" in profile.licence
+    assert profile.zero_query == "HHGQ" and profile.zero_answers[-1][:, 1:].mean() > 0.9
     alloc = load_topdown_preset("topdown-2020-production")["persons"]
     dense = predict_topdown(alloc, profile, support=False, max_units=300)
     restricted = predict_topdown(alloc, profile, max_units=300, max_families=4)
