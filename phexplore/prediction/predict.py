@@ -276,6 +276,11 @@ def predict_topdown(
     default: with a count profile on schemas of more than :data:`SUPPORT_MIN_CELLS` cells), on
     at most ``max_families`` families per level (every k-th; ``None``: all).
     """
+    for name, value in (("max_units", max_units), ("max_families", max_families)):
+        if value is not None and (isinstance(value, bool) or int(value) < 1):
+            raise ValidationError(
+                f"{name} must be a whole number ≥ 1 (or None: all); got {value!r}"
+            )
     if allocation.universe != "persons":
         raise ValidationError(
             f"allocation {allocation.name!r} is for {allocation.universe}; the prediction covers "

@@ -210,3 +210,12 @@ def test_families_too_large_for_the_support_model_fall_back_with_a_note(
     assert any("too many for the dense algebra" in n for n in pred.notes)
     dense = predict_topdown(alloc, profile, max_units=300, support=False)
     assert pred.row("Block", "TOTAL").ls_rmse == pytest.approx(dense.row("Block", "TOTAL").ls_rmse)
+
+
+def test_sampling_limits_are_validated() -> None:
+    from phexplore.errors import ValidationError
+    from phexplore.presets import load_topdown_preset
+
+    alloc = load_topdown_preset("ri2010-production-like")["persons"]
+    with pytest.raises(ValidationError, match="max_families must be a whole number"):
+        predict_topdown(alloc, shipped_profile("ri2010"), max_families=0)
