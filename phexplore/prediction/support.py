@@ -399,6 +399,37 @@ def child_support_covariances(
             rhs.append(held_maps)
         cons = np.vstack(blocks) if blocks else np.zeros((0, n))
         inv_blocks = _block_inverses(hess_blocks)
+        last = k + 1 == len(design.passes)
+        # The noise of the pass has covariance H − Δ with Δ = Σ_q (w_q − w_q² v_q) G_q (0 when
+        # v_q = 1/w_q, as for the Gaussian; the discrete Gaussian's variance is smaller by
+        # ~e^(−2π²σ²)). F H Fᵀ = F for the constrained inverse F, so in the last pass only F's
+        # diagonal blocks are needed when Δ is negligible.
+        excess = max(
+            (
+                abs(design.weight[q] - design.weight[q] ** 2 * design.noise_variance[q])
+                / design.weight[q]
+                for q in queries
+            ),
+            default=0.0,
+        )
+        if inv_blocks is not None and last and excess < 1e-10:
+            e_hinv = np.zeros_like(cons)
+            for (a, b), blk in zip(spans, inv_blocks, strict=True):
+                e_hinv[:, a:b] = cons[:, a:b] @ blk
+            w_plus = _psd_inverse(e_hinv @ cons.T)
+            r = e_hinv.T @ w_plus
+            diagonal = [
+                blk - r[a:b] @ e_hinv[:, a:b] for (a, b), blk in zip(spans, inv_blocks, strict=True)
+            ]
+            maps = {}
+            at = 0
+            for block, rh in zip(blocks, rhs, strict=True):
+                part = r[:, at : at + block.shape[0]]
+                for src, mat in rh.items():
+                    term = part @ mat
+                    maps[src] = maps[src] + term if src in maps else term
+                at += block.shape[0]
+            return _child_blocks(maps, source_cov, source_blocks, spans, diagonal)
         if inv_blocks is not None:
             inv = np.zeros((n, n))
             e_hinv = np.zeros_like(cons)
@@ -427,8 +458,23 @@ def child_support_covariances(
             pass_rows = np.vstack([rows(q) for q in queries])
             held.append((pass_rows, {src: pass_rows @ mat for src, mat in maps.items()}))
         final = maps
-    out = [np.zeros((b - a, b - a)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    for src, mat in final.items():
+    return _child_blocks(final, source_cov, source_blocks, spans, None)
+
+
+def _child_blocks(
+    maps: Mapping[str, np.ndarray],
+    source_cov: Mapping[str, np.ndarray],
+    source_blocks: Mapping[str, Sequence[np.ndarray]],
+    spans: Sequence[tuple[int, int]],
+    diagonal: Sequence[np.ndarray] | None,
+) -> list[np.ndarray]:
+    """Per child, Σ_sources M C Mᵀ restricted to its rows (plus ``diagonal`` blocks)."""
+    out = (
+        [np.array(d, dtype=np.float64) for d in diagonal]
+        if diagonal is not None
+        else [np.zeros((b - a, b - a)) for a, b in spans]
+    )
+    for src, mat in maps.items():
         if src in source_blocks:
             left = np.empty_like(mat)
             for (a, b), blk in zip(spans, source_blocks[src], strict=True):
