@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated TABLE:WAY to leave out, e.g. 'measurements:streamed CSV'",
+        help="semicolon-separated TABLE:WAY to leave out, e.g. 'measurements:streamed CSV'",
     )
     parser.add_argument("--seed", type=int, default=1, help="population and noise seed")
     parser.add_argument(
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.repeats <= 20 or not 1 <= csv_repeats <= 20:
         parser.error("--repeats and --csv-repeats must be 1 – 20")
     if args.one is not None:
-        skip = tuple(w.strip() for w in args.skip.split(",") if w.strip())
+        skip = tuple(w.strip() for w in args.skip.split(";") if w.strip())
         size = one_size(
             args.one, args.seed, args.repeats, args.baseline_max_rows, csv_repeats, skip
         )

@@ -224,11 +224,20 @@ def iter_measurement_frames(
     """
     chunk_rows = _check_chunk_rows(chunk_rows)
     measured = result.measured
+    block = max(1, chunk_rows // max(1, result.schema.size))
     for j, group in enumerate(result.queries):
         nodes = np.flatnonzero(np.isfinite(measured.variance[:, j]))
         for part in _node_steps(nodes.size, group.size, chunk_rows):
             chunk = nodes[part]
-            values = measured.answers(j, chunk)  # keyed noise is drawn again, chunk by chunk
+            # keyed noise is drawn again, chunk by chunk; answers() reads the true histograms of
+            # the nodes it is given densely, so give it at most chunk_rows cells at a time
+            values = (
+                np.concatenate(
+                    [measured.answers(j, chunk[a : a + block]) for a in range(0, chunk.size, block)]
+                )
+                if chunk.size
+                else np.zeros((0, group.size))
+            )
             yield pd.DataFrame(
                 {
                     **_key_columns(result, chunk, group.name, group.labels),
