@@ -42,7 +42,12 @@ from phexplore.prediction.least_squares import (
     level_covariance,
 )
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, largest_family
+from phexplore.prediction.support import (
+    FamilyCovariance,
+    SupportAlgebra,
+    largest_family,
+    one_blas_thread,
+)
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
@@ -246,6 +251,7 @@ def _design(
     )
 
 
+@one_blas_thread
 def predict_topdown(
     allocation: TopDownAllocation,
     profile: SpineProfile,
@@ -373,9 +379,8 @@ def predict_topdown(
             np.unique(family_index(spine.fanouts[k])[samples[k]]) for k in range(1, len(levels))
         ]
         cache = spine.support_cache(attrs, tuple(dict.fromkeys([*all_queries, *report])))
-        family_key, scale_t, family_covs = cache.family_covariances(
-            counts, spine.fanouts, designs, families
-        )
+        _, scale_t, family_covs = cache.family_covariances(counts, spine.fanouts, designs, families)
+        level_keys = cache.level_keys(designs, families)
         kept = np.flatnonzero(counts[0][0] > 0)
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
@@ -392,20 +397,25 @@ def predict_topdown(
             sample = samples[k]
             unit_counts = counts[k][sample][:, kept]
             if cache is not None:
-                # computed for the normalised designs (cached), then divided by the scale t
+                # computed for the designs of levels 0..k normalised by their scale t_k (cached
+                # per level: an edit of a lower level's shares reuses it), then divided by t_k
+                level_key, t_k = level_keys[k]
                 normalised = cache.derived_value(
-                    (family_key, k, tuple(wanted)),
-                    lambda k=k, sample=sample, wanted=wanted: _support_variances(
-                        family_covs[k],
-                        family_index(spine.fanouts[k])[sample]
-                        if k
-                        else np.zeros(1, dtype=np.int64),
-                        cache,
-                        {q: algebra.answer_cells(q) for q in wanted},
-                        algebra.n_cells,
-                    ),
+                    (level_key, k, tuple(wanted), sample.tobytes()),
+                    lambda k=k, sample=sample, wanted=wanted, t_k=t_k: {
+                        q: v * (t_k / scale_t) if t_k != scale_t else v
+                        for q, v in _support_variances(
+                            family_covs[k],
+                            family_index(spine.fanouts[k])[sample]
+                            if k
+                            else np.zeros(1, dtype=np.int64),
+                            cache,
+                            {q: algebra.answer_cells(q) for q in wanted},
+                            algebra.n_cells,
+                        ).items()
+                    },
                 )
-                support_vars = {q: v / scale_t for q, v in normalised.items()}
+                support_vars = {q: v / t_k for q, v in normalised.items()}
                 # Cells the root does not populate carry no error anywhere: left out. Structural
                 # zeros of the unit frame have no variable in the engine: no clipped error.
                 cell_var = support_vars[detailed]
@@ -524,8 +534,8 @@ def _support_variances(
             fc.child_supports, fc.child_covs, fc.child_free, strict=True
         ):
             algebra: SupportAlgebra = cache.algebra(kid_support)
-            for q, size in sizes.items():
-                out[q].append(np.maximum(algebra.answer_variances(kid_cov, q, size), 0.0))
+            for q, v in algebra.stacked_answer_variances(kid_cov, sizes).items():
+                out[q].append(np.maximum(v, 0.0))
             row = np.full(n_cells, 1e-12)
             row[fc.support] = np.maximum(kid_free, 1e-12)
             row[kid_support] = np.maximum(np.diag(kid_cov), 1e-12)

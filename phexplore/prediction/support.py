@@ -25,15 +25,41 @@ total ρ with the same shares reuses the cached result (:class:`SupportCache`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 import scipy.linalg
+from threadpoolctl import ThreadpoolController
 
 from phexplore.marginals import cell_index, parse_marginal
 from phexplore.prediction.least_squares import LevelDesign
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@functools.cache
+def _blas_libraries() -> ThreadpoolController:
+    """The process's BLAS libraries, found once (a fresh ``threadpool_limits`` scans the loaded
+    libraries on every call: ~2 ms; applying a limit with a known list: ~0.01 ms)."""
+    return ThreadpoolController()
+
+
+def one_blas_thread(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``func`` with one BLAS thread. The support model's matrices are small (tens to a few
+    thousand rows): threads only add synchronisation, and on a loaded 2-core machine OpenBLAS's
+    spinning threads cost ~7× the CPU time of one thread (a share edit on the production
+    schema: 2.6 s against 0.34 s, docs/prediction.md §2b)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _blas_libraries().limit(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +69,9 @@ class SupportAlgebra:
     support: np.ndarray
     answer_index: Mapping[str, np.ndarray]
     """Per query, the answer cell of every schema cell (:func:`phexplore.marginals.cell_index`)."""
+    _stacked: dict[tuple[tuple[str, int], ...], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False
+    )
 
     def index(self, query: str) -> np.ndarray:
         """Answer cell of every support cell for ``query``."""
@@ -64,6 +93,34 @@ class SupportAlgebra:
         out[sorted_idx[starts]] = np.diag(block)
         return out
 
+    def stacked_index(self, sizes: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """For the queries ``sizes`` (query → answer cells), ``(Q, |support|)`` answer cells of
+        every support cell, offset so that the queries' answers are numbered consecutively,
+        and the offsets (Q + 1). Depends only on the support: computed once per algebra."""
+        key = tuple(sizes.items())
+        cached = self._stacked.get(key)
+        if cached is None:
+            offsets = np.concatenate([[0], np.cumsum([int(v) for v in sizes.values()])])
+            rows = [self.index(q) + offsets[i] for i, q in enumerate(sizes)]
+            flat = np.array(rows, dtype=np.int64).reshape(len(rows), self.support.size)
+            cached = (flat, offsets.astype(np.int64))
+            self._stacked[key] = cached
+        return cached
+
+    def stacked_answer_variances(
+        self, cov: np.ndarray, sizes: Mapping[str, int]
+    ) -> dict[str, np.ndarray]:
+        """:meth:`answer_variances` of every query of ``sizes`` at once: Var of answer a is
+        Σ_{i,j: idx_i = idx_j = a} C_ij, the sum over cells i of r_i = Σ_{j: idx_j = idx_i} C_ij
+        (one masked product for all queries and one bincount)."""
+        flat, offsets = self.stacked_index(sizes)
+        if self.support.size == 0:
+            return {q: np.zeros(int(v)) for q, v in sizes.items()}
+        same = flat[:, :, None] == flat[:, None, :]
+        r = np.einsum("qij,ij->qi", same, cov)
+        total = np.bincount(flat.ravel(), weights=r.ravel(), minlength=int(offsets[-1]))
+        return {q: total[offsets[i] : offsets[i + 1]] for i, q in enumerate(sizes)}
+
 
 def answer_indices(
     attributes: Sequence[tuple[str, Sequence[str]]], queries: Sequence[str]
@@ -83,12 +140,30 @@ class SupportCache:
         default_factory=dict
     )
     derived: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    levels: dict[tuple[object, ...], dict[int, FamilyCovariance]] = field(default_factory=dict)
+    """Per :meth:`level_keys` key, one level's families normalised by that level's t_k."""
 
     def algebra(self, support: np.ndarray) -> SupportAlgebra:
         key = support.tobytes()
         if key not in self.algebras:
             self.algebras[key] = SupportAlgebra(support, self.answer_index)
         return self.algebras[key]
+
+    def level_keys(
+        self, designs: Sequence[LevelDesign], families: Sequence[np.ndarray]
+    ) -> list[tuple[tuple[object, ...], float]]:
+        """Per level k, the identity of what its families' covariances depend on — the designs
+        of levels 0..k up to one common scale t_k (their largest weight) and the sampled
+        families — and t_k. An edit of one level's shares leaves every level above it with the
+        same key, so their covariances are reused (:meth:`family_covariances`)."""
+        sampled = tuple(f.tobytes() for f in families)
+        out = []
+        for k in range(len(designs)):
+            t_k = max((float(w) for d in designs[: k + 1] for w in d.weight.values()), default=1.0)
+            t_k = t_k or 1.0
+            key = tuple(_rounded(_scaled(d, t_k)) for d in designs[: k + 1])
+            out.append(((key, sampled), t_k))
+        return out
 
     def family_covariances(
         self,
@@ -99,17 +174,12 @@ class SupportCache:
     ) -> tuple[tuple[object, ...], float, list[dict[int, FamilyCovariance]]]:
         """:func:`family_covariances` of the designs divided by one common scale t (the largest
         weight of any level), cached: every variance of the designs is the result's divided by
-        t, so a new total ρ with the same shares reuses it. Returns (key, t, result)."""
+        t, so a new total ρ with the same shares reuses it. Each level is also cached on its own
+        (:meth:`level_keys`, normalised by its t_k and rescaled by t / t_k): after an edit of one
+        level's shares only that level and those below it are recomputed. Returns (key, t,
+        result)."""
         t = max((float(w) for d in designs for w in d.weight.values()), default=1.0) or 1.0
-        normalised = [
-            LevelDesign(
-                {q: float(w) / t for q, w in d.weight.items()},
-                {q: float(v) * t for q, v in d.noise_variance.items()},
-                d.invariants,
-                d.passes,
-            )
-            for d in designs
-        ]
+        normalised = [_scaled(d, t) for d in designs]
         key = (
             tuple(_rounded(d) for d in normalised),
             tuple(f.tobytes() for f in families),
@@ -117,8 +187,19 @@ class SupportCache:
         if key not in self.families:
             if len(self.families) >= 8:
                 self.families.clear()
+            if len(self.levels) >= 8 * max(len(designs), 1):
+                self.levels.clear()
                 self.derived.clear()
-            self.families[key] = family_covariances(counts, fanouts, normalised, families, self)
+            keys = self.level_keys(designs, families)
+            known = [
+                _rescaled(self.levels[lk], t / t_k) if lk in self.levels else None
+                for lk, t_k in keys
+            ]
+            result = family_covariances(counts, fanouts, normalised, families, self, known)
+            for (lk, t_k), level in zip(keys, result, strict=True):
+                if lk not in self.levels:
+                    self.levels[lk] = _rescaled(level, t_k / t)
+            self.families[key] = result
         return key, t, self.families[key]
 
     def derived_value(self, key: tuple[object, ...], compute: Any) -> Any:
@@ -145,6 +226,33 @@ class SupportCache:
             self.answer_index,
         )
         return [c / t for c in covs]
+
+
+def _scaled(design: LevelDesign, t: float) -> LevelDesign:
+    """The design with every weight divided by t and every noise variance multiplied by it."""
+    return LevelDesign(
+        {q: float(w) / t for q, w in design.weight.items()},
+        {q: float(v) * t for q, v in design.noise_variance.items()},
+        design.invariants,
+        design.passes,
+    )
+
+
+def _rescaled(level: dict[int, FamilyCovariance], factor: float) -> dict[int, FamilyCovariance]:
+    """One level's families with every covariance and freed-cell variance times ``factor``
+    (the same level under another common scale; unchanged when the factor is 1)."""
+    if factor == 1.0:
+        return level
+    return {
+        f: FamilyCovariance(
+            fc.family,
+            fc.support,
+            fc.child_supports,
+            tuple(c * factor for c in fc.child_covs),
+            tuple(v * factor for v in fc.child_free),
+        )
+        for f, fc in level.items()
+    }
 
 
 def _rounded(design: LevelDesign) -> tuple[object, ...]:
@@ -239,9 +347,12 @@ def family_covariances(
     designs: Sequence[LevelDesign],
     families: Sequence[np.ndarray],
     cache: SupportCache,
+    known: Sequence[dict[int, FamilyCovariance] | None] | None = None,
 ) -> list[dict[int, FamilyCovariance]]:
     """Per level k, the :class:`FamilyCovariance` of the families ``families[k]`` (units of
-    level k−1) and of every ancestor family they need; level 0 holds the root as family 0."""
+    level k−1) and of every ancestor family they need; level 0 holds the root as family 0.
+    ``known[k]``: level k already computed for these designs and families (a prefix of the
+    levels; reused as is)."""
     n_levels = len(fanouts)
     parent_of: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
     starts: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
@@ -255,12 +366,20 @@ def family_covariances(
         if k > 1:
             needed[k - 1] |= {int(parent_of[k - 1][f]) for f in needed[k]}
     out: list[dict[int, FamilyCovariance]] = [{} for _ in range(n_levels)]
-    root_support = np.flatnonzero(counts[0][0] > 0)
-    root = cache.child_covariances(designs[0], (root_support,), None, None)
-    out[0][0] = FamilyCovariance(
-        0, root_support, (root_support,), tuple(root), (np.zeros(root_support.size),)
-    )
+    have = list(known) if known is not None else [None] * n_levels
+    if have[0] is not None:
+        out[0] = have[0]
+    else:
+        root_support = np.flatnonzero(counts[0][0] > 0)
+        root = cache.child_covariances(designs[0], (root_support,), None, None)
+        out[0][0] = FamilyCovariance(
+            0, root_support, (root_support,), tuple(root), (np.zeros(root_support.size),)
+        )
     for k in range(1, n_levels):
+        level = have[k]
+        if level is not None and needed[k] <= level.keys():
+            out[k] = level
+            continue
         for f in sorted(needed[k]):
             if k == 1:
                 above, slot = out[0][0], 0
