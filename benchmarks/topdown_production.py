@@ -29,6 +29,7 @@ Timings are wall-clock on whatever machine runs it; the docs quote medians of se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -113,6 +114,21 @@ def cvxpy_family(batch, f: int, queries, bands) -> tuple[float, float]:
     return float(problem.value), time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def _previous_path():
+    """The solver path before issue 17's family solvers: neither ADMM (family_admm) nor the
+    closed-form TOTAL pass under bounds (total_pass) takes a family, so Clarabel does."""
+    from engine.topdown import family_admm, total_pass
+
+    covered, applies = family_admm.covered, total_pass.applies
+    family_admm.covered = lambda *_args: False
+    total_pass.applies = lambda *_args: False
+    try:
+        yield
+    finally:
+        family_admm.covered, total_pass.applies = covered, applies
+
+
 def _differing(a, b) -> int:
     """Cells whose estimates differ between two runs (dense or SciPy sparse arrays)."""
     if hasattr(a, "tocsr") and hasattr(b, "tocsr"):
@@ -147,7 +163,6 @@ def compare_families(
     (every pass by the centred Clarabel model) and a per-family cvxpy model, on ``per_level``
     random families of each level (all sizes unless ``max_children``); cvxpy may use
     ``memory_gb`` more than the process holds (address-space limit)."""
-    from engine.topdown import family_admm
 
     rng = np.random.default_rng(seed)
     by_level: dict[str, list[tuple[object, int, list[list[int]]]]] = {}
@@ -165,12 +180,8 @@ def compare_families(
             batch, f, passes = items[int(i)]
             one = batch.subset([f])
             ours, bands, ours_s = _engine_family(one, passes, "auto")
-            original = family_admm.covered
-            family_admm.covered = lambda *_args: False  # the previous path: Clarabel throughout
-            try:
+            with _previous_path():
                 previous, _bands, previous_s = _engine_family(one, passes, "auto")
-            finally:
-                family_admm.covered = original
             base_s = 0.0
             diffs = [abs(a - b) / max(abs(b), 1e-9) for a, b in zip(ours, previous, strict=True)]
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -289,11 +300,7 @@ def one_size(
     previous = None
     if baseline:
         # The same run with the previous solver path (Clarabel for every 2,016-cell family).
-        from engine.topdown import family_admm
-
-        original_covered = family_admm.covered
-        family_admm.covered = lambda *_args: False
-        try:
+        with _previous_path():
             t0 = time.perf_counter()
             before = run_module.run_topdown(hist, allocation, seed=seed)
             previous = {
@@ -306,8 +313,6 @@ def one_size(
                     getattr(result, "estimates_sparse", result.estimates),
                 ),
             }
-        finally:
-            family_admm.covered = original_covered
     compare = compare_families(batches, sample, seed, max_children) if sample else {}
     import scipy.sparse as sp
 
