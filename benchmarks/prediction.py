@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -144,12 +145,29 @@ def validate(
     return rows
 
 
+def _share_edit(alloc: TopDownAllocation, level: str, i: int) -> TopDownAllocation:
+    """``alloc`` with (i + 1) tenths of ``level``'s first non-DETAILED query share moved to
+    DETAILED (new shares: nothing of the support model's cache applies to that level)."""
+    shares = alloc.to_dict()
+    level_shares = {q: Fraction(v) for q, v in shares["query_shares"][level].items()}
+    source = next(q for q in level_shares if q != "DETAILED")
+    moved = level_shares[source] * (i + 1) / 10
+    level_shares[source] -= moved
+    level_shares["DETAILED"] += moved
+    shares["query_shares"][level] = {q: str(v) for q, v in level_shares.items()}
+    return TopDownAllocation.from_dict(shares, name=f"{alloc.name} edit {level} {i}")
+
+
 def planner_timing(repeats: int) -> list[dict[str, object]]:
     """Median time of one planner recompute (new ρ each time): CPU time of this process (the fair
     measure on a shared machine) and wall-clock time. On the 2,016-cell profile the support
-    model's family covariances are cached per shares (a new ρ rescales them); the first
-    evaluation of new shares is timed separately."""
-    print(f"\n## Planner recompute (shipped profiles), median of {repeats} edits")
+    model's family covariances are cached per level and shares (a new ρ rescales them; an edit
+    of one level's shares recomputes that level and those below it); the first evaluation of new
+    shares is timed separately for an edit of the bottom level and of the top level (every level
+    recomputed). Baseline in the same run: the top-level edit through ``predict_topdown``
+    without its one-BLAS-thread limit (``__wrapped__``: OpenBLAS's default threads, as before
+    the limit) — on the planner's sample only (on all families it takes tens of seconds)."""
+    print(f"\n## Planner recompute (shipped profiles), median of {repeats} new ρ, 3 share edits")
     out = []
     for preset in ("ri2010-production-like", "topdown-2020-production"):
         alloc = load_topdown_preset(preset)["persons"]
@@ -158,20 +176,34 @@ def planner_timing(repeats: int) -> list[dict[str, object]]:
             ("planner", PLANNER_MAX_UNITS, PLANNER_MAX_FAMILIES),
             ("full profile", None, SUPPORT_MAX_FAMILIES),
         ):
-            first: list[float] = []
-            for i in range(3):  # move a tenth, a fifth, ... of a query's share to DETAILED
-                shares = alloc.to_dict()
-                level = alloc.geolevels[-1]
-                level_shares = {q: Fraction(v) for q, v in shares["query_shares"][level].items()}
-                source = next(q for q in level_shares if q != "DETAILED")
-                moved = level_shares[source] * (i + 1) / 10
-                level_shares[source] -= moved
-                level_shares["DETAILED"] += moved
-                shares["query_shares"][level] = {q: str(v) for q, v in level_shares.items()}
-                edited = TopDownAllocation.from_dict(shares, name=f"{alloc.name} edit {i}")
-                c0 = time.process_time()
-                predict_topdown(edited, profile, max_units=units, max_families=families)
-                first.append(time.process_time() - c0)
+
+            def edits(
+                level: str,
+                first: int = 0,
+                run=predict_topdown,
+                alloc=alloc,
+                profile=profile,
+                units=units,
+                families=families,
+            ) -> float:
+                """Median CPU ms of the first evaluation of 3 share edits of ``level`` (moving
+                ``first`` + 1 to ``first`` + 3 tenths)."""
+                times = []
+                for i in range(first, first + 3):
+                    edited = _share_edit(alloc, level, i)
+                    c0 = time.process_time()
+                    run(edited, profile, max_units=units, max_families=families)
+                    times.append(time.process_time() - c0)
+                return 1000 * statistics.median(times)
+
+            predict_topdown(alloc, profile, max_units=units, max_families=families)  # warm
+            bottom = edits(alloc.geolevels[-1])
+            top = edits(alloc.geolevels[0])
+            baseline = (
+                edits(alloc.geolevels[0], 3, predict_topdown.__wrapped__)  # type: ignore[attr-defined]
+                if label == "planner"
+                else math.nan
+            )
             predict_topdown(alloc, profile, max_units=units, max_families=families)  # warm
             cpu, wall = [], []
             for i in range(repeats):
@@ -190,13 +222,16 @@ def planner_timing(repeats: int) -> list[dict[str, object]]:
                 "mode": label,
                 "median_cpu_ms": 1000 * statistics.median(cpu),
                 "median_wall_ms": 1000 * statistics.median(wall),
-                "new_shares_cpu_ms": 1000 * statistics.median(first),
+                "new_shares_cpu_ms": bottom,
+                "new_top_shares_cpu_ms": top,
+                "baseline_new_top_shares_cpu_ms": baseline,
             }
             out.append(row)
             print(
                 f"{preset:26s} {profile.name:18s} {label:13s} new ρ: CPU "
-                f"{row['median_cpu_ms']:8.1f} ms, wall {row['median_wall_ms']:8.1f} ms; "
-                f"new shares: CPU {row['new_shares_cpu_ms']:8.1f} ms"
+                f"{row['median_cpu_ms']:7.1f} ms (wall {row['median_wall_ms']:7.1f}); new shares, "
+                f"CPU: bottom level {bottom:7.1f} ms, top level {top:7.1f} ms "
+                f"(baseline, default BLAS threads: {baseline:7.1f} ms)"
             )
     return out
 
