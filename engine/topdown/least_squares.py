@@ -60,7 +60,8 @@ FAER_MIN_VARIABLES = 10_000
 """Problems with at least this many variables use Clarabel's supernodal ``faer`` factorisation
 instead of QDLDL: a county→tracts family of the 2,016-cell schema (18,500 variables) solved in
 8.6 s instead of 17.3 s (same objective to 1e-11); small block-group families are faster with
-QDLDL (0.11 s vs 0.16 s)."""
+QDLDL (0.11 s vs 0.16 s). faer runs on one thread (``max_threads = 1``) so that results do not
+depend on the machine's or the executor's thread count."""
 
 PASS_TOLERANCE = 0.1
 """Added to the solved slack τ̂ when an earlier pass is held (SPEC §4: slack + 0.1)."""
@@ -276,6 +277,10 @@ def _solve(
         settings.max_iter = 400
         if p.shape[0] >= FAER_MIN_VARIABLES:
             settings.direct_solve_method = "faer"
+            # One thread: faer's parallel factorisation sums in an order that depends on the
+            # thread count, so the same family could round differently in a Spark worker
+            # (OMP_NUM_THREADS=1) and in process; one thread makes every backend agree.
+            settings.max_threads = 1
         solver = clarabel.DefaultSolver(sp.triu(p, format="csc"), c, a, b, cones, settings)
         solution = solver.solve()
         status = str(solution.status)
