@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg as la
@@ -39,6 +40,9 @@ from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
 from engine.topdown.family import FamilyBatch
+
+if TYPE_CHECKING:
+    from engine.topdown.least_squares import Band
 
 SIGMA = 1e-6
 """ADMM proximal term on x (OSQP's σ)."""
@@ -117,7 +121,9 @@ def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return used, (labels[None, :] == used[:, None]).astype(np.float64)
 
 
-def _family(batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands) -> _Family:
+def _family(
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> _Family:
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     parent = batch.parent[f]
     cells = np.flatnonzero(parent > 0)
@@ -467,7 +473,9 @@ def _polish(fam: _Family, state: _Admm, side: str | None = None) -> np.ndarray |
     return None
 
 
-def solve_family(batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands) -> np.ndarray:
+def solve_family(
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> np.ndarray:
     """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
     conditions; raises :class:`FamilyNotSolved` when not covered or not verified."""
     fam = _family(batch, f, pass_queries, bands)

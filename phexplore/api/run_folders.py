@@ -16,6 +16,7 @@ conversion for tables of at most :data:`CSV_CONVERSION_MAX_ROWS` rows.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from phexplore.api.jobs import RunRecord
+from phexplore.api.runs import run_label, run_provenance
 from phexplore.errors import ValidationError
 
 APP_MAX_ROWS = 5_000_000
@@ -124,16 +126,34 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     rho = metrics.get("epsilon") if mechanism == "puredp" else metrics.get("rho")
     data = str((spec.get("data") or {}).get("source", run.folder.name))
     what = "ε" if mechanism == "puredp" else "ρ"
-    label = (
-        f"#{run_id} · TopDown · folder {run.folder} · {metrics.get('allocation', '?')} · "
-        f"{what}={float(rho or 0):.4g} · seed {metrics.get('seed')}"
-    )
+    budget_text = f"{what}={float(rho or 0):.4g}"
+    fingerprint = metrics.get("budget_fingerprint")
+    provenance: dict[str, Any] = {}
+    if fingerprint:
+        # The CLI records the budget it ran (issue 15): label and attach the run like an app run.
+        provenance = run_provenance(
+            run_id=run_id,
+            token=uuid.uuid4().hex,
+            data_label=data,
+            seed=int(metrics.get("seed") or 0),
+            fingerprint=str(fingerprint),
+            origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
+        )
+        label = run_label(
+            run_id, "TopDown", f"folder {run.folder}", budget_text, provenance["seed"], provenance
+        )
+    else:  # folders written before budgets were recorded
+        label = (
+            f"#{run_id} · TopDown · folder {run.folder} · {metrics.get('allocation', '?')} · "
+            f"{budget_text} · seed {metrics.get('seed')} · budget not recorded"
+        )
     epl_settings = metrics.get("epl_settings") or {}
     return RunRecord(
         id=run_id,
         label=label,
         engine="topdown",
         scenario=scenario,
+        **({"token": provenance["run_token"]} if provenance else {}),
         settings={
             "data": data,
             "allocation": metrics.get("allocation"),
@@ -149,6 +169,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
             "folder": str(run.folder),
             "outputs": run.outputs,
             "queries_left_out": left_out,
+            **provenance,
         },
         metrics=metrics,
         tidy=tidy,

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.runs.table_files import AUTO_CSV_MAX_ROWS, FORMATS
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import add_max_bytes_option, add_workers_option
@@ -143,11 +144,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--output-format",
-        choices=("auto", "csv", "parquet"),
+        choices=FORMATS,
         default="auto",
         help="file format of the result tables: csv, parquet, or auto (default) = CSV unless a "
-        "table has more than 1,000,000 rows, then Parquet for every table (experiment.json "
-        "lists the files)",
+        f"table has more than {AUTO_CSV_MAX_ROWS:,} rows, then Parquet for every table "
+        "(experiment.json lists the files)",
     )
     add_epl_arguments(parser)
     parser.set_defaults(func=run)

@@ -92,3 +92,15 @@ def test_a_damaged_folder_is_refused_on_the_page(folders, tmp_path):
     assert at.session_state[S.RUNS] == []
     _open(at, tmp_path / "nowhere")
     assert "not a folder" in at.error[0].value
+
+
+def test_an_opened_folder_is_labelled_with_the_budget_the_cli_recorded(folders):
+    from phexplore.api.run_folders import folder_record
+    from phexplore.budget.fingerprint import short_fingerprint
+
+    record = folder_record(folders / "csv", 4, "Default")
+    fingerprint = record.metrics["budget_fingerprint"]
+    assert record.settings["budget_fingerprint"] == fingerprint
+    assert record.settings["budget_origin"] == "ri2010-production-like"
+    assert f"ri2010-production-like [{short_fingerprint(fingerprint)}]" in record.label
+    assert record.label.startswith("#4 · TopDown · folder ")
