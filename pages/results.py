@@ -19,6 +19,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from pages.run_parts import replay
+from pages.run_parts.jobs import next_run_id
 from phexplore import api as R
 from phexplore import app_state as S
 from phexplore.accounting import epsilon_for_delta
@@ -549,9 +550,10 @@ def _open_folder_clicked() -> None:
     """Open the typed run folder as a run of this session (refused folders leave a message)."""
     s = st.session_state
     runs: list[R.RunRecord] = s[S.RUNS]
-    run_id = max((r.id for r in runs), default=0) + 1
     try:
-        record = R.folder_record(s.get(FOLDER_PATH, ""), run_id, s.get(S.SCENARIO_NAME, "Folder"))
+        record = R.folder_record(
+            s.get(FOLDER_PATH, ""), next_run_id(), s.get(S.SCENARIO_NAME, "Folder")
+        )
     except PHExploreError as exc:
         s[FOLDER_PROBLEM] = str(exc)
         return
