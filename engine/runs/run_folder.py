@@ -41,10 +41,12 @@ class RunFolder:
 
     @property
     def format(self) -> str:
+        """The tables' file format: ``"csv"`` or ``"parquet"``."""
         return str(self.outputs.get("format", "csv"))
 
     @property
     def sparse(self) -> bool:
+        """True when the estimates table omits rows whose true and estimated counts are both 0."""
         return bool(self.outputs.get("sparse_estimates", False))
 
     def path(self, table: str) -> Path:
@@ -64,6 +66,7 @@ class RunFolder:
         return self.folder / str(entry["file"])
 
     def has(self, table: str) -> bool:
+        """Whether the run wrote ``table`` (measurements and microdata can be left out)."""
         return table in self.outputs.get("files", {})
 
     def table(self, table: str) -> pd.DataFrame:
