@@ -246,6 +246,24 @@ def _counted_percentiles(values: np.ndarray, counts: np.ndarray, q: np.ndarray) 
     return lo + (hi - lo) * (position - below)
 
 
+def _numpy_counted_percentiles(
+    values: np.ndarray, counts: np.ndarray, q: np.ndarray
+) -> tuple[float, ...]:
+    """``np.percentile`` (linear) of the sample holding ``counts[i]`` copies of sorted ``values[i]``,
+    to the bit: the same virtual index ``(n − 1) · q/100`` and NumPy's two-sided interpolation
+    (``b − (b − a)(1 − t)`` for ``t ≥ 0.5``), so counted residuals give the dense path's grid."""
+    n = int(counts.sum())
+    position = (n - 1) * (np.asarray(q, dtype=np.float64) / 100.0)
+    below = np.floor(position)
+    ends = np.cumsum(counts)
+    a = values[np.searchsorted(ends, below, side="right")]
+    b = values[np.searchsorted(ends, np.minimum(below + 1, n - 1), side="right")]
+    t = position - below
+    diff = b - a
+    out = np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)
+    return tuple(float(v) for v in out)
+
+
 def _core(
     values: np.ndarray,
     counts: np.ndarray,
@@ -375,35 +393,86 @@ def epl_details(
     ``settings`` the density range (default :data:`PF_PUBLISHED`).
     """
     chosen = settings_of(settings)
+    _check_boot(n_boot, level)
+    generator = bootstrap_generator(rng)
+    e = _as_residuals(residuals)
+    values, counts = _distinct(e)
+    return _details(
+        values, counts, _percentiles(e, chosen), chosen, int(n_boot), generator, float(level)
+    )
+
+
+def epl_details_counted(
+    values: ArrayLike,
+    counts: ArrayLike,
+    *,
+    n_boot: int = 200,
+    rng: np.random.Generator | int = 0,
+    level: float = 0.95,
+    settings: EPLSettings | None = None,
+) -> EPLResult:
+    """:func:`epl_details` of the residuals given as sorted distinct ``values`` with their
+    multiplicities ``counts`` (e.g. the zeros of a sparse residual matrix counted, not stored).
+
+    The same numbers as :func:`epl_details` on the expanded residuals, bootstrap included (it
+    resamples multiplicities either way), for the same ``rng``."""
+    chosen = settings_of(settings)
+    _check_boot(n_boot, level)
+    generator = bootstrap_generator(rng)
+    v = _as_residuals(values)
+    c = np.asarray(counts, dtype=np.float64).ravel()
+    if c.shape != v.shape or (c <= 0).any() or (v.size > 1 and (np.diff(v) <= 0).any()):
+        raise ValidationError(
+            "counted residuals need sorted distinct values and one positive count per value; "
+            f"got {v.size} values and {c.size} counts"
+        )
+    percentiles = None
+    if c.size:
+        q = np.array([chosen.low_percentile, chosen.percentile])
+        percentiles = _numpy_counted_percentiles(v, c, q)
+    return _details(v, c, percentiles, chosen, int(n_boot), generator, float(level))
+
+
+def _check_boot(n_boot: object, level: object) -> None:
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
     if not (isinstance(level, float | int) and 0.0 < float(level) < 1.0):
         raise ValidationError(f"level must lie strictly between 0 and 1; got {level!r}")
-    generator = bootstrap_generator(rng)
-    e = _as_residuals(residuals)
-    values, counts = _distinct(e)
-    core = _core(values, counts, chosen, _percentiles(e, chosen))
+
+
+def _details(
+    values: np.ndarray,
+    counts: np.ndarray,
+    percentiles: tuple[float, float] | None,
+    chosen: EPLSettings,
+    n_boot: int,
+    generator: np.random.Generator,
+    level: float,
+) -> EPLResult:
+    """EPL, bootstrap interval and curves of counted residuals (shared by both entry points)."""
+    n = int(counts.sum())
+    core = _core(values, counts, chosen, percentiles)
     low = high = math.nan
     if core.reason is None and n_boot > 0:
-        boots = np.full(int(n_boot), np.nan)
+        boots = np.full(n_boot, np.nan)
         p = counts / counts.sum()
-        for b in range(int(n_boot)):
-            c = generator.multinomial(e.size, p)
+        for b in range(n_boot):
+            c = generator.multinomial(n, p)
             keep = c > 0
             vb, cb = values[keep], c[keep]
             boots[b] = _core(vb, cb.astype(np.float64), chosen).value
         finite = boots[np.isfinite(boots)]
         if finite.size:
-            alpha = (1.0 - float(level)) / 2.0
+            alpha = (1.0 - level) / 2.0
             low, high = (float(v) for v in np.quantile(finite, [alpha, 1.0 - alpha]))
     return EPLResult(
         value=core.value,
-        n=int(e.size),
+        n=n,
         reason=core.reason,
         low=low,
         high=high,
-        level=float(level),
-        n_boot=int(n_boot) if core.reason is None else 0,
+        level=level,
+        n_boot=n_boot if core.reason is None else 0,
         bandwidth=core.bandwidth,
         bound=core.bound,
         settings=chosen,

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from engine.metrics.blau import blau_quintile_bias
-from engine.metrics.epl import EPLSettings, epl_table, settings_of
+from engine.metrics.counted import CountedResiduals, counted_error_summary
+from engine.metrics.epl import EPLSettings, epl_details_counted, epl_table, settings_of
 from engine.metrics.errors import mae_table
 from phexplore.errors import ValidationError
 
@@ -79,7 +80,7 @@ def _plain(value: Any) -> Any:
 def build_metrics_json(
     *,
     engine: str,
-    tidy: pd.DataFrame,
+    tidy: pd.DataFrame | None,
     runtime_s: float,
     rho: float | None,
     seed: int | None,
@@ -92,6 +93,7 @@ def build_metrics_json(
     blau_bias: pd.DataFrame | None = None,
     extra: Mapping[str, Any] | None = None,
     rho_spent: float | None = None,
+    residuals: Mapping[tuple[str, ...], CountedResiduals] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of one run.
 
@@ -105,6 +107,11 @@ def build_metrics_json(
     :func:`engine.metrics.blau.blau_bias_report`) gives it ready, with ``blau_bias_geography``; ``extra`` sections are merged last and may not overwrite the standard keys.
     ``rho_spent`` (TopDown) is the ρ of the noisy measurements, written beside ``rho``: less than
     ``rho`` when shares go to invariant queries (TDA §5.2).
+
+    ``residuals`` (the sparse path, issue 17) replaces ``tidy`` for ``mae``, ``median_ae``,
+    ``n_cells`` and ``epl``: one :class:`~engine.metrics.counted.CountedResiduals` per ``by`` key
+    (zeros counted, not stored), with the same numbers as the dense table they stand for
+    (:func:`counted_metric_tables`). ``blau`` then needs a ``tidy`` holding the TOTAL rows.
     """
     if not isinstance(engine, str) or not engine:
         raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
@@ -114,7 +121,15 @@ def build_metrics_json(
     if not math.isfinite(runtime) or runtime < 0:
         raise ValidationError(f"runtime_s must be a non-negative number; got {runtime_s!r}")
     keys = list(by)
-    errors = mae_table(tidy, by=keys)
+    counted = None
+    if residuals is not None:
+        errors, counted = counted_metric_tables(
+            residuals, keys, epl_boot, epl_rng, seed, epl_settings
+        )
+    elif tidy is None:
+        raise ValidationError("build_metrics_json needs a tidy table or counted residuals")
+    else:
+        errors = mae_table(tidy, by=keys)
     payload: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "engine": engine,
@@ -131,7 +146,11 @@ def build_metrics_json(
         if epl_rng is None:
             epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
         chosen = settings_of(epl_settings)
-        table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=epl_rng, settings=chosen)
+        if counted is not None:
+            table = counted
+        else:
+            assert tidy is not None
+            table = epl_table(tidy, by=keys, n_boot=int(epl_boot), rng=epl_rng, settings=chosen)
         section: dict[str, Any] = {}
         for row in table.to_dict("records"):
             node = section
@@ -159,6 +178,8 @@ def build_metrics_json(
                 ].itertuples(index=False)
             }
     elif blau is not None:
+        if tidy is None:
+            raise ValidationError("blau needs a tidy table of the geounit totals (TOTAL rows)")
         bias = blau_quintile_bias(tidy, blau)
         payload["blau_bias"] = nest(bias, ["geolevel", "quintile"], "mean_signed_error")
     for key, value in (extra or {}).items():
@@ -166,6 +187,52 @@ def build_metrics_json(
             raise ValidationError(f"extra section {key!r} would overwrite a standard metrics key")
         payload[str(key)] = value
     return payload
+
+
+def counted_metric_tables(
+    residuals: Mapping[tuple[str, ...], CountedResiduals],
+    by: Sequence[str],
+    epl_boot: int | None,
+    epl_rng: np.random.Generator | int | None,
+    seed: int | None,
+    epl_settings: EPLSettings | None,
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``(errors, epl)`` tables of counted residual sets, as :func:`mae_table` and
+    :func:`epl_table` give them on the dense table: keys in sorted order (the bootstrap draws
+    from one generator in that order, as ``epl_table``'s sorted groupby does)."""
+    keys = list(by)
+    ordered = sorted(residuals, key=lambda k: tuple(str(v) for v in k))
+    rows = []
+    for key in ordered:
+        if len(key) != len(keys):
+            raise ValidationError(f"residual key {key!r} does not match the columns {keys}")
+        rows.append({**dict(zip(keys, key, strict=True)), **counted_error_summary(residuals[key])})
+    errors = pd.DataFrame(rows, columns=[*keys, "n_cells", "mae", "median_ae"])
+    if epl_boot is None:
+        return errors, None
+    if epl_rng is None:
+        epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
+    from engine.metrics.epl import bootstrap_generator
+
+    generator = bootstrap_generator(epl_rng)
+    chosen = settings_of(epl_settings)
+    epl_rows = []
+    for key in ordered:
+        part = residuals[key]
+        result = epl_details_counted(
+            part.values, part.counts, n_boot=int(epl_boot), rng=generator, settings=chosen
+        )
+        epl_rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "epl": result.value,
+                "epl_low": result.low,
+                "epl_high": result.high,
+                "n_residuals": result.n,
+                "reason": result.reason,
+            }
+        )
+    return errors, pd.DataFrame(epl_rows)
 
 
 def _check_leaves(node: Any, path: str, kind: type | tuple[type, ...]) -> None:

@@ -37,7 +37,9 @@ class RunOutput:
     spec: RunSpec
     result: Any
     metrics: dict[str, Any]
-    tidy: pd.DataFrame
+    tidy: pd.DataFrame | None
+    """The tidy comparison table; None for a TopDown run whose metrics were computed from the
+    sparse histograms (``tables=False``: the CLI; ``result.to_tidy(queries)`` builds it)."""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)

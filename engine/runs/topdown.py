@@ -330,8 +330,12 @@ def metrics_payload(
     epl_boot: int = EPL_BOOT,
     epl_settings: EPLSettings | None = None,
     hist: BlockHistogram | None = None,
+    residuals: Mapping[tuple[str, str], Any] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
+
+    ``residuals`` (:func:`sparse_residuals`): the counted residuals of every geolevel × query,
+    used instead of a tidy table (the sparse path; the same numbers, no dense table built).
 
     ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
     top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
@@ -355,11 +359,15 @@ def metrics_payload(
     if pure:
         extra["epsilon"] = result.rho
         extra["epsilon_spent"] = result.rho_spent
-    tidy = result.to_tidy() if tidy is None else tidy
-    blau, blau_bias = blau_bias_of(result, tidy, hist)
+    if residuals is None:
+        tidy = result.to_tidy() if tidy is None else tidy
+        blau, blau_bias = blau_bias_of(result, tidy, hist)
+    else:
+        blau, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
     return build_metrics_json(
         engine="topdown",
         tidy=tidy,
+        residuals=residuals,
         runtime_s=result.runtime_s,
         rho=None if pure else result.rho,
         rho_spent=None if pure else result.rho_spent,
@@ -373,12 +381,53 @@ def metrics_payload(
     )
 
 
+def sparse_residuals(
+    result: TopDownResult, queries: Sequence[str] | None = None
+) -> dict[tuple[str, str], Any]:
+    """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms (issue 17).
+
+    Per query the residuals (estimate − true) of every geounit are one CSR product
+    ``(estimates − truth) @ A`` (``A`` maps each histogram cell to its answer cell), so only
+    the cells where the true or the estimated answer is non-zero are ever held; the zeros of
+    each geolevel are counted (:func:`engine.metrics.counted.counted_residuals`). The same
+    residuals as the rows of :meth:`TopDownResult.to_tidy`, grouped by geolevel and query.
+    """
+    from engine.metrics.counted import counted_residuals
+    from engine.topdown.export import answer_matrix
+    from engine.topdown.queries import query_group
+
+    names = result.query_names if queries is None else tuple(queries)
+    difference = (result.estimates_sparse - result.truth_sparse).tocsr()
+    tree = result.tree
+    out: dict[tuple[str, str], Any] = {}
+    for name in names:
+        group = query_group(result.schema, name)
+        answers = (difference @ answer_matrix(group)).tocsr()
+        for level in tree.levels:
+            rows = answers[tree.nodes_at_level(level)]
+            out[(str(level), str(name))] = counted_residuals(rows)
+    return out
+
+
+def totals_tidy(result: TopDownResult, residuals: Mapping[tuple[str, str], Any]) -> pd.DataFrame:
+    """The tidy rows the Blau bias reads: one TOTAL row per geounit (n_nodes rows).
+
+    :func:`engine.metrics.blau.geounit_totals` sums the first of TOTAL and DETAILED present in
+    the table per geounit; both give each geounit's total, so the TOTAL query alone stands for
+    either (a table with neither is refused there, as on the dense path)."""
+    names = {query for _, query in residuals}
+    if names & {"TOTAL", "DETAILED"}:
+        return result.to_tidy(("TOTAL",))
+    return result.to_tidy((sorted(names)[0],)) if names else result.to_tidy(("TOTAL",))
+
+
 @dataclass(frozen=True)
 class TopDownMetrics:
     """The metrics stage's output: metrics.json, the tidy table and the tables the app shows."""
 
     payload: dict[str, Any]
-    tidy: pd.DataFrame
+    tidy: pd.DataFrame | None
+    """The dense comparison table (None on the sparse path: build it with ``result.to_tidy``)."""
     tables: dict[str, pd.DataFrame]
     spine_sections: dict[str, Any] | None
 
@@ -397,8 +446,14 @@ def metrics(
     (SPEC §5, §7) the app shows (their prediction rows are added to metrics.json too).
 
     ``queries`` (default: the run's query groups) are the queries of the tidy comparison table.
+
+    Without ``tables`` (the CLI) the metrics come from the sparse histograms
+    (:func:`sparse_residuals`): no table of geounits × cells is built and ``tidy`` is None. With
+    ``tables`` (the app, which shows the tidy table) the dense table is built as before; both
+    paths give the same metrics.json.
     """
-    tidy = result.to_tidy(queries)
+    residuals = None if tables else sparse_residuals(result, queries)
+    tidy = result.to_tidy(queries) if tables else None
     spine_sections = None
     if measured.spine_plan is not None:
         from engine.runs.spine import spine_sections as spine_metrics
@@ -453,6 +508,7 @@ def metrics(
         epl_boot=epl_boot,
         epl_settings=settings,
         hist=hist,
+        residuals=residuals,
     )
     return TopDownMetrics(payload, tidy, out, spine_sections)
 

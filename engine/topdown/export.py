@@ -151,7 +151,7 @@ def iter_estimate_frames(
         return
     for name in names:
         group = query_group(result.schema, name)
-        matrix = _answer_matrix(group)
+        matrix = answer_matrix(group)
         for part in _node_steps(result.tree.n_nodes, group.size, chunk_rows):
             # answers of the slice from its non-zero cells: never a dense (nodes × cells) block
             true = (result.truth_sparse[part] @ matrix).toarray().reshape(-1)
@@ -167,7 +167,7 @@ def iter_estimate_frames(
             )
 
 
-def _answer_matrix(group: Any) -> sp.csr_matrix:
+def answer_matrix(group: Any) -> sp.csr_matrix:
     """CSR ``(n_cells, size)`` mapping each histogram cell to its answer cell of ``group``."""
     index = group.cell_index
     return sp.csr_matrix(
@@ -187,7 +187,7 @@ def _iter_sparse_estimates(
     for name in names:
         group = query_group(result.schema, name)
         labels = np.asarray(group.labels, dtype=object)
-        matrix = _answer_matrix(group)
+        matrix = answer_matrix(group)
         true = sp.csr_matrix(result.truth_sparse @ matrix)
         estimate = sp.csr_matrix(result.estimates_sparse @ matrix)
         union = sp.csr_matrix(abs(true) + abs(estimate))
