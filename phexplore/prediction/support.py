@@ -20,7 +20,9 @@ correction (:mod:`phexplore.prediction.correction`) clips each at the variance i
 it alone were freed (:func:`freed_cell_variances`).
 
 Dense linear algebra of the size of a family's non-zero cells (a few hundred) per family; a new
-total ρ with the same shares reuses the cached result (:class:`SupportCache`).
+total ρ with the same shares reuses the cached result, and an edit of one level's shares
+recomputes only that level and those below it (:class:`SupportCache`); :func:`one_blas_thread`
+keeps BLAS to one thread for these small matrices.
 """
 
 from __future__ import annotations
