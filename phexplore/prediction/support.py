@@ -317,8 +317,14 @@ def freed_cell_variances(
     diag = np.diag(hess)
     top = max(float(diag.max(initial=0.0)), 1e-300)
     out = []
+    seen: dict[bytes, np.ndarray] = {}  # children of one support pattern share the result
     for kid in child_supports:
+        pattern = kid.tobytes()
+        if pattern in seen:
+            out.append(seen[pattern].copy())
+            continue
         free = np.zeros(support.size)
+        seen[pattern] = free
         inside = np.isin(support, kid)
         zero = np.flatnonzero(~inside)
         sc = np.flatnonzero(inside)
