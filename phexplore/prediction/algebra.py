@@ -208,6 +208,19 @@ class CellAlgebra:
             out.append(basis)
         return tuple(out)
 
+    @cached_property
+    def _determined(self) -> dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]]:
+        return {}
+
+    def determined(self, known: Sequence[str], queries: Sequence[str]) -> frozenset[str]:
+        """The ``queries`` whose rows lie in the span of the ``known`` queries' rows
+        (:func:`spans` on :meth:`row_space`); budget-independent, so computed once per pair."""
+        key = (tuple(known), tuple(queries))
+        if key not in self._determined:
+            basis = self.row_space(key[0])
+            self._determined[key] = frozenset(q for q in key[1] if spans(self, basis, q))
+        return self._determined[key]
+
     def row_space(self, queries: Sequence[str]) -> Operator:
         """Orthonormal basis (per block, dim × r) of the span of the queries' rows."""
         out = []

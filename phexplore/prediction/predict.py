@@ -27,7 +27,7 @@ from phexplore.distributions import discrete_gaussian_variance, geometric_varian
 from phexplore.errors import ValidationError
 from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
 from phexplore.moe import z_for_confidence
-from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra, spans
+from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra
 from phexplore.prediction.correction import (
     LevelCorrection,
     family_index,
@@ -45,7 +45,6 @@ from phexplore.prediction.spine import SpineProfile
 from phexplore.prediction.support import (
     FamilyCovariance,
     SupportAlgebra,
-    largest_family,
     one_blas_thread,
 )
 
@@ -338,9 +337,9 @@ def predict_topdown(
         held_early.append({q for p in design.passes[:-1] for q in p})
         # A query the level's measurements and invariants do not determine follows the solver's
         # split of the parent (no unbiased error model): no prediction there or below.
-        basis = algebra.row_space([*design.invariants, *(q for p in design.passes for q in p)])
+        known = [*design.invariants, *(q for p in design.passes for q in p)]
         above = unidentified[-1] if unidentified else set()
-        unidentified.append(above | {q for q in report if not spans(algebra, basis, q)})
+        unidentified.append(above | (set(report) - algebra.determined(known, report)))
     coefs = spine.coefficients
     z = z_for_confidence(confidence)
     counts = spine.counts if use_counts else None
@@ -355,7 +354,7 @@ def predict_topdown(
         support if support is not None else algebra.n_cells > SUPPORT_MIN_CELLS
     )
     if on_support and counts is not None:
-        largest = largest_family(counts, spine.fanouts)
+        largest = spine.largest_family
         if largest > SUPPORT_MAX_VARIABLES:
             notes.append(
                 f"a family of the spine populates {largest:,} cells (more than "

@@ -101,6 +101,15 @@ class SpineProfile:
         return self._support_caches[key]
 
     @cached_property
+    def largest_family(self) -> int:
+        """:func:`phexplore.prediction.support.largest_family` of the profile (computed once)."""
+        from phexplore.prediction.support import largest_family
+
+        if self.counts is None:
+            return 0
+        return largest_family(self.counts, self.fanouts)
+
+    @cached_property
     def _support_caches(self) -> dict[tuple[object, ...], Any]:
         return {}
 
