@@ -29,7 +29,6 @@ invariants below the parent and no sums of siblings held. Everything else goes t
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,9 +36,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.linalg as la
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
 from engine.topdown.family import FamilyBatch
+from phexplore.blas_threads import single_blas_thread
 
 if TYPE_CHECKING:
     from engine.topdown.least_squares import Band
@@ -499,13 +498,6 @@ def solve_family(
     raise FamilyNotSolved(f"ADMM + polish did not verify the KKT conditions in {done} iterations")
 
 
-@functools.cache
-def _blas_libraries() -> ThreadpoolController:
-    """The process's BLAS libraries, found once (a fresh ``threadpool_limits`` scans the loaded
-    libraries on every call: 2.4 ms, against 0.01 ms to apply a limit with a known list)."""
-    return ThreadpoolController()
-
-
 def solve_pass_admm(
     batch: FamilyBatch, pass_queries: Sequence[int], bands
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -517,7 +509,7 @@ def solve_pass_admm(
         return x, solved
     # Small dense matrices: one BLAS thread (threads only add synchronisation here, and a loaded
     # machine makes them far slower); also keeps the floating-point results thread-independent.
-    with _blas_libraries().limit(limits=1, user_api="blas"):
+    with single_blas_thread():
         sizes = np.diff(batch.child_ptr)
         per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
         for f in range(batch.n_families):

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from phexplore.blas_threads import one_blas_thread
 from phexplore.budget import TopDownAllocation
 from phexplore.distributions import discrete_gaussian_variance, geometric_variance
 from phexplore.errors import ValidationError
@@ -42,11 +43,7 @@ from phexplore.prediction.least_squares import (
     level_covariance,
 )
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import (
-    FamilyCovariance,
-    SupportAlgebra,
-    one_blas_thread,
-)
+from phexplore.prediction.support import FamilyCovariance, SupportAlgebra
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,

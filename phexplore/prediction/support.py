@@ -21,47 +21,21 @@ it alone were freed (:func:`freed_cell_variances`).
 
 Dense linear algebra of the size of a family's non-zero cells (a few hundred) per family; a new
 total ρ with the same shares reuses the cached result, and an edit of one level's shares
-recomputes only that level and those below it (:class:`SupportCache`); :func:`one_blas_thread`
-keeps BLAS to one thread for these small matrices.
+recomputes only that level and those below it (:class:`SupportCache`);
+:func:`phexplore.blas_threads.one_blas_thread` keeps BLAS to one thread for these small matrices.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
 import scipy.linalg
-from threadpoolctl import ThreadpoolController
 
 from phexplore.marginals import cell_index, parse_marginal
 from phexplore.prediction.least_squares import LevelDesign
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-@functools.cache
-def _blas_libraries() -> ThreadpoolController:
-    """The process's BLAS libraries, found once (a fresh ``threadpool_limits`` scans the loaded
-    libraries on every call: ~2 ms; applying a limit with a known list: ~0.01 ms)."""
-    return ThreadpoolController()
-
-
-def one_blas_thread(func: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run ``func`` with one BLAS thread. The support model's matrices are small (tens to a few
-    thousand rows): threads only add synchronisation, and on a loaded 2-core machine OpenBLAS's
-    spinning threads cost ~7× the CPU time of one thread (a share edit on the production
-    schema: 2.6 s against 0.34 s, docs/prediction.md §2b)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with _blas_libraries().limit(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-
-    return wrapper
 
 
 @dataclass(frozen=True, eq=False)
