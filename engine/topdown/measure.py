@@ -278,6 +278,29 @@ def _in_row_blocks(
     return out
 
 
+def check_budget(budget: np.ndarray, n_nodes: int, n_queries: int, mechanism: str) -> None:
+    """Refuse a per-node query budget array of the wrong shape, with a negative or non-finite
+    entry, or an unknown mechanism (one message each, naming the fix)."""
+    if budget.shape != (n_nodes, n_queries):
+        raise ValidationError(
+            f"budget array must have shape {(n_nodes, n_queries)}; got {budget.shape}"
+        )
+    if np.any(~np.isfinite(budget)) or np.any(budget < 0):
+        raise ValidationError("per-node query budgets must be finite and non-negative")
+    if mechanism not in ("zcdp", "puredp"):
+        raise ValidationError(f"unknown mechanism {mechanism!r}; use 'zcdp' or 'puredp'")
+
+
+def noise_variances(b: np.ndarray, mechanism: str) -> tuple[np.ndarray, np.ndarray]:
+    """(exact, nominal) variance of the noise of answers measured with budgets ``b`` > 0.
+
+    zCDP: discrete Gaussian with σ² = 1/b (TDA App. B; the exact variance is below σ² for small σ,
+    SPEC §1); pure DP: two-sided geometric with z = b/2, nominal variance 2/z² (SPEC §4)."""
+    if mechanism == "zcdp":
+        return noise.discrete_gaussian_variance(1.0 / b), 1.0 / b
+    return noise.two_sided_geometric_variance(b / 2.0), 2.0 / (b / 2.0) ** 2
+
+
 def measure(
     truth: np.ndarray,
     queries: Sequence[QueryGroup],
@@ -300,14 +323,7 @@ def measure(
     keyed = method == "fast" and seed is not None and geounit_hash is not None
     if keyed and len(geounit_hash) != truth.shape[0]:  # type: ignore[arg-type]
         raise ValidationError("geounit_hash needs one entry per node")
-    if budget.shape != (truth.shape[0], len(queries)):
-        raise ValidationError(
-            f"budget array must have shape {(truth.shape[0], len(queries))}; got {budget.shape}"
-        )
-    if np.any(~np.isfinite(budget)) or np.any(budget < 0):
-        raise ValidationError("per-node query budgets must be finite and non-negative")
-    if mechanism not in ("zcdp", "puredp"):
-        raise ValidationError(f"unknown mechanism {mechanism!r}; use 'zcdp' or 'puredp'")
+    check_budget(budget, truth.shape[0], len(queries), mechanism)
     n_nodes = truth.shape[0]
     noisy: list[np.ndarray] = []
     exact: list[np.ndarray | None] = []
@@ -327,20 +343,13 @@ def measure(
                 cells = np.arange(group.size, dtype=np.uint64)[None, :]
             if keyed and mechanism == "zcdp":
                 draw = _in_row_blocks(noise.keyed_discrete_gaussian, 1.0 / b, keys, cells)
-                variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
-                nominal[measured, j] = 1.0 / b[:, 0]
             elif keyed:
                 draw = _in_row_blocks(noise.keyed_two_sided_geometric, b / 2.0, keys, cells)
-                variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
-                nominal[measured, j] = 2.0 / (b[:, 0] / 2.0) ** 2
             elif mechanism == "zcdp":
                 draw = noise.discrete_gaussian(1.0 / b, shape, rng, method=method)
-                variance[measured, j] = noise.discrete_gaussian_variance(1.0 / b[:, 0])
-                nominal[measured, j] = 1.0 / b[:, 0]
             else:
                 draw = noise.two_sided_geometric(b / 2.0, shape, rng, method=method)
-                variance[measured, j] = noise.two_sided_geometric_variance(b[:, 0] / 2.0)
-                nominal[measured, j] = 2.0 / (b[:, 0] / 2.0) ** 2
+            variance[measured, j], nominal[measured, j] = noise_variances(b[:, 0], mechanism)
             out[measured] = answers[measured] + draw
         held = np.flatnonzero(invariant[:, j])
         if held.size:

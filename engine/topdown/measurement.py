@@ -24,7 +24,13 @@ import scipy.sparse as sp
 from engine import noise
 from engine.executors import Executor
 from engine.topdown.batch_answers import KeyedAnswers
-from engine.topdown.measure import Measurements, measure, weights_of
+from engine.topdown.measure import (
+    Measurements,
+    check_budget,
+    measure,
+    noise_variances,
+    weights_of,
+)
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.queries import QueryGroup
 from engine.topdown.sparse_histograms import check_dense_size, dense_rows, densify
@@ -142,26 +148,13 @@ def keyed_measurements(
 
     tree, queries, budget = plan.tree, plan.queries, plan.budget
     mechanism = plan.allocation.mechanism
-    if budget.shape != (tree.n_nodes, len(queries)):
-        raise ValidationError(
-            f"budget array must have shape {(tree.n_nodes, len(queries))}; got {budget.shape}"
-        )
-    if np.any(~np.isfinite(budget)) or np.any(budget < 0):
-        raise ValidationError("per-node query budgets must be finite and non-negative")
-    if mechanism not in ("zcdp", "puredp"):
-        raise ValidationError(f"unknown mechanism {mechanism!r}; use 'zcdp' or 'puredp'")
+    check_budget(budget, tree.n_nodes, len(queries), mechanism)
     truth_csr = sp.csr_matrix(truth, dtype=np.int64)
     held = np.asarray(plan.invariant, dtype=bool)
     measured = (budget > 0) & ~held
     variance = np.full(budget.shape, np.nan)
     nominal = np.full(budget.shape, np.nan)
-    b = budget[measured]
-    if mechanism == "zcdp":
-        variance[measured] = noise.discrete_gaussian_variance(1.0 / b)
-        nominal[measured] = 1.0 / b
-    else:
-        variance[measured] = noise.two_sided_geometric_variance(b / 2.0)
-        nominal[measured] = 2.0 / (b / 2.0) ** 2
+    variance[measured], nominal[measured] = noise_variances(budget[measured], mechanism)
     variance[held] = 0.0
     nominal[held] = 0.0
     invariant: list[np.ndarray | None] = []
