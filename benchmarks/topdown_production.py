@@ -243,13 +243,14 @@ def _population(
     generated there first unless a complete one (its manifest readable) is already there."""
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
+    from phexplore.errors import PHExploreError
 
     structural = None
     try:
         t0 = time.perf_counter()
         hist = load_generated_population(folder)
         return hist, time.perf_counter() - t0, None
-    except Exception:  # absent or incomplete: generate it
+    except (OSError, PHExploreError):  # absent or incomplete (refused by the reader): generate it
         summary = generate_population(persons, seed=seed, states=[state], out_dir=folder)
         structural = summary.structural_zero_blocks
     t0 = time.perf_counter()
