@@ -522,14 +522,7 @@ def child_support_covariances(
             diagonal = [
                 blk - r[a:b] @ e_hinv[:, a:b] for (a, b), blk in zip(spans, inv_blocks, strict=True)
             ]
-            maps = {}
-            at = 0
-            for block, rh in zip(blocks, rhs, strict=True):
-                part = r[:, at : at + block.shape[0]]
-                for src, mat in rh.items():
-                    term = part @ mat
-                    maps[src] = maps[src] + term if src in maps else term
-                at += block.shape[0]
+            maps = _add_source_maps({}, r, blocks, rhs)
             return _child_blocks(maps, source_cov, source_blocks, spans, diagonal)
         if inv_blocks is not None:
             inv = np.zeros((n, n))
@@ -546,20 +539,31 @@ def child_support_covariances(
             kkt = np.block([[hess, cons.T], [cons, np.zeros((size, size))]])
             solve = scipy.linalg.pinvh(kkt)[:n]
             f, r = solve[:, :n], solve[:, n:]
-        maps = {name: f}
         source_blocks[name] = noise_blocks
-        at = 0
-        for block, rh in zip(blocks, rhs, strict=True):
-            part = r[:, at : at + block.shape[0]]
-            for src, mat in rh.items():
-                term = part @ mat
-                maps[src] = maps[src] + term if src in maps else term
-            at += block.shape[0]
+        maps = _add_source_maps({name: f}, r, blocks, rhs)
         if k + 1 < len(design.passes):  # held by the later passes
             pass_rows = np.vstack([rows(q) for q in queries])
             held.append((pass_rows, {src: pass_rows @ mat for src, mat in maps.items()}))
         final = maps
     return _child_blocks(final, source_cov, source_blocks, spans, None)
+
+
+def _add_source_maps(
+    maps: dict[str, np.ndarray],
+    r: np.ndarray,
+    blocks: Sequence[np.ndarray],
+    rhs: Sequence[Mapping[str, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """Add to ``maps`` each noise source's contribution through the constraint rows: the columns
+    of ``r`` that belong to each block of held rows times that block's map from the source."""
+    at = 0
+    for block, rh in zip(blocks, rhs, strict=True):
+        part = r[:, at : at + block.shape[0]]
+        for src, mat in rh.items():
+            term = part @ mat
+            maps[src] = maps[src] + term if src in maps else term
+        at += block.shape[0]
+    return maps
 
 
 def _child_blocks(
