@@ -581,6 +581,16 @@ def _open_folder(runs: list[R.RunRecord]) -> None:
             st.error(problem)
 
 
+def _left_out_caption(record: R.RunRecord) -> None:
+    """Which queries the record's dense table leaves out (over the app's row limit)."""
+    left_out = record.settings.get("queries_left_out")
+    if left_out:
+        st.caption(
+            "Queries left out of the residual charts and the estimates download (more dense rows "
+            "than the app holds; their MAE and EPL are in metrics.json): " + ", ".join(left_out)
+        )
+
+
 def _folder_section(record: R.RunRecord) -> None:
     """What an opened folder holds, its files in the format written, CSV copies of small tables."""
     settings = record.settings
@@ -594,11 +604,6 @@ def _folder_section(record: R.RunRecord) -> None:
         )
         + "."
     )
-    if settings.get("queries_left_out"):
-        st.caption(
-            "Queries left out of the charts (more dense rows than the app holds; their MAE is in "
-            "metrics.json): " + ", ".join(settings["queries_left_out"])
-        )
     with st.expander("Files of this run folder"):
         files = R.folder_files(record)
         cols = st.columns(3)
@@ -647,6 +652,7 @@ def render() -> None:
     replay.replay_outcome(record)
     if record.settings.get("folder"):
         _folder_section(record)
+    _left_out_caption(record)
     if record.engine == "phsafe":
         _phsafe_sections(record)
         return

@@ -9,7 +9,10 @@ table (residuals are integers, so every sum is exact):
 
 * MAE (TDA §9) = Σ |r| over the non-zero residuals / number of cells;
 * the median absolute error (PF Table 1) from the counts of the distinct |r|;
-* EPL with its bootstrap (PF Methods) by :func:`engine.metrics.epl.epl_details_counted`.
+* EPL with its bootstrap (PF Methods) by :func:`engine.metrics.epl.epl_details_counted`;
+* the app's whole error table (:func:`counted_error_table`: mean signed error, 95th percentile and
+  maximum of |r| too, PF Extended Data) and the measured RMSE beside the prediction
+  (:func:`counted_rmse_table`, SPEC §7).
 
 :func:`counted_residuals` builds a set from a SciPy sparse residual matrix (rows = geounits of one
 geolevel, columns = cells of one query); this module takes plain arrays and sparse matrices and
@@ -18,9 +21,11 @@ imports no engine.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from phexplore.errors import ValidationError
@@ -78,3 +83,61 @@ def counted_error_summary(residuals: CountedResiduals) -> dict[str, float | int]
     hi = distinct[np.searchsorted(ends, n // 2, side="right")]
     median = float(lo) if lo == hi else float((lo + hi) / 2.0)
     return {"n_cells": n, "mae": mae, "median_ae": median}
+
+
+def counted_error_table(
+    residuals: Mapping[tuple[str, ...], CountedResiduals], by: Sequence[str]
+) -> pd.DataFrame:
+    """:func:`engine.metrics.errors.mae_table` of counted residual sets, one row per key.
+
+    Columns ``[*by, n_cells, mae, median_ae, mean_error, p95_ae, max_ae]``, keys sorted as the
+    dense table's sorted groupby sorts them, with the same numbers: residuals are integers, so
+    every sum is exact, and the 95th percentile of |r| interpolates linearly between the ranks
+    ``⌊0.95(n − 1)⌋`` and the next, as pandas' ``quantile`` does."""
+    keys = list(by)
+    rows = []
+    for key in sorted(residuals, key=lambda k: tuple(str(v) for v in k)):
+        if len(key) != len(keys):
+            raise ValidationError(f"residual key {key!r} does not match the columns {keys}")
+        part = residuals[key]
+        summary = counted_error_summary(part)
+        n = part.n
+        magnitude = np.abs(part.values)
+        if n:
+            distinct, inverse = np.unique(magnitude, return_inverse=True)
+            counts = np.bincount(inverse.reshape(-1), weights=part.counts)
+            ends = np.cumsum(counts)
+            position = 0.95 * (n - 1)
+            below = np.floor(position)
+            lo = distinct[np.searchsorted(ends, below, side="right")]
+            hi = distinct[np.searchsorted(ends, min(below + 1, n - 1), side="right")]
+            p95 = float(lo + (hi - lo) * (position - below))
+            mean_error = float(part.values @ part.counts) / n
+            max_ae = float(magnitude.max())
+        else:
+            p95 = mean_error = max_ae = float("nan")
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                **summary,
+                "mean_error": mean_error,
+                "p95_ae": p95,
+                "max_ae": max_ae,
+            }
+        )
+    columns = [*keys, "n_cells", "mae", "median_ae", "mean_error", "p95_ae", "max_ae"]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.astype({"n_cells": np.int64})
+
+
+def counted_rmse_table(residuals: Mapping[tuple[str, str], CountedResiduals]) -> pd.DataFrame:
+    """Per (geolevel, query) key: ``measured_rmse`` = √(Σ r² / n) and ``n_cells`` (the counted
+    form of :func:`engine.metrics.prediction.rmse_table`, SPEC §7), in the mapping's order."""
+    rows = []
+    for (level, query), part in residuals.items():
+        n = part.n
+        squares = float((part.values**2) @ part.counts)
+        rmse = float(np.sqrt(squares / n)) if n else float("nan")
+        rows.append({"geolevel": level, "query": query, "measured_rmse": rmse, "n_cells": n})
+    frame = pd.DataFrame(rows, columns=["geolevel", "query", "measured_rmse", "n_cells"])
+    return frame.astype({"n_cells": np.int64})

@@ -43,8 +43,21 @@ def prediction_table(
     (:func:`engine.topdown.profile.tree_profile`, computed by the run pipeline: metrics run no
     engine).
     """
+    return prediction_of_measured(profile, allocation, rmse_table(tidy), invariants=invariants)
+
+
+def prediction_of_measured(
+    profile: Any,
+    allocation: TopDownAllocation,
+    measured: pd.DataFrame,
+    *,
+    invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
+) -> pd.DataFrame | None:
+    """:func:`prediction_table` from the measured RMSE per geolevel × query (``measured``: the
+    columns of :func:`rmse_table`, e.g. :func:`engine.metrics.counted.counted_rmse_table` of a
+    run's sparse residuals); the predicted queries are those of ``measured``, in its order."""
     try:
-        queries = list(dict.fromkeys(str(q) for q in tidy["query"].unique()))
+        queries = list(dict.fromkeys(str(q) for q in measured["query"].unique()))
         pred = predict_topdown(allocation, profile, queries=queries, invariants=invariants)
     except PHExploreError:
         return None
@@ -62,7 +75,7 @@ def prediction_table(
             for r in pred.rows
         ]
     )
-    out = predicted.merge(rmse_table(tidy), on=["geolevel", "query"], how="inner")
+    out = predicted.merge(measured, on=["geolevel", "query"], how="inner")
     with np.errstate(divide="ignore", invalid="ignore"):
         out["ratio"] = np.where(
             out["measured_rmse"] > 0, out["predicted_rmse"] / out["measured_rmse"], np.nan

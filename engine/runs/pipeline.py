@@ -62,13 +62,17 @@ def execute(
     queries: Sequence[str] | None = None,
     prepared: Any = None,
     metrics: bool = True,
+    max_tidy_rows: int | None = None,
 ) -> RunOutput:
     """Run ``spec`` through load → measure → estimate → metrics (see the module docstring).
 
     ``data``: the loaded histogram / CEF extract when the caller already holds it (else loaded
     from ``spec.data``). ``executor`` overrides the one ``spec.backend``/``spec.workers`` names
     (the caller then closes it). ``tables`` adds the tables the app shows; ``extra_metrics`` are
-    extra metrics.json sections; ``queries`` the TopDown queries of the tidy table; ``prepared`` a
+    extra metrics.json sections; ``queries`` the TopDown queries of the metrics and tidy table
+    (``max_tidy_rows``: the tidy table keeps only the queries fitting in that many dense rows,
+    :func:`phexplore.dense_rows.chosen_queries`; the others are listed in
+    ``extra["queries_left_out"]``); ``prepared`` a
     PHSafe prepared extract to reuse. ``metrics=False`` skips metrics.json (experiments compute
     their own tables from the tidy output).
     """
@@ -77,7 +81,9 @@ def execute(
     runner = executor if executor is not None else executor_for(spec)
     try:
         if spec.engine == "topdown":
-            return _topdown(spec, control, data, runner, tables, extra_metrics, queries, metrics)
+            return _topdown(
+                spec, control, data, runner, tables, extra_metrics, queries, metrics, max_tidy_rows
+            )
         return _phsafe(spec, control, data, runner, extra_metrics, prepared, metrics)
     finally:
         if own:
@@ -103,6 +109,7 @@ def _topdown(
     extra_metrics: Mapping[str, Any] | None,
     queries: Sequence[str] | None,
     with_metrics: bool,
+    max_tidy_rows: int | None = None,
 ) -> RunOutput:
     from engine.runs import topdown as stages
 
@@ -122,7 +129,14 @@ def _topdown(
         )
     control.progress("Computing metrics", 1.0)
     computed = stages.metrics(
-        spec, result, hist, measured, tables=tables, extra=extra_metrics, queries=queries
+        spec,
+        result,
+        hist,
+        measured,
+        tables=tables,
+        extra=extra_metrics,
+        queries=queries,
+        max_tidy_rows=max_tidy_rows,
     )
     return RunOutput(
         spec=spec,
@@ -131,7 +145,11 @@ def _topdown(
         tidy=computed.tidy,
         tables=computed.tables,
         data=hist,
-        extra={"spine_sections": computed.spine_sections, "queries": queries},
+        extra={
+            "spine_sections": computed.spine_sections,
+            "queries": queries,
+            "queries_left_out": list(computed.queries_left_out),
+        },
     )
 
 

@@ -8,8 +8,8 @@
 * :func:`estimate` — top-down least squares and rounding, batches of families handed to the
   run's executor (:func:`engine.topdown.run.estimate`).
 * :func:`metrics` — metrics.json (:func:`metrics_payload`: MAE, median AE, EPL, Blau bias, …)
-  and the tables the app shows, computed here from (truth, estimates) by :mod:`engine.metrics`:
-  the engine computes no metrics.
+  and the tables the app shows, computed here from the sparse residuals (estimates − truth) by
+  :mod:`engine.metrics`: the engine computes no metrics.
 """
 
 from __future__ import annotations
@@ -427,9 +427,11 @@ class TopDownMetrics:
 
     payload: dict[str, Any]
     tidy: pd.DataFrame | None
-    """The dense comparison table (None on the sparse path: build it with ``result.to_tidy``)."""
+    """The dense comparison table (None without ``tables``: build it with ``result.to_tidy``)."""
     tables: dict[str, pd.DataFrame]
     spine_sections: dict[str, Any] | None
+    queries_left_out: tuple[str, ...] = ()
+    """Queries of the metrics left out of ``tidy`` (over the app's row limit)."""
 
 
 def metrics(
@@ -441,19 +443,26 @@ def metrics(
     tables: bool = False,
     extra: Mapping[str, Any] | None = None,
     queries: Sequence[str] | None = None,
+    max_tidy_rows: int | None = None,
 ) -> TopDownMetrics:
     """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
     (SPEC §5, §7) the app shows (their prediction rows are added to metrics.json too).
 
-    ``queries`` (default: the run's query groups) are the queries of the tidy comparison table.
+    ``queries`` (default: the run's query groups) are the queries the metrics cover.
 
-    Without ``tables`` (the CLI) the metrics come from the sparse histograms
-    (:func:`sparse_residuals`): no table of geounits × cells is built and ``tidy`` is None. With
-    ``tables`` (the app, which shows the tidy table) the dense table is built as before; both
-    paths give the same metrics.json.
+    metrics.json and the tables come from the sparse histograms (:func:`sparse_residuals`): the
+    zeros of the geounit × cell residuals are counted, never stored, with the same numbers as the
+    dense table (issue 17). Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
+    None; with ``tables`` (the app) ``tidy`` is the dense comparison table of the queries whose
+    rows fit in ``max_tidy_rows`` (all when None; :func:`phexplore.dense_rows.chosen_queries`, the
+    rule of run folders opened in the app), the others listed in ``queries_left_out``.
     """
-    residuals = None if tables else sparse_residuals(result, queries)
-    tidy = result.to_tidy(queries) if tables else None
+    residuals = sparse_residuals(result, queries)
+    tidy = None
+    left_out: list[str] = []
+    if tables:
+        kept, left_out = tidy_queries(result, queries, max_tidy_rows)
+        tidy = result.to_tidy(kept)
     spine_sections = None
     if measured.spine_plan is not None:
         from engine.runs.spine import spine_sections as spine_metrics
@@ -475,20 +484,21 @@ def metrics(
     settings = epl_settings_of(spec)
     out: dict[str, pd.DataFrame] = {}
     if tables:
-        from engine.metrics import epl_table, mae_table
+        from engine.metrics.counted import counted_error_table, counted_rmse_table
 
-        out["mae"] = mae_table(tidy)
-        _, blau_bias = blau_bias_of(result, tidy, hist)
+        out["mae"] = _as_tidy_levels(counted_error_table(residuals, ("geolevel", "query")), result)
+        _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
         if blau_bias is not None:
             out["blau_bias"] = blau_bias
-        out["epl"] = epl_table(
-            tidy, n_boot=epl_boot, rng=bootstrap_rng(spec.seed), settings=settings
-        )
+        out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
         conventional = (spec.options.get("spine") or "conventional") == "conventional"
         if measured.spine_plan is None or conventional:  # the prediction's spine (SPEC §7)
-            from engine.metrics.prediction import prediction_table
-
-            predicted = _prediction(result, hist, measured.allocation, tidy, prediction_table)
+            predicted = _prediction(
+                result,
+                hist,
+                measured.allocation,
+                _as_tidy_levels(counted_rmse_table(residuals), result),
+            )
             if predicted is not None:
                 out["prediction"] = predicted
                 columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
@@ -503,14 +513,35 @@ def metrics(
     payload = metrics_payload(
         result,
         sections,
-        tidy=tidy,
         noise_method=spec.noise_method,
         epl_boot=epl_boot,
         epl_settings=settings,
         hist=hist,
         residuals=residuals,
     )
-    return TopDownMetrics(payload, tidy, out, spine_sections)
+    return TopDownMetrics(payload, tidy, out, spine_sections, tuple(left_out))
+
+
+def tidy_queries(
+    result: TopDownResult, queries: Sequence[str] | None, max_rows: int | None
+) -> tuple[list[str], list[str]]:
+    """``(kept, left out)``: the queries (default: the run's) of the dense tidy table whose rows
+    (answer cells × geounits) fit in ``max_rows`` together (all when None), in the run's order."""
+    from engine.topdown.queries import query_group
+    from phexplore.dense_rows import chosen_queries
+
+    names = [str(q) for q in (result.query_names if queries is None else queries)]
+    if max_rows is None:
+        return names, []
+    sizes = {q: int(query_group(result.schema, q).size) for q in names}
+    chosen = set(chosen_queries(sizes, int(result.tree.n_nodes), int(max_rows)))
+    if not chosen:
+        raise ValidationError(
+            f"even the smallest query of this run has more dense rows ({result.tree.n_nodes:,} "
+            f"geounits) than the app holds ({int(max_rows):,}); run it with 'phexplore run "
+            "topdown' and open the folder in Python (engine.runs.run_folder.open_run_folder)"
+        )
+    return [q for q in names if q in chosen], [q for q in names if q not in chosen]
 
 
 def _entity_prediction(
@@ -548,14 +579,46 @@ def _entity_prediction(
     return entity_prediction_table(profile, allocation, sets)
 
 
+def counted_epl_table(
+    residuals: Mapping[tuple[str, str], Any],
+    epl_boot: int,
+    seed: int,
+    settings: EPLSettings,
+) -> pd.DataFrame:
+    """The app's EPL table (:func:`engine.metrics.epl.epl_table`'s columns and ``attrs``) from
+    counted residuals, the bootstrap drawn from :func:`bootstrap_rng` in sorted geolevel × query
+    order as metrics.json draws it (the same intervals)."""
+    from engine.metrics.metrics_json import counted_metric_tables
+
+    _, table = counted_metric_tables(
+        residuals, ("geolevel", "query"), epl_boot, bootstrap_rng(seed), seed, settings
+    )
+    assert table is not None
+    columns = ["geolevel", "query", "epl", "epl_low", "epl_high", "n_residuals", "reason"]
+    reasons = [r if isinstance(r, str) else None for r in table["reason"]]
+    table = table.reindex(columns=columns)
+    table["reason"] = pd.Series(reasons, index=table.index, dtype=object)
+    table.attrs["epl_settings"] = settings.as_dict()
+    return table
+
+
+def _as_tidy_levels(frame: pd.DataFrame, result: TopDownResult) -> pd.DataFrame:
+    """``frame`` with its ``geolevel`` column typed as the tidy table types it (a categorical of
+    the run's level names, sorted), so tables from counted residuals match the dense path's."""
+    categories = pd.Index(sorted({str(level) for level in result.tree.levels}), dtype=object)
+    levels = pd.Categorical(frame["geolevel"].astype(str), categories=categories)
+    return frame.assign(geolevel=levels)
+
+
 def _prediction(
     result: TopDownResult,
     hist: BlockHistogram,
     allocation: TopDownAllocation,
-    tidy: pd.DataFrame,
-    table: Any,
+    measured_rmse: pd.DataFrame,
 ) -> pd.DataFrame | None:
-    """The predicted-vs-measured table of a run (None when its spine has no count profile)."""
+    """The predicted-vs-measured table of a run (None when its spine has no count profile);
+    ``measured_rmse``: :func:`engine.metrics.counted.counted_rmse_table` of its residuals."""
+    from engine.metrics.prediction import prediction_of_measured
     from engine.topdown.profile import tree_profile
     from phexplore.errors import PHExploreError
 
@@ -563,4 +626,4 @@ def _prediction(
         profile, _ = tree_profile(result.tree, hist, "run")
     except PHExploreError:
         return None
-    return table(profile, allocation, tidy)
+    return prediction_of_measured(profile, allocation, measured_rmse)

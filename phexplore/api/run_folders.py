@@ -9,7 +9,8 @@ Blau-quintile bias and predicted-vs-measured RMSE as recorded in its metrics.jso
 
 Production-scale runs hold tens of millions of dense estimate rows; the record keeps at most
 :data:`APP_MAX_ROWS` of them: every query when the dense table fits, else the smallest queries that
-fit together (TOTAL first), and says which were left out (their MAE is in metrics.json).
+fit together (TOTAL first; :func:`phexplore.dense_rows.chosen_queries`, the rule a run of the
+session follows too), and says which were left out (their MAE is in metrics.json).
 :func:`folder_files` lists the folder's files for download in the format written, with a CSV
 conversion for tables of at most :data:`CSV_CONVERSION_MAX_ROWS` rows.
 """
@@ -26,24 +27,13 @@ import pandas as pd
 
 from phexplore.api.jobs import RunRecord
 from phexplore.api.runs import run_label, run_provenance
+from phexplore.dense_rows import chosen_queries
 from phexplore.errors import ValidationError
 
 APP_MAX_ROWS = 5_000_000
 """Dense estimate rows the app holds for one opened folder (≈ 0.5 GB in pandas)."""
 CSV_CONVERSION_MAX_ROWS = 1_000_000
 """Tables of at most this many rows are offered as CSV too (a conversion in memory)."""
-
-
-def _chosen_queries(cells: pd.DataFrame, n_nodes: int, limit: int) -> list[str]:
-    """Queries whose dense rows fit in ``limit`` together, smallest first (TOTAL first)."""
-    sizes = cells.groupby("query", sort=False).size()
-    chosen, used = [], 0
-    for query, size in sorted(sizes.items(), key=lambda kv: (kv[0] != "TOTAL", kv[1])):
-        if used + int(size) * n_nodes > limit:
-            continue
-        chosen.append(str(query))
-        used += int(size) * n_nodes
-    return chosen
 
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
@@ -60,7 +50,8 @@ def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
             )
         return run.estimates(), []
     geounits, cells = run.table("geounits"), run.table("cells")
-    chosen = _chosen_queries(cells, len(geounits), limit)
+    sizes = cells.groupby("query", sort=False).size()
+    chosen = chosen_queries({str(q): int(n) for q, n in sizes.items()}, len(geounits), limit)
     if not chosen:
         raise ValidationError(
             f"{run.folder}: even its smallest query has more dense rows than the app holds "

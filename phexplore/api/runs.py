@@ -278,9 +278,14 @@ def execute_topdown(
     extra: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run a TopDown ``spec`` on ``hist`` through the one pipeline with the app's tables and the
-    run's provenance in metrics.json (``extra``: more sections, e.g. ``replay_of``)."""
+    run's provenance in metrics.json (``extra``: more sections, e.g. ``replay_of``).
+
+    metrics.json and the tables come from the sparse residuals; the dense tidy table keeps at
+    most :data:`phexplore.api.run_folders.APP_MAX_ROWS` rows, by the rule of opened run folders
+    (smallest queries first, TOTAL first; the others in ``output.extra["queries_left_out"]``)."""
     from engine.runs import execute
     from engine.topdown.queries import SCHEMA_QUERIES
+    from phexplore.api import run_folders
 
     queries = SCHEMA_QUERIES.get(hist.schema.name)
     output = execute(
@@ -289,6 +294,7 @@ def execute_topdown(
         data=hist,
         tables=True,
         queries=queries,
+        max_tidy_rows=run_folders.APP_MAX_ROWS,
         # metrics.json has "seed" as a standard key already (the same value).
         extra_metrics={
             "data": data_label,
@@ -341,6 +347,7 @@ def topdown_record(
             "special_areas": options.get("special_areas"),
             "blocks": hist.n_blocks,
             "levels": [str(lv) for lv in result.tree.levels],
+            "queries_left_out": list(output.extra.get("queries_left_out") or []),
             "runtime_s": result.runtime_s,
             "epl_settings": epl_settings(
                 float(options.get("epl_percentile", EPL_PERCENTILE)),

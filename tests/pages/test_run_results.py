@@ -104,6 +104,31 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert any("Predicted before any run" in c.value for c in at.caption)
 
 
+def test_a_run_over_the_row_limit_keeps_its_smallest_queries(
+    run_page: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """County 44001 has 1,143 geounits: 4,000 rows hold TOTAL (1 cell) and VOTINGAGE (2 cells),
+    not RACEETH (8) or DETAILED (16); the tables and metrics.json still cover every query."""
+    monkeypatch.setattr("phexplore.api.run_folders.APP_MAX_ROWS", 4_000)
+    at = run_page
+    at.number_input(key="run_td_seed").set_value(7)
+    at.button(key="run_td_go").click().run()
+    wait_for_job(at, RUN_TIMEOUT_S)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][0]
+    assert len(record.tidy) <= 4_000
+    assert list(dict.fromkeys(record.tidy["query"])) == ["TOTAL", "VOTINGAGE"]
+    assert record.settings["queries_left_out"] == ["RACEETH", "DETAILED"]
+    queries = {"TOTAL", "VOTINGAGE", "RACEETH", "DETAILED"}
+    assert set(record.tables["mae"]["query"]) == set(record.tables["epl"]["query"]) == queries
+    assert set(record.metrics["mae"]["Block"]) == queries
+    _round_trips(record)
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert any("RACEETH, DETAILED" in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) >= 3
+
+
 def test_shared_sample_is_read_only() -> None:
     hist = R.topdown_sample("ri2010")
     assert not hist.counts.flags.writeable

@@ -1,7 +1,7 @@
 """The sparse metrics stage (issue 17): metrics.json from the sparse histograms, zeros counted.
 
-The sparse path (the CLI's, ``tables=False``) must give the dense path's metrics.json (the app's,
-``tables=True``, built on ``result.to_tidy()``): MAE, median AE and n_cells exactly, EPL and its
+The sparse path (the CLI's, ``tables=False``, and the app's, ``tables=True``) must give the old
+dense path's metrics.json and app tables (built on ``result.to_tidy()``): MAE, median AE and n_cells exactly, EPL and its
 bootstrap interval to 1e-12, Blau bias exactly; and it must never build a geounits × cells table.
 """
 
@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 
@@ -36,13 +37,62 @@ def _close(a: Any, b: Any, path: str = "") -> None:
         assert a == b, path
 
 
+def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
+    """The old dense path (before issue 17's app change): metrics.json and the app's tables
+    computed from the whole tidy table ``result.to_tidy()``."""
+    from engine.metrics import epl_table, mae_table
+    from engine.metrics.prediction import prediction_table
+    from engine.topdown.profile import tree_profile
+
+    tidy = result.to_tidy()
+    epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
+    settings = stages.epl_settings_of(spec)
+    tables = {"mae": mae_table(tidy)}
+    _, blau_bias = stages.blau_bias_of(result, tidy, hist)
+    if blau_bias is not None:
+        tables["blau_bias"] = blau_bias
+    tables["epl"] = epl_table(
+        tidy, n_boot=epl_boot, rng=stages.bootstrap_rng(spec.seed), settings=settings
+    )
+    profile, _ = tree_profile(result.tree, hist, "run")
+    predicted = prediction_table(profile, measured.allocation, tidy)
+    if predicted is not None:
+        tables["prediction"] = predicted
+    payload = stages.metrics_payload(
+        result,
+        {},
+        tidy=tidy,
+        noise_method=spec.noise_method,
+        epl_boot=epl_boot,
+        epl_settings=settings,
+        hist=hist,
+    )
+    return payload, tables
+
+
 def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
     output = execute(spec, data=hist, metrics=False)
     result, measured = output.result, stages.measure(spec, hist, stages.RunControl())
-    dense = stages.metrics(spec, result, hist, measured, tables=True)
+    dense, dense_tables = _dense_reference(spec, result, hist, measured)
+    app = stages.metrics(spec, result, hist, measured, tables=True)
     sparse = stages.metrics(spec, result, hist, measured, tables=False)
-    assert sparse.tidy is None and dense.tidy is not None
-    return dense.payload, sparse.payload, result
+    assert sparse.tidy is None and app.tidy is not None
+    assert app.queries_left_out == ()
+    pd.testing.assert_frame_equal(app.tidy, result.to_tidy())
+    # the app's tables from the counted residuals equal the old dense path's, value for value
+    assert set(app.tables) == set(dense_tables)
+    for name, table in dense_tables.items():
+        pd.testing.assert_frame_equal(app.tables[name], table, check_exact=True, obj=name)
+    assert app.tables["epl"].attrs == dense_tables["epl"].attrs
+    for payload in (app.payload, sparse.payload):
+        _assert_same(dense, payload)
+    columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
+    pd.testing.assert_frame_equal(  # NaN ratios where the measured RMSE is 0
+        pd.DataFrame(app.payload["prediction"]),
+        pd.DataFrame(dense_tables["prediction"][columns].to_dict("records")),
+        check_exact=True,
+    )
+    return dense, sparse.payload, result
 
 
 STANDARD = (
