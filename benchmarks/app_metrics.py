@@ -1,0 +1,173 @@
+"""The app's TopDown metrics stage: counted sparse residuals vs the dense tidy table (issue 17).
+
+For each population size (default 1e5 persons, a generated Rhode Island) the script generates
+the population, runs ``topdown-2020-production`` once (one worker, no metrics), then computes the
+app's metrics (``tables=True``: metrics.json and the MAE, EPL, Blau-bias and prediction tables,
+plus the tidy table the Results page charts) ``--repeats`` times each way, round-robin, every
+computation in a forked child (:func:`outputs.in_child`) so its extra memory is its own:
+
+* **sparse** — this code: :func:`engine.runs.topdown.metrics` with ``tables=True`` and the app's
+  row limit (``max_tidy_rows`` = :data:`phexplore.api.run_folders.APP_MAX_ROWS`);
+* **dense baseline** — the app path of main at 015850a, reproduced here: ``result.to_tidy()`` of
+  every query, then ``mae_table``, ``epl_table``, ``blau_bias_of``, ``prediction_table`` and
+  ``metrics_payload`` on it (skipped above ``--baseline-max-rows`` dense rows, default 20,000,000).
+
+Printed: dense rows, the rows the app keeps, wall seconds (median) and peak memory added (MB, max),
+and whether the two ways' MAE / EPL / prediction tables are equal (computed once, in the parent).
+
+Usage::
+
+    .venv/bin/python benchmarks/app_metrics.py [--persons 1e5] [--repeats 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from outputs import in_child  # noqa: E402  (the forked-child measurement of benchmarks/outputs.py)
+
+
+def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
+    """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
+    from engine.metrics import epl_table, mae_table
+    from engine.metrics.prediction import prediction_table
+    from engine.runs import topdown as stages
+    from engine.topdown.profile import tree_profile
+
+    tidy = result.to_tidy()
+    epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
+    settings = stages.epl_settings_of(spec)
+    tables = {"mae": mae_table(tidy)}
+    tables["epl"] = epl_table(
+        tidy, n_boot=epl_boot, rng=stages.bootstrap_rng(spec.seed), settings=settings
+    )
+    stages.blau_bias_of(result, tidy, hist)
+    profile, _ = tree_profile(result.tree, hist, "run")
+    predicted = prediction_table(profile, measured.allocation, tidy)
+    if predicted is not None:
+        tables["prediction"] = predicted
+    stages.metrics_payload(
+        result, {}, tidy=tidy, epl_boot=epl_boot, epl_settings=settings, hist=hist
+    )
+    return tables
+
+
+def one_size(persons: int, repeats: int, baseline_max_rows: int, seed: int) -> dict[str, Any]:
+    import pandas as pd
+
+    from engine.data.generated import load_generated_population
+    from engine.data.population import generate_population
+    from engine.runs import RunSpec, execute
+    from engine.runs import topdown as stages
+    from engine.topdown.queries import query_group
+    from phexplore.api.run_folders import APP_MAX_ROWS
+    from phexplore.presets import load_topdown_preset
+
+    with tempfile.TemporaryDirectory() as folder:
+        generate_population(persons, seed=seed, states=["RI"], out_dir=Path(folder))
+        hist = load_generated_population(folder)
+    allocation = load_topdown_preset("topdown-2020-production")["persons"]
+    spec = RunSpec(
+        engine="topdown",
+        data={"source": "generated"},
+        config=allocation.to_dict(),
+        seed=seed,
+        options={"microdata": False},
+    )
+    result = execute(spec, data=hist, metrics=False, queries=("TOTAL",)).result
+    measured = stages.measure(spec, hist, stages.RunControl())
+    dense_rows = sum(
+        result.tree.n_nodes * query_group(result.schema, q).size for q in result.query_names
+    )
+
+    def sparse() -> Any:
+        return stages.metrics(spec, result, hist, measured, tables=True, max_tidy_rows=APP_MAX_ROWS)
+
+    ways: dict[str, Any] = {"sparse": sparse}
+    if dense_rows <= baseline_max_rows:
+        ways["dense baseline"] = lambda: dense_baseline(spec, result, hist, measured)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in ways}
+    for _ in range(repeats):
+        for name, work in ways.items():
+            runs[name].append(in_child(work))
+    kept = sparse()
+    equal = None
+    if "dense baseline" in ways:
+        old = dense_baseline(spec, result, hist, measured)
+        try:
+            for name, table in old.items():
+                pd.testing.assert_frame_equal(kept.tables[name], table, check_exact=True)
+            equal = True
+        except AssertionError:
+            equal = False
+    return {
+        "persons": persons,
+        "geounits": int(result.tree.n_nodes),
+        "dense_rows": int(dense_rows),
+        "app_rows": len(kept.tidy),
+        "queries_left_out": list(kept.queries_left_out),
+        "tables_equal": equal,
+        "ways": {
+            name: {
+                "median_s": statistics.median(r["s"] for r in rows),
+                "peak_added_mb": max(r["mb"] for r in rows),
+            }
+            for name, rows in runs.items()
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--persons", default="1e5", help="comma-separated sizes (1e3 – 1e7)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per way, 1 – 20 (default 3)")
+    parser.add_argument(
+        "--baseline-max-rows",
+        type=int,
+        default=20_000_000,
+        help="skip the dense baseline above this many dense rows (default 20,000,000)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="population and noise seed")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(float(p)) for p in args.persons.split(",") if p.strip()]
+    except ValueError:
+        parser.error(f"--persons: expected numbers like 1e5,1e6; got {args.persons!r}")
+    if not sizes or any(not 1_000 <= n <= 10_000_000 for n in sizes):
+        parser.error("--persons: every size must lie in 1e3 – 1e7")
+    if not 1 <= args.repeats <= 20:
+        parser.error("--repeats must lie in 1 – 20")
+    rows = [one_size(n, args.repeats, args.baseline_max_rows, args.seed) for n in sizes]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(
+        f"{'persons':>10} {'geounits':>9} {'dense rows':>11} {'app rows':>10} {'way':>15} "
+        f"{'median s':>9} {'peak +MB':>9}  tables equal"
+    )
+    for row in rows:
+        for name, way in row["ways"].items():
+            print(
+                f"{row['persons']:>10,} {row['geounits']:>9,} {row['dense_rows']:>11,} "
+                f"{row['app_rows']:>10,} {name:>15} {way['median_s']:>9.2f} "
+                f"{way['peak_added_mb']:>9.0f}  {row['tables_equal']}"
+            )
+        if row["queries_left_out"]:
+            print(
+                f"{'':>10} left out of the app's tidy table: {', '.join(row['queries_left_out'])}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
