@@ -590,10 +590,10 @@ def counted_epl_table(
     order as metrics.json draws it (the same intervals)."""
     from engine.metrics.metrics_json import counted_metric_tables
 
-    _, table = counted_metric_tables(
+    _, counted = counted_metric_tables(
         residuals, ("geolevel", "query"), epl_boot, bootstrap_rng(seed), seed, settings
     )
-    assert table is not None
+    table = pd.DataFrame() if counted is None else counted  # None only when epl_boot is None
     columns = ["geolevel", "query", "epl", "epl_low", "epl_high", "n_residuals", "reason"]
     reasons = [r if isinstance(r, str) else None for r in table["reason"]]
     table = table.reindex(columns=columns)
