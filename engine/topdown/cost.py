@@ -1,25 +1,33 @@
 """A rough time and memory estimate of a TopDown run, shown before Run (issue 17).
 
-A linear model in the size of the dense arrays of a run (geounits × cells per geounit), with
-coefficients measured by ``benchmarks/topdown_production.py`` on generated states with the
-2,016-cell schema on a shared 2-core machine (docs/topdown.md, "Production scale"). It is an order
-of magnitude for planning, not a promise: the time depends on the machine's load.
+A linear model in the number of blocks and the schema's cells, with coefficients measured by
+``benchmarks/topdown_production.py`` on generated states with the 2,016-cell schema on a quiet
+2-core machine (docs/topdown.md, "Production scale — where it stands"), plus the dense comparison
+table a caller keeps (the app keeps at most a set number of rows). It is an order of magnitude for
+planning, not a promise: the time depends on the machine and its load.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.010
-"""Wall-clock seconds per block with the 2,016-cell schema: 31.6 s / 2,453 blocks (100,000
-persons) and 192 s / 23,133 blocks (1,000,000 persons) on the shared machine (docs/topdown.md)."""
+SECONDS_PER_BLOCK_2016 = 0.0015
+"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine: 34.4 s / 23,133
+blocks (1,000,000 persons, median of 3) and 416.6 s / 292,120 blocks (10,000,000 persons)."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
-BYTES_PER_NODE_CELL = 64.0
-"""Peak bytes per (geounit × cell): truth, estimates and noisy DETAILED answers held densely
-(int64/float64) plus the loader's counts and temporaries: (3.47 − 0.35) GB over 24,135 × 2,016
-geounit-cells at 1,000,000 persons."""
+BYTES_PER_BLOCK_CELL = 9.6
+"""Peak bytes per (block × cell): the loader's dense block histogram (int64, 8 bytes) and its
+temporaries; the run itself holds sparse histograms. (5.58 GiB − 0.35 GB) over 292,120 × 2,016
+block-cells at 10,000,000 persons (at 1,000,000 persons, 0.72 GiB measured, 0.80 GB estimated)."""
+TABLE_BYTES_PER_ROW = 330.0
+"""Bytes per row of the dense comparison table (geounit × query cell) the app keeps, with the
+tables built beside it: the app's metrics stage took +494 MB for 1,508,590 kept rows at 100,000
+persons (``benchmarks/app_metrics.py``, docs/topdown.md "Known limitations")."""
+ANSWERS_PER_CELL = 1.3
+"""Query answer cells per histogram cell of a geounit (the production query set: ≈ 2,600 answer
+cells over 2,016 histogram cells)."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
 
@@ -35,16 +43,26 @@ class RunCost:
         minutes = self.seconds / 60.0
         when = f"{self.seconds:.0f} s" if self.seconds < 120 else f"{minutes:.0f} min"
         return (
-            f"Estimated run time ≈ {when} and peak memory ≈ {self.gigabytes:.1f} GB on a 2-core "
-            "machine (benchmarks/topdown_production.py; longer when the machine is busy)."
+            f"Estimated run time ≈ {when} and peak memory ≈ {self.gigabytes:.1f} GB on a quiet "
+            "2-core machine (benchmarks/topdown_production.py; longer when the machine is busy)."
         )
 
 
-def estimate_topdown_cost(n_blocks: int, n_cells: int) -> RunCost:
-    """Estimated cost of a run on ``n_blocks`` blocks of a schema with ``n_cells`` cells."""
-    if n_blocks < 0 or n_cells < 1:
-        raise ValueError("n_blocks must be ≥ 0 and n_cells ≥ 1")
+def table_rows(n_blocks: int, n_cells: int, limit: int) -> int:
+    """Dense comparison rows of a run (geounits × answer cells), at most ``limit``."""
+    return int(min(limit, NODES_PER_BLOCK * n_blocks * n_cells * ANSWERS_PER_CELL))
+
+
+def estimate_topdown_cost(n_blocks: int, n_cells: int, *, kept_rows: int = 0) -> RunCost:
+    """Estimated cost of a run on ``n_blocks`` blocks of a schema with ``n_cells`` cells, keeping
+    ``kept_rows`` rows of the dense comparison table (0 for the CLI, which keeps none)."""
+    if n_blocks < 0 or n_cells < 1 or kept_rows < 0:
+        raise ValueError("n_blocks and kept_rows must be ≥ 0 and n_cells ≥ 1")
     scale = n_cells / 2016.0
     seconds = BASE_SECONDS + SECONDS_PER_BLOCK_2016 * n_blocks * max(scale, 0.05)
-    gigabytes = BASE_GB + BYTES_PER_NODE_CELL * NODES_PER_BLOCK * n_blocks * n_cells / 1e9
+    gigabytes = (
+        BASE_GB
+        + BYTES_PER_BLOCK_CELL * n_blocks * n_cells / 1e9
+        + TABLE_BYTES_PER_ROW * kept_rows / 1e9
+    )
     return RunCost(seconds=seconds, gigabytes=gigabytes)

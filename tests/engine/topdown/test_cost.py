@@ -19,3 +19,25 @@ def test_cost_grows_with_blocks_and_cells():
 def test_cost_rejects_impossible_sizes():
     with pytest.raises(ValueError):
         estimate_topdown_cost(-1, 2016)
+
+
+def test_cost_matches_the_quiet_machine_measurements():
+    # docs/topdown.md "Production scale — where it stands": 34.4 s / 0.72 GiB on 23,133 blocks,
+    # 416.6 s / 5.58 GiB on 292,120 blocks (CLI runs: no dense table kept).
+    one_m = estimate_topdown_cost(23_133, 2016)
+    ten_m = estimate_topdown_cost(292_120, 2016)
+    assert 0.7 < one_m.seconds / 34.4 < 1.4 and 0.7 < ten_m.seconds / 416.6 < 1.4
+    assert 0.7 < one_m.gigabytes / (0.72 * 1.074) < 1.4
+    assert 0.8 < ten_m.gigabytes / (5.58 * 1.074) < 1.25
+
+
+def test_the_kept_table_adds_memory_up_to_its_limit():
+    from engine.topdown.cost import table_rows
+
+    assert table_rows(100, 16, 5_000_000) == int(1.04 * 100 * 16 * 1.3)
+    assert table_rows(300_000, 2016, 5_000_000) == 5_000_000
+    bare = estimate_topdown_cost(300_000, 2016)
+    kept = estimate_topdown_cost(300_000, 2016, kept_rows=5_000_000)
+    assert kept.gigabytes - bare.gigabytes == pytest.approx(1.65)
+    with pytest.raises(ValueError):
+        estimate_topdown_cost(10, 2016, kept_rows=-1)
