@@ -37,6 +37,12 @@ def latest_result() -> None:
     folded = (record.metrics or {}).get("schema_note") or {}
     if folded.get("note"):
         st.caption(str(folded["note"]) + " Production's σ for comparison: Results page.")
+    left_out = settings.get("queries_left_out")
+    if left_out:
+        st.caption(
+            "The tidy table leaves out " + ", ".join(left_out) + " (more dense rows than the app "
+            "holds); their MAE and EPL are in metrics.json and on the Results page."
+        )
     d = st.columns(4)
     d[0].download_button(
         "Tidy table (CSV)",

@@ -123,6 +123,7 @@ def test_a_run_over_the_row_limit_keeps_its_smallest_queries(
     assert set(record.tables["mae"]["query"]) == set(record.tables["epl"]["query"]) == queries
     assert set(record.metrics["mae"]["Block"]) == queries
     _round_trips(record)
+    assert any("leaves out RACEETH, DETAILED" in c.value for c in at.caption)  # Run page
     at.switch_page("pages/results.py").run()
     _no_problems(at)
     assert any("RACEETH, DETAILED" in c.value for c in at.caption)
