@@ -28,6 +28,11 @@ persons (``benchmarks/app_metrics.py``, docs/topdown.md "Known limitations")."""
 ANSWERS_PER_CELL = 1.3
 """Query answer cells per histogram cell of a geounit (the production query set: ≈ 2,600 answer
 cells over 2,016 histogram cells)."""
+PREDICTION_BYTES_PER_BLOCK_2016 = 300e3
+PREDICTION_SECONDS_PER_BLOCK_2016 = 0.006
+"""The app's predicted-vs-measured table (issue 19) on the 2,016-cell schema: +6.9 GB and 141 s at
+1,000,000 persons (23,133 blocks; ``benchmarks/app_metrics.py --persons 1e6``, a loaded machine),
+scaled here in proportion to blocks × cells. The CLI does not compute it."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
 
@@ -53,9 +58,12 @@ def table_rows(n_blocks: int, n_cells: int, limit: int) -> int:
     return int(min(limit, NODES_PER_BLOCK * n_blocks * n_cells * ANSWERS_PER_CELL))
 
 
-def estimate_topdown_cost(n_blocks: int, n_cells: int, *, kept_rows: int = 0) -> RunCost:
+def estimate_topdown_cost(
+    n_blocks: int, n_cells: int, *, kept_rows: int = 0, prediction: bool = False
+) -> RunCost:
     """Estimated cost of a run on ``n_blocks`` blocks of a schema with ``n_cells`` cells, keeping
-    ``kept_rows`` rows of the dense comparison table (0 for the CLI, which keeps none)."""
+    ``kept_rows`` rows of the dense comparison table (0 for the CLI, which keeps none), with the
+    app's predicted-vs-measured table when ``prediction``."""
     if n_blocks < 0 or n_cells < 1 or kept_rows < 0:
         raise ValueError("n_blocks and kept_rows must be ≥ 0 and n_cells ≥ 1")
     scale = n_cells / 2016.0
@@ -65,4 +73,7 @@ def estimate_topdown_cost(n_blocks: int, n_cells: int, *, kept_rows: int = 0) ->
         + BYTES_PER_BLOCK_CELL * n_blocks * n_cells / 1e9
         + TABLE_BYTES_PER_ROW * kept_rows / 1e9
     )
+    if prediction:
+        seconds += PREDICTION_SECONDS_PER_BLOCK_2016 * n_blocks * scale
+        gigabytes += PREDICTION_BYTES_PER_BLOCK_2016 * n_blocks * scale / 1e9
     return RunCost(seconds=seconds, gigabytes=gigabytes)

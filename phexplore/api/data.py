@@ -79,12 +79,13 @@ def generated_cef(folder: str) -> Any:
 
 def topdown_cost_sentence(n_blocks: int, n_cells: int) -> str:
     """The run-time and memory estimate shown before Run (:mod:`engine.topdown.cost`), with the
-    app's dense comparison table (at most ``APP_MAX_ROWS`` rows)."""
+    app's dense comparison table (at most ``APP_MAX_ROWS`` rows) and its predicted-vs-measured
+    table."""
     from engine.topdown.cost import estimate_topdown_cost, table_rows
     from phexplore.api.run_folders import APP_MAX_ROWS
 
     kept = table_rows(n_blocks, n_cells, APP_MAX_ROWS)
-    return estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept).sentence()
+    return estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept, prediction=True).sentence()
 
 
 def samples_of(kind: str) -> dict[str, str]:
