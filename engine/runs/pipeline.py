@@ -74,7 +74,7 @@ def execute(
     :func:`phexplore.dense_rows.chosen_queries`; the others are listed in
     ``extra["queries_left_out"]``); ``prepared`` a
     PHSafe prepared extract to reuse. ``metrics=False`` skips metrics.json (experiments compute
-    their own tables from the tidy output).
+    their own tables from the tidy output, which ``max_tidy_rows`` bounds likewise).
     """
     control = control or RunControl()
     own = executor is None
@@ -119,13 +119,14 @@ def _topdown(
     measured = stages.measure(spec, hist, control, executor)
     result = stages.estimate(spec, hist, measured, executor, control, started)
     if not with_metrics:
+        kept, left_out = stages.tidy_queries(result, queries, max_tidy_rows)
         return RunOutput(
             spec=spec,
             result=result,
             metrics={},
-            tidy=result.to_tidy(queries),
+            tidy=result.to_tidy(kept),
             data=hist,
-            extra={"queries": queries},
+            extra={"queries": queries, "queries_left_out": left_out},
         )
     control.progress("Computing metrics", 1.0)
     computed = stages.metrics(

@@ -169,3 +169,14 @@ def test_filter_subsets_the_unit_frame_like_the_app(tmp_path) -> None:
         if isinstance(value, np.ndarray):
             assert np.array_equal(cli.extra[key], value), key
             assert len(cli.extra[key]) == cli.n_blocks, key
+
+
+def test_a_run_without_metrics_keeps_only_the_tidy_rows_asked_for(small):
+    whole = execute(_spec(), data=small, metrics=False)
+    n_nodes = whole.result.tree.n_nodes
+    bounded = execute(_spec(), data=small, metrics=False, max_tidy_rows=3 * n_nodes)
+    assert set(bounded.tidy["query"]) == {"TOTAL", "VOTINGAGE"}  # 1 + 2 cells per geounit
+    assert bounded.extra["queries_left_out"] == ["RACEETH", "DETAILED"]
+    kept = whole.tidy[whole.tidy["query"].isin(["TOTAL", "VOTINGAGE"])].reset_index(drop=True)
+    assert bounded.tidy.reset_index(drop=True).astype(str).equals(kept.astype(str))
+    assert (bounded.result.estimates_sparse != whole.result.estimates_sparse).nnz == 0
