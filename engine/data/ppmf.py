@@ -82,6 +82,48 @@ def load_ppmf(
     Raises :class:`~engine.data.errors.DataValidationError` listing every located problem.
     """
     table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name)
+    records, problems = ppmf_records(table)
+    raise_if(problems, summary=not_usable(table.file))
+    assert records is not None
+    geography, cell = records
+    block_index, blocks = pd.factorize(geography["Block"], sort=True)
+    counts = np.zeros((len(blocks), REDISTRICTING_SCHEMA.size), dtype=np.int64)
+    np.add.at(counts, (block_index, cell), 1)
+    hhgq = cell // HHGQ_STRIDE
+    gq_present = np.zeros((len(blocks), len(GQTYPE_PL_CODES) - 1), dtype=np.int64)
+    in_gq = hhgq > 0
+    gq_present[block_index[in_gq], hhgq[in_gq] - 1] = 1
+    first_row = pd.Series(np.arange(len(block_index))).groupby(block_index).first().to_numpy()
+    block_geography = geography.iloc[first_row][list(BLOCK_LEVELS)].reset_index(drop=True)
+    return BlockHistogram(
+        schema=REDISTRICTING_SCHEMA,
+        levels=BLOCK_LEVELS,
+        geography=block_geography,
+        counts=counts,
+        source=SOURCE,
+        licence=LICENCE,
+        extra={"persons_read": table.n_rows, "gq_types_present": gq_present},
+    )
+
+
+HHGQ_STRIDE = REDISTRICTING_SCHEMA.size // REDISTRICTING_SCHEMA.shape[0]
+"""Cells per HHGQ level: a cell's HHGQ level index is ``cell // HHGQ_STRIDE`` (C order)."""
+
+
+def not_usable(file: str) -> str:
+    """The summary line of a PPMF/MDF file's problems."""
+    return f"{file}: not usable PPMF/MDF person records"
+
+
+def ppmf_records(table: CsvTable) -> tuple[tuple[pd.DataFrame, np.ndarray] | None, list[Problem]]:
+    """The recode of PPMF/MDF records (module docstring): ``((geography, cell), problems)``.
+
+    ``geography`` has one row per record (the columns of
+    :data:`~engine.data.geography.BLOCK_LEVELS`, full ids) and ``cell`` is each record's
+    :data:`~engine.data.schemas.REDISTRICTING_SCHEMA` cell; ``None`` when any record has a
+    problem. Works on any part of a file (the Spark backend applies it to each batch of records on
+    the executors, :mod:`engine.spark.ppmf`), with the messages :func:`load_ppmf` reports.
+    """
     problems: list[Problem] = []
     geography, found = geography_from_components(table, GEO_COLUMNS, unique_blocks=False)
     problems += found
@@ -99,26 +141,10 @@ def load_ppmf(
     problems += found
     if not problems:
         problems += _unit_problems(table, rtype, hhgq)
-    raise_if(problems, summary=f"{table.file}: not usable PPMF/MDF person records")
-
+    if problems:
+        return None, problems
     cell = np.ravel_multi_index((hhgq, votingage, hispanic, cenrace), REDISTRICTING_SCHEMA.shape)
-    block_index, blocks = pd.factorize(geography["Block"], sort=True)
-    counts = np.zeros((len(blocks), REDISTRICTING_SCHEMA.size), dtype=np.int64)
-    np.add.at(counts, (block_index, cell), 1)
-    gq_present = np.zeros((len(blocks), len(GQTYPE_PL_CODES) - 1), dtype=np.int64)
-    in_gq = hhgq > 0
-    gq_present[block_index[in_gq], hhgq[in_gq] - 1] = 1
-    first_row = pd.Series(np.arange(len(block_index))).groupby(block_index).first().to_numpy()
-    block_geography = geography.iloc[first_row][list(BLOCK_LEVELS)].reset_index(drop=True)
-    return BlockHistogram(
-        schema=REDISTRICTING_SCHEMA,
-        levels=BLOCK_LEVELS,
-        geography=block_geography,
-        counts=counts,
-        source=SOURCE,
-        licence=LICENCE,
-        extra={"persons_read": table.n_rows, "gq_types_present": gq_present},
-    )
+    return (geography, cell), []
 
 
 def _hhgq(table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
