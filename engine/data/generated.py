@@ -58,6 +58,12 @@ def _block_ids(frame: pd.DataFrame) -> pd.DataFrame:
     return geography_from_block_ids(ids.to_numpy(dtype=object))
 
 
+PPMF_GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
+"""The ``ppmf.csv`` columns whose concatenation is a person's 15-digit block id."""
+PPMF_TYPES: dict[str, str] = {**{c: "string" for c in PPMF_GEO}, **{c: "int16" for c in _CODES}}
+"""Arrow types of the ``ppmf.csv`` columns read (geography as text, codes as integers)."""
+
+
 def _read_ppmf(path: Path) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """Block ids (unique) and (block index, cell) of every person of a generated ``ppmf.csv``.
 
@@ -65,29 +71,41 @@ def _read_ppmf(path: Path) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     checked against their domains; the generic PPMF loader (:mod:`engine.data.ppmf`) validates
     uploads row by row with located messages.
     """
-    geo = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
     table = pacsv.read_csv(
         path,
         convert_options=pacsv.ConvertOptions(
-            include_columns=[*geo, *_CODES],
-            column_types={**{c: "string" for c in geo}, **{c: "int16" for c in _CODES}},
+            include_columns=[*PPMF_GEO, *_CODES], column_types=PPMF_TYPES
         ),
     )
-    values = {c: table[c].to_numpy() for c in _CODES}
+    block, cell = generated_cells(table, path.name)
+    codes, uniques = pd.factorize(block.to_numpy(zero_copy_only=False))
+    return np.asarray(uniques, dtype=object), (codes, cell)
+
+
+def generated_cells(
+    table: pa.Table | pa.RecordBatch, name: str, first_line: int = 2
+) -> tuple[pa.Array, np.ndarray]:
+    """Each record's block id and 2,016-cell index, from ``ppmf.csv`` columns typed as
+    :data:`PPMF_TYPES`; ``first_line`` is the file line (1-based, the header on line 1) of the
+    first record, which the messages call its row.
+
+    Raises a ValidationError naming the file row of the first code out of its domain. The Spark
+    backend calls it on each batch of records on the executors (:mod:`engine.spark.ppmf`).
+    """
+    values = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _CODES}
     for column, (low, high) in _CODES.items():
         bad = (values[column] < low) | (values[column] > high)
         if column == "RTYPE":
             bad = ~np.isin(values[column], (3, 5))
         if np.any(bad):
-            row = int(np.flatnonzero(bad)[0]) + 2
+            at = int(np.flatnonzero(bad)[0])
             raise ValidationError(
-                f"{path.name} row {row}: {column} {values[column][row - 2]} is out of range"
+                f"{name} row {at + first_line}: {column} {values[column][at]} is out of range"
             )
     if np.any((values["RTYPE"] == 5) != (values["GQTYPE_PL"] > 0)):
-        row = int(np.flatnonzero((values["RTYPE"] == 5) != (values["GQTYPE_PL"] > 0))[0]) + 2
-        raise ValidationError(f"{path.name} row {row}: RTYPE and GQTYPE_PL disagree")
-    block = pa.compute.binary_join_element_wise(*[table[c] for c in geo], "")
-    codes, uniques = pd.factorize(block.to_numpy(zero_copy_only=False))
+        at = int(np.flatnonzero((values["RTYPE"] == 5) != (values["GQTYPE_PL"] > 0))[0])
+        raise ValidationError(f"{name} row {at + first_line}: RTYPE and GQTYPE_PL disagree")
+    block = pa.compute.binary_join_element_wise(*[table.column(c) for c in PPMF_GEO], "")
     cell = np.ravel_multi_index(
         (
             values["GQTYPE_PL"].astype(np.int64),
@@ -97,7 +115,7 @@ def _read_ppmf(path: Path) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         ),
         REDISTRICTING_SCHEMA.shape,
     )
-    return np.asarray(uniques, dtype=object), (codes, cell)
+    return block, cell
 
 
 def load_generated_population(directory: str | os.PathLike[str]) -> BlockHistogram:
@@ -105,6 +123,22 @@ def load_generated_population(directory: str | os.PathLike[str]) -> BlockHistogr
     folder = Path(directory)
     manifest = read_manifest(folder)
     blocks_ppmf, cells = _read_ppmf(_find(folder, "ppmf"))
+    return generated_histogram(folder, manifest, blocks_ppmf, cells[0], cells[1])
+
+
+def generated_histogram(
+    folder: Path,
+    manifest: dict[str, object],
+    blocks_ppmf: np.ndarray,
+    block_index: np.ndarray,
+    cell: np.ndarray,
+    count: np.ndarray | None = None,
+) -> BlockHistogram:
+    """The histogram of every block of the folder's ``blocks.csv`` frame, with its unit frame,
+    from the persons' cells: ``blocks_ppmf[block_index[i]]`` is the block of person (or, with
+    ``count``, of the ``count[i]`` persons of) cell ``cell[i]``; the frame's person counts are
+    checked against them. The Spark backend passes the ``groupBy(block, cell)`` counts its
+    executors made of ``ppmf.csv`` (:mod:`engine.spark.ppmf`)."""
     table = pacsv.read_csv(
         _find(folder, "blocks"),
         convert_options=pacsv.ConvertOptions(column_types={c: "string" for c in BLOCK_COLUMNS[:5]}),
@@ -121,7 +155,7 @@ def load_generated_population(directory: str | os.PathLike[str]) -> BlockHistogr
         bad = blocks_ppmf[rows < 0][0]
         raise ValidationError(f"ppmf.csv has persons in block {bad}, which blocks.csv lacks")
     counts = np.zeros((len(table), REDISTRICTING_SCHEMA.size), dtype=np.int64)
-    np.add.at(counts, (rows[cells[0]], cells[1]), 1)
+    np.add.at(counts, (rows[block_index], cell), 1 if count is None else count)
     frame_persons = table["PERSONS"].to_numpy(dtype=np.int64)
     if not np.array_equal(counts.sum(axis=1), frame_persons):
         block = geography["Block"].to_numpy()[
@@ -137,7 +171,7 @@ def load_generated_population(directory: str | os.PathLike[str]) -> BlockHistogr
         source=f"PHExplore generated population (seed {manifest['seed']})",
         licence="generated data (no licence restriction)",
         extra={
-            "persons_read": int(cells[1].size),
+            "persons_read": int(cell.size if count is None else count.sum()),
             "housing_units": table["HOUSING_UNITS"].to_numpy(dtype=np.int64),
             "occupied_units": table["OCCUPIED_UNITS"].to_numpy(dtype=np.int64),
             "gq_facilities": gq,
