@@ -42,8 +42,9 @@ from phexplore.prediction.least_squares import (
     engine_passes,
     level_covariance,
 )
+from phexplore.prediction.root_clipping import RootClipping, root_clipping
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import FamilyCovariance, SupportAlgebra
+from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, design_key
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
@@ -261,6 +262,7 @@ def predict_topdown(
     max_units: int | None = None,
     max_families: int | None = SUPPORT_MAX_FAMILIES,
     support: bool | None = None,
+    root_empty_cells: bool = True,
 ) -> Prediction:
     """Predicted RMSE and MOE of the published counts of every geolevel × query (module doc).
 
@@ -277,6 +279,9 @@ def predict_topdown(
     least squares on the cells each parent populates (:mod:`phexplore.prediction.support`;
     default: with a count profile on schemas of more than :data:`SUPPORT_MIN_CELLS` cells), on
     at most ``max_families`` families per level (every k-th; ``None``: all).
+    ``root_empty_cells``: with the support model, add the mass the root's non-negative least
+    squares lifts into its empty cells (:mod:`phexplore.prediction.root_clipping`) to the root's
+    rows and those of its only-child copies (``False``: the model before that term, a baseline).
     """
     for name, value in (("max_units", max_units), ("max_families", max_families)):
         if value is not None and (isinstance(value, bool) or int(value) < 1):
@@ -347,6 +352,13 @@ def predict_topdown(
     family_covs: list[dict[int, FamilyCovariance]] = []
     cache = None
     kept = np.arange(algebra.n_cells)
+    root_term: RootClipping | None = None
+    # levels that copy the root: it and every level below it while each has a single child
+    copies_root = {0}
+    for k in range(1, len(levels)):
+        if spine.fanouts[k].size != 1 or int(spine.fanouts[k][0]) != 1:
+            break
+        copies_root.add(k)
     on_support = counts is not None and (
         support if support is not None else algebra.n_cells > SUPPORT_MIN_CELLS
     )
@@ -378,6 +390,8 @@ def predict_topdown(
         _, scale_t, family_covs = cache.family_covariances(counts, spine.fanouts, designs, families)
         level_keys = cache.level_keys(designs, families)
         kept = np.flatnonzero(counts[0][0] > 0)
+        if root_empty_cells:
+            root_term = _root_term(spine, attrs, designs[0], cache, algebra, tuple(report))
     for k, lv in enumerate(levels):
         mean_coef = coefs[k].mean(axis=0)
         units = int(coefs[k].shape[0])
@@ -466,6 +480,13 @@ def predict_topdown(
                     cells=kept,
                 )
             if (
+                root_term is not None
+                and k in copies_root
+                and q in root_term.bias
+                and math.isfinite(corr.rmse)
+            ):
+                corr = _with_root_term(corr, root_term, q)
+            if (
                 k == len(levels) - 1
                 and corr.unit_bias is not None
                 and corr.unit_bias.shape[0] == units
@@ -498,6 +519,46 @@ def predict_topdown(
         spine=spine,
         leaf_bias=leaf_bias,
         folded=tuple(lv for lv in allocation.geolevels if lv not in levels),
+    )
+
+
+def _root_term(
+    spine: SpineProfile,
+    attrs: tuple[tuple[str, tuple[str, ...]], ...],
+    design: LevelDesign,
+    cache: Any,
+    algebra: CellAlgebra,
+    report: tuple[str, ...],
+) -> RootClipping:
+    """:func:`phexplore.prediction.root_clipping.root_clipping` of the root's design, computed
+    for the design normalised to scale 1 (cached with the profile) and rescaled."""
+    key, normalised, t = design_key(design)
+    counts = spine.counts[0][0] if spine.counts is not None else np.zeros(algebra.n_cells)
+    zeros = spine.zero_cells(0, np.zeros(1, dtype=np.int64), attrs)
+
+    def compute() -> RootClipping:
+        return root_clipping(
+            normalised,
+            cache.answer_index,
+            counts,
+            None if zeros is None else zeros[0],
+            {q: algebra.answer_cells(q) for q in report},
+        )
+
+    term: RootClipping = cache.derived_value(("root_clipping", key, report), compute)
+    return term.scaled(t)
+
+
+def _with_root_term(corr: LevelCorrection, term: RootClipping, query: str) -> LevelCorrection:
+    """``corr`` with the root's lifted empty cells added (bias, variance, rounding)."""
+    mse = corr.rmse**2 + term.added_mse(query, corr.unit_bias)
+    bias = term.bias[query]
+    return LevelCorrection(
+        rmse=math.sqrt(max(mse, 0.0)),
+        mean_count=corr.mean_count,
+        model_holds=corr.model_holds,
+        bias=corr.bias + float(np.mean(bias)),
+        unit_bias=None if corr.unit_bias is None else corr.unit_bias + bias,
     )
 
 

@@ -1,0 +1,244 @@
+"""The root's clipped empty cells: the mass its non-negative least squares lifts into them
+(SPEC §7; TDA §7.1 eq. 7.1–7.2, §5.2 invariants).
+
+The support model (:mod:`phexplore.prediction.support`) holds the root's empty cells at 0. They
+are not held: the root has no parent, so every cell that is not a structural zero of the unit
+frame is a variable of its non-negative least squares (``engine/topdown/least_squares``), and on
+the 2,016-cell production schema ~1,600–1,800 of them are empty. Noise lifts some of them; the
+mass they take comes from the populated cells through the invariant TOTAL and the measured
+marginals, so each marginal's answers are biased (measured on a generated state: State
+HHINSTLEVELS RMSE 24–50 against 5–10 predicted without this term).
+
+Derivation. Let S be the root's populated cells, E its other variables (true count 0), H = Σ_q
+w_q A_qᵀA_q the information of its single pass and C x = c its invariants. With the cells of E
+fixed at δ ≥ 0, the least squares on S (the support model's solution x_S⁰, error e_S⁰) moves
+linearly:
+
+    x_S(δ) = x_S⁰ − M δ,    [M; ·] = K⁻¹ [H_SE; C_E],    K = [[H_SS, C_Sᵀ], [C_S, 0]],
+
+and profiling S out leaves, for δ, the quadratic ½ δᵀΣδ − rᵀδ with the Schur complement
+Σ = H_EE − [H_ES, C_Eᵀ] K⁻¹ [H_SE; C_E] and r = g_E − [H_ES, C_Eᵀ] K⁻¹ [g_S; 0] (g = Σ_q w_q A_qᵀ
+m̃_q): Gaussian with mean 0 (the true cells of E are 0) and independent of e_S⁰ (the efficient
+estimator under the true restriction x_E = 0 is uncorrelated with its difference from any other
+unbiased estimator; exactly so when v_q = 1/w_q, the covariance below is the actual noise's). The
+non-negative least squares takes δ = argmin_{δ≥0} ½ δᵀΣδ − rᵀδ, whose conditions are
+
+    δ_i = max(0, r_i − Σ_{j≠i} Σ_ij δ_j) / Σ_ii.
+
+We solve them in *mean field* — the same step as the correction's water filling λ
+(:mod:`phexplore.prediction.correction`), where the other cells' pull is replaced by its mean:
+h_i = Σ_{j≠i} Σ_ij E δ_j, and with s_i² = Var r_i, a = h_i / s_i,
+
+    E δ_i = (s_i φ(a) − h_i Φ(−a)) / Σ_ii,     E δ_i² = ((h_i² + s_i²) Φ(−a) − h_i s_i φ(a)) / Σ_ii²,
+
+iterated (damped) to a fixed point; with no coupling this is each cell freed alone and clipped
+(E δ = s/(Σ√(2π))), which counts each lift once per cell and over-states the mass many-fold when
+hundreds of empty cells share a measured marginal. The published error of an answer a of query q
+is then A_q,S e_S⁰ + (T_q δ)_a with T_q = A_q,E − A_q,S M: its mean squared error adds
+(T_q E δ)_a² + 2 b_a (T_q E δ)_a (b_a: the support model's own bias of that answer) and
+Σ_i T_q,ai² Var δ_i (the lifts taken as independent, as the correction takes clipped cells) and
+rounding p_i/6 for each lifted cell (p_i = Φ(−a), the probability it is lifted; TDA eq. 7.7).
+Every quantity scales with the design: Σ by t, E δ by 1/√t, Var δ by 1/t, p not at all, so a new
+total ρ is a rescale (:meth:`RootClipping.scaled`).
+
+An only child copies its parent, so the term applies to each level whose every ancestor down from
+the root has a single child (a one-county state's County). The mass the root lifts also flows to
+the levels below it; that is not modelled (docs/prediction.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+from scipy.special import ndtr
+
+from phexplore.prediction.least_squares import LevelDesign
+
+MEAN_FIELD_ITERATIONS = 500
+"""Cap on the damped fixed-point iterations of the mean-field conditions (they converge in tens)."""
+
+MEAN_FIELD_TOLERANCE = 1e-9
+"""Stop when no E δ_i moves by more than this times the largest."""
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+@dataclass(frozen=True)
+class RootClipping:
+    """What the root's lifted empty cells add, per query and answer cell: the mean error
+    ``bias`` (T_q E δ), the variance of the lifts ``variance`` (Σ_i T_ai² Var δ_i) and the
+    rounding variance ``rounding`` (Σ_{i ∈ a} p_i / 6), for a design of scale t = ``scale``."""
+
+    bias: Mapping[str, np.ndarray]
+    variance: Mapping[str, np.ndarray]
+    rounding: Mapping[str, np.ndarray]
+    lifted_mass: float
+    """E Σ_i δ_i: persons the root's least squares is expected to move into its empty cells."""
+    empty_cells: int
+    """Empty variables of the root (non-zero-able cells with a true count of 0)."""
+    scale: float = 1.0
+
+    def scaled(self, factor: float) -> RootClipping:
+        """The same term for the design with every weight times ``factor`` (E δ ∝ 1/√t)."""
+        if factor == 1.0:
+            return self
+        root = 1.0 / math.sqrt(factor)
+        return RootClipping(
+            {q: b * root for q, b in self.bias.items()},
+            {q: v / factor for q, v in self.variance.items()},
+            self.rounding,
+            self.lifted_mass * root,
+            self.empty_cells,
+            self.scale * factor,
+        )
+
+    def added_mse(self, query: str, support_bias: np.ndarray | None) -> float:
+        """Mean over the answers of ``query`` of what the term adds to the squared error:
+        (T E δ)² + 2 b (T E δ) + Σ T² Var δ + rounding (``support_bias``: b per answer, the
+        support model's own mean error, or None)."""
+        bias = self.bias[query]
+        cross = 0.0 if support_bias is None else 2.0 * np.ravel(support_bias) * bias
+        total = bias * bias + cross + self.variance[query] + self.rounding[query]
+        return float(np.mean(total))
+
+
+def root_clipping(
+    design: LevelDesign,
+    answer_index: Mapping[str, np.ndarray],
+    counts: np.ndarray,
+    structural_zero: np.ndarray | None,
+    sizes: Mapping[str, int],
+) -> RootClipping:
+    """The term of the module docstring for the root with true ``counts`` (n_cells), its single
+    pass ``design`` (every measured query; invariants exact), structural zeros (no variable:
+    never lifted) and the queries ``sizes`` (query → answer cells) to report."""
+    n_cells = counts.size
+    zero = np.zeros(n_cells, dtype=bool) if structural_zero is None else structural_zero
+    populated = np.flatnonzero(counts > 0)
+    empty = np.flatnonzero((counts <= 0) & ~zero)
+    # an invariant answer with no populated cell holds its empty cells at 0 (their sum is 0)
+    for q in design.invariants:
+        idx = answer_index[q]
+        pinned = np.bincount(idx[populated], minlength=int(idx.max()) + 1) == 0
+        empty = empty[~pinned[idx[empty]]]
+    nothing = {q: np.zeros(int(v)) for q, v in sizes.items()}
+    if empty.size == 0 or populated.size == 0:
+        return RootClipping(nothing, nothing, nothing, 0.0, int(empty.size))
+    cells = np.concatenate([populated, empty])
+    n_s = populated.size
+    info = np.zeros((cells.size, cells.size))
+    noise = np.zeros((cells.size, cells.size))
+    for q in (q for p in design.passes for q in p):
+        idx = answer_index[q][cells]
+        same = idx[:, None] == idx[None, :]
+        info += design.weight[q] * same
+        noise += design.weight[q] ** 2 * design.noise_variance[q] * same
+    cons = _constraint_rows(design.invariants, answer_index, cells)
+    kkt = np.block(
+        [
+            [info[:n_s, :n_s], cons[:, :n_s].T],
+            [cons[:, :n_s], np.zeros((cons.shape[0], cons.shape[0]))],
+        ]
+    )
+    couple = np.vstack([info[:n_s, n_s:], cons[:, n_s:]])  # [H_SE; C_E]
+    solved = _solve(kkt, couple)  # K⁻¹ [H_SE; C_E]
+    move = solved[:n_s]  # M: S × E
+    schur = info[n_s:, n_s:] - couple.T @ solved
+    schur = 0.5 * (schur + schur.T)
+    # r = g_E − (K⁻¹[H_SE; C_E])ᵀ [g_S; 0] = g_E − Mᵀ g_S: Var r_i from the noise's covariance
+    cross = np.einsum("ji,ji->i", move, noise[:n_s, n_s:])
+    quad = np.einsum("ji,ji->i", move, noise[:n_s, :n_s] @ move)
+    var_r = np.maximum(np.diag(noise)[n_s:] - 2.0 * cross + quad, 0.0)
+    diag = np.diag(schur).copy()
+    top = max(float(diag.max(initial=0.0)), 1e-300)
+    live = diag > 1e-9 * top  # a cell the root does not determine is not modelled
+    mean, second, lifted = _mean_field(schur, diag, var_r, live)
+    var = np.maximum(second - mean * mean, 0.0)
+    bias: dict[str, np.ndarray] = {}
+    variance: dict[str, np.ndarray] = {}
+    rounding: dict[str, np.ndarray] = {}
+    for q, size in sizes.items():
+        idx = answer_index[q]
+        # T_q = A_q,E − A_q,S M, row by answer
+        t = -_row_sums(move, idx[populated], int(size))
+        t[idx[empty], np.arange(empty.size)] += 1.0
+        bias[q] = t @ mean
+        variance[q] = (t * t) @ var
+        rounding[q] = np.bincount(idx[empty], weights=lifted / 6.0, minlength=int(size))
+    return RootClipping(bias, variance, rounding, float(mean.sum()), int(empty.size))
+
+
+def _constraint_rows(
+    invariants: Sequence[str], answer_index: Mapping[str, np.ndarray], cells: np.ndarray
+) -> np.ndarray:
+    """Rows C of the invariant answers over ``cells`` (answers no cell hits left out)."""
+    rows = []
+    for q in invariants:
+        idx = answer_index[q][cells]
+        answers, local = np.unique(idx, return_inverse=True)
+        block = np.zeros((answers.size, cells.size))
+        block[local, np.arange(cells.size)] = 1.0
+        rows.append(block)
+    return np.vstack(rows) if rows else np.zeros((0, cells.size))
+
+
+def _solve(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """K⁻¹ rhs for the symmetric KKT matrix, by least squares where it is singular (the pass
+    does not determine every populated cell, or redundant invariants)."""
+    try:
+        out = scipy.linalg.solve(kkt, rhs, assume_a="sym", check_finite=False)
+        if np.all(np.isfinite(out)):
+            return out
+    except (np.linalg.LinAlgError, ValueError):
+        pass
+    return scipy.linalg.lstsq(kkt, rhs, check_finite=False)[0]
+
+
+def _row_sums(matrix: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
+    """Σ of the rows of ``matrix`` by their answer ``index`` (``size`` answers)."""
+    indicator = scipy.sparse.csr_matrix(
+        (np.ones(index.size), (index, np.arange(index.size))), shape=(size, index.size)
+    )
+    return np.asarray(indicator @ matrix)
+
+
+def _mean_field(
+    schur: np.ndarray, diag: np.ndarray, var_r: np.ndarray, live: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """E δ, E δ² and P(δ > 0) of every empty cell at the mean-field fixed point (module doc)."""
+    sd = np.sqrt(np.where(live, var_r, 0.0))
+    safe = np.where(live, diag, 1.0)
+    off = np.where(live[:, None] & live[None, :], schur, 0.0)
+    np.fill_diagonal(off, 0.0)
+    mean = np.where(live, sd / _SQRT_2PI / safe, 0.0)
+    shift = off @ mean
+    for _ in range(MEAN_FIELD_ITERATIONS):
+        new = _lift_mean(shift, sd, safe, live)
+        step = float(np.max(np.abs(new - mean), initial=0.0))
+        mean = 0.5 * mean + 0.5 * new
+        shift = off @ mean
+        if step <= MEAN_FIELD_TOLERANCE * max(float(mean.max(initial=0.0)), 1e-300):
+            break
+    mean = _lift_mean(shift, sd, safe, live)
+    a = np.divide(shift, sd, out=np.zeros_like(shift), where=sd > 0)
+    p = np.where(live & (sd > 0), ndtr(-a), 0.0)
+    second = np.where(
+        live, ((shift * shift + sd * sd) * p - shift * sd * _phi(a)) / (safe * safe), 0.0
+    )
+    return mean, np.maximum(second, mean * mean), p
+
+
+def _lift_mean(shift: np.ndarray, sd: np.ndarray, diag: np.ndarray, live: np.ndarray) -> np.ndarray:
+    """E max(0, r − h) / Σ_ii with r ~ N(0, sd²): (sd φ(h/sd) − h Φ(−h/sd)) / Σ_ii."""
+    a = np.divide(shift, sd, out=np.zeros_like(shift), where=sd > 0)
+    out = (sd * _phi(a) - shift * ndtr(-a)) / diag
+    return np.where(live & (sd > 0), np.maximum(out, 0.0), 0.0)
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * x * x) / _SQRT_2PI
