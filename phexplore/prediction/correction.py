@@ -32,8 +32,9 @@ mean count per answer cell is below 1 the model is flagged as outside its valida
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import scipy.sparse
@@ -179,31 +180,195 @@ def level_moments(
     return CellMoments(moments.p, moments.mean, moments.var, rounded), family
 
 
-def _summer(
-    index: np.ndarray, size: int, shape: tuple[int, ...]
-) -> Callable[[np.ndarray], np.ndarray]:
-    """Sum ``(units, cells)`` arrays (or per-unit ``(units, 1)``) into the query's answer cells."""
-    if size == index.size and np.array_equal(index, np.arange(size)):
-        return lambda x: np.array(np.broadcast_to(x, shape), dtype=np.float64)
-    if np.unique(index).size == size:
-        order = np.argsort(index, kind="stable")
-        starts = np.searchsorted(index[order], np.arange(size))
+@dataclass(frozen=True, eq=False)
+class AnswerSums:
+    """Sums of ``(units, columns)`` arrays into the answer cells of several queries at once.
 
-        def by_answer(x: np.ndarray) -> np.ndarray:
-            full = np.broadcast_to(x, shape)
-            return np.add.reduceat(full[:, order], starts, axis=1)
+    Only the answer cells some column is counted in (*present*) are formed: an answer cell no
+    column reaches has no count, no clipped cell and no rounded cell, so every term of the
+    correction is 0 there and it enters the query's means as zeros (they divide by every answer
+    cell). ``matrix`` is the ``(present answers, columns)`` indicator, the queries' present
+    answers stacked in order (``offsets``); ``present[i]`` names query i's present answer cells.
+    Budget-independent: built once per schema, queries and columns (:func:`answer_sums`).
+    """
 
-        return by_answer
-    # some answer cells have no column (cells left out): sum with a sparse indicator matrix
-    indicator = scipy.sparse.csr_matrix(
-        (np.ones(index.size), (np.arange(index.size), index)), shape=(index.size, size)
+    queries: tuple[str, ...]
+    sizes: tuple[int, ...]
+    n_columns: int
+    matrix: scipy.sparse.csr_matrix
+    present: tuple[np.ndarray, ...]
+    offsets: np.ndarray
+    cells_per_answer: np.ndarray
+    """``(present answers,)`` columns counted in each present answer cell."""
+
+    def __call__(self, columns_first: np.ndarray) -> np.ndarray:
+        """``(columns, n)`` → ``(present answers, n)`` sums (the arrays transposed, so that
+        each answer adds contiguous rows)."""
+        return np.asarray(self.matrix @ columns_first)
+
+    def span(self, i: int) -> slice:
+        """Rows of query i's present answers."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+
+def answer_sums(
+    attributes: Sequence[tuple[str, Sequence[str]]],
+    queries: Sequence[str],
+    cells: np.ndarray | None = None,
+) -> AnswerSums:
+    """:class:`AnswerSums` of ``queries`` over the schema cells ``cells`` (default all; cached)."""
+    attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
+    key = None if cells is None else np.asarray(cells, dtype=np.int64).tobytes()
+    return _answer_sums(attrs, tuple(queries), key)
+
+
+@lru_cache(maxsize=64)
+def _answer_sums(
+    attributes: tuple[tuple[str, tuple[str, ...]], ...],
+    queries: tuple[str, ...],
+    cells_key: bytes | None,
+) -> AnswerSums:
+    cells = None if cells_key is None else np.frombuffer(cells_key, dtype=np.int64)
+    n_columns = int(np.prod([len(levels) for _, levels in attributes]))
+    if cells is not None:
+        n_columns = int(cells.size)
+    rows, present, sizes, per_answer = [], [], [], []
+    offsets = [0]
+    for q in queries:
+        parse = parse_marginal(q, attributes)
+        index = cell_index(parse, attributes)
+        if cells is not None:
+            index = index[cells]
+        sizes.append(answer_cells(parse, attributes))
+        hit, local, count = np.unique(index, return_inverse=True, return_counts=True)
+        rows.append(local.reshape(-1) + offsets[-1])
+        present.append(hit)
+        per_answer.append(count.astype(np.float64))
+        offsets.append(offsets[-1] + hit.size)
+    row = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    col = np.tile(np.arange(n_columns), len(queries))
+    matrix = scipy.sparse.csr_matrix(
+        (np.ones(row.size), (row, col)), shape=(offsets[-1], n_columns)
+    )
+    return AnswerSums(
+        queries=queries,
+        sizes=tuple(sizes),
+        n_columns=n_columns,
+        matrix=matrix,
+        present=tuple(present),
+        offsets=np.array(offsets, dtype=np.int64),
+        cells_per_answer=np.concatenate(per_answer) if per_answer else np.zeros(0),
     )
 
-    def by_indicator(x: np.ndarray) -> np.ndarray:
-        full = np.ascontiguousarray(np.broadcast_to(x, shape), dtype=np.float64)
-        return np.asarray(full @ indicator)
 
-    return by_indicator
+CHUNK_ELEMENTS = 4_000_000
+"""Units × columns per chunk of :func:`level_corrections` (its stacked arrays stay ~300 MB)."""
+
+
+def level_corrections(
+    moments: CellMoments,
+    counts: np.ndarray,
+    linear_vars: Mapping[str, np.ndarray],
+    cell_var: np.ndarray,
+    attributes: Sequence[tuple[str, Sequence[str]]],
+    support: np.ndarray | None = None,
+    cells: np.ndarray | None = None,
+    *,
+    unit_bias: bool = True,
+) -> dict[str, LevelCorrection]:
+    """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
+
+    The unit × cell arrays every query sums (clipping probabilities and moments, variances,
+    counts) are stacked and summed into all queries' present answer cells by one sparse
+    product (:class:`AnswerSums`), in chunks of units; each query's means then divide by all its
+    answer cells. ``unit_bias``: also return each query's per unit × answer-cell mean error
+    (all answer cells; ``False``: ``None``, when only the summary is needed)."""
+    queries = tuple(linear_vars)
+    sums = answer_sums(attributes, queries, cells)
+    n_units, n_columns = counts.shape
+    if n_columns != sums.n_columns:
+        raise ValueError(
+            f"counts have {n_columns} columns; the queries' cells are {sums.n_columns}"
+        )
+    totals = {name: np.zeros(len(queries)) for name in ("mse", "true", "bias")}
+    biases = [np.zeros((n_units, size)) if unit_bias else None for size in sums.sizes]
+    step = max(1, CHUNK_ELEMENTS // max(n_columns, 1))
+    two_d = cell_var.ndim == 2
+    for a in range(0, n_units, step):
+        b = min(n_units, a + step)
+        part = slice(a, b)
+        p = moments.p[part]
+        inside = None if support is None else support[part]
+        p_in = p if inside is None else np.where(inside, p, 0.0)
+        var = moments.var[part]
+        arrays = [
+            p_in,
+            p_in * p_in,
+            var if inside is None else np.where(inside, var, 0.0),
+            moments.mean[part],
+            moments.p_rounded[part],
+            counts[part],
+        ]
+        if two_d:
+            arrays.append(
+                cell_var[part] if inside is None else np.where(inside, cell_var[part], 0.0)
+            )
+        if inside is not None:
+            arrays.append(inside)
+            arrays.append(np.where(inside, 0.0, var))
+        width = b - a
+        stacked = np.empty((n_columns, len(arrays), width))
+        for j, x in enumerate(arrays):
+            stacked[:, j, :] = np.broadcast_to(x, (width, n_columns)).T
+        summed = sums(stacked.reshape(n_columns, -1)).reshape(-1, len(arrays), width)
+        sum_p, sum_p2, var_in, mean, rounded, true = (summed[:, j] for j in range(6))
+        rest = 6
+        if two_d:
+            diag_lin = summed[:, rest]
+            rest += 1
+        else:
+            diag_lin = sums.cells_per_answer[:, None] * cell_var[part][None, :]
+        if inside is None:
+            per_answer = sums.cells_per_answer[:, None]
+            outside: np.ndarray | float = 0.0
+        else:
+            per_answer, outside = summed[:, rest], summed[:, rest + 1]
+        lin = np.empty(sum_p.shape)
+        for i, q in enumerate(queries):
+            v = linear_vars[q]
+            lin[sums.span(i)] = v[part][None, :] if v.ndim == 1 else v[part][:, sums.present[i]].T
+        off_lin = lin - diag_lin  # negative when cells are negatively correlated
+        pairs = per_answer * (per_answer - 1.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pair_weight = np.where(
+                pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0
+            )
+        spread = np.maximum(var_in + pair_weight * off_lin, 0.0)
+        # Knowing which cells are 0 can only lower the least-squares variance of an answer
+        # (exact constraints added); where the answer is pinned by its own measurements rather
+        # than by its cells, the frozen-cell sum above overstates it, so the linear variance
+        # caps it.
+        clipped = np.minimum(spread + mean**2, lin) + outside
+        mse = clipped + ROUNDING_VARIANCE * rounded
+        for i in range(len(queries)):
+            span = sums.span(i)
+            totals["mse"][i] += float(mse[span].sum())
+            totals["true"][i] += float(true[span].sum())
+            totals["bias"][i] += float(mean[span].sum())
+            if biases[i] is not None:
+                biases[i][part, sums.present[i]] = mean[span].T
+    out = {}
+    for i, q in enumerate(queries):
+        n = float(n_units * sums.sizes[i])
+        mean_count = totals["true"][i] / n
+        out[q] = LevelCorrection(
+            rmse=math.sqrt(totals["mse"][i] / n),
+            mean_count=mean_count,
+            model_holds=mean_count >= MIN_MEAN_COUNT,
+            bias=totals["bias"][i] / n,
+            unit_bias=biases[i],
+        )
+    return out
 
 
 def query_correction(
@@ -225,47 +390,12 @@ def query_correction(
     (:func:`phexplore.prediction.support.child_support_covariances`); the empty cells' own
     clipped errors (from their free-cell variance in ``cell_var``) are then added to the
     answer's, independently. ``cells``: the schema cells the arrays' columns are (default all;
-    cells no unit can populate carry no error and may be left out).
+    cells no unit can populate carry no error and may be left out). Several queries of one
+    level at once: :func:`level_corrections` (the same numbers).
     """
-    parse = parse_marginal(query, attributes)
-    index = cell_index(parse, attributes)
-    if cells is not None:
-        index = index[cells]
-    size = answer_cells(parse, attributes)
-
-    by_answer = _summer(index, size, counts.shape)
-    cells_per_answer = np.bincount(index, minlength=size).astype(np.float64)
-    inside = np.ones(counts.shape, dtype=bool) if support is None else support
-    p_in = np.where(inside, moments.p, 0.0)
-    sum_p = by_answer(p_in)
-    sum_p2 = by_answer(p_in**2)
-    if cell_var.ndim == 1:
-        diag_lin = cell_var[:, None] * cells_per_answer[None, :]
-    else:
-        diag_lin = by_answer(np.where(inside, cell_var, 0.0))
-    lin = linear_var[:, None] if linear_var.ndim == 1 else linear_var
-    off_lin = lin - diag_lin  # negative when cells are negatively correlated
-    per_answer = cells_per_answer if support is None else by_answer(inside.astype(np.float64))
-    pairs = per_answer * (per_answer - 1.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pair_weight = np.where(pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0)
-    bias2 = by_answer(moments.mean) ** 2
-    spread = np.maximum(by_answer(np.where(inside, moments.var, 0.0)) + pair_weight * off_lin, 0.0)
-    outside = 0.0 if support is None else by_answer(np.where(inside, 0.0, moments.var))
-    # Knowing which cells are 0 can only lower the least-squares variance of an answer (exact
-    # constraints added); where the answer is pinned by its own measurements rather than by its
-    # cells, the frozen-cell sum above overstates it, so the linear variance caps it.
-    clipped = np.minimum(spread + bias2, np.broadcast_to(lin, spread.shape)) + outside
-    mse = clipped + ROUNDING_VARIANCE * by_answer(moments.p_rounded)
-    true = by_answer(counts.astype(np.float64))
-    mean_count = float(true.mean())
-    return LevelCorrection(
-        rmse=math.sqrt(float(mse.mean())),
-        mean_count=mean_count,
-        model_holds=mean_count >= MIN_MEAN_COUNT,
-        bias=float(by_answer(moments.mean).mean()),
-        unit_bias=by_answer(moments.mean),
-    )
+    return level_corrections(
+        moments, counts, {query: linear_var}, cell_var, attributes, support, cells
+    )[query]
 
 
 def held_query_correction(
@@ -286,12 +416,9 @@ def held_query_correction(
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
     in :func:`query_correction`."""
-    parse = parse_marginal(query, attributes)
-    index = cell_index(parse, attributes)
-    if cells is not None:
-        index = index[cells]
-    size = answer_cells(parse, attributes)
-    answers = _summer(index, size, counts.shape)(counts.astype(np.float64))
+    sums = answer_sums(attributes, (query,), cells)
+    answers = np.zeros((counts.shape[0], sums.sizes[0]))
+    answers[:, sums.present[0]] = sums(np.ascontiguousarray(counts.T, dtype=np.float64)).T
     moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)
     mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p_rounded
     mean_count = float(answers.mean())

@@ -33,8 +33,8 @@ from phexplore.prediction.correction import (
     LevelCorrection,
     family_index,
     held_query_correction,
+    level_corrections,
     level_moments,
-    query_correction,
     sample_families,
 )
 from phexplore.prediction.least_squares import (
@@ -437,6 +437,27 @@ def predict_topdown(
             else:
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
             moments, _ = level_moments(unit_counts, cell_var, spine.fanouts[k], sample, root=k == 0)
+        batch: dict[str, LevelCorrection] = {}
+        if moments is not None and counts is not None:
+            # every query the correction sums over cells, at once (correction.level_corrections)
+            summed = [
+                q
+                for q in report
+                if q not in exact[lv] and q not in unidentified[k] and q not in held_early[k]
+            ]
+            batch = level_corrections(
+                moments,
+                unit_counts,
+                {
+                    q: _unit_variance(support_vars.get(q), coefs[k][sample] @ per_level[q])
+                    for q in summed
+                },
+                cell_var,
+                attrs,
+                support=support_mask,
+                cells=kept,
+                unit_bias=k == len(levels) - 1 and sample.size == units,
+            )
         for q in report:
             ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
             if q in support_vars:
@@ -469,16 +490,7 @@ def predict_topdown(
                     cells=kept,
                 )
             else:
-                corr = query_correction(
-                    moments,
-                    unit_counts,
-                    _unit_variance(unit_var, coefs[k][sample] @ per_level[q]),
-                    cell_var,
-                    attrs,
-                    q,
-                    support=support_mask,
-                    cells=kept,
-                )
+                corr = batch[q]
             if (
                 root_term is not None
                 and k in copies_root

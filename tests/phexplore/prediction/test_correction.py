@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from phexplore.prediction.correction import clipped_moments, water_fill_shift
 from phexplore.prediction.spine import SpineProfile, aggregate_counts, shipped_profile
@@ -66,3 +67,80 @@ def test_a_query_the_level_does_not_determine_has_no_prediction() -> None:
     assert pred.row("Block", "DETAILED").model_holds is False
     assert pred.row("Block", "TOTAL").post_processed_rmse > 0
     assert not math.isnan(pred.row("Block_Group", "DETAILED").post_processed_rmse)
+
+
+def _reference_correction(moments, counts, linear_var, cell_var, attributes, query, support, cells):
+    """The correction of one query written out on every answer cell with a dense indicator
+    (the formula of the module docstring, as the per-query implementation had it)."""
+    from phexplore.marginals import answer_cells, cell_index, parse_marginal
+
+    parse = parse_marginal(query, attributes)
+    index = cell_index(parse, attributes)[cells]
+    size = answer_cells(parse, attributes)
+    ind = np.zeros((index.size, size))
+    ind[np.arange(index.size), index] = 1.0
+    inside = support
+    p_in = np.where(inside, moments.p, 0.0)
+    sum_p, sum_p2 = p_in @ ind, (p_in**2) @ ind
+    diag_lin = np.where(inside, cell_var, 0.0) @ ind
+    lin = linear_var[:, None] if linear_var.ndim == 1 else linear_var
+    per_answer = inside.astype(float) @ ind
+    pairs = per_answer * (per_answer - 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = np.where(pairs > 0, (sum_p**2 - sum_p2) / np.where(pairs > 0, pairs, 1), 0)
+    spread = np.maximum(np.where(inside, moments.var, 0.0) @ ind + weight * (lin - diag_lin), 0)
+    outside = np.where(inside, 0.0, moments.var) @ ind
+    bias = moments.mean @ ind
+    clipped = np.minimum(spread + bias**2, np.broadcast_to(lin, spread.shape)) + outside
+    mse = clipped + moments.p_rounded @ ind / 6.0
+    return float(np.sqrt(mse.mean())), float((counts @ ind).mean()), bias
+
+
+def test_level_corrections_match_the_formula_query_by_query(monkeypatch) -> None:
+    """All queries of a level at once (only the answer cells some column reaches, in chunks of
+    units) give the per-query formula on every answer cell, including cells left out."""
+    import phexplore.prediction.correction as correction
+    from phexplore.marginals import SCHEMA_ATTRIBUTES
+
+    attributes = next(a for a in SCHEMA_ATTRIBUTES.values() if len(a) > 2)
+    n_cells = int(np.prod([len(levels) for _, levels in attributes]))
+    rng = np.random.default_rng(3)
+    cells = np.sort(rng.choice(n_cells, size=min(n_cells, 90), replace=False))
+    units = 17
+    counts = rng.poisson(0.8, size=(units, cells.size)).astype(float)
+    support = counts > 0
+    cell_var = rng.uniform(0.2, 3.0, size=(units, cells.size))
+    fanouts = np.array([5, 4, 8])
+    moments, _ = correction.level_moments(counts, cell_var, fanouts, np.arange(units))
+    queries = [
+        "TOTAL",
+        "DETAILED",
+        *(a for a, _ in attributes[:2]),
+        f"{attributes[0][0]}*{attributes[1][0]}",
+    ]
+    from phexplore.marginals import answer_cells, parse_marginal
+
+    linear = {}
+    for i, q in enumerate(queries):
+        size = answer_cells(parse_marginal(q, attributes), attributes)
+        linear[q] = rng.uniform(0.5, 9.0, size=(units, size)) if i % 2 else rng.uniform(1, 5, units)
+    expected = {
+        q: _reference_correction(
+            moments, counts, linear[q], cell_var, attributes, q, support, cells
+        )
+        for q in queries
+    }
+    for chunk in (10**9, 100):  # one chunk, and chunks of a few units
+        monkeypatch.setattr(correction, "CHUNK_ELEMENTS", chunk)
+        got = correction.level_corrections(
+            moments, counts, linear, cell_var, attributes, support=support, cells=cells
+        )
+        for q in queries:
+            rmse, mean_count, bias = expected[q]
+            assert got[q].rmse == pytest.approx(rmse, rel=1e-12)
+            assert got[q].mean_count == pytest.approx(mean_count, rel=1e-12)
+            np.testing.assert_allclose(got[q].unit_bias, bias, rtol=1e-12, atol=1e-14)
+        one = correction.query_correction(
+            moments, counts, linear["DETAILED"], cell_var, attributes, "DETAILED", support, cells
+        )
+        assert one.rmse == pytest.approx(expected["DETAILED"][0], rel=1e-12)
