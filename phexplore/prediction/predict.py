@@ -456,7 +456,9 @@ def predict_topdown(
                 attrs,
                 support=support_mask,
                 cells=kept,
-                unit_bias=k == len(levels) - 1 and sample.size == units,
+                # per-unit biases: the leaves' when every leaf is evaluated (off-spine
+                # entities), and the root's copies' (the root term's cross product)
+                unit_bias=(k == len(levels) - 1 and sample.size == units) or k in copies_root,
             )
         for q in report:
             ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
