@@ -14,7 +14,8 @@ person records, one row per person (``data/samples/ppmf_perry_al``; columns as d
 * ``CENHISP`` (1 = not Hispanic, 2 = Hispanic); ``CENRACE`` (``01``–``63``).
 
 Records become :data:`~engine.data.schemas.REDISTRICTING_SCHEMA` cells HHGQ × VOTINGAGE × HISPANIC ×
-CENRACE, summed per block; only blocks with at least one person appear. A person's RTYPE must agree
+CENRACE, summed per block into a sparse (CSR) histogram (:attr:`BlockHistogram.sparse_counts`; the
+dense form only on request, for small areas); only blocks with at least one person appear. A person's RTYPE must agree
 with the GQ type (RTYPE 3 ⇔ household); a GQ person without a GQ type, or a household person with
 one, is a person without a valid unit and is reported. The Perry County, AL sample holds 10,588
 persons in 511 blocks.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from engine.data.errors import Problem
 from engine.data.geography import BLOCK_LEVELS, geography_from_components
@@ -87,8 +89,12 @@ def load_ppmf(
     assert records is not None
     geography, cell = records
     block_index, blocks = pd.factorize(geography["Block"], sort=True)
-    counts = np.zeros((len(blocks), REDISTRICTING_SCHEMA.size), dtype=np.int64)
-    np.add.at(counts, (block_index, cell), 1)
+    # Sparse from the start (issue 17): summed (block, cell) pairs, never a dense blocks × 2,016.
+    counts = sp.csr_matrix(
+        (np.ones(block_index.size, dtype=np.int64), (block_index, cell)),
+        shape=(len(blocks), REDISTRICTING_SCHEMA.size),
+        dtype=np.int64,
+    )
     hhgq = cell // HHGQ_STRIDE
     gq_present = np.zeros((len(blocks), len(GQTYPE_PL_CODES) - 1), dtype=np.int64)
     in_gq = hhgq > 0

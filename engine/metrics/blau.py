@@ -324,7 +324,7 @@ def tabulation_totals(hist: BlockHistogram, estimated_block_totals: ArrayLike) -
             f"estimated block totals must have one value per block ({hist.n_blocks}); "
             f"got {est.size}"
         )
-    per_block = np.column_stack([hist.counts.sum(axis=1).astype(np.float64), est])
+    per_block = np.column_stack([hist.block_totals.astype(np.float64), est])
     frames = [
         pd.DataFrame(
             {

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from engine.data.histogram import BlockHistogram
 from engine.metrics.spine import spine_mae
 from engine.topdown.run import TopDownResult
@@ -45,7 +43,7 @@ def spine_report(
     if conventional.n_blocks != used.n_blocks:
         raise ValidationError("the conventional and the run's spine cover different blocks")
     estimated = result.block_histogram().sum(axis=1)
-    truth = np.asarray(hist.counts).sum(axis=1)
+    truth = hist.block_totals
     levels = {
         conventional.names[level]: (conventional.codes[level], conventional.n_units(level))
         for level in range(1, conventional.n_levels)

@@ -214,14 +214,14 @@ def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | N
     from engine.topdown.sparse_histograms import aggregate_sparse
 
     if spark is None:
-        return aggregate_sparse(plan.tree, hist.counts)
+        return aggregate_sparse(plan.tree, hist.sparse_counts)
     import scipy.sparse as sp
 
     from engine.spark.histograms import spark_truth
 
     session = spark.session  # type: ignore[attr-defined]
     sparse = sp.csr_matrix(
-        spark_truth(session, plan.tree, hist.counts, hist.counts.shape[1]), dtype=np.int64
+        spark_truth(session, plan.tree, hist.sparse_counts, hist.schema.size), dtype=np.int64
     )
     sparse.eliminate_zeros()
     sparse.sort_indices()

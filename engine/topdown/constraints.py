@@ -30,7 +30,7 @@ import numpy as np
 
 from engine.data.histogram import BlockHistogram
 from engine.topdown.family import ChildBounds, QuerySpec
-from engine.topdown.queries import TOTAL, query_group
+from engine.topdown.queries import TOTAL, QueryGroup, query_group
 from phexplore.errors import ValidationError
 
 HHGQ_QUERY = "HHGQ"
@@ -124,8 +124,20 @@ def _describe(query: str, cell: int) -> str:
     return "household persons" if cell == 0 else f"persons in GQ type {cell}"
 
 
+def block_answers(hist: BlockHistogram, group: QueryGroup) -> np.ndarray:
+    """``(n_blocks, group.size)`` float64: the true answers of every block to ``group``, summed
+    from the non-zero cells of a sparse histogram (never densified) or from the dense one."""
+    if not hist.is_sparse:
+        return group.answer(hist.counts).astype(np.float64)
+    counts = hist.sparse_counts
+    rows = np.repeat(np.arange(hist.n_blocks, dtype=np.int64), np.diff(counts.indptr))
+    key = rows * group.size + group.cell_index[counts.indices]
+    sums = np.bincount(key, weights=counts.data, minlength=hist.n_blocks * group.size)
+    return sums.reshape(hist.n_blocks, group.size)
+
+
 def _check_truth(hist: BlockHistogram, bounds: CountBounds) -> None:
-    answers = query_group(hist.schema, bounds.query).answer(hist.counts).astype(np.float64)
+    answers = block_answers(hist, query_group(hist.schema, bounds.query))
     low = answers < bounds.lower
     high = answers > bounds.upper
     if not (low.any() or high.any()):

@@ -113,8 +113,8 @@ def plan_run(
             f"allocation {allocation.name!r} is for {allocation.universe}; this engine estimates "
             "person histograms — use the persons allocation"
         )
-    if np.any(hist.counts < 0):
-        row = int(np.flatnonzero(np.any(hist.counts < 0, axis=1))[0])
+    row = hist.first_negative_block()
+    if row is not None:
         raise ValidationError(
             f"block {row} ({hist.geography.iloc[row, -1]}) has a negative count; "
             "histogram counts must be non-negative"

@@ -208,7 +208,7 @@ def _structural_report(
         if np.any(counts[tree.block_node] != 1):
             return {"structural_zeros_held": False, "note": "no unit data; spine above blocks"}
         block_totals = np.asarray(estimates[tree.block_node].sum(axis=1))  # (n_blocks, 1)
-        return unconstrained_note(hist.counts.sum(axis=1)[:, None], block_totals).as_dict()
+        return unconstrained_note(hist.block_totals[:, None], block_totals).as_dict()
     spec, bounds = held
     answers = np.asarray((estimates @ spec.matrix().T).toarray())  # (n_nodes, spec.size)
     violations = int(np.sum((answers < bounds.lower - 1e-9) | (answers > bounds.upper + 1e-9)))

@@ -102,7 +102,7 @@ def run_topdown(
     plan = plan_run(hist, allocation, tree=tree, node_budgets=node_budgets, options=options)
     report("Aggregating the true histogram", 0.0)
     t0 = time.perf_counter()
-    truth = aggregate_sparse(plan.tree, hist.counts)
+    truth = aggregate_sparse(plan.tree, hist.sparse_counts)
     measured = measure_plan(plan, truth, int(seed))
     timings: dict[str, float] = {"measurement": time.perf_counter() - t0}
     report("Measured noisy query answers", 0.02)

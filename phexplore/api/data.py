@@ -28,9 +28,7 @@ def topdown_sample(name: str) -> BlockHistogram:
 
     hist = load_topdown_sample(name)
     # Shared by every session: read-only so no page or engine can change the sample in place.
-    hist.counts.setflags(write=False)
-    if hist.units is not None:
-        hist.units.setflags(write=False)
+    hist.set_read_only()
     return hist
 
 
@@ -65,7 +63,7 @@ def generated_topdown(folder: str) -> BlockHistogram:
     from engine.data.generated import load_generated_population
 
     hist = load_generated_population(folder)
-    hist.counts.setflags(write=False)
+    hist.set_read_only()
     return hist
 
 

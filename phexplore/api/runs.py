@@ -14,8 +14,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from engine.data.histogram import BlockHistogram
 from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER, PF_PERCENTILE
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
@@ -61,7 +59,8 @@ def data_fingerprint(hist: BlockHistogram) -> str:
     """SHA-256 of a histogram's block ids and counts: names data the app holds in a RunSpec."""
     digest = hashlib.sha256()
     digest.update("|".join(map(str, hist.geography.iloc[:, -1].astype(str))).encode("utf-8"))
-    digest.update(np.ascontiguousarray(hist.counts, dtype=np.int64).tobytes())
+    for chunk in hist.dense_row_chunks():  # the dense bytes, never the whole dense array
+        digest.update(chunk.tobytes())
     return digest.hexdigest()
 
 

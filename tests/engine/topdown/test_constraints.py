@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -32,7 +30,7 @@ def ri_with_frame():
         "occupied_units": np.where(pop > 0, 1, 0),
         "gq_facilities": np.zeros((hist.n_blocks, 7), dtype=np.int64),
     }
-    return replace(hist, extra=extra)
+    return hist.replace(extra=extra)
 
 
 def test_empty_blocks_receive_nobody_when_the_frame_says_so(ri_with_frame, ri_allocation):
@@ -49,7 +47,7 @@ def test_empty_blocks_receive_nobody_when_the_frame_says_so(ri_with_frame, ri_al
 
 
 def test_without_a_frame_the_run_quantifies_persons_in_empty_blocks(ri_with_frame, ri_allocation):
-    bare = replace(ri_with_frame, extra={})
+    bare = ri_with_frame.replace(extra={})
     result = run_topdown(bare, ri_allocation, seed=11)
     report = result.diagnostics["structural"]
     assert report["structural_zeros_held"] is False
@@ -88,7 +86,7 @@ def test_truth_that_breaks_the_frame_is_reported_in_words(ri_with_frame):
     hu[populated[0]] = 0
     extra["housing_units"] = hu
     with pytest.raises(ValidationError, match="unit frame allows none"):
-        block_bounds(replace(ri_with_frame, extra=extra))
+        block_bounds(ri_with_frame.replace(extra=extra))
 
 
 def test_feasibility_check_names_the_family_and_the_bound(ri_with_frame, ri_allocation):
