@@ -17,9 +17,10 @@ edits.
 
 Usage: ``.venv/bin/python benchmarks/prediction.py [--rhos 0.25,1,4] [--seeds 8]
 [--population 30000] [--population-seed 11] [--population-seeds 3] [--population-rhos 0.64,2.556]
-[--skip-population] [--out results.json]``. Each table also prints the dense model's
-predicted / measured (every cell a variable: the model before the support restriction) as the
-baseline of the same run.
+[--skip-population] [--out results.json]``. Each table also prints, as baselines of the same
+run, the dense model's predicted / measured (every cell a variable: the model before the support
+restriction) and the model without the root's lifted empty cells ("no-root",
+``predict_topdown(..., root_empty_cells=False)``: the model before that term).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def validate(
     # Baseline in the same run: the dense model (every cell a variable), as before the support
     # model (phexplore/prediction/support.py); identical on the folded 16-cell schema.
     dense = predict_topdown(alloc, profile, support=False)
+    # and the model without the root's lifted empty cells (phexplore/prediction/root_clipping.py)
+    no_root = predict_topdown(alloc, profile, root_empty_cells=False)
     queries = list(dict.fromkeys(r.query for r in pred.rows))
     mse: dict[tuple[str, str], list[float]] = {}
     run_s = []
@@ -86,7 +89,7 @@ def validate(
     header = (
         f"{'geolevel':12s} {'query':27s} {'units':>6s} {'mean cnt':>9s} {'σ meas.':>8s} "
         f"{'LS only':>8s} {'predicted':>9s} {'measured':>9s} {'±SE':>6s} {'σ/meas':>7s} "
-        f"{'LS/meas':>7s} {'dense/meas':>10s} {'pred/meas':>9s}"
+        f"{'LS/meas':>7s} {'dense/meas':>10s} {'no-root/meas':>12s} {'pred/meas':>9s}"
     )
     print(header)
     rows = []
@@ -103,6 +106,8 @@ def validate(
         ratio = r.post_processed_rmse / measured if measured > 0 else float("nan")
         dense_rmse = dense.row(r.geolevel, r.query).post_processed_rmse
         dense_ratio = dense_rmse / measured if measured > 0 else float("nan")
+        no_root_rmse = no_root.row(r.geolevel, r.query).post_processed_rmse
+        no_root_ratio = no_root_rmse / measured if measured > 0 else float("nan")
         in_range = bool(r.mean_count is not None and r.mean_count >= 1.0)
         row = {
             "data": label,
@@ -119,6 +124,8 @@ def validate(
             "measured_rel_se": se,
             "ratio": ratio,
             "dense_ratio": dense_ratio,
+            "no_root_term_predicted_rmse": no_root_rmse,
+            "no_root_term_ratio": no_root_ratio,
             "in_range": in_range,
             "within_target": bool(LOW <= ratio <= HIGH),
         }
@@ -133,14 +140,16 @@ def validate(
         print(
             f"{r.geolevel:12s} {r.query:27s} {r.units:6d} {r.mean_count or 0:9.2f} {sigma} "
             f"{r.ls_rmse:8.3f} {r.post_processed_rmse:9.3f} {measured:9.3f} {se:6.1%} "
-            f"{sig_ratio} {r.ls_rmse / measured:7.2f} {dense_ratio:10.3f} {ratio:9.3f}{flag}"
+            f"{sig_ratio} {r.ls_rmse / measured:7.2f} {dense_ratio:10.3f} {no_root_ratio:12.3f} "
+            f"{ratio:9.3f}{flag}"
         )
     inside = [x for x in rows if x["in_range"]]
     hits = sum(x["within_target"] for x in inside)
     dense_hits = sum(LOW <= float(x["dense_ratio"]) <= HIGH for x in inside)  # type: ignore[arg-type]
+    no_root_hits = sum(LOW <= float(x["no_root_term_ratio"]) <= HIGH for x in inside)  # type: ignore[arg-type]
     print(
         f"within {LOW}–{HIGH}: {hits} of {len(inside)} rows with mean count ≥ 1 "
-        f"(dense model: {dense_hits})"
+        f"(dense model: {dense_hits}; without the root's lifted empty cells: {no_root_hits})"
     )
     return rows
 

@@ -49,7 +49,7 @@ the levels below it; that is not modelled (docs/prediction.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,7 +116,11 @@ def root_clipping(
 ) -> RootClipping:
     """The term of the module docstring for the root with true ``counts`` (n_cells), its single
     pass ``design`` (every measured query; invariants exact), structural zeros (no variable:
-    never lifted) and the queries ``sizes`` (query → answer cells) to report."""
+    never lifted) and the queries ``sizes`` (query → answer cells) to report.
+
+    Σ is never formed: its products with a vector are H_EE v (per query, sums over answer cells)
+    minus [H_ES, C_Eᵀ] K⁻¹ [H_SE; C_E] v, so the cost is one solve of K (the populated cells and
+    the invariants) against the |E| columns of [H_SE; C_E]."""
     n_cells = counts.size
     zero = np.zeros(n_cells, dtype=bool) if structural_zero is None else structural_zero
     populated = np.flatnonzero(counts > 0)
@@ -129,62 +133,122 @@ def root_clipping(
     nothing = {q: np.zeros(int(v)) for q, v in sizes.items()}
     if empty.size == 0 or populated.size == 0:
         return RootClipping(nothing, nothing, nothing, 0.0, int(empty.size))
-    cells = np.concatenate([populated, empty])
-    n_s = populated.size
-    info = np.zeros((cells.size, cells.size))
-    noise = np.zeros((cells.size, cells.size))
-    for q in (q for p in design.passes for q in p):
-        idx = answer_index[q][cells]
-        same = idx[:, None] == idx[None, :]
-        info += design.weight[q] * same
-        noise += design.weight[q] ** 2 * design.noise_variance[q] * same
-    cons = _constraint_rows(design.invariants, answer_index, cells)
-    kkt = np.block(
-        [
-            [info[:n_s, :n_s], cons[:, :n_s].T],
-            [cons[:, :n_s], np.zeros((cons.shape[0], cons.shape[0]))],
-        ]
-    )
-    couple = np.vstack([info[:n_s, n_s:], cons[:, n_s:]])  # [H_SE; C_E]
+    measured = list(dict.fromkeys(q for p in design.passes for q in p))
+    weight = {q: float(design.weight[q]) for q in measured}
+    noise = {q: weight[q] ** 2 * float(design.noise_variance[q]) for q in measured}
+    # v_q = 1/w_q up to the discrete Gaussian's e^(−2π²σ²) (≤ 3e-9 relative at σ ≥ 1): Var r = Σ
+    exact_noise = all(abs(weight[q] - noise[q]) <= 1e-6 * weight[q] for q in measured)
+    parts = {q: _indicators(answer_index[q], populated, empty) for q in measured}
+    h_ss = _gram(parts, weight, "SS")
+    h_se = _gram(parts, weight, "SE")
+    cons_s, cons_e = _constraint_rows(design.invariants, answer_index, populated, empty)
+    n_s, n_c = populated.size, cons_s.shape[0]
+    kkt = np.block([[h_ss, cons_s.T], [cons_s, np.zeros((n_c, n_c))]])
+    couple = np.vstack([h_se, cons_e])  # [H_SE; C_E]
     solved = _solve(kkt, couple)  # K⁻¹ [H_SE; C_E]
     move = solved[:n_s]  # M: S × E
-    schur = info[n_s:, n_s:] - couple.T @ solved
-    schur = 0.5 * (schur + schur.T)
-    # r = g_E − (K⁻¹[H_SE; C_E])ᵀ [g_S; 0] = g_E − Mᵀ g_S: Var r_i from the noise's covariance
-    cross = np.einsum("ji,ji->i", move, noise[:n_s, n_s:])
-    quad = np.einsum("ji,ji->i", move, noise[:n_s, :n_s] @ move)
-    var_r = np.maximum(np.diag(noise)[n_s:] - 2.0 * cross + quad, 0.0)
-    diag = np.diag(schur).copy()
+    h_diag = sum(weight.values())  # every cell is in one answer of each query: (A_qᵀA_q)_ii = 1
+    diag = h_diag - np.einsum("ji,ji->i", couple, solved)
+
+    def schur_times(v: np.ndarray) -> np.ndarray:
+        out = -(couple.T @ (solved @ v))
+        for q, (_, _, idx_e, n_ans) in parts.items():
+            out += weight[q] * np.bincount(idx_e, weights=v, minlength=n_ans)[idx_e]
+        return out
+
+    if exact_noise:
+        var_r = np.maximum(diag, 0.0)
+    else:  # r = g_E − Mᵀ g_S: Var r_i from the noise's own covariance
+        n_se = _gram(parts, noise, "SE")
+        n_ss = _gram(parts, noise, "SS")
+        cross = np.einsum("ji,ji->i", move, n_se)
+        quad = np.einsum("ji,ji->i", move, n_ss @ move)
+        var_r = np.maximum(sum(noise.values()) - 2.0 * cross + quad, 0.0)
     top = max(float(diag.max(initial=0.0)), 1e-300)
     live = diag > 1e-9 * top  # a cell the root does not determine is not modelled
-    mean, second, lifted = _mean_field(schur, diag, var_r, live)
+    mean, second, lifted = _mean_field(schur_times, diag, var_r, live)
     var = np.maximum(second - mean * mean, 0.0)
+    shift = move @ mean  # the populated cells' mean move
     bias: dict[str, np.ndarray] = {}
     variance: dict[str, np.ndarray] = {}
     rounding: dict[str, np.ndarray] = {}
     for q, size in sizes.items():
         idx = answer_index[q]
-        # T_q = A_q,E − A_q,S M, row by answer
-        t = -_row_sums(move, idx[populated], int(size))
-        t[idx[empty], np.arange(empty.size)] += 1.0
-        bias[q] = t @ mean
-        variance[q] = (t * t) @ var
-        rounding[q] = np.bincount(idx[empty], weights=lifted / 6.0, minlength=int(size))
+        idx_s, idx_e = idx[populated], idx[empty]
+        n_ans = int(size)
+        # T_q = A_q,E − A_q,S M; bias T E δ; variance Σ_i T_ai² Var δ_i
+        bias[q] = np.bincount(idx_e, weights=mean, minlength=n_ans) - np.bincount(
+            idx_s, weights=shift, minlength=n_ans
+        )
+        touched, local = np.unique(idx_s, return_inverse=True)
+        gather = scipy.sparse.csr_matrix(
+            (np.ones(populated.size), (local, np.arange(populated.size))),
+            shape=(touched.size, populated.size),
+        )
+        am = np.asarray(gather @ move)  # (A_q,S M) on the answers S touches
+        var_q = np.bincount(idx_e, weights=var, minlength=n_ans)
+        var_q[touched] += (am * am) @ var
+        pos = np.searchsorted(touched, idx_e)
+        hit = (pos < touched.size) & (touched[np.minimum(pos, touched.size - 1)] == idx_e)
+        cols = np.flatnonzero(hit)
+        np.add.at(var_q, idx_e[cols], -2.0 * am[pos[cols], cols] * var[cols])
+        variance[q] = np.maximum(var_q, 0.0)
+        rounding[q] = np.bincount(idx_e, weights=lifted / 6.0, minlength=n_ans)
     return RootClipping(bias, variance, rounding, float(mean.sum()), int(empty.size))
 
 
-def _constraint_rows(
-    invariants: Sequence[str], answer_index: Mapping[str, np.ndarray], cells: np.ndarray
+def _indicators(
+    index: np.ndarray, populated: np.ndarray, empty: np.ndarray
+) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix, np.ndarray, int]:
+    """A_q on the populated cells and on the empty ones (answers × cells, sparse), the empty
+    cells' answers and the number of answers."""
+    n_ans = int(index.max()) + 1
+
+    def rows(cells: np.ndarray) -> scipy.sparse.csr_matrix:
+        return scipy.sparse.csr_matrix(
+            (np.ones(cells.size), (index[cells], np.arange(cells.size))), shape=(n_ans, cells.size)
+        )
+
+    return rows(populated), rows(empty), index[empty], n_ans
+
+
+def _gram(
+    parts: Mapping[str, tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix, np.ndarray, int]],
+    scale: Mapping[str, float],
+    block: str,
 ) -> np.ndarray:
-    """Rows C of the invariant answers over ``cells`` (answers no cell hits left out)."""
-    rows = []
+    """Σ_q scale_q A_q,Sᵀ A_q,X (X = S or E) as a dense matrix."""
+    out = None
+    for q, (a_s, a_e, _, _) in parts.items():
+        other = a_s if block == "SS" else a_e
+        term = (a_s.T @ other).toarray() * scale[q]
+        out = term if out is None else out + term
+    assert out is not None
+    return out
+
+
+def _constraint_rows(
+    invariants: Sequence[str],
+    answer_index: Mapping[str, np.ndarray],
+    populated: np.ndarray,
+    empty: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows C of the invariant answers over the populated and the empty cells (answers no
+    populated cell hits left out: their empty cells were dropped as pinned)."""
+    rows_s, rows_e = [], []
     for q in invariants:
-        idx = answer_index[q][cells]
-        answers, local = np.unique(idx, return_inverse=True)
-        block = np.zeros((answers.size, cells.size))
-        block[local, np.arange(cells.size)] = 1.0
-        rows.append(block)
-    return np.vstack(rows) if rows else np.zeros((0, cells.size))
+        idx = answer_index[q]
+        answers, local = np.unique(idx[populated], return_inverse=True)
+        block_s = np.zeros((answers.size, populated.size))
+        block_s[local, np.arange(populated.size)] = 1.0
+        block_e = np.zeros((answers.size, empty.size))
+        where = np.searchsorted(answers, idx[empty])
+        block_e[where, np.arange(empty.size)] = 1.0
+        rows_s.append(block_s)
+        rows_e.append(block_e)
+    if not rows_s:
+        return np.zeros((0, populated.size)), np.zeros((0, empty.size))
+    return np.vstack(rows_s), np.vstack(rows_e)
 
 
 def _solve(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -199,29 +263,27 @@ def _solve(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return scipy.linalg.lstsq(kkt, rhs, check_finite=False)[0]
 
 
-def _row_sums(matrix: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
-    """Σ of the rows of ``matrix`` by their answer ``index`` (``size`` answers)."""
-    indicator = scipy.sparse.csr_matrix(
-        (np.ones(index.size), (index, np.arange(index.size))), shape=(size, index.size)
-    )
-    return np.asarray(indicator @ matrix)
-
-
 def _mean_field(
-    schur: np.ndarray, diag: np.ndarray, var_r: np.ndarray, live: np.ndarray
+    schur_times: Callable[[np.ndarray], np.ndarray],
+    diag: np.ndarray,
+    var_r: np.ndarray,
+    live: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """E δ, E δ² and P(δ > 0) of every empty cell at the mean-field fixed point (module doc)."""
+    """E δ, E δ² and P(δ > 0) of every empty cell at the mean-field fixed point (module doc);
+    ``schur_times(v)`` is Σ v."""
     sd = np.sqrt(np.where(live, var_r, 0.0))
     safe = np.where(live, diag, 1.0)
-    off = np.where(live[:, None] & live[None, :], schur, 0.0)
-    np.fill_diagonal(off, 0.0)
+
+    def pull(v: np.ndarray) -> np.ndarray:  # Σ_{j≠i} Σ_ij v_j (cells not modelled carry 0)
+        return np.where(live, schur_times(v) - diag * v, 0.0)
+
     mean = np.where(live, sd / _SQRT_2PI / safe, 0.0)
-    shift = off @ mean
+    shift = pull(mean)
     for _ in range(MEAN_FIELD_ITERATIONS):
         new = _lift_mean(shift, sd, safe, live)
         step = float(np.max(np.abs(new - mean), initial=0.0))
         mean = 0.5 * mean + 0.5 * new
-        shift = off @ mean
+        shift = pull(mean)
         if step <= MEAN_FIELD_TOLERANCE * max(float(mean.max(initial=0.0)), 1e-300):
             break
     mean = _lift_mean(shift, sd, safe, live)
