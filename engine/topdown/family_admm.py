@@ -89,7 +89,7 @@ class FamilyNotSolved(RuntimeError):
 
 
 @dataclass(frozen=True)
-class _Family:
+class Family:
     """One family's pass, reduced to the ``n`` cells its parent can populate."""
 
     hess: np.ndarray  # (n, n)
@@ -120,9 +120,9 @@ def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return used, (labels[None, :] == used[:, None]).astype(np.float64)
 
 
-def _family(
+def family_problem(
     batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
-) -> _Family:
+) -> Family:
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     parent = batch.parent[f]
     cells = np.flatnonzero(parent > 0)
@@ -180,7 +180,7 @@ def _family(
     if np.any(zero.all(axis=0)):
         raise FamilyNotSolved("a populated parent cell is a structural zero in every child")
     m = sum(r.shape[0] for r in row_blocks)
-    return _Family(
+    return Family(
         hess=hess,
         grad=grad,
         parent=parent[cells].astype(np.float64),
@@ -210,7 +210,7 @@ def project_cells(v: np.ndarray, parent: np.ndarray, zero: np.ndarray) -> np.nda
 
 
 @dataclass
-class _Admm:
+class AdmmState:
     """ADMM state of one family (x, z and y of the cell and row constraints)."""
 
     x: np.ndarray
@@ -221,44 +221,62 @@ class _Admm:
     rho: float
 
 
-def _admm(fam: _Family, state: _Admm | None, iterations: int) -> _Admm:
-    """``iterations`` ADMM steps from ``state`` (or a projected start of the cells)."""
-    h, c = fam.hess, fam.rows
-    n = h.shape[0]
-    k = fam.grad.shape[0]
-    m = c.shape[0]
-    if state is None:
-        start = project_cells(-fam.grad / np.diag(h)[None, :], fam.parent, fam.zero)
-        state = _Admm(
+class AdmmStepper:
+    """ADMM steps of one family at a fixed ρ, with H + σI + ρI + ρ_r CᵀC factorised once."""
+
+    def __init__(self, fam: Family, rho: float) -> None:
+        self.fam = fam
+        self.rho = rho
+        c = fam.rows
+        n = fam.hess.shape[0]
+        matrix = fam.hess + (SIGMA + rho) * np.eye(n) + ROW_RATIO * rho * (c.T @ c)
+        self.factor = la.cho_factor(matrix, lower=True, check_finite=False)
+
+    def start(self) -> AdmmState:
+        """The projected start of the cells (each child's unconstrained diagonal minimiser)."""
+        fam = self.fam
+        k, n = fam.grad.shape
+        m = fam.rows.shape[0]
+        start = project_cells(-fam.grad / np.diag(fam.hess)[None, :], fam.parent, fam.zero)
+        return AdmmState(
             x=start,
             zc=start.copy(),
             yc=np.zeros((k, n)),
-            zr=np.clip(start @ c.T, fam.lower, fam.upper) if m else np.zeros((k, 0)),
+            zr=np.clip(start @ fam.rows.T, fam.lower, fam.upper) if m else np.zeros((k, 0)),
             yr=np.zeros((k, m)),
-            rho=RHO_CELL,
+            rho=self.rho,
         )
-    x, zc, yc, zr, yr, rho = state.x, state.zc, state.yc, state.zr, state.yr, state.rho
-    lower, upper = fam.lower, fam.upper
-    cc = c.T @ c
-    matrix = h + (SIGMA + rho) * np.eye(n) + ROW_RATIO * rho * cc
-    factor = la.cho_factor(matrix, lower=True, check_finite=False)
-    for _ in range(iterations):
+
+    def run(self, state: AdmmState, iterations: int) -> AdmmState:
+        """``iterations`` ADMM steps from ``state``."""
+        fam, rho, factor = self.fam, self.rho, self.factor
+        c = fam.rows
+        m = c.shape[0]
+        x, zc, yc, zr, yr = state.x, state.zc, state.yc, state.zr, state.yr
+        lower, upper = fam.lower, fam.upper
         rho_r = ROW_RATIO * rho
-        rhs = SIGMA * x - fam.grad + rho * zc - yc
-        if m:
-            rhs += (rho_r * zr - yr) @ c
-        xt = la.cho_solve(factor, rhs.T, check_finite=False).T
-        vc = ALPHA * xt + (1.0 - ALPHA) * zc
-        zc_new = project_cells(vc + yc / rho, fam.parent, fam.zero)
-        yc = yc + rho * (vc - zc_new)
-        zc = zc_new
-        if m:
-            vr = ALPHA * (xt @ c.T) + (1.0 - ALPHA) * zr
-            zr_new = np.clip(vr + yr / rho_r, lower, upper)
-            yr = yr + rho_r * (vr - zr_new)
-            zr = zr_new
-        x = ALPHA * xt + (1.0 - ALPHA) * x
-    return _Admm(x, zc, yc, zr, yr, rho)
+        for _ in range(iterations):
+            rhs = SIGMA * x - fam.grad + rho * zc - yc
+            if m:
+                rhs += (rho_r * zr - yr) @ c
+            xt = la.cho_solve(factor, rhs.T, check_finite=False).T
+            vc = ALPHA * xt + (1.0 - ALPHA) * zc
+            zc_new = project_cells(vc + yc / rho, fam.parent, fam.zero)
+            yc = yc + rho * (vc - zc_new)
+            zc = zc_new
+            if m:
+                vr = ALPHA * (xt @ c.T) + (1.0 - ALPHA) * zr
+                zr_new = np.clip(vr + yr / rho_r, lower, upper)
+                yr = yr + rho_r * (vr - zr_new)
+                zr = zr_new
+            x = ALPHA * xt + (1.0 - ALPHA) * x
+        return AdmmState(x, zc, yc, zr, yr, rho)
+
+
+def _admm(fam: Family, state: AdmmState | None, iterations: int) -> AdmmState:
+    """``iterations`` ADMM steps from ``state`` (or a projected start of the cells)."""
+    stepper = AdmmStepper(fam, RHO_CELL if state is None else state.rho)
+    return stepper.run(stepper.start() if state is None else state, iterations)
 
 
 def _spd_inverse(a: np.ndarray) -> np.ndarray:
@@ -303,7 +321,7 @@ def _padded_inverse(
 
 
 def _polish_once(
-    fam: _Family,
+    fam: Family,
     zero_set: np.ndarray,
     at_lower: np.ndarray,
     at_upper: np.ndarray,
@@ -385,8 +403,8 @@ def _polish_once(
     return x, grad_full, lam, mu
 
 
-def _independent_rows(
-    fam: _Family, zero_set: np.ndarray, at_lower: np.ndarray, at_upper: np.ndarray
+def independent_rows(
+    fam: Family, zero_set: np.ndarray, at_lower: np.ndarray, at_upper: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Drop active rows that are empty or repeat another active row on the child's free cells
     (e.g. a TOTAL band and the household bound of a child whose free cells are all household),
@@ -417,7 +435,7 @@ def _independent_rows(
     return at_lower, at_upper
 
 
-def _polish(fam: _Family, state: _Admm, side: str | None = None) -> np.ndarray | None:
+def _polish(fam: Family, state: AdmmState, side: str | None = None) -> np.ndarray | None:
     """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
     verified solution or ``None``."""
     k, n = fam.grad.shape
@@ -440,7 +458,7 @@ def _polish(fam: _Family, state: _Admm, side: str | None = None) -> np.ndarray |
         if key in seen:
             return None  # cycling
         seen.add(key)
-        at_lower, at_upper = _independent_rows(fam, zero_set, at_lower, at_upper)
+        at_lower, at_upper = independent_rows(fam, zero_set, at_lower, at_upper)
         x, nu, lam, _mu = _polish_once(fam, zero_set, at_lower, at_upper, cache)
         cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
         neg = ~zero_set & (x < -p_tol)
@@ -477,12 +495,12 @@ def solve_family(
 ) -> np.ndarray:
     """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
     conditions; raises :class:`FamilyNotSolved` when not covered or not verified."""
-    fam = _family(batch, f, pass_queries, bands)
+    fam = family_problem(batch, f, pass_queries, bands)
     k = int(batch.child_ptr[f + 1] - batch.child_ptr[f])
     out = np.zeros((k, batch.n_cells))
     if fam.cells.size == 0:
         return out
-    state: _Admm | None = None
+    state: AdmmState | None = None
     done = 0
     small = fam.grad.size <= SMALL_FAMILY_CELLS
     for target in (EARLY_POLISH_AT if small else ()) + POLISH_AT:

@@ -41,7 +41,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from engine.topdown import family_admm, total_pass
+from engine.topdown import family_admm, family_projected_cg, total_pass
 from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
@@ -348,9 +348,11 @@ def solve_pass(
 def _solve_admm_or_clarabel(
     batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
 ) -> PassSolution:
-    """Every family by :mod:`engine.topdown.family_admm` (shared factorisation + verified polish);
-    the families it does not solve go to the centred Clarabel model together."""
+    """Every family by :mod:`engine.topdown.family_admm` (shared factorisation + verified polish),
+    families of large children (a state's counties) by :mod:`engine.topdown.family_projected_cg`;
+    the families they do not solve go to the centred Clarabel model together."""
     x, solved = family_admm.solve_pass_admm(batch, pass_queries, bands)
+    family_projected_cg.solve_large_families(batch, pass_queries, bands, x, solved)
     return _rest_by_clarabel(batch, pass_queries, bands, x, solved)
 
 

@@ -55,7 +55,7 @@ def _assert_feasible(batch: FamilyBatch, x: np.ndarray, bands) -> None:
 def test_kkt_conditions_hold_at_the_polished_point():
     """Stationarity with a sign-correct multiplier on every cell at 0 and every active row."""
     batch = family_batch(5, bounds=True, n_families=1)
-    fam = family_admm._family(batch, 0, [1, 2, 3], [])
+    fam = family_admm.family_problem(batch, 0, [1, 2, 3], [])
     state = family_admm._admm(fam, None, 200)
     x = family_admm._polish(fam, state)
     assert x is not None

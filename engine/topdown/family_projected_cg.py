@@ -1,0 +1,290 @@
+"""Family least squares for families of large children: ADMM to guess the active set, then an
+exact polish by projected conjugate gradients (TDA §7.1–7.2, eq. 7.5; SPEC §4).
+
+A state's counties (≈ 200,000 persons each at 1M persons) have few children and, on the cells the
+parent populates, a well-conditioned Hessian: H = 2 Σ_q w_q A_qᵀA_q with DETAILED in the pass has
+every eigenvalue in [2 w_DETAILED, 2 Σ_q w_q |largest answer cell|] (weights normalised to a
+largest of 1: [2, 36] on the production pass 2 of a generated state). :mod:`engine.topdown.
+family_admm`'s polish inverts H on every child's free cells and factorises a Schur complement over
+all the parent's cells at each active-set step (≈ 0.1–0.7 s on such a family, and a wrong guess
+costs a dozen of them); here each step is one equality-constrained least squares solved to
+machine precision by **projected conjugate gradients** (Gould, Hribar & Nocedal 2001, "On the
+solution of equality constrained quadratic programming problems arising in optimization",
+Algorithm II): the projection onto the null space of the constraints — children's cells summing to
+the parent (Σ_c x_cj = x̂_γj over the children free at j) and the active rows (structural bounds,
+bands of an earlier pass) — has a closed form up to a small Schur complement over the active rows
+(the coupling block is diagonal: the number of children free at each cell), so a step costs
+O(iterations × K × n²) with about 60 iterations for H's condition number (≤ 18).
+
+Driver: ADMM (:func:`engine.topdown.family_admm.admm_steps`, the OSQP splitting with the shared
+factorisation) in rounds of :data:`CHECK_EVERY` iterations; a polish is tried once the guessed
+active set (cells at 0, active rows) has not changed for a round, or every :data:`POLISH_EVERY`
+iterations. The polish corrects a wrong guess by primal–dual active-set steps (Hintermüller, Ito &
+Kunisch 2002) warm-started from the last solution, and returns only a point whose KKT conditions
+are verified (coupling and bounds to 1e-9 of the largest parent cell, stationarity and
+sign-correct multipliers to 1e-9 of the largest gradient entry, the same tests as
+:mod:`engine.topdown.family_admm`). Otherwise :class:`~engine.topdown.family_admm.FamilyNotSolved`
+is raised and the caller's Clarabel fallback takes the family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.topdown import family_admm
+from engine.topdown.family import FamilyBatch
+from engine.topdown.family_admm import FamilyNotSolved
+from phexplore.blas_threads import single_blas_thread
+
+if TYPE_CHECKING:
+    from engine.topdown.least_squares import Band
+
+RHO_CELL = 0.2
+"""ADMM penalty on the cell constraints (weights normalised to a largest of 1). Measured on the
+state→county family of a generated 1M-person RI (pass 2): the polish verified after 150 iterations
+at ρ = 0.1, 0.2 or 1, 100 at 0.5, 200 at 0.05 (family_admm's value) and 300 at 0.02."""
+
+CHECK_EVERY = 25
+"""ADMM iterations between two looks at the guessed active set."""
+
+POLISH_EVERY = 200
+"""A polish is tried at least this often even while the guess still changes."""
+
+MAX_ITERATIONS = 2_000
+"""ADMM iterations after which the family goes to the fallback."""
+
+ACTIVE_SET_STEPS = 20
+"""Primal–dual active-set corrections per polish attempt (each one projected-CG solve)."""
+
+CG_MAX_ITERATIONS = 500
+"""Projected-CG iterations per solve at most (≈ 60 suffice for H's condition number)."""
+
+CG_TOL = 1e-13
+"""Projected-CG stops when the projected gradient's norm is below this × the gradient's scale."""
+
+KKT_TOL = family_admm.KKT_TOL
+"""Relative tolerance of the verified KKT conditions (as in :mod:`engine.topdown.family_admm`)."""
+
+
+class _Constraints:
+    """The equality constraints of one active-set guess on the free cells and their projection.
+
+    E x = [Σ_c x_c (per cell, free cells only); C_r x_c (per active (child, row))]. E Eᵀ has a
+    diagonal coupling block D (children free at each cell), a cross block B and a block-diagonal
+    row block R; (E Eᵀ)⁺ is applied through the Schur complement S = R − Bᵀ D⁻¹ B over the active
+    rows (pseudo-inverse: rows that repeat the coupling, e.g. every child's TOTAL band, are
+    dependent)."""
+
+    def __init__(self, rows: np.ndarray, free: np.ndarray, active: np.ndarray) -> None:
+        self.free = free
+        self.freef = free.astype(np.float64)
+        self.child, self.row = np.nonzero(active)
+        self.ba = self.freef[self.child] * rows[self.row]  # (Na, n)
+        d = self.freef.sum(axis=0)
+        self.d_inv = np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0)
+        if self.child.size:
+            same = self.child[:, None] == self.child[None, :]
+            r_block = np.where(same, self.ba @ self.ba.T, 0.0)
+            schur = r_block - (self.ba * self.d_inv[None, :]) @ self.ba.T
+            self.s_pinv = np.linalg.pinv(schur, rcond=1e-12, hermitian=True)
+        else:
+            self.s_pinv = np.zeros((0, 0))
+
+    def apply(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """E v: (coupling sums ``(n,)``, active-row values ``(Na,)``)."""
+        s = (v * self.freef).sum(axis=0)
+        t = np.einsum("an,an->a", self.ba, v[self.child]) if self.child.size else np.zeros(0)
+        return s, t
+
+    def solve(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(E Eᵀ)⁺ [s; t] = (μ ``(n,)``, λ ``(Na,)``)."""
+        if self.child.size:
+            lam = self.s_pinv @ (t - self.ba @ (self.d_inv * s))
+            mu = self.d_inv * (s - self.ba.T @ lam)
+        else:
+            lam = np.zeros(0)
+            mu = self.d_inv * s
+        return mu, lam
+
+    def transpose(self, mu: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """Eᵀ [μ; λ] ``(K, n)``."""
+        out = self.freef * mu[None, :]
+        if self.child.size:
+            np.add.at(out, self.child, lam[:, None] * self.ba)
+        return out
+
+    def project(self, v: np.ndarray) -> np.ndarray:
+        """Orthogonal projection of ``v`` (zero off the free cells) onto the null space of E."""
+        return v * self.freef - self.transpose(*self.solve(*self.apply(v)))
+
+
+def _solve_equality(
+    fam: family_admm.Family,
+    free: np.ndarray,
+    at_lower: np.ndarray,
+    at_upper: np.ndarray,
+    start: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """min Σ_c ½x_cᵀHx_c + g_cᵀx_c on the free cells with the coupling and the active rows as
+    equalities, by projected CG: (x, full gradient ∇ + μ + λC ``(K, n)``, λ ``(K, m)``, coupling
+    residual) or ``None`` when the equalities are inconsistent."""
+    h, g = fam.hess, fam.grad
+    k, n = g.shape
+    active = at_lower | at_upper
+    cons = _Constraints(fam.rows, free, active)
+    target_rows = np.where(at_upper, fam.upper, fam.lower)[cons.child, cons.row]
+    x0 = cons.transpose(*cons.solve(fam.parent, target_rows))
+    s, t = cons.apply(x0)
+    p_tol = KKT_TOL * max(1.0, float(fam.parent.max(initial=0.0)))
+    if np.abs(s - fam.parent).max(initial=0.0) > p_tol or (
+        t.size and np.abs(t - target_rows).max() > p_tol
+    ):
+        return None
+    x = x0 if start is None else x0 + cons.project(start - x0)
+    scale = max(1.0, float(np.abs(g).max(initial=0.0)))
+    r = cons.project(x @ h + g)
+    rr = float(np.vdot(r, r))
+    p = -r
+    for _ in range(CG_MAX_ITERATIONS):
+        if np.sqrt(rr) <= CG_TOL * scale * np.sqrt(r.size):
+            break
+        hp = (p @ h) * cons.freef
+        curvature = float(np.vdot(p, hp))
+        if curvature <= 0:
+            break
+        alpha = rr / curvature
+        x = x + alpha * p
+        r = cons.project(r + alpha * hp)
+        rr_new = float(np.vdot(r, r))
+        p = -r + (rr_new / rr) * p
+        rr = rr_new
+    gradient = x @ h + g
+    mu, lam_a = cons.solve(*cons.apply(-gradient * cons.freef))
+    lam = np.zeros((k, fam.rows.shape[0]))
+    lam[cons.child, cons.row] = lam_a
+    full = gradient + mu[None, :] + lam @ fam.rows
+    return x * cons.freef, full, lam, np.abs(x.sum(axis=0) - fam.parent)
+
+
+def polish(fam: family_admm.Family, state: family_admm.AdmmState) -> np.ndarray | None:
+    """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps, each
+    solved by projected CG; the verified solution or ``None``."""
+    c = fam.rows
+    k, n = fam.grad.shape
+    zero_set = fam.zero | (state.zc <= 0.0)
+    at_lower = (state.zr <= fam.lower) & (state.yr < 0) & np.isfinite(fam.lower)
+    at_upper = (state.zr >= fam.upper) & (state.yr > 0) & np.isfinite(fam.upper)
+    p_tol = KKT_TOL * max(1.0, float(fam.parent.max(initial=0.0)))
+    d_tol = KKT_TOL * max(1.0, float(np.abs(fam.grad).max(initial=0.0)))
+    equal = fam.lower == fam.upper
+    seen: set[bytes] = set()
+    x: np.ndarray | None = None
+    for _ in range(ACTIVE_SET_STEPS):
+        starving = zero_set.all(axis=0)
+        if starving.any():  # every populated parent cell needs a child free to hold it
+            pick = np.argmax(np.where(fam.zero, -np.inf, state.zc), axis=0)
+            cols = np.flatnonzero(starving)
+            zero_set[pick[cols], cols] = False
+        key = zero_set.tobytes() + at_lower.tobytes() + at_upper.tobytes()
+        if key in seen:
+            return None  # cycling
+        seen.add(key)
+        at_lower, at_upper = family_admm.independent_rows(fam, zero_set, at_lower, at_upper)
+        solved = _solve_equality(fam, ~zero_set, at_lower, at_upper, x)
+        if solved is None:
+            # The active rows contradict the coupling (every child's TOTAL band at a bound fixes
+            # Σ_c totals, which the parent fixes too): release the weakest by ADMM's multiplier.
+            strength = np.where(at_lower | at_upper, np.abs(state.yr), np.inf)
+            if not np.isfinite(strength).any():
+                return None
+            child, row = np.unravel_index(int(np.argmin(strength)), strength.shape)
+            at_lower[child, row] = at_upper[child, row] = False
+            continue
+        x, full, lam, coupling = solved
+        cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
+        neg = ~zero_set & (x < -p_tol)
+        released = zero_set & ~fam.zero & (full < -d_tol)
+        over = ~at_upper & (cx > fam.upper + p_tol)
+        under = ~at_lower & (cx < fam.lower - p_tol)
+        wrong_up = at_upper & ~equal & (lam < -d_tol)
+        wrong_low = at_lower & ~equal & (lam > d_tol)
+        stationary = np.abs(full[~zero_set]).max(initial=0.0) <= d_tol
+        violated = (neg, released, over, under, wrong_up, wrong_low)
+        if not any(v.any() for v in violated):
+            if stationary and coupling.max(initial=0.0) <= p_tol:
+                return np.maximum(x, 0.0)
+            return None  # CG did not reach the verified tolerance
+        zero_set = (zero_set & ~released) | neg
+        at_upper = (at_upper & ~wrong_up) | over
+        at_lower = (at_lower & ~wrong_low) | under
+    return None
+
+
+def _guess(fam: family_admm.Family, state: family_admm.AdmmState) -> bytes:
+    return (
+        (state.zc <= 0.0).tobytes()
+        + (state.zr <= fam.lower).tobytes()
+        + (state.zr >= fam.upper).tobytes()
+    )
+
+
+def solve_family(
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> np.ndarray:
+    """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
+    conditions; raises :class:`FamilyNotSolved` when not covered or not verified."""
+    fam = family_admm.family_problem(batch, f, pass_queries, bands)
+    k = int(batch.child_ptr[f + 1] - batch.child_ptr[f])
+    out = np.zeros((k, batch.n_cells))
+    if fam.cells.size == 0:
+        return out
+    stepper = family_admm.AdmmStepper(fam, RHO_CELL)
+    state = stepper.start()
+    previous = b""
+    tried = b""
+    for done in range(CHECK_EVERY, MAX_ITERATIONS + 1, CHECK_EVERY):
+        state = stepper.run(state, CHECK_EVERY)
+        guess = _guess(fam, state)
+        stable = guess == previous
+        previous = guess
+        if (stable and guess != tried) or done % POLISH_EVERY == 0:
+            tried = guess
+            x = polish(fam, state)
+            if x is not None:
+                out[:, fam.cells] = x
+                return out
+    raise FamilyNotSolved(
+        f"ADMM + projected-CG polish did not verify the KKT conditions in {MAX_ITERATIONS} "
+        "iterations"
+    )
+
+
+def solve_large_families(
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    x: np.ndarray,
+    solved: np.ndarray,
+) -> None:
+    """Solve, in place in ``x`` / ``solved``, the families :mod:`engine.topdown.family_admm` leaves
+    to others because their children are large (more than
+    :data:`~engine.topdown.family_admm.MAX_PERSONS_PER_CHILD` persons on average: a state's
+    counties); families not verified stay unsolved for the caller's Clarabel fallback."""
+    if not family_admm.covered(batch, pass_queries):
+        return
+    sizes = np.diff(batch.child_ptr)
+    per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
+    large = np.flatnonzero(~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD))
+    if not large.size:
+        return
+    with single_blas_thread():
+        for f in large:
+            lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+            try:
+                x[lo:hi] = solve_family(batch, int(f), pass_queries, bands)
+            except FamilyNotSolved:
+                continue
+            solved[f] = True
