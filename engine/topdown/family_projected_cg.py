@@ -42,12 +42,12 @@ from phexplore.blas_threads import single_blas_thread
 if TYPE_CHECKING:
     from engine.topdown.least_squares import Band
 
-RHO_CELL = 0.2
+RHO_CELL = 0.5
 """ADMM penalty on the cell constraints (weights normalised to a largest of 1). Measured on the
 state→county family of a generated 1M-person RI (pass 2): the polish verified after 150 iterations
 at ρ = 0.1, 0.2 or 1, 100 at 0.5, 200 at 0.05 (family_admm's value) and 300 at 0.02."""
 
-CHECK_EVERY = 25
+CHECK_EVERY = 10
 """ADMM iterations between two looks at the guessed active set."""
 
 POLISH_EVERY = 200
@@ -64,6 +64,12 @@ CG_MAX_ITERATIONS = 500
 
 CG_TOL = 1e-13
 """Projected-CG stops when the projected gradient's norm is below this × the gradient's scale."""
+
+MAX_WORK = 2e7
+"""Families with more than this many children × populated cells² are left to Clarabel: one ADMM
+step or CG product costs K × n² (the state→county family of a 1M-person RI: 5 × 633² ≈ 2e6; a
+state of 88 counties populating 1,500 cells, ≈ 2e8, would cost seconds per hundred steps and was
+not measured against Clarabel)."""
 
 KKT_TOL = family_admm.KKT_TOL
 """Relative tolerance of the verified KKT conditions (as in :mod:`engine.topdown.family_admm`)."""
@@ -277,7 +283,10 @@ def solve_large_families(
         return
     sizes = np.diff(batch.child_ptr)
     per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
-    large = np.flatnonzero(~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD))
+    work = sizes * np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64) ** 2
+    large = np.flatnonzero(
+        ~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD) & (work <= MAX_WORK)
+    )
     if not large.size:
         return
     with single_blas_thread():

@@ -141,3 +141,13 @@ def test_uncovered_passes_are_not_taken():
     solved = np.zeros(batch.n_families, dtype=bool)
     family_projected_cg.solve_large_families(batch, [0], [], x, solved)  # no DETAILED
     assert not solved.any()
+
+
+def test_families_above_the_work_limit_are_left_to_clarabel(monkeypatch):
+    batch = family_batch(10, bounds=True)
+    monkeypatch.setattr(family_admm, "MAX_PERSONS_PER_CHILD", 0.0)
+    monkeypatch.setattr(family_projected_cg, "MAX_WORK", 0.0)
+    x = np.zeros((batch.n_children, batch.n_cells))
+    solved = np.zeros(batch.n_families, dtype=bool)
+    family_projected_cg.solve_large_families(batch, PASS, [], x, solved)
+    assert not solved.any() and not x.any()
