@@ -34,9 +34,10 @@ R = TypeVar("R")
 BACKENDS: tuple[str, ...] = ("local", "processes", "spark")
 """Executor names a run description may hold (``local`` = in this process; ``spark`` = the Spark
 backend, made by the run pipeline from the run's ``backend_options``, :mod:`engine.spark`)."""
-SPARK_OPTIONS: tuple[str, ...] = ("master", "remote", "checkpoint")
+SPARK_OPTIONS: tuple[str, ...] = ("master", "remote", "checkpoint", "driver_memory")
 """Keys of a Spark run's ``backend_options``: ``master`` (e.g. ``local[2]``, ``spark://…``,
-``yarn``) or ``remote`` (``sc://…``, Spark Connect), and an optional ``checkpoint`` folder."""
+``yarn``) or ``remote`` (``sc://…``, Spark Connect), an optional ``checkpoint`` folder and an
+optional ``driver_memory`` (a JVM size, 512m–1t; classic sessions only)."""
 MAX_WORKERS = int(RANGES["workers"].high or 256)
 """Upper bound on worker processes: the shared range of ``--workers`` (1–256, phexplore.parsing)."""
 POLL_S = 0.2

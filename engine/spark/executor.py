@@ -9,11 +9,21 @@ function (the same family solver the local backend calls) and returns the pickle
 DataFrame API is used, so it also runs over Spark Connect. Results come back in unit order, so the
 numbers are those of the in-process executor.
 
-Checkpoints: with ``checkpoint_dir`` every finished ``map`` call (one level's batches in TopDown)
-is saved as a Parquet file named by the SHA-256 of the function and the pickled units. A run that
-failed or was stopped, started again with the same inputs and seed, finds the levels it already
-finished (their units, which hold the parents' estimates, are byte-identical) and resumes at the
-first level it had not finished.
+Slices: the units of one ``map`` go to Spark in consecutive slices of at most ``slice_bytes``
+pickled bytes (default :data:`DEFAULT_SLICE_BYTES`), one ``createDataFrame`` and one Spark job per
+slice, at most ``jobs_in_flight`` jobs at a time (the next slice is pickled and sent while the
+previous one runs, so the cluster does not idle between slices). A level's units are pickled one
+slice at a time, so the driver's memory for them — the Python process, the JVM that builds the
+DataFrame and collects the results and, over Spark Connect, the server — is bounded by
+``jobs_in_flight × slice_bytes`` plus their results, whatever the number of families. (A 10⁷-person
+national TopDown run has ≈ 1.7 GB of block-level units; sent at once they overflowed Spark's
+default 1 GB driver heap.) Slicing does not change the numbers: every unit is still solved alone.
+
+Checkpoints: with ``checkpoint_dir`` every finished slice is saved as a Parquet file named by the
+SHA-256 of the function and the slice's pickled units. A run that failed or was stopped, started
+again with the same inputs, seed and slice size, finds the slices it already finished (their
+units, which hold the parents' estimates, are byte-identical) and resumes at the first slice it had
+not finished — within a level, not only at a level's start.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import pickle
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.executors import ExecutionCancelled, check_backend_options
-from phexplore.errors import PHExploreError
+from phexplore.errors import PHExploreError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -43,7 +54,21 @@ CANCEL_WAIT_S = 30.0
 """After a cancel, wait at most this long for the interrupted job before returning."""
 CHECKPOINT_VERSION = 1
 MAX_PARTITIONS = 10_000
-"""At most this many tasks per ``map``: one unit per task up to it (units are already batches)."""
+"""At most this many units (tasks) per slice: one unit per task (units are already batches)."""
+MIB = 1 << 20
+DEFAULT_SLICE_BYTES = 64 * MIB
+"""Pickled units sent to Spark per job (64 MiB ≈ 150–200 TopDown batches of the 2,016-cell schema,
+≈ 0.3–0.45 MiB each): enough tasks per job for a cluster of ~100 cores, a small share of a 1 GB
+driver heap, and a Spark Connect local relation well under gRPC's 128 MiB message limit."""
+MIN_SLICE_BYTES = 1
+MAX_SLICE_BYTES = 1 << 30
+"""Valid ``slice_bytes``: 1 byte (every unit alone: tests) to 1 GiB."""
+SLICE_BYTES_ENV = "PHEXPLORE_SPARK_SLICE_BYTES"
+"""Environment variable overriding :data:`DEFAULT_SLICE_BYTES` for runs of the run pipeline (a
+whole number of bytes in the valid range; larger slices give a big cluster more tasks per job)."""
+DEFAULT_JOBS_IN_FLIGHT = 2
+MAX_JOBS_IN_FLIGHT = 16
+"""Spark jobs (slices) of one ``map`` running at once: 1–16, default 2."""
 
 
 class SparkCancelled(ExecutionCancelled):
@@ -52,6 +77,19 @@ class SparkCancelled(ExecutionCancelled):
 
 class SparkTaskFailed(PHExploreError):
     """A unit of work raised on a Spark executor; the message carries the executor's error."""
+
+
+def check_slice_bytes(value: object) -> int:
+    """``value`` as an int in :data:`MIN_SLICE_BYTES`–:data:`MAX_SLICE_BYTES`, else a
+    ValidationError saying so."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"slice_bytes must be a whole number of bytes; got {value!r}")
+    if not MIN_SLICE_BYTES <= value <= MAX_SLICE_BYTES:
+        raise ValidationError(
+            f"slice_bytes must be from {MIN_SLICE_BYTES} to {MAX_SLICE_BYTES:,} (1 GiB); "
+            f"got {value:,}"
+        )
+    return value
 
 
 def _dumps(value: Any) -> bytes:
@@ -89,8 +127,14 @@ def _run_units(
 class SparkExecutor:
     """Runs units of work on a Spark session (classic or Spark Connect), one task per unit.
 
-    ``checkpoint_dir`` (a local or mounted folder on the driver): save every finished ``map`` to
-    Parquet and reuse it when the same units come again (see the module docstring).
+    A ``map`` sends its units to Spark in slices of at most ``slice_bytes`` pickled bytes (and at
+    most :data:`MAX_PARTITIONS` units), one Spark job per slice with at most ``jobs_in_flight``
+    jobs running at once, so the driver — the Python process, the JVM and, over Spark Connect,
+    the server — holds at most ``jobs_in_flight`` slices of units and their results at a time
+    however many units a level has (see the module docstring).
+
+    ``checkpoint_dir`` (a local or mounted folder on the driver): save every finished slice to
+    Parquet and reuse it when the same units come again.
     """
 
     name = "spark"
@@ -101,13 +145,26 @@ class SparkExecutor:
         *,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         owns_session: bool = False,
+        slice_bytes: int = DEFAULT_SLICE_BYTES,
+        jobs_in_flight: int = DEFAULT_JOBS_IN_FLIGHT,
     ) -> None:
         self.session = session
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self._owns = owns_session
+        self.slice_bytes = check_slice_bytes(slice_bytes)
+        if isinstance(jobs_in_flight, bool) or not isinstance(jobs_in_flight, int):
+            raise ValidationError(f"jobs_in_flight must be a whole number; got {jobs_in_flight!r}")
+        if not 1 <= jobs_in_flight <= MAX_JOBS_IN_FLIGHT:
+            raise ValidationError(
+                f"jobs_in_flight must be from 1 to {MAX_JOBS_IN_FLIGHT}; got {jobs_in_flight}"
+            )
+        self.jobs_in_flight = jobs_in_flight
         self.task_seconds: list[float] = []
-        """Seconds each unit took on its executor, in the order the units ran (for benchmarks)."""
+        """Seconds each unit took on its executor, in unit order (for benchmarks)."""
         self.checkpoint_hits = 0
+        """Slices read back from checkpoints instead of being run."""
+        self.jobs = 0
+        """Spark jobs (slices) run so far."""
         try:
             parallelism = int(session.conf.get("spark.default.parallelism", "0") or 0)
         except Exception:  # Spark Connect may not expose it
@@ -122,7 +179,7 @@ class SparkExecutor:
             digest.update(blob)
         return digest.hexdigest()
 
-    def _load_checkpoint(self, key: str, n: int) -> list[bytes] | None:
+    def _load_checkpoint(self, key: str, n: int) -> pa.Table | None:
         if self.checkpoint_dir is None:
             return None
         path = self.checkpoint_dir / f"{key}.parquet"
@@ -133,9 +190,7 @@ class SparkExecutor:
             return None
         if table.schema.metadata.get(b"phexplore_units") != str(n).encode():
             return None
-        order = table.column("i").to_pylist()
-        blobs = table.column("result").to_pylist()
-        return [blob for _, blob in sorted(zip(order, blobs, strict=True))]
+        return table
 
     def _save_checkpoint(self, key: str, table: pa.Table) -> None:
         if self.checkpoint_dir is None:
@@ -146,6 +201,22 @@ class SparkExecutor:
         pq.write_table(table.replace_schema_metadata(meta), tmp)
         os.replace(tmp, self.checkpoint_dir / f"{key}.parquet")
 
+    # ------------------------------------------------------------------ slices
+    def _slices(self, units: Sequence[Any]) -> Iterator[tuple[int, list[bytes]]]:
+        """(index of the first unit, pickled units) of consecutive slices of ``units``: each at
+        most ``slice_bytes`` (a larger unit goes alone) and :data:`MAX_PARTITIONS` units, pickled
+        only when the slice is about to be sent, so one slice is in memory at a time."""
+        first, blobs, size = 0, [], 0
+        for i, unit in enumerate(units):
+            blob = _dumps(unit)
+            if blobs and (size + len(blob) > self.slice_bytes or len(blobs) >= MAX_PARTITIONS):
+                yield first, blobs
+                first, blobs, size = i, [], 0
+            blobs.append(blob)
+            size += len(blob)
+        if blobs:
+            yield first, blobs
+
     # ------------------------------------------------------------------ the protocol
     def map(
         self,
@@ -155,35 +226,83 @@ class SparkExecutor:
         cancel: Callable[[], bool] | None = None,
         done: Callable[[int, Any], None] | None = None,
     ) -> list[Any]:
-        """``[fn(u) for u in units]`` on Spark; ``done(i, result)`` per unit once the job ended,
-        ``cancel()`` polled while it runs (then the job is interrupted, :class:`SparkCancelled`)."""
+        """``[fn(u) for u in units]`` on Spark, sent in slices; ``done(i, result)`` per unit once
+        its slice's job ended (in unit order), ``cancel()`` polled while jobs run (then every
+        running job is interrupted and :class:`SparkCancelled` raised)."""
         if not units:
             return []
         if cancel is not None and cancel():
             raise SparkCancelled("cancelled before the Spark job started")
-        blobs = [_dumps(u) for u in units]
-        key = self._key(fn, blobs)
-        cached = self._load_checkpoint(key, len(units))
-        if cached is not None:
-            self.checkpoint_hits += 1
-            results = [pickle.loads(b) for b in cached]
-        else:
-            table = self._run_job(fn, blobs, cancel)
-            self._save_checkpoint(key, table)
-            order = table.column("i").to_pylist()
-            seconds = table.column("seconds").to_pylist()
-            payload = table.column("result").to_pylist()
-            ranked = sorted(zip(order, seconds, payload, strict=True))
-            self.task_seconds += [s for _, s, _ in ranked]
-            results = [pickle.loads(b) for _, _, b in ranked]
-        if done is not None:
-            for i, result in enumerate(results):
-                done(i, result)
+        results: list[Any] = []
+        running: deque[_SliceJob] = deque()
+        slices = self._slices(units)
+        exhausted = False
+        try:
+            while True:
+                # keep up to jobs_in_flight slices running; a checkpointed slice runs no job
+                while not exhausted and len(running) < self.jobs_in_flight:
+                    nxt = next(slices, None)
+                    if nxt is None:
+                        exhausted = True
+                        break
+                    first, blobs = nxt
+                    key = self._key(fn, blobs)
+                    cached = self._load_checkpoint(key, len(blobs))
+                    if cached is not None:
+                        self.checkpoint_hits += 1
+                        running.append(_SliceJob.finished(first, key, cached))
+                    else:
+                        running.append(self._start_job(fn, first, key, blobs))
+                    del blobs
+                if not running:
+                    break
+                job = running[0]
+                job.wait(cancel, self._cancel_all(running))
+                running.popleft()
+                table = job.result()
+                if not job.from_checkpoint:
+                    self._save_checkpoint(job.key, table)
+                    self.jobs += 1
+                ranked = sorted(
+                    zip(
+                        table.column("i").to_pylist(),
+                        table.column("seconds").to_pylist(),
+                        table.column("result").to_pylist(),
+                        strict=True,
+                    )
+                )
+                del table
+                if [i for i, _, _ in ranked] != list(range(job.n)) or job.first != len(results):
+                    raise SparkTaskFailed(
+                        f"the Spark job of units {job.first}–{job.first + job.n - 1} returned "
+                        f"{len(ranked)} results for {job.n} units; run it again"
+                    )
+                if not job.from_checkpoint:
+                    self.task_seconds += [s for _, s, _ in ranked]
+                for _, _, blob in ranked:
+                    result = pickle.loads(blob)
+                    if done is not None:
+                        done(len(results), result)
+                    results.append(result)
+        except BaseException:
+            self._cancel_all(running)()
+            raise
         return results
 
-    def _run_job(
-        self, fn: Callable[[Any], Any], blobs: list[bytes], cancel: Callable[[], bool] | None
-    ) -> pa.Table:
+    def _cancel_all(self, running: deque[_SliceJob]) -> Callable[[], None]:
+        """A function that interrupts every job of ``running`` still going."""
+
+        def stop() -> None:
+            for job in running:
+                job.interrupt()
+
+        return stop
+
+    def _start_job(
+        self, fn: Callable[[Any], Any], first: int, key: str, blobs: list[bytes]
+    ) -> _SliceJob:
+        """One slice as a Spark job, collected in a thread (its job group or tag lets it be
+        interrupted): unit ``k`` of the slice is row ``i = k``, one partition per unit."""
         spark = self.session
         source = pa.table(
             {
@@ -191,45 +310,10 @@ class SparkExecutor:
                 "unit": pa.array(blobs, type=pa.large_binary()),
             }
         )
-        frame = spark.createDataFrame(source).repartitionByRange(
-            min(len(blobs), MAX_PARTITIONS), "i"
-        )
+        frame = spark.createDataFrame(source).repartitionByRange(len(blobs), "i")
+        del source
         job = frame.mapInArrow(_run_units(fn), "i long, result binary, seconds double")
-        tag = f"phexplore-{uuid.uuid4().hex}"
-        outcome: dict[str, Any] = {}
-
-        context = _classic_context(spark)
-
-        def collect() -> None:
-            if context is not None:  # classic: a job group whose tasks are killed on cancel
-                context.setJobGroup(tag, "PHExplore units of work", interruptOnCancel=True)
-            else:  # Spark Connect: an operation tag
-                spark.addTag(tag)
-            try:
-                outcome["table"] = job.toArrow()
-            except BaseException as exc:  # re-raised in the calling thread
-                outcome["error"] = exc
-            finally:
-                if context is None:
-                    spark.removeTag(tag)
-
-        worker = threading.Thread(target=collect, name=tag, daemon=True)
-        worker.start()
-        while worker.is_alive():
-            worker.join(POLL_S)
-            if cancel is not None and worker.is_alive() and cancel():
-                if context is not None:
-                    context.cancelJobGroup(tag)
-                else:
-                    spark.interruptTag(tag)
-                worker.join(CANCEL_WAIT_S)
-                raise SparkCancelled("cancelled; the Spark job was interrupted")
-        if "error" in outcome:
-            error = outcome["error"]
-            raise SparkTaskFailed(
-                f"a unit of work failed on Spark: {_first_line(error)}"
-            ) from error
-        return outcome["table"]
+        return _SliceJob.start(spark, job, first, len(blobs), key)
 
     def close(self) -> None:
         """Stop the session when this executor started it (idempotent)."""
@@ -242,6 +326,80 @@ class SparkExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _SliceJob:
+    """A slice's Spark job collecting in a thread (or a slice read back from a checkpoint)."""
+
+    def __init__(self, first: int, n: int, key: str) -> None:
+        self.first = first
+        self.n = n
+        self.key = key
+        self.from_checkpoint = False
+        self.outcome: dict[str, Any] = {}
+        self.thread: threading.Thread | None = None
+        self._interrupt: Callable[[], None] = lambda: None
+
+    @classmethod
+    def finished(cls, first: int, key: str, table: pa.Table) -> _SliceJob:
+        job = cls(first, table.num_rows, key)
+        job.from_checkpoint = True
+        job.outcome["table"] = table
+        return job
+
+    @classmethod
+    def start(cls, spark: SparkSession, frame: Any, first: int, n: int, key: str) -> _SliceJob:
+        job = cls(first, n, key)
+        tag = f"phexplore-{uuid.uuid4().hex}"
+        context = _classic_context(spark)
+
+        def collect() -> None:
+            if context is not None:  # classic: a job group whose tasks are killed on cancel
+                context.setJobGroup(tag, "PHExplore units of work", interruptOnCancel=True)
+            else:  # Spark Connect: an operation tag (per thread)
+                spark.addTag(tag)
+            try:
+                job.outcome["table"] = frame.toArrow()
+            except BaseException as exc:  # re-raised in the calling thread
+                job.outcome["error"] = exc
+            finally:
+                if context is None:
+                    spark.removeTag(tag)
+
+        def interrupt() -> None:
+            if job.thread is None or not job.thread.is_alive():
+                return
+            if context is not None:
+                context.cancelJobGroup(tag)
+            else:
+                spark.interruptTag(tag)
+
+        job._interrupt = interrupt
+        job.thread = threading.Thread(target=collect, name=tag, daemon=True)
+        job.thread.start()
+        return job
+
+    def interrupt(self) -> None:
+        self._interrupt()
+
+    def wait(self, cancel: Callable[[], bool] | None, stop_all: Callable[[], None]) -> None:
+        """Until the job ends; on ``cancel()`` interrupt every running job and raise."""
+        if self.thread is None:
+            return
+        while self.thread.is_alive():
+            self.thread.join(POLL_S)
+            if cancel is not None and self.thread.is_alive() and cancel():
+                stop_all()
+                self.thread.join(CANCEL_WAIT_S)
+                raise SparkCancelled("cancelled; the Spark job was interrupted")
+
+    def result(self) -> pa.Table:
+        if "error" in self.outcome:
+            error = self.outcome["error"]
+            raise SparkTaskFailed(
+                f"a unit of work failed on Spark: {_first_line(error)}"
+            ) from error
+        return self.outcome["table"]
 
 
 def _classic_context(spark: SparkSession) -> Any:
@@ -267,9 +425,27 @@ def spark_executor(
     backend_options: Mapping[str, Any], *, app_name: str = "phexplore"
 ) -> SparkExecutor:
     """The executor of a run with ``backend = "spark"``: a session on ``master`` or ``remote``
-    (reused if this process already has one) and the optional ``checkpoint`` folder."""
+    (reused if this process already has one; a new classic one with ``driver_memory``, see
+    :func:`engine.spark.session.get_session`), the optional ``checkpoint`` folder, and slices of
+    :data:`SLICE_BYTES_ENV` bytes when that variable is set."""
     from engine.spark.session import get_session
 
     options = check_backend_options("spark", backend_options)
-    session = get_session(options.get("master"), options.get("remote"), app_name=app_name)
-    return SparkExecutor(session, checkpoint_dir=options.get("checkpoint"))
+    slice_bytes = DEFAULT_SLICE_BYTES
+    env = os.environ.get(SLICE_BYTES_ENV, "").strip()
+    if env:
+        try:
+            slice_bytes = check_slice_bytes(int(env.replace("_", "")))
+        except (ValueError, ValidationError):
+            raise ValidationError(
+                f"{SLICE_BYTES_ENV}={env!r} is not valid; give a whole number of bytes from "
+                f"{MIN_SLICE_BYTES} to {MAX_SLICE_BYTES:,} (1 GiB), e.g. {DEFAULT_SLICE_BYTES} "
+                "(the default, 64 MiB), or unset it"
+            ) from None
+    session = get_session(
+        options.get("master"),
+        options.get("remote"),
+        app_name=app_name,
+        driver_memory=options.get("driver_memory"),
+    )
+    return SparkExecutor(session, checkpoint_dir=options.get("checkpoint"), slice_bytes=slice_bytes)

@@ -10,6 +10,14 @@ pyspark is an optional dependency (``pip install 'phexplore[spark]'``); Spark 4 
 runtime on the driver for a classic session. :func:`spark_unavailable_reason` says in one sentence
 what is missing and how to fix it, so the CLI and the app can refuse with a clear message instead
 of a Py4J traceback.
+
+Driver memory: the driver's JVM heap (``spark.driver.memory``) is fixed when its JVM starts, so it
+must be set before the first session of the process. :func:`get_session` sets it from
+``driver_memory`` (``--spark-driver-memory``), else from the environment variable
+:data:`DRIVER_MEMORY_ENV`, else — for local masters only, whose driver JVM also runs the executors —
+to :func:`default_local_driver_memory` (a quarter of this machine's memory, 1–8 GiB) instead of
+Spark's 1 GB. Valid sizes: :data:`MIN_DRIVER_MEMORY_MIB` MiB to 1 TiB, written as a JVM size with a
+unit (``512m``, ``6g``). A Spark Connect server's driver is configured on the server.
 """
 
 from __future__ import annotations
@@ -32,6 +40,13 @@ MIN_JAVA = 17
 """Spark 4 runs on Java 17 or later."""
 DEFAULT_SHUFFLE_PARTITIONS = 8
 """``spark.sql.shuffle.partitions`` for local masters: Spark's 200 makes tiny tasks on a laptop."""
+DRIVER_MEMORY_ENV = "PHEXPLORE_SPARK_DRIVER_MEMORY"
+"""Environment variable giving the driver's JVM heap (e.g. ``8g``) when no option does."""
+MIN_DRIVER_MEMORY_MIB = 512
+MAX_DRIVER_MEMORY_MIB = 1 << 20
+"""Valid driver memory: 512 MiB to 1 TiB."""
+_UNIT_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1 << 20}
+_SIZE = re.compile(r"^(\d+)\s*([kmgt])b?$", re.IGNORECASE)
 _LOCAL_MASTER = re.compile(r"^local(\[(\d+|\*)(,\s*\d+)?\])?$")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)(,\s*\d+)?\])?|spark://\S+|yarn|k8s://\S+|mesos://\S+)$")
 _REMOTE = re.compile(r"^sc://[^\s/:]+(:\d{1,5})?(/;?\S*)?$")
@@ -114,6 +129,57 @@ def check_remote(remote: str) -> str:
     return text
 
 
+def check_driver_memory(size: object, *, what: str = "--spark-driver-memory") -> str:
+    """``size`` as a JVM memory size (``4g``, ``6144m``) between :data:`MIN_DRIVER_MEMORY_MIB` MiB
+    and 1 TiB, else a ValidationError naming ``what`` and the valid forms."""
+    text = str(size).strip()
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValidationError(
+            f"{what} {size!r} is not a memory size; write a whole number with a unit k, m, g or t "
+            "(e.g. 4g or 6144m), from 512m to 1t"
+        )
+    mib = int(match.group(1)) * _UNIT_MIB[match.group(2).lower()]
+    if not MIN_DRIVER_MEMORY_MIB <= mib <= MAX_DRIVER_MEMORY_MIB:
+        raise ValidationError(f"{what} {size!r} is out of range; give 512m to 1t (e.g. 4g)")
+    return f"{match.group(1)}{match.group(2).lower()}"
+
+
+def default_local_driver_memory() -> str:
+    """The driver heap for a local master: a quarter of this machine's physical memory, at least
+    1 GiB and at most 8 GiB (e.g. ``6144m`` on 24 GiB). A heap limit only reserves address space;
+    the JVM grows to it when it needs to."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: Spark's own 1 GB plus a margin
+        total = 8 << 30
+    mib = min(max(total // 4 >> 20, 1024), 8192)
+    return f"{mib}m"
+
+
+def driver_memory_setting(
+    master: str | None, remote: str | None, driver_memory: str | None = None
+) -> str | None:
+    """The ``spark.driver.memory`` a new session gets: ``driver_memory``, else the environment's
+    :data:`DRIVER_MEMORY_ENV`, else :func:`default_local_driver_memory` for a local master; None
+    (Spark's own setting) for a cluster master without either, and always over Spark Connect."""
+    if remote is not None:
+        if driver_memory:
+            raise ValidationError(
+                "--spark-driver-memory applies to --spark-master only; a Spark Connect server's "
+                "driver memory is set where the server starts (spark.driver.memory)"
+            )
+        return None
+    if driver_memory:
+        return check_driver_memory(driver_memory)
+    env = os.environ.get(DRIVER_MEMORY_ENV, "").strip()
+    if env:
+        return check_driver_memory(env, what=DRIVER_MEMORY_ENV)
+    if master is not None and is_local_master(master):
+        return default_local_driver_memory()
+    return None
+
+
 def is_local_master(master: str) -> bool:
     """True for ``local``, ``local[N]`` and ``local[*]`` (driver and executors on this machine)."""
     return bool(_LOCAL_MASTER.match(master.strip()))
@@ -127,6 +193,7 @@ def get_session(
     ui: bool = True,
     shuffle_partitions: int | None = None,
     conf: Mapping[str, str] | None = None,
+    driver_memory: str | None = None,
 ) -> SparkSession:
     """A Spark session on ``master`` (classic) or ``remote`` (Spark Connect); exactly one is given.
 
@@ -134,12 +201,15 @@ def get_session(
     Local masters bind to 127.0.0.1, run the Python workers with this interpreter (``PYSPARK_PYTHON``
     unless already set, so the installed PHExplore is importable on the executors) and default to
     :data:`DEFAULT_SHUFFLE_PARTITIONS` shuffle partitions. Arrow is switched on for every session.
+    A classic session's driver heap is :func:`driver_memory_setting` (it takes effect only when
+    this call starts the process's JVM; an already running one keeps its heap).
     """
     if (master is None) == (remote is None):
         raise ValidationError("give exactly one of --spark-master URL or --spark-remote sc://…")
     reason = spark_unavailable_reason(remote=remote is not None)
     if reason is not None:
         raise SparkUnavailable(reason)
+    memory = driver_memory_setting(master, remote, driver_memory)
     from pyspark.sql import SparkSession
 
     settings: dict[str, Any] = {
@@ -153,6 +223,8 @@ def get_session(
         builder = SparkSession.builder.master(master).appName(app_name)
         settings["spark.ui.enabled"] = "true" if ui else "false"
         settings["spark.ui.showConsoleProgress"] = "false"
+        if memory is not None:
+            settings["spark.driver.memory"] = memory
         if is_local_master(master):
             # PySpark starts local Python workers with $PYSPARK_PYTHON (default python3), not the
             # interpreter running PHExplore; point it here so the workers import the same install.

@@ -1,4 +1,5 @@
-"""``--backend local|spark``, ``--spark-master`` and ``--spark-remote``: where a run runs (SPEC §8).
+"""``--backend local|spark``, ``--spark-master``, ``--spark-remote`` (and ``--spark-checkpoint``,
+``--spark-driver-memory``): where a run runs (SPEC §8).
 
 Shared by ``run topdown``, ``run phsafe`` and ``experiment``; the choice goes into the run
 description's ``backend`` and ``backend_options`` and never changes the numbers (docs/spark.md).
@@ -42,6 +43,14 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for per-level Parquet checkpoints: rerunning the same command resumes after "
         "the last finished level (--backend spark)",
     )
+    group.add_argument(
+        "--spark-driver-memory",
+        default=None,
+        metavar="SIZE",
+        help="driver JVM heap for --spark-master, 512m to 1t (e.g. 8g); default: "
+        "$PHEXPLORE_SPARK_DRIVER_MEMORY, else for local[N] a quarter of this machine's memory "
+        "(1-8 GiB), else Spark's own setting. Not for --spark-remote (set it on the server)",
+    )
 
 
 def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -51,11 +60,12 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         "master": getattr(args, "spark_master", None),
         "remote": getattr(args, "spark_remote", None),
         "checkpoint": getattr(args, "spark_checkpoint", None),
+        "driver_memory": getattr(args, "spark_driver_memory", None),
     }
     options = {k: v for k, v in options.items() if v}
     if backend != "spark":
         if options:
-            flags = ", ".join(f"--spark-{k}" for k in sorted(options))
+            flags = ", ".join(f"--spark-{k.replace('_', '-')}" for k in sorted(options))
             raise ValidationError(f"{flags} apply only with --backend spark")
         return backend, {}
     if "master" in options and "remote" in options:
@@ -65,12 +75,24 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             "--backend spark needs --spark-master URL (e.g. local[2], spark://HOST:7077, yarn) "
             "or --spark-remote sc://HOST:15002"
         )
-    from engine.spark.session import check_master, check_remote, spark_unavailable_reason
+    from engine.spark.session import (
+        check_driver_memory,
+        check_master,
+        check_remote,
+        spark_unavailable_reason,
+    )
 
     if "master" in options:
         options["master"] = check_master(options["master"])
     else:
         options["remote"] = check_remote(options["remote"])
+    if "driver_memory" in options:
+        if "remote" in options:
+            raise ValidationError(
+                "--spark-driver-memory applies to --spark-master only; a Spark Connect server's "
+                "driver memory is set where the server starts (spark.driver.memory)"
+            )
+        options["driver_memory"] = check_driver_memory(options["driver_memory"])
     reason = spark_unavailable_reason(remote="remote" in options)
     if reason is not None:
         raise ValidationError(f"--backend spark cannot run here: {reason}")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from engine.spark.executor import SparkCancelled, SparkExecutor, SparkTaskFailed
+from phexplore.errors import ValidationError
 
 pytestmark = pytest.mark.spark
 
@@ -67,3 +68,60 @@ def test_task_error_is_named_and_cancel_interrupts(spark) -> None:
     with pytest.raises(SparkCancelled):
         executor.map(sleeps, [60.0, 60.0], cancel=lambda: time.perf_counter() > deadline)
     assert time.perf_counter() - started < 20
+
+
+def test_many_small_slices_match_in_process_and_resume_mid_map(spark, tmp_path: Path) -> None:
+    """``slice_bytes=1`` sends every unit as its own Spark job (three at a time): the same results
+    in unit order, one checkpoint per slice, and a rerun that lost some slices runs only those."""
+    rng = np.random.default_rng(1)
+    units = [(k + 1, rng.integers(0, 1000, size=3 + 5 * k)) for k in range(7)]
+    expected = [weighted_sums(u) for u in units]
+    seen: list[int] = []
+    first = SparkExecutor(spark, checkpoint_dir=tmp_path, slice_bytes=1, jobs_in_flight=3)
+    got = first.map(weighted_sums, units, done=lambda i, _: seen.append(i))
+    assert seen == list(range(7)) and first.jobs == 7 and len(first.task_seconds) == 7
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    slices = sorted(tmp_path.glob("*.parquet"))
+    assert len(slices) == 7
+    for lost in slices[::3]:  # a run stopped part-way through a level
+        lost.unlink()
+    again = SparkExecutor(spark, checkpoint_dir=tmp_path, slice_bytes=1, jobs_in_flight=2)
+    resumed = again.map(weighted_sums, units)
+    assert again.checkpoint_hits == 4 and again.jobs == 3
+    for g, e in zip(resumed, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    # slices by bytes: units of one size, two to a slice
+    same_size = [(k + 1, rng.integers(0, 1000, size=50)) for k in range(7)]
+    two = SparkExecutor(spark, slice_bytes=2 * len(_pickled(same_size[0])) + 1)
+    assert [(i, len(b)) for i, b in two._slices(same_size)] == [(0, 2), (2, 2), (4, 2), (6, 1)]
+    for g, u in zip(two.map(weighted_sums, same_size), same_size, strict=True):
+        np.testing.assert_array_equal(g, weighted_sums(u))
+    assert two.jobs == 4
+
+
+def test_a_failing_slice_stops_the_others(spark) -> None:
+    executor = SparkExecutor(spark, slice_bytes=1, jobs_in_flight=2)
+    with pytest.raises(SparkTaskFailed, match="ValueError: unit 3 is infeasible"):
+        executor.map(fails_on_three, [1, 2, 3, 4, 5])
+
+
+def _pickled(unit: object) -> bytes:
+    from engine.spark.executor import _dumps
+
+    return _dumps(unit)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"slice_bytes": 0}, "slice_bytes must be from 1"),
+        ({"slice_bytes": 2**31}, "slice_bytes must be from 1"),
+        ({"slice_bytes": 1.5}, "whole number of bytes"),
+        ({"jobs_in_flight": 0}, "jobs_in_flight must be from 1 to 16"),
+        ({"jobs_in_flight": True}, "jobs_in_flight must be a whole number"),
+    ],
+)
+def test_bad_slice_settings_are_refused(spark, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        SparkExecutor(spark, **kwargs)

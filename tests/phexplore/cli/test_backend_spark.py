@@ -8,6 +8,7 @@ arguments fail with one clear line before any work.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,31 @@ def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_topdown_in_many_small_slices_same_outputs(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kent County, every unit of work sent as its own slice (``PHEXPLORE_SPARK_SLICE_BYTES=1``: one
+    createDataFrame and one Spark job per family batch, two at a time) changes no byte."""
+    args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
+    args += ["--filter", "County=44003", "--seed", "4"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    monkeypatch.setenv("PHEXPLORE_SPARK_SLICE_BYTES", "1")
+    checkpoint = tmp_path / "checkpoint"
+    assert (
+        main([*args, *SPARK, "--spark-checkpoint", str(checkpoint), "--out", str(tmp_path / "s")])
+        == 0
+    )
+    _same_files(
+        tmp_path / "local", tmp_path / "s", ["estimates.csv", "measurements.csv", "microdata.csv"]
+    )
+    # one checkpoint per slice, here per family batch: Kent County's county, tract and block
+    # group levels are one batch each, its blocks two
+    metrics = json.loads((tmp_path / "s" / "metrics.json").read_text())
+    assert metrics["run"]["backend"] == "spark"
+    assert len(list(checkpoint.glob("*.parquet"))) == 4
+
+
+@pytest.mark.spark
 def test_phsafe_fixture_same_tables_on_spark(spark, tmp_path: Path) -> None:
     """The official e2e_test1 extract, non-private (the engine tests cover private runs)."""
     data = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official" / "e2e_test1"
@@ -58,6 +84,19 @@ def test_phsafe_fixture_same_tables_on_spark(spark, tmp_path: Path) -> None:
         (["--spark-master", "local[2]"], "only with --backend spark"),
         (["--backend", "spark", "--spark-master", "locl[2]"], "is not a Spark master URL"),
         (["--backend", "spark", "--spark-remote", "http://x"], "not a Spark Connect address"),
+        (
+            ["--backend", "spark", "--spark-master", "local[2]", "--spark-driver-memory", "100m"],
+            "out of range; give 512m to 1t",
+        ),
+        (
+            ["--backend", "spark", "--spark-master", "local[2]", "--spark-driver-memory", "8"],
+            "is not a memory size",
+        ),
+        (
+            ["--backend", "spark", "--spark-remote", "sc://h:15002", "--spark-driver-memory", "8g"],
+            "applies to --spark-master only",
+        ),
+        (["--spark-driver-memory", "8g"], "--spark-driver-memory apply only with --backend spark"),
     ],
 )
 def test_bad_backend_arguments_fail_clearly(
