@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[3]
 CLIENT_TIMEOUT_S = 600
 
 
-def _run_over_connect(args: list[str], remote: str) -> None:
-    """The CLI in a child process with ``--backend spark --spark-remote remote``; fails with its
-    output unless it exits 0."""
-    env = dict(os.environ)
+def _run_over_connect(args: list[str], remote: str, **env_vars: str) -> None:
+    """The CLI in a child process with ``--backend spark --spark-remote remote`` (and ``env_vars``
+    in its environment); fails with its output unless it exits 0."""
+    env = dict(os.environ) | env_vars
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     code = "import sys; from phexplore.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -49,10 +49,18 @@ def _same_files(local: Path, remote: Path, names: list[str]) -> None:
 
 @pytest.mark.spark
 def test_topdown_county_same_outputs_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
+    """Every family batch sent as its own slice (``PHEXPLORE_SPARK_SLICE_BYTES=1``: one local
+    relation and one Connect job each, two at a time) — the numbers of the local run."""
     args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
-    args += ["--filter", "County=44001", "--seed", "11"]
+    args += ["--filter", "County=44003", "--seed", "11"]
     assert main([*args, "--out", str(tmp_path / "local")]) == 0
-    _run_over_connect([*args, "--out", str(tmp_path / "connect")], spark_connect)
+    checkpoint = tmp_path / "checkpoint"
+    _run_over_connect(
+        [*args, "--spark-checkpoint", str(checkpoint), "--out", str(tmp_path / "connect")],
+        spark_connect,
+        PHEXPLORE_SPARK_SLICE_BYTES="1",
+    )
+    assert len(list(checkpoint.glob("*.parquet"))) == 4  # one per family batch
     _same_files(
         tmp_path / "local",
         tmp_path / "connect",
