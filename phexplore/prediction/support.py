@@ -428,6 +428,15 @@ def child_support_covariances(
     n = int(sum(sizes))
     if n == 0:
         return [np.zeros((0, 0)) for _ in supports]
+    if (
+        len(supports) == 1
+        and parent_support is not None
+        and parent_cov is not None
+        and np.array_equal(supports[0], parent_support)
+    ):
+        # an only child populating its parent's cells: summing to the parent fixes every one
+        # of its variables, whatever the passes — it copies the parent, error and all
+        return [np.array(parent_cov, dtype=np.float64)]
     cells = np.concatenate(supports)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     rows_cache: dict[str, np.ndarray] = {}
@@ -491,7 +500,8 @@ def child_support_covariances(
         rhs: list[dict[str, np.ndarray]] = []
         if parent_rows is not None:
             blocks.append(parent_rows)
-            rhs.append({"parent": np.eye(parent_rows.shape[0])} if "parent" in source_cov else {})
+            # the parent's rows carry its error as is (None: the identity map)
+            rhs.append({"parent": None} if "parent" in source_cov else {})
         for q in design.invariants:
             blocks.append(rows(q))
             rhs.append({})
@@ -514,16 +524,9 @@ def child_support_covariances(
             default=0.0,
         )
         if inv_blocks is not None and last and excess < 1e-10:
-            e_hinv = np.zeros_like(cons)
-            for (a, b), blk in zip(spans, inv_blocks, strict=True):
-                e_hinv[:, a:b] = cons[:, a:b] @ blk
-            w_plus = _psd_inverse(e_hinv @ cons.T)
-            r = e_hinv.T @ w_plus
-            diagonal = [
-                blk - r[a:b] @ e_hinv[:, a:b] for (a, b), blk in zip(spans, inv_blocks, strict=True)
-            ]
-            maps = _add_source_maps({}, r, blocks, rhs)
-            return _child_blocks(maps, source_cov, source_blocks, spans, diagonal)
+            return _last_pass_blocks(
+                cons, inv_blocks, spans, blocks, rhs, source_cov, source_blocks
+            )
         if inv_blocks is not None:
             inv = np.zeros((n, n))
             e_hinv = np.zeros_like(cons)
@@ -552,18 +555,73 @@ def _add_source_maps(
     maps: dict[str, np.ndarray],
     r: np.ndarray,
     blocks: Sequence[np.ndarray],
-    rhs: Sequence[Mapping[str, np.ndarray]],
+    rhs: Sequence[Mapping[str, np.ndarray | None]],
 ) -> dict[str, np.ndarray]:
     """Add to ``maps`` each noise source's contribution through the constraint rows: the columns
-    of ``r`` that belong to each block of held rows times that block's map from the source."""
+    of ``r`` that belong to each block of held rows times that block's map from the source
+    (``None``: the identity)."""
     at = 0
     for block, rh in zip(blocks, rhs, strict=True):
         part = r[:, at : at + block.shape[0]]
         for src, mat in rh.items():
-            term = part @ mat
+            term = part if mat is None else part @ mat
             maps[src] = maps[src] + term if src in maps else term
         at += block.shape[0]
     return maps
+
+
+def _last_pass_blocks(
+    cons: np.ndarray,
+    inv_blocks: Sequence[np.ndarray],
+    spans: Sequence[tuple[int, int]],
+    blocks: Sequence[np.ndarray],
+    rhs: Sequence[Mapping[str, np.ndarray | None]],
+    source_cov: Mapping[str, np.ndarray],
+    source_blocks: Mapping[str, Sequence[np.ndarray]],
+) -> list[np.ndarray]:
+    """Per child, the covariance after the last pass when its noise has covariance H (F H Fᵀ =
+    F): with E_c the constraint rows child c enters (``cons`` is 0/1: a child's cells meet its
+    parent cells, its own held answers and the invariants only) and e_c = E_c H_c⁻¹,
+
+        W = Σ_c E_c H_c⁻¹ E_cᵀ,   R_c = e_cᵀ W⁺ (rows of R = H⁻¹EᵀW⁺),
+        Cov_c = H_c⁻¹ − e_cᵀ W⁺ e_c + Σ_s e_cᵀ (Z_s C_s Z_sᵀ) e_c,
+
+    where Z_s = Σ_blocks W⁺[:, block] M_block,s maps source s (covariance C_s) through the
+    held right-hand sides. The same numbers as forming R and every source's full map
+    (:func:`_add_source_maps`, :func:`_child_blocks`), in the products of the constraint rows a
+    child meets: the cost no longer grows with (children × all constraint rows)."""
+    m = cons.shape[0]
+    touched = []
+    e_blocks = []
+    w = np.zeros((m, m))
+    for (a, b), blk in zip(spans, inv_blocks, strict=True):
+        rows_c = np.flatnonzero(np.any(cons[:, a:b] != 0, axis=1))
+        e_c = cons[rows_c, a:b] @ blk
+        w[np.ix_(rows_c, rows_c)] += e_c @ cons[rows_c, a:b].T
+        touched.append(rows_c)
+        e_blocks.append(e_c)
+    w_plus = _psd_inverse(w)
+    maps: dict[str, np.ndarray] = {}
+    at = 0
+    for block, rh in zip(blocks, rhs, strict=True):
+        part = w_plus[:, at : at + block.shape[0]]
+        for src, mat in rh.items():
+            term = part if mat is None else part @ mat
+            maps[src] = maps[src] + term if src in maps else term
+        at += block.shape[0]
+    middle = -w_plus
+    for src, z in maps.items():
+        if src in source_blocks:
+            left = np.empty_like(z)
+            for (a, b), blk in zip(spans, source_blocks[src], strict=True):
+                left[:, a:b] = z[:, a:b] @ blk
+        else:
+            left = z @ source_cov[src]
+        middle = middle + left @ z.T
+    return [
+        blk + e_c.T @ middle[np.ix_(rows_c, rows_c)] @ e_c
+        for blk, e_c, rows_c in zip(inv_blocks, e_blocks, touched, strict=True)
+    ]
 
 
 def _child_blocks(

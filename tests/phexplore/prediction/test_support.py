@@ -219,3 +219,20 @@ def test_sampling_limits_are_validated() -> None:
     alloc = load_topdown_preset("ri2010-production-like")["persons"]
     with pytest.raises(ValidationError, match="max_families must be a whole number"):
         predict_topdown(alloc, shipped_profile("ri2010"), max_families=0)
+
+
+@pytest.mark.parametrize("passes", [(tuple(QUERIES),), (("TOTAL",), tuple(QUERIES[1:]))])
+def test_an_only_child_copies_its_parent(passes: tuple[tuple[str, ...], ...]) -> None:
+    """A family of one child on its parent's cells is fixed by summing to the parent: its
+    covariance is the parent's (the shortcut), as the general path says for the same child with
+    an empty sibling (no variables, so nothing changes but the route through the algebra)."""
+    design = _design(passes)
+    index = answer_indices(ATTRS, QUERIES)
+    parent_cov = _parent_cov()
+    alone = child_support_covariances((PARENT_SUPPORT,), PARENT_SUPPORT, parent_cov, design, index)
+    general = child_support_covariances(
+        (PARENT_SUPPORT, np.zeros(0, dtype=np.int64)), PARENT_SUPPORT, parent_cov, design, index
+    )
+    np.testing.assert_array_equal(alone[0], parent_cov)
+    np.testing.assert_allclose(general[0], parent_cov, rtol=1e-10, atol=1e-12)
+    assert general[1].shape == (0, 0)
