@@ -64,15 +64,18 @@ def test_kkt_conditions_hold_at_the_polished_point():
     batch = family_batch(5, bounds=True, n_families=1)
     bands = _bands(batch)
     fam = family_admm.family_problem(batch, 0, PASS, bands)
+    hess = family_projected_cg._Hessian(batch, 0, PASS, fam.cells)
+    probe = np.random.default_rng(0).normal(size=fam.grad.shape)
+    assert hess.apply(probe) == pytest.approx(probe @ fam.hess, abs=1e-12)
     stepper = family_admm.AdmmStepper(fam, family_projected_cg.RHO_CELL)
-    x = family_projected_cg.polish(fam, stepper.run(stepper.start(), 300))
+    x = family_projected_cg.polish(fam, hess, stepper.run(stepper.start(), 300))
     assert x is not None
     zero_set = fam.zero | (x <= 1e-12)
     cx = x @ fam.rows.T
     at_lower = np.isclose(cx, fam.lower, atol=1e-9) & (fam.lower < fam.upper)
     at_upper = np.isclose(cx, fam.upper, atol=1e-9)
     at_lower, at_upper = family_admm.independent_rows(fam, zero_set, at_lower, at_upper)
-    solved = family_projected_cg._solve_equality(fam, ~zero_set, at_lower, at_upper, None)
+    solved = family_projected_cg._solve_equality(fam, hess, ~zero_set, at_lower, at_upper, None)
     assert solved is not None
     again, grad, lam, coupling = solved
     assert again == pytest.approx(x, abs=1e-8)
