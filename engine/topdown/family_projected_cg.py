@@ -53,6 +53,14 @@ at ρ = 0.1, 0.2 or 1, 100 at 0.5, 200 at 0.05 (family_admm's value) and 300 at 
 CHECK_EVERY = 10
 """ADMM iterations between two looks at the guessed active set."""
 
+SETTLED_FRACTION = 0.03
+"""A polish is tried once at most this share of the guessed active set (cells at 0, rows at a
+bound) changed over the last :data:`CHECK_EVERY` iterations: the active-set corrections of the
+polish are cheap, so it need not wait for a guess that no longer changes."""
+
+MIN_GAP = 20
+"""ADMM iterations between two polish attempts at least."""
+
 POLISH_EVERY = 200
 """A polish is tried at least this often even while the guess still changes."""
 
@@ -266,11 +274,14 @@ def polish(
     return None
 
 
-def _guess(fam: family_admm.Family, state: family_admm.AdmmState) -> bytes:
-    return (
-        (state.zc <= 0.0).tobytes()
-        + (state.zr <= fam.lower).tobytes()
-        + (state.zr >= fam.upper).tobytes()
+def _guess(fam: family_admm.Family, state: family_admm.AdmmState) -> np.ndarray:
+    """The active set the ADMM iterate suggests: cells at 0, rows at either bound (flat bool)."""
+    return np.concatenate(
+        [
+            (state.zc <= 0.0).reshape(-1),
+            (state.zr <= fam.lower).reshape(-1),
+            (state.zr >= fam.upper).reshape(-1),
+        ]
     )
 
 
@@ -287,15 +298,16 @@ def solve_family(
     hess = _Hessian(batch, f, pass_queries, fam.cells)
     stepper = family_admm.AdmmStepper(fam, RHO_CELL)
     state = stepper.start()
-    previous = b""
-    tried = b""
+    previous = _guess(fam, state)
+    last_polish = 0
     for done in range(CHECK_EVERY, MAX_ITERATIONS + 1, CHECK_EVERY):
         state = stepper.run(state, CHECK_EVERY)
         guess = _guess(fam, state)
-        stable = guess == previous
+        changed = int(np.count_nonzero(guess != previous))
         previous = guess
-        if (stable and guess != tried) or done % POLISH_EVERY == 0:
-            tried = guess
+        settling = changed <= SETTLED_FRACTION * guess.size and done - last_polish >= MIN_GAP
+        if settling or done - last_polish >= POLISH_EVERY:
+            last_polish = done
             x = polish(fam, hess, state)
             if x is not None:
                 out[:, fam.cells] = x
