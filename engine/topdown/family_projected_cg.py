@@ -131,6 +131,7 @@ class _Constraints:
         self.freef = free.astype(np.float64)
         self.child, self.row = np.nonzero(active)
         self.ba = self.freef[self.child] * rows[self.row]  # (Na, n)
+        self.owner = (np.arange(free.shape[0])[:, None] == self.child[None, :]).astype(np.float64)
         d = self.freef.sum(axis=0)
         self.d_inv = np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0)
         if self.child.size:
@@ -161,7 +162,7 @@ class _Constraints:
         """Eᵀ [μ; λ] ``(K, n)``."""
         out = self.freef * mu[None, :]
         if self.child.size:
-            np.add.at(out, self.child, lam[:, None] * self.ba)
+            out += self.owner @ (lam[:, None] * self.ba)
         return out
 
     def project(self, v: np.ndarray) -> np.ndarray:
