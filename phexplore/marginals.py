@@ -73,6 +73,34 @@ class MarginalParse:
         return None
 
 
+ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
+    "ri2010": ("TOTAL", "VOTINGAGE", "DETAILED"),
+    "redistricting2020": (
+        "TOTAL",
+        "HHGQ",
+        "HHGQ*HISPANIC",
+        "HHGQ*HISPANIC*CENRACE",
+        "DETAILED",
+    ),
+}
+"""Nested chains of marginals minimised by the multi-pass rounder (TDA §7.3, eq. 7.7; SPEC §4);
+the engine's rounder (:func:`engine.topdown.queries.rounder_chain`) and the prediction's rounding
+model (:mod:`phexplore.prediction.root_clipping`) read them from here."""
+
+
+def default_rounder_chain(attributes: Sequence[tuple[str, Sequence[str]]]) -> tuple[str, ...]:
+    """The rounder's chain for a schema given by its attributes: the shipped schema's
+    (:data:`ROUNDER_CHAINS`), else the prefixes of the attribute order (TOTAL → A → A*B → … →
+    DETAILED), as the engine's default."""
+    attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
+    for name, known in SCHEMA_ATTRIBUTES.items():
+        if known == attrs and name in ROUNDER_CHAINS:
+            return ROUNDER_CHAINS[name]
+    names = [a for a, _ in attrs]
+    prefixes = ["*".join(names[: k + 1]) for k in range(len(names) - 1)]
+    return (TOTAL, *prefixes, DETAILED)
+
+
 def parse_marginal(
     name: str,
     attributes: Sequence[tuple[str, Sequence[str]]],

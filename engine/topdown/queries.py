@@ -28,6 +28,7 @@ from phexplore.errors import ValidationError
 from phexplore.marginals import (
     DETAILED,
     HHINSTLEVELS,
+    ROUNDER_CHAINS,
     TOTAL,
     MarginalParse,
     parse_marginal,
@@ -63,18 +64,6 @@ SCHEMA_QUERIES: dict[str, tuple[str, ...]] = {
     ),
 }
 """Query names of the shipped schemas (TDA Tables 3–8 for the 2,016-cell schema)."""
-
-ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
-    "ri2010": ("TOTAL", "VOTINGAGE", "DETAILED"),
-    "redistricting2020": (
-        "TOTAL",
-        "HHGQ",
-        "HHGQ*HISPANIC",
-        "HHGQ*HISPANIC*CENRACE",
-        "DETAILED",
-    ),
-}
-"""Nested chains of marginals minimised by the multi-pass rounder (TDA §7.3, eq. 7.7; SPEC §4)."""
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,17 @@ from phexplore.blas_threads import one_blas_thread
 from phexplore.budget import TopDownAllocation
 from phexplore.distributions import discrete_gaussian_variance, geometric_variance
 from phexplore.errors import ValidationError
-from phexplore.marginals import SCHEMA_ATTRIBUTES, TOTAL, parse_marginal
+from phexplore.marginals import (
+    SCHEMA_ATTRIBUTES,
+    TOTAL,
+    cell_index,
+    default_rounder_chain,
+    parse_marginal,
+)
 from phexplore.moe import z_for_confidence
 from phexplore.prediction.algebra import CellAlgebra, Operator, cell_algebra
 from phexplore.prediction.correction import (
+    ROUNDING_VARIANCE,
     LevelCorrection,
     family_index,
     held_query_correction,
@@ -42,7 +49,7 @@ from phexplore.prediction.least_squares import (
     engine_passes,
     level_covariance,
 )
-from phexplore.prediction.root_clipping import RootClipping, root_clipping
+from phexplore.prediction.root_clipping import RootClipping, chain_rounding, root_clipping
 from phexplore.prediction.spine import SpineProfile
 from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, design_key
 
@@ -353,6 +360,9 @@ def predict_topdown(
     cache = None
     kept = np.arange(algebra.n_cells)
     root_term: RootClipping | None = None
+    # per query: the root's rounding under the engine's controlled rounding, and what the
+    # cell-by-cell rule gave its populated cells (replaced at the root; 0 at its copies)
+    root_rounding: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     # levels that copy the root: it and every level below it while each has a single child
     copies_root = {0}
     for k in range(1, len(levels)):
@@ -437,6 +447,8 @@ def predict_topdown(
             else:
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
             moments, _ = level_moments(unit_counts, cell_var, spine.fanouts[k], sample, root=k == 0)
+            if k == 0 and root_term is not None:
+                root_rounding = _root_rounding(root_term, moments.p[0], kept, attrs, report)
         batch: dict[str, LevelCorrection] = {}
         if moments is not None and counts is not None:
             # every query the correction sums over cells, at once (correction.level_corrections)
@@ -499,7 +511,8 @@ def predict_topdown(
                 and q in root_term.bias
                 and math.isfinite(corr.rmse)
             ):
-                corr = _with_root_term(corr, root_term, q)
+                chain, by_cell = root_rounding[q]
+                corr = _with_root_term(corr, root_term, q, chain - (by_cell if k == 0 else 0.0))
             if (
                 k == len(levels) - 1
                 and corr.unit_bias is not None
@@ -563,9 +576,39 @@ def _root_term(
     return term.scaled(t)
 
 
-def _with_root_term(corr: LevelCorrection, term: RootClipping, query: str) -> LevelCorrection:
-    """``corr`` with the root's lifted empty cells added (bias, variance, rounding)."""
-    mse = corr.rmse**2 + term.added_mse(query, corr.unit_bias)
+def _root_rounding(
+    term: RootClipping,
+    p_populated: np.ndarray,
+    kept: np.ndarray,
+    attrs: tuple[tuple[str, tuple[str, ...]], ...],
+    queries: Sequence[str],
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per query, per answer: the root's rounding variance under the engine's controlled
+    rounding (:func:`phexplore.prediction.root_clipping.chain_rounding`; populated cells
+    non-integral with their clipping probability, empty variables with their lift's) and the
+    cell-by-cell rounding the correction gave the populated cells (ROUNDING_VARIANCE Σ p_i)."""
+    n_cells = int(np.prod([len(lv) for _, lv in attrs]))
+    p_cells = np.zeros(n_cells)
+    p_cells[kept] = p_populated
+    p_cells[term.empty] = term.lifted
+    chain = chain_rounding(attrs, default_rounder_chain(attrs), p_cells, queries)
+    out = {}
+    for q in queries:
+        parse = parse_marginal(q, attrs)
+        idx = cell_index(parse, attrs)
+        by_cell = ROUNDING_VARIANCE * np.bincount(
+            idx[kept], weights=p_populated, minlength=chain[q].size
+        )
+        out[q] = (chain[q], by_cell)
+    return out
+
+
+def _with_root_term(
+    corr: LevelCorrection, term: RootClipping, query: str, rounding: np.ndarray
+) -> LevelCorrection:
+    """``corr`` with the root's lifted empty cells added (bias, variance) and ``rounding`` (per
+    answer: the rounding variance to add)."""
+    mse = corr.rmse**2 + term.added_mse(query, corr.unit_bias, rounding)
     bias = term.bias[query]
     return LevelCorrection(
         rmse=math.sqrt(max(mse, 0.0)),
