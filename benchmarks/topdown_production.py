@@ -7,7 +7,8 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    above, unless ``--state``), loads it with its block frame (structural zeros and GQ bounds held);
 2. runs ``topdown-2020-production`` (``run_topdown``, one worker), recording every family batch;
 3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
-   and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess);
+   and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess, in GiB:
+   after loading and at the end of the run);
 4. for a sample of WHOLE families (``--sample`` per level, any number of children unless
    ``--max-children``): the engine's least squares of one family alone, the previous solver path
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
@@ -281,6 +282,7 @@ def one_size(
         with tempfile.TemporaryDirectory() as tmp:
             hist, load_s, structural = _population(persons, state, seed, Path(tmp) / "p")
     generate_s = time.perf_counter() - t0 - load_s
+    peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     batches = []
     original = estimation_module.estimate_batch
@@ -339,6 +341,8 @@ def one_size(
         "least_squares_cpu_s": result.timings.get("least_squares_cpu", 0.0),
         "rounding_cpu_s": result.timings.get("rounding_cpu", 0.0),
         "peak_rss_gb": peak_run,
+        "peak_rss_after_load_gb": peak_load,
+        "block_histogram": "sparse" if getattr(hist, "is_sparse", False) else "dense",
         "bound_violations": result.diagnostics["structural"].get("bound_violations"),
         "cvxpy": compare,
         "previous_path": previous,
@@ -352,15 +356,17 @@ def _parse_sizes(text: str) -> list[int]:
 def _table(rows: list[dict[str, object]]) -> str:
     head = (
         "| persons | blocks | non-zero block cells | load s | run s | end-to-end s | "
-        "block level s | peak GB | cvxpy ÷ ours | max rel. objective diff |"
+        "block level s | peak GiB | peak after load GiB | cvxpy ÷ ours | "
+        "max rel. objective diff |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         cv = r.get("cvxpy") or {}
         lines.append(
             f"| {r['persons']:,} | {r['blocks']:,} | {r['nonzero_cells_blocks']:,} | "
             f"{r['load_s']:.1f} | {r['run_s']:.1f} | {r['end_to_end_s']:.1f} | "
             f"{r['level_s'].get('Block', float('nan')):.1f} | {r['peak_rss_gb']:.2f} | "
+            f"{r['peak_rss_after_load_gb']:.2f} | "
             f"{cv.get('speedup', float('nan')):.1f}× | "
             f"{cv.get('max_rel_objective_diff', float('nan')):.1e} |"
         )
