@@ -79,7 +79,7 @@ class BlockHistogram:
     samples, block CSVs, P.L. 94-171) or sparse (a SciPy CSR matrix of the non-zero cells: PPMF
     persons and generated populations, whose 2,016-cell blocks are almost all zeros — issue 17).
     :attr:`sparse_counts` is the CSR form either way (what the engine reads: SciPy CSR, sorted
-    indices, no stored zeros); :attr:`counts` the dense form, built on first use from a sparse
+    indices, no stored zeros); :attr:`counts` the dense form, built on each use from a sparse
     histogram and refused above :data:`MAX_DENSE_BLOCK_CELLS` cells — for small data (samples,
     experiments, the app's small runs). :attr:`block_totals`, :attr:`total` and :attr:`nnz` never
     densify.
@@ -109,6 +109,7 @@ class BlockHistogram:
         self.extra: dict[str, object] = {} if extra is None else extra
         self._dense: np.ndarray | None = None
         self._sparse: sp.csr_matrix | None = None
+        self._read_only = False
         self._is_sparse = bool(sp.issparse(counts))
         if self._is_sparse:
             matrix = sp.csr_matrix(counts, dtype=np.int64)
@@ -166,20 +167,26 @@ class BlockHistogram:
     @property
     def counts(self) -> np.ndarray:
         """The dense ``(n_blocks, n_cells)`` counts (int64 unless the loader chose another integer
-        type). A sparse histogram is densified on first use and kept; refused with a
-        :class:`~phexplore.errors.ValidationError` above :data:`MAX_DENSE_BLOCK_CELLS` cells."""
-        if self._dense is None:
-            n_blocks, n_cells = self._shape
-            if n_blocks * n_cells > MAX_DENSE_BLOCK_CELLS:
-                raise ValidationError(
-                    f"the block histogram has {n_blocks:,} blocks × {n_cells:,} cells = "
-                    f"{n_blocks * n_cells:,} cells, too many for one dense array (limit "
-                    f"{MAX_DENSE_BLOCK_CELLS:,}); this step needs a smaller area — subset the data "
-                    "(--filter County=…) — while the TopDown run itself reads the sparse blocks"
-                )
-            assert self._sparse is not None
-            self._dense = self._sparse.toarray()
-        return self._dense
+        type). A sparse histogram builds a new dense array on each use (not kept: a cached
+        histogram would otherwise hold both forms; bind it to a name when reading it often), read-
+        only when the histogram is; refused with a :class:`~phexplore.errors.ValidationError`
+        above :data:`MAX_DENSE_BLOCK_CELLS` cells."""
+        if not self._is_sparse:
+            assert self._dense is not None
+            return self._dense
+        n_blocks, n_cells = self._shape
+        if n_blocks * n_cells > MAX_DENSE_BLOCK_CELLS:
+            raise ValidationError(
+                f"the block histogram has {n_blocks:,} blocks × {n_cells:,} cells = "
+                f"{n_blocks * n_cells:,} cells, too many for one dense array (limit "
+                f"{MAX_DENSE_BLOCK_CELLS:,}); this step needs a smaller area — subset the data "
+                "(--filter County=…) — while the TopDown run itself reads the sparse blocks"
+            )
+        assert self._sparse is not None
+        dense = self._sparse.toarray()
+        if self._read_only:
+            dense.setflags(write=False)
+        return dense
 
     @property
     def sparse_counts(self) -> sp.csr_matrix:
@@ -243,6 +250,7 @@ class BlockHistogram:
 
     def set_read_only(self) -> None:
         """Make the count arrays read-only (a histogram shared by every app session)."""
+        self._read_only = True
         if self._dense is not None:
             self._dense.setflags(write=False)
         if self._sparse is not None:

@@ -15,6 +15,7 @@ from engine.data.histogram import BlockHistogram
 from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import GeoTree
 from engine.topdown.run import default_tree
+from engine.topdown.sparse_histograms import aggregate_sparse
 from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 from phexplore.prediction.spine import SpineProfile
@@ -43,8 +44,10 @@ def tree_profile(
         )
     counts = None
     if with_counts:
-        truth = tree.aggregate(hist.counts.astype(np.int64))
-        counts = tuple(truth[o] for o in order)
+        # Summed from the sparse blocks (no dense block histogram); dense per level, as the
+        # profile's count arrays are.
+        truth = aggregate_sparse(tree, hist.sparse_counts)
+        counts = tuple(truth[o].toarray() for o in order)
     attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
     zero_query, zero_answers = "", None
     frame = block_bounds(hist) if with_counts else None
