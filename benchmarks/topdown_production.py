@@ -157,6 +157,102 @@ def _engine_family(one, passes, method: str):
     return objectives, bands, seconds
 
 
+def _engine_batch(batch, passes):
+    """The production path (``auto``) on a whole recorded batch, as the engine solves it (small
+    families together, :mod:`engine.topdown.family_batch`): (objectives ``(passes, F)``, bands of
+    the last pass, seconds for the whole batch)."""
+    from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass
+
+    n = batch.n_families
+    t0 = time.perf_counter()
+    first = solve_pass(batch, passes[0]) if len(passes) > 1 else None
+    bands = (
+        [Band(q, batch.queries[q].answer(first.x), np.full(n, PASS_TOLERANCE)) for q in passes[0]]
+        if first is not None
+        else []
+    )
+    last = solve_pass(batch, passes[-1], bands)
+    seconds = time.perf_counter() - t0
+    objectives = ([first.objective] if first is not None else []) + [last.objective]
+    return np.array(objectives), bands, seconds
+
+
+def compare_batches(
+    batches, per_level: int, seed: int, max_families: int = 16, memory_gb: float = 4.0
+) -> dict[str, object]:
+    """Whole batches as the engine solves them: for ``per_level`` random families of each level,
+    the batch (unit of work) that holds it is solved by the production path at once (timed for
+    the whole batch), and EVERY family of that batch (at most ``max_families``; batches with more
+    are skipped) by the per-family cvxpy model. Per level: production seconds per family (batch
+    seconds ÷ families in the batch) beside cvxpy's seconds per family on the same families."""
+    from engine.topdown.least_squares import Band
+
+    rng = np.random.default_rng(seed + 1)
+    by_level: dict[str, list[int]] = {}
+    for i, (batch, _passes, _chain) in enumerate(batches):
+        if batch.parent is not None and batch.n_families <= max_families:
+            by_level.setdefault(batch.child_level, []).extend([i] * batch.n_families)
+    rows = []
+    for level, items in sorted(by_level.items()):
+        chosen: list[int] = []
+        for i in rng.permutation(items):
+            if int(i) not in chosen:
+                chosen.append(int(i))
+            if len(chosen) >= per_level:
+                break
+        for i in chosen:
+            batch, passes, _chain = batches[i]
+            objectives, bands, ours_s = _engine_batch(batch, passes)
+            cvxpy_s, diffs = 0.0, []
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (int(used + memory_gb * 1024**3) * 4, hard))
+            try:
+                for f in range(batch.n_families):
+                    one = batch.subset([f])
+                    rows_f = np.arange(batch.child_ptr[f], batch.child_ptr[f + 1])
+                    one_bands = [Band(b.query, b.target[rows_f], b.tol[[f]]) for b in bands]
+                    # The production passes: TOTAL then the rest (non-leaf), or one pass.
+                    pass_bands = ([[]] if len(passes) > 1 else []) + [one_bands]
+                    for k, (queries, held) in enumerate(
+                        zip((passes[0], passes[-1])[-len(pass_bands) :], pass_bands, strict=True)
+                    ):
+                        value, sec = cvxpy_family(one, 0, queries, held)
+                        cvxpy_s += sec
+                        ours = float(objectives[k][f])
+                        diffs.append(abs(value - ours) / max(abs(value), 1e-9))
+            except MemoryError:
+                continue
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            rows.append(
+                {
+                    "level": level,
+                    "families": batch.n_families,
+                    "children": batch.n_children,
+                    "ours_batch_s": ours_s,
+                    "cvxpy_s": cvxpy_s,
+                    "rel_objective_diff": max(diffs),
+                }
+            )
+    per_level = {}
+    for level in sorted({r["level"] for r in rows}):
+        mine = [r for r in rows if r["level"] == level]
+        families = sum(r["families"] for r in mine)
+        ours = sum(r["ours_batch_s"] for r in mine)
+        cvx = sum(r["cvxpy_s"] for r in mine)
+        per_level[level] = {
+            "batches": len(mine),
+            "families": families,
+            "children": sum(r["children"] for r in mine),
+            "ours_per_family_s": ours / families,
+            "cvxpy_per_family_s": cvx / families,
+            "cvxpy_ratio": cvx / ours if ours else None,
+            "max_rel_objective_diff": max(r["rel_objective_diff"] for r in mine),
+        }
+    return {"batches": rows, "per_level": per_level}
+
+
 def compare_families(
     batches, per_level: int, seed: int, max_children: int | None = None, memory_gb: float = 4.0
 ) -> dict[str, object]:
@@ -317,6 +413,7 @@ def one_size(
                 ),
             }
     compare = compare_families(batches, sample, seed, max_children) if sample else {}
+    whole = compare_batches(batches, sample, seed) if sample else {}
     import scipy.sparse as sp
 
     # CSR: non-zero cells only (a checkout before issue 17's sparse histograms has dense truth)
@@ -345,6 +442,7 @@ def one_size(
         "block_histogram": "sparse" if getattr(hist, "is_sparse", False) else "dense",
         "bound_violations": result.diagnostics["structural"].get("bound_violations"),
         "cvxpy": compare,
+        "cvxpy_batches": whole,
         "previous_path": previous,
     }
 
@@ -472,6 +570,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"previous path {v['previous_s']:.2f} s ({v['previous_ratio']:.1f}×), cvxpy "
                 f"{v['cvxpy_s']:.2f} s ({v['cvxpy_ratio']:.1f}×); max rel. objective diff "
                 f"{v['max_rel_objective_diff']:.1e}"
+            )
+        for level, v in (r.get("cvxpy_batches") or {}).get("per_level", {}).items():
+            print(
+                f"  {level} whole batches ({v['batches']}, {v['families']} families, "
+                f"{v['children']} children): production path {v['ours_per_family_s'] * 1e3:.1f} "
+                f"ms per family (batch seconds ÷ families), cvxpy "
+                f"{v['cvxpy_per_family_s'] * 1e3:.1f} ms per family ({v['cvxpy_ratio']:.1f}×); "
+                f"max rel. objective diff {v['max_rel_objective_diff']:.1e}"
             )
     if projection:
         print(

@@ -23,8 +23,10 @@ the tests and in ``benchmarks/topdown.py``):
 * small schemas (≤ 64 cells) with parents up to :data:`MAX_DENSE_COUNT` persons per cell use the
   batched interior point of :mod:`engine.topdown.batched_qp` on groups of about
   :data:`DENSE_GROUP_CHILDREN` children;
-* other families whose pass contains DETAILED use :mod:`engine.topdown.family_admm` (ADMM with one
-  factorisation shared by all children of a family, then an exact, verified polish);
+* other families whose pass contains DETAILED: small ones (a tract's block groups) together, the
+  batched interior point on the cells each parent populates (:mod:`engine.topdown.family_batch`),
+  larger ones by :mod:`engine.topdown.family_admm` (ADMM with one factorisation shared by all
+  children of a family, then an exact, verified polish);
 * everything else (the root, children with invariants, or a family a faster method does not
   finish) is one sparse QP for Clarabel (cvxpy's default QP
   backend, called directly): residual variables r = A_q x − m̃ so that no dense Kronecker matrix is
@@ -41,7 +43,7 @@ import clarabel
 import numpy as np
 import scipy.sparse as sp
 
-from engine.topdown import family_admm, family_projected_cg, total_pass
+from engine.topdown import family_admm, family_batch, family_projected_cg, total_pass
 from engine.topdown.batched_qp import MAX_DENSE_CELLS, FamilyQP, QPNotConverged, solve_family_qp
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
@@ -307,8 +309,10 @@ def solve_pass(
     ``method``: ``"batched"`` (the structure-exploiting interior point of
     :mod:`engine.topdown.batched_qp`; small schemas, no child invariants), ``"admm"`` (one shared
     factorisation per family, then a verified exact polish: :mod:`engine.topdown.family_admm`;
-    families it does not solve go to Clarabel), ``"clarabel"`` (sparse QP) or ``"auto"`` (batched
-    for small schemas below :data:`MAX_DENSE_COUNT`, else ADMM where it applies, Clarabel
+    families it does not solve go to Clarabel), ``"small"`` (small families together by the
+    batched interior point of :mod:`engine.topdown.family_batch` on the cells each parent
+    populates, the others as ``"admm"``), ``"clarabel"`` (sparse QP) or ``"auto"`` (batched for
+    small schemas below :data:`MAX_DENSE_COUNT`, else ``"small"`` where ADMM applies, Clarabel
     otherwise or if a faster method does not reach its tolerance).
     """
     if method == "auto" and _is_total_only(batch, pass_queries, bands):
@@ -324,10 +328,10 @@ def solve_pass(
         and batch.parent is not None
         and float(np.abs(batch.parent).max(initial=0.0)) <= MAX_DENSE_COUNT
     )
-    if method == "admm" or (
+    if method in ("admm", "small") or (
         method == "auto" and not usable and family_admm.covered(batch, pass_queries)
     ):
-        return _solve_admm_or_clarabel(batch, pass_queries, bands)
+        return _solve_admm_or_clarabel(batch, pass_queries, bands, small=method != "admm")
     if method == "batched" or (method == "auto" and usable):
         x = np.zeros((batch.n_children, batch.n_cells))
         for families in _family_groups(batch, DENSE_GROUP_CHILDREN):
@@ -346,12 +350,27 @@ def solve_pass(
 
 
 def _solve_admm_or_clarabel(
-    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band], *, small: bool = True
 ) -> PassSolution:
-    """Every family by :mod:`engine.topdown.family_admm` (shared factorisation + verified polish),
-    families of large children (a state's counties) by :mod:`engine.topdown.family_projected_cg`;
-    the families they do not solve go to the centred Clarabel model together."""
-    x, solved = family_admm.solve_pass_admm(batch, pass_queries, bands)
+    """Small families together by :mod:`engine.topdown.family_batch` (one batched interior point
+    per group; unless ``small`` is false), the others by :mod:`engine.topdown.family_admm`
+    (shared factorisation + verified polish), families of large children (a state's counties) by
+    :mod:`engine.topdown.family_projected_cg`; the families none solves go to the centred
+    Clarabel model together."""
+    if small:
+        x, solved = family_batch.solve_small_families(batch, pass_queries, bands)
+    else:
+        x = np.zeros((batch.n_children, batch.n_cells))
+        solved = np.zeros(batch.n_families, dtype=bool)
+    if solved.any():
+        rest = np.flatnonzero(~solved)
+        if rest.size:
+            rows = _child_rows(batch, rest)
+            x[rows], solved[rest] = family_admm.solve_pass_admm(
+                batch.subset(rest), pass_queries, _subset_bands(batch, bands, rest)
+            )
+    else:
+        x, solved = family_admm.solve_pass_admm(batch, pass_queries, bands)
     family_projected_cg.solve_large_families(batch, pass_queries, bands, x, solved)
     return _rest_by_clarabel(batch, pass_queries, bands, x, solved)
 

@@ -48,75 +48,123 @@ def water_fill_boxed(
     m: np.ndarray, w: np.ndarray, lower: np.ndarray, upper: np.ndarray, total: float
 ) -> np.ndarray | None:
     """argmin Σ w (t − m)² s.t. Σ t = ``total``, lower ≤ t ≤ upper; ``None`` if infeasible."""
-    if lower.sum() > total * (1 + FIT_TOL) + FIT_TOL or upper.sum() < total * (1 - FIT_TOL):
-        return None
+    t, feasible = water_fill_families(
+        m, w, lower, upper, np.array([float(total)]), np.array([0, m.size])
+    )
+    return t if feasible[0] else None
+
+
+def water_fill_families(
+    m: np.ndarray,
+    w: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    total: np.ndarray,
+    child_ptr: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`water_fill_boxed` for every family at once (children of family f are rows
+    ``child_ptr[f]:child_ptr[f+1]``; every family has a child): (t ``(K,)``, feasible ``(F,)``).
+
+    Bisection on each family's multiplier λ, vectorised over families (a family stops when its
+    bracket is 1e-13 relative), then λ exactly on the final partition into children at their
+    lower bound, at their upper bound and free."""
+    sizes = np.diff(child_ptr)
+    fam = np.repeat(np.arange(sizes.size), sizes)
+    starts = child_ptr[:-1]
+    feasible = ~(
+        (np.add.reduceat(lower, starts) > total * (1 + FIT_TOL) + FIT_TOL)
+        | (np.add.reduceat(upper, starts) < total * (1 - FIT_TOL))
+    )
     half = 1.0 / (2.0 * w)
-    lo = float(np.min((m - upper) / half)) - 1.0  # every t at its upper end: Σ ≥ total
-    hi = float(np.max((m - lower) / half)) + 1.0  # every t at its lower end: Σ ≤ total
+    lo = np.minimum.reduceat((m - upper) / half, starts) - 1.0  # every t at its upper end
+    hi = np.maximum.reduceat((m - lower) / half, starts) + 1.0  # every t at its lower end
+    going = feasible.copy()
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if np.clip(m - mid * half, lower, upper).sum() > total:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(1.0, abs(lo), abs(hi)):
+        sums = np.add.reduceat(np.clip(m - mid[fam] * half, lower, upper), starts)
+        above = sums > total
+        lo = np.where(going & above, mid, lo)
+        hi = np.where(going & ~above, mid, hi)
+        going &= hi - lo > 1e-13 * np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))
+        if not going.any():
             break
     lam = 0.5 * (lo + hi)
-    raw = m - lam * half
+    raw = m - lam[fam] * half
     at_low, at_high = raw <= lower, raw >= upper
     free = ~(at_low | at_high)
-    if free.any():
-        rest = total - lower[at_low].sum() - upper[at_high].sum()
-        lam = (m[free].sum() - rest) / half[free].sum()
-    return np.clip(m - lam * half, lower, upper)
+    rest = (
+        total
+        - np.add.reduceat(np.where(at_low, lower, 0.0), starts)
+        - np.add.reduceat(np.where(at_high, upper, 0.0), starts)
+    )
+    den = np.add.reduceat(np.where(free, half, 0.0), starts)
+    num = np.add.reduceat(np.where(free, m, 0.0), starts) - rest
+    lam = np.where(den > 0, num / np.where(den > 0, den, 1.0), lam)
+    return np.clip(m - lam[fam] * half, lower, upper), feasible
 
 
-def _fit(parent: np.ndarray, totals: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """x_cj = a_c b_j on ``allowed`` cells with row sums ``totals`` and column sums ``parent``
-    (iterative proportional fitting from the parent's shares)."""
-    x = np.where(allowed, parent[None, :], 0.0)
+def _fit(
+    parent: np.ndarray, totals: np.ndarray, allowed: np.ndarray, child_ptr: np.ndarray
+) -> np.ndarray:
+    """x_cj = a_c b_j on ``allowed`` cells with row sums ``totals`` and, per family, column sums
+    ``parent`` ``(F, n)`` (iterative proportional fitting from the parent's shares, all families
+    at once; a family stops sweeping once its totals are met to 1e-13 of its parent's total, so
+    its result does not depend on the other families of the batch)."""
+    sizes = np.diff(child_ptr)
+    fam = np.repeat(np.arange(sizes.size), sizes)
+    starts = child_ptr[:-1]
+    x = np.where(allowed, parent[fam], 0.0)
+    stop = 1e-13 * np.maximum(1.0, parent.sum(axis=1))
+    going = np.ones(sizes.size, dtype=bool)
     for _ in range(FIT_ITERATIONS):
         rows = x.sum(axis=1)
-        x *= np.where(rows > 0, totals / np.where(rows > 0, rows, 1.0), 0.0)[:, None]
-        cols = x.sum(axis=0)
-        x *= np.where(cols > 0, parent / np.where(cols > 0, cols, 1.0), 0.0)[None, :]
-        if np.abs(x.sum(axis=1) - totals).max(initial=0.0) <= 1e-13 * max(1.0, parent.sum()):
+        row_factor = np.where(rows > 0, totals / np.where(rows > 0, rows, 1.0), 0.0)
+        x *= np.where(going[fam], row_factor, 1.0)[:, None]
+        cols = np.add.reduceat(x, starts, axis=0)
+        col_factor = np.where(cols > 0, parent / np.where(cols > 0, cols, 1.0), 0.0)
+        x *= np.where(going[:, None], col_factor, 1.0)[fam]
+        going &= np.maximum.reduceat(np.abs(x.sum(axis=1) - totals), starts) > stop
+        if not going.any():
             break
     return x
 
 
 def solve_total_pass(batch: FamilyBatch, q: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every family's TOTAL pass: (x ``(K, n_cells)``, solved ``(F,)``); unsolved rows are 0."""
+    """Every family's TOTAL pass, all families at once: (x ``(K, n_cells)``, solved ``(F,)``);
+    unsolved rows are 0."""
     x = np.zeros((batch.n_children, batch.n_cells))
     solved = np.zeros(batch.n_families, dtype=bool)
+    if batch.n_families == 0:
+        return x, solved
+    fam = batch.child_family
+    starts = batch.child_ptr[:-1]
+    parent_all = batch.parent.astype(np.float64)
+    cols = np.flatnonzero((parent_all > 0).any(axis=0))  # cells some parent populates
+    parent = parent_all[:, cols]
+    allowed = parent[fam] > 0
     zero = batch.structural_zero_cells()
-    for f in range(batch.n_families):
-        lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
-        parent = batch.parent[f].astype(np.float64)
-        allowed = np.broadcast_to(parent > 0, (hi - lo, parent.size))
-        if zero is not None:
-            allowed = allowed & ~zero[lo:hi]
-        lower = np.zeros(hi - lo)
-        for bound in batch.bounds:
-            low = bound.lower[lo:hi]
-            lower = np.maximum(lower, np.where(np.isfinite(low) & (low > 0), low, 0.0).sum(axis=1))
-        upper = (allowed * parent).sum(axis=1)
-        totals = water_fill_boxed(
-            batch.noisy[q][lo:hi, 0], batch.weight[lo:hi, q], lower, upper, float(parent.sum())
-        )
-        if totals is None:
-            continue
-        values = _fit(parent, totals, allowed)
-        tol = FIT_TOL * max(1.0, float(parent.sum()))
-        ok = (
-            np.abs(values.sum(axis=1) - totals).max(initial=0.0) <= tol
-            and np.abs(values.sum(axis=0) - parent).max(initial=0.0) <= tol
-        )
-        for bound in batch.bounds:
-            low = bound.lower[lo:hi]
-            answers = bound.spec.answer(values)
-            ok = ok and bool(np.all(~np.isfinite(low) | (answers >= low - tol)))
-        if ok:
-            x[lo:hi] = values
-            solved[f] = True
-    return x, solved
+    if zero is not None:
+        allowed &= ~zero[:, cols]
+    lower = np.zeros(batch.n_children)
+    for bound in batch.bounds:
+        low = bound.lower
+        lower = np.maximum(lower, np.where(np.isfinite(low) & (low > 0), low, 0.0).sum(axis=1))
+    upper = (allowed * parent[fam]).sum(axis=1)
+    population = parent.sum(axis=1)
+    totals, feasible = water_fill_families(
+        batch.noisy[q][:, 0], batch.weight[:, q], lower, upper, population, batch.child_ptr
+    )
+    totals = np.where(feasible[fam], totals, 0.0)
+    values = _fit(parent, totals, allowed, batch.child_ptr)
+    tol = FIT_TOL * np.maximum(1.0, population)
+    ok = feasible & (np.maximum.reduceat(np.abs(values.sum(axis=1) - totals), starts) <= tol)
+    ok &= np.abs(np.add.reduceat(values, starts, axis=0) - parent).max(axis=1) <= tol
+    full = np.zeros((batch.n_children, batch.n_cells))
+    full[:, cols] = values
+    for bound in batch.bounds:
+        answers = bound.spec.answer(full)
+        met = ~np.isfinite(bound.lower) | (answers >= bound.lower - tol[fam, None])
+        ok &= np.logical_and.reduceat(met.all(axis=1), starts)
+    rows = ok[fam]
+    x[rows] = full[rows]
+    return x, ok

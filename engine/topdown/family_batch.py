@@ -1,0 +1,294 @@
+"""Many small families of one least-squares pass solved together (TDA §7.1–7.2, eq. 7.5; SPEC §4,
+§6).
+
+A tract's block groups (2–8 children, a few dozen cells the tract populates) are tiny problems:
+solved one at a time (:mod:`engine.topdown.family_admm`) each pays milliseconds of Python fixed
+costs — more than its arithmetic. Here every small family of a batch is reduced to the ``n_f``
+cells its parent can populate, the families are sorted by ``n_f`` and padded to a common size
+(padding cells are empty in the parent, hence held at 0), and each group is ONE call of the batched
+primal–dual interior point of :mod:`engine.topdown.batched_qp` (Mehrotra predictor–corrector with
+one small dense Newton system per child and one Schur complement per family, vectorised over all
+children of the group; Nocedal & Wright §16.6), followed by its exact active-set polish, which
+verifies each family's KKT conditions. The constraints are those of the general model: x ≥ 0 on
+the cells the parent populates (0 elsewhere), structural zeros held at 0, the structural bounds of
+:class:`~engine.topdown.family.ChildBounds` (GQ lower bounds) and the bands that hold earlier
+passes, per child as rows ``lo ≤ B_f x_c ≤ hi``; Σ_c x_c = parent, cell by cell.
+
+Families are grouped by the batch's content only (never by the worker that runs it), and a
+family's numbers depend only on the families it is grouped with, so results are identical for any
+number of workers. A family whose group does not reach the interior point's tolerance is left to
+the caller (ADMM, then Clarabel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.topdown.batched_qp import FamilyQP, solve_verified
+from engine.topdown.family import FamilyBatch
+from phexplore.blas_threads import single_blas_thread
+
+if TYPE_CHECKING:
+    from engine.topdown.least_squares import Band
+
+SMALL_FAMILY_VARIABLES = 1_000
+"""A family is small when (children × cells its parent populates) is at most this: a tract's
+block groups (at 1M persons 2–8 children, 16–110 cells, at most ≈ 450 variables)."""
+
+MAX_CHILDREN = 8
+"""A small family has at most this many children: the interior point inverts one Newton matrix
+per child per iteration, while ADMM factorises once per family, so families of many children
+(a block group's 20–50 blocks) stay with ADMM (measured: the batched path took 7.5 ms per block
+family at 1e5 persons against ADMM's 5.2 ms)."""
+
+MAX_PARENT_COUNT = 20_000.0
+"""Families whose parent holds more persons than this in a cell are left to the other solvers
+(the interior point works on raw counts; the same limit as the small-schema batched path)."""
+
+GROUP_CHILDREN = 128
+"""Children per interior-point call at most (families sorted by size; the iteration count is the
+group's worst family, and the Newton matrices are padded to the group's largest family)."""
+
+GROUP_SPREAD = 1.25
+"""A group's largest family has at most this many times the cells of its smallest: the Newton
+matrices cost (children × cells³) and are padded to the largest (one group of a whole batch, padded
+to its one 110-cell family, spent 4/5 of its time inverting padding)."""
+
+POLISH_FROM = 1e-5
+"""Interior-point accuracy from which every iterate is polished (exact active-set solve)."""
+
+POLISH_STEPS = 1
+"""Active-set steps per polish (1: the interior point's guess only)."""
+
+IPM_TOLERANCE = 1e-9
+"""Relative duality gap and feasibility the interior point stops at (then polishes exactly)."""
+
+
+@dataclass(frozen=True)
+class _Small:
+    """One family's pass on the ``n`` cells its parent can populate (weights ÷ the largest)."""
+
+    rows: np.ndarray  # (k,) child rows of the batch
+    cells: np.ndarray  # (n,) schema cells
+    hess: np.ndarray  # (k, n, n)
+    grad: np.ndarray  # (k, n)
+    constant: np.ndarray  # (k,)
+    parent: np.ndarray  # (n,)
+    zero: np.ndarray  # (k, n) structural zeros
+    b: np.ndarray  # (m, n)
+    lo: np.ndarray  # (k, m)
+    hi: np.ndarray  # (k, m)
+
+
+def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
+    """A parent, no invariants below it, no held sums, and DETAILED measured for every child."""
+    if batch.parent is None or batch.sums:
+        return False
+    if any(t is not None and np.isfinite(t).any() for t in batch.invariant):
+        return False
+    return any(
+        batch.queries[q].is_detailed and bool(np.all(batch.weight[:, q] > 0)) for q in pass_queries
+    )
+
+
+def small_families(batch: FamilyBatch) -> np.ndarray:
+    """``(F,)`` bool: the families this module takes (see :data:`SMALL_FAMILY_VARIABLES`)."""
+    if batch.parent is None:
+        return np.zeros(batch.n_families, dtype=bool)
+    populated = np.count_nonzero(batch.parent > 0, axis=1)
+    sizes = np.diff(batch.child_ptr)
+    return (
+        (sizes >= 2)
+        & (sizes <= MAX_CHILDREN)
+        & (populated > 0)
+        & (sizes * populated <= SMALL_FAMILY_VARIABLES)
+        & (batch.parent.max(axis=1, initial=0.0) <= MAX_PARENT_COUNT)
+    )
+
+
+def _answer_rows(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Answer cells of a partition query touched by ``cells`` and their 0/1 rows on ``cells``."""
+    labels = cell_index[cells]
+    used = np.unique(labels)
+    return used, (labels[None, :] == used[:, None]).astype(np.float64)
+
+
+def _reduce(
+    batch: FamilyBatch,
+    f: int,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    zero_cells: Sequence[np.ndarray] | None = None,
+) -> _Small | None:
+    """Family ``f`` on its parent's populated cells, or ``None`` when a constraint over cells it
+    cannot populate fails (left to the general model, which reports the infeasibility).
+    ``zero_cells``: each bound's :meth:`~engine.topdown.family.ChildBounds.zero_cells` for the
+    whole batch (computed once by the caller)."""
+    lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+    parent = batch.parent[f]
+    cells = np.flatnonzero(parent > 0)
+    n, k = cells.size, hi - lo
+    weights = batch.weight[lo:hi]
+    top = max(float(weights[:, q].max()) for q in pass_queries)
+    hess = np.zeros((k, n, n))
+    grad = np.zeros((k, n))
+    constant = np.zeros(k)
+    diag = np.arange(n)
+    for q in pass_queries:
+        w = weights[:, q] / top
+        if not np.any(w > 0):
+            continue
+        spec = batch.queries[q]
+        labels = spec.cell_index[cells]
+        noisy = batch.noisy[q][lo:hi]
+        if spec.is_detailed:
+            hess[:, diag, diag] += 2.0 * w[:, None]
+        else:
+            same = (labels[:, None] == labels[None, :]).astype(np.float64)
+            hess += 2.0 * w[:, None, None] * same[None]
+        grad -= 2.0 * w[:, None] * noisy[:, labels]
+        constant += w * np.sum(noisy**2, axis=1)
+    zero = np.zeros((k, n), dtype=bool)
+    b_blocks: list[np.ndarray] = []
+    lo_blocks: list[np.ndarray] = []
+    hi_blocks: list[np.ndarray] = []
+    if zero_cells is None:
+        zero_cells = [bound.zero_cells() for bound in batch.bounds]
+    for bound, zero_of_bound in zip(batch.bounds, zero_cells, strict=True):
+        zero |= zero_of_bound[lo:hi][:, cells]
+        used, rows = _answer_rows(bound.spec.cell_index, cells)
+        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
+        unused = np.setdiff1d(np.arange(bound.spec.size), used)
+        if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
+            return None
+        low, up = low[:, used], up[:, used]
+        if np.any((up == 0) & (low > 0)):
+            return None
+        b_blocks.append(rows)
+        lo_blocks.append(np.where(low > 0, low, -np.inf))  # ≥ 0 already holds: x ≥ 0
+        hi_blocks.append(np.where(up == 0, np.inf, up))  # held by the structural zeros
+    for band in bands:
+        spec = batch.queries[band.query]
+        used, rows = _answer_rows(spec.cell_index, cells)
+        target, tol = band.target[lo:hi], float(band.tol[f])
+        unused = np.setdiff1d(np.arange(spec.size), used)
+        if np.any(np.abs(target[:, unused]) > tol):
+            return None
+        b_blocks.append(rows)
+        lo_blocks.append(target[:, used] - tol)
+        hi_blocks.append(target[:, used] + tol)
+    if np.any(zero.all(axis=0)):
+        return None  # a populated parent cell no child may hold: infeasible
+    m = sum(b.shape[0] for b in b_blocks)
+    return _Small(
+        rows=np.arange(lo, hi),
+        cells=cells,
+        hess=hess,
+        grad=grad,
+        constant=constant,
+        parent=parent[cells].astype(np.float64),
+        zero=zero,
+        b=np.concatenate(b_blocks) if m else np.zeros((0, n)),
+        lo=np.concatenate(lo_blocks, axis=1) if m else np.zeros((k, 0)),
+        hi=np.concatenate(hi_blocks, axis=1) if m else np.zeros((k, 0)),
+    )
+
+
+def _group_problem(group: Sequence[_Small]) -> FamilyQP:
+    """The families of ``group`` padded to common sizes as one :class:`FamilyQP`."""
+    n = max(s.cells.size for s in group)
+    m = max(s.b.shape[0] for s in group)
+    k = sum(s.rows.size for s in group)
+    hess = np.zeros((k, n, n))
+    grad = np.zeros((k, n))
+    fixed = np.zeros((k, n), dtype=bool)
+    b = np.zeros((k, m, n))
+    lo = np.full((k, m), -np.inf)
+    hi = np.full((k, m), np.inf)
+    parent = np.zeros((len(group), n))
+    family = np.repeat(np.arange(len(group)), [s.rows.size for s in group])
+    constant = np.concatenate([s.constant for s in group])
+    start = 0
+    for f, s in enumerate(group):
+        size, cells, rows = s.rows.size, s.cells.size, s.b.shape[0]
+        part = slice(start, start + size)
+        hess[part, :cells, :cells] = s.hess
+        grad[part, :cells] = s.grad
+        fixed[part, :cells] = s.zero
+        b[part, :rows, :cells] = s.b[None]
+        lo[part, :rows] = s.lo
+        hi[part, :rows] = s.hi
+        parent[f, :cells] = s.parent
+        start += size
+    return FamilyQP(
+        H=hess,
+        g=grad,
+        family=family,
+        parent=parent,
+        B=b,
+        lo=lo,
+        hi=hi,
+        constant=constant,
+        fixed=fixed,
+    )
+
+
+def _groups(reduced: Sequence[_Small]) -> list[list[int]]:
+    """Positions in ``reduced``, sorted by size (cells, then children; stable), cut into groups of
+    at most :data:`GROUP_CHILDREN` children whose cells differ by at most :data:`GROUP_SPREAD`."""
+    order = sorted(range(len(reduced)), key=lambda i: (reduced[i].cells.size, reduced[i].rows.size))
+    groups: list[list[int]] = []
+    count = smallest = 0
+    for i in order:
+        size, cells = reduced[i].rows.size, reduced[i].cells.size
+        if groups and count + size <= GROUP_CHILDREN and cells <= GROUP_SPREAD * smallest:
+            groups[-1].append(i)
+            count += size
+        else:
+            groups.append([i])
+            count, smallest = size, cells
+    return groups
+
+
+def solve_small_families(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The small families of ``batch`` (:func:`small_families`) for one pass: (x ``(K, n_cells)``,
+    solved ``(F,)``); rows of families not solved are 0 (the caller solves them otherwise)."""
+    x = np.zeros((batch.n_children, batch.n_cells))
+    solved = np.zeros(batch.n_families, dtype=bool)
+    if not covered(batch, pass_queries):
+        return x, solved
+    candidates = np.flatnonzero(small_families(batch))
+    reduced: list[_Small] = []
+    families: list[int] = []
+    zero_cells = [bound.zero_cells() for bound in batch.bounds]
+    for f in candidates:
+        small = _reduce(batch, int(f), pass_queries, bands, zero_cells)
+        if small is not None:
+            reduced.append(small)
+            families.append(int(f))
+    with single_blas_thread():  # small dense algebra; results independent of the thread count
+        for group in _groups(reduced):
+            members = [reduced[i] for i in group]
+            try:
+                values, verified = solve_verified(
+                    _group_problem(members),
+                    tol=IPM_TOLERANCE,
+                    polish_from=POLISH_FROM,
+                    polish_steps=POLISH_STEPS,
+                )
+            except np.linalg.LinAlgError:
+                continue
+            start = 0
+            for i, s, ok in zip(group, members, verified, strict=True):
+                size = s.rows.size
+                if ok:  # verified exact by the polish; the others go to ADMM
+                    x[np.ix_(s.rows, s.cells)] = values[start : start + size, : s.cells.size]
+                    solved[families[i]] = True
+                start += size
+    return x, solved
