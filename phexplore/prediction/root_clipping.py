@@ -36,8 +36,11 @@ iterated (damped) to a fixed point; with no coupling this is each cell freed alo
 hundreds of empty cells share a measured marginal. The published error of an answer a of query q
 is then A_q,S e_S⁰ + (T_q δ)_a with T_q = A_q,E − A_q,S M: its mean squared error adds
 (T_q E δ)_a² + 2 b_a (T_q E δ)_a (b_a: the support model's own bias of that answer) and
-Σ_i T_q,ai² Var δ_i (the lifts taken as independent, as the correction takes clipped cells) and
-rounding p_i/6 for each lifted cell (p_i = Φ(−a), the probability it is lifted; TDA eq. 7.7).
+Σ_i T_q,ai² Var δ_i (the lifts taken as independent, as the correction takes clipped cells).
+The root's rounding (TDA eq. 7.7) is then that of the engine's controlled rounding along its
+chain of marginals (:func:`chain_rounding`), lifted cells non-integral with p_i = Φ(−a), the
+probability they are lifted, in place of the correction's p_i/6 per cell
+(``RootClipping.rounding`` keeps the cell-by-cell value of the lifted cells for comparison).
 Every quantity scales with the design: Σ by t, E δ by 1/√t, Var δ by 1/t, p not at all, so a new
 total ρ is a rescale (:meth:`RootClipping.scaled`).
 
