@@ -65,10 +65,10 @@ POLISH_AT = (50, 100, 200, 400, 800)
 
 MAX_PERSONS_PER_CHILD = 50_000.0
 """Families whose children hold more persons than this on average (a state's counties: 200,000
-each at 1M persons) are left to the centred Clarabel model: with ρ fixed at :data:`RHO_CELL` ADMM
-did not identify their active set (state→5 counties at 1M persons: 7.4 s before falling back,
-against 2.6 s for Clarabel alone), while county→tract families (≈ 4,000 persons per tract) solve
-in 0.3–1 s against 5–15 s."""
+each at 1M persons) are left to :mod:`engine.topdown.family_projected_cg`: with ρ fixed at
+:data:`RHO_CELL` this module's ADMM needed 200+ iterations and a dozen dense polishes there
+(state→5 counties at 1M persons: 4.7 s, against 2.6 s for Clarabel alone), while county→tract
+families (≈ 4,000 persons per tract) solve in 0.3–1 s against 5–15 s."""
 
 EARLY_POLISH_AT = (10, 25)
 """Extra, earlier polish attempts for small families (a polish costs less than the iterations)."""
@@ -121,8 +121,15 @@ def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def family_problem(
-    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+    batch: FamilyBatch,
+    f: int,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    *,
+    hessian: bool = True,
 ) -> Family:
+    """Family ``f``'s pass on the cells its parent populates (weights normalised to a largest of
+    1); ``hessian=False`` leaves ``hess`` empty ``(0, 0)`` for callers that apply H otherwise."""
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     parent = batch.parent[f]
     cells = np.flatnonzero(parent > 0)
@@ -136,7 +143,7 @@ def family_problem(
         top = max(top, float(w[0]))
     if top <= 0:
         raise FamilyNotSolved("no measured query in the pass")
-    hess = np.zeros((n, n))
+    hess = np.zeros((n, n) if hessian else (0, 0))
     grad = np.zeros((k, n))
     for q in pass_queries:
         w = float(weights[0, q]) / top
@@ -144,7 +151,9 @@ def family_problem(
             continue
         spec = batch.queries[q]
         labels = spec.cell_index[cells]
-        if spec.is_detailed:
+        if not hessian:
+            pass
+        elif spec.is_detailed:
             hess[np.arange(n), np.arange(n)] += 2.0 * w
         else:
             hess += 2.0 * w * (labels[:, None] == labels[None, :])

@@ -26,7 +26,9 @@ the tests and in ``benchmarks/topdown.py``):
 * other families whose pass contains DETAILED: small ones (a tract's block groups) together, the
   batched interior point on the cells each parent populates (:mod:`engine.topdown.family_batch`),
   larger ones by :mod:`engine.topdown.family_admm` (ADMM with one factorisation shared by all
-  children of a family, then an exact, verified polish);
+  children of a family, then an exact, verified polish), families of large children (a state's
+  counties) by :mod:`engine.topdown.family_projected_cg` (a guessed active set solved exactly by
+  a projected-CG active-set polish, verified);
 * everything else (the root, children with invariants, or a family a faster method does not
   finish) is one sparse QP for Clarabel (cvxpy's default QP
   backend, called directly): residual variables r = A_q x − m̃ so that no dense Kronecker matrix is

@@ -67,6 +67,8 @@ def test_kkt_conditions_hold_at_the_polished_point():
     hess = family_projected_cg._Hessian(batch, 0, PASS, fam.cells)
     probe = np.random.default_rng(0).normal(size=fam.grad.shape)
     assert hess.apply(probe) == pytest.approx(probe @ fam.hess, abs=1e-12)
+    assert hess.dense() == pytest.approx(fam.hess, abs=1e-12)
+    assert hess.apply(hess.minimiser(fam.grad)) == pytest.approx(-fam.grad, abs=1e-9)
     stepper = family_admm.AdmmStepper(fam, family_projected_cg.RHO_CELL)
     x = family_projected_cg.polish(fam, hess, stepper.run(stepper.start(), 300))
     assert x is not None
@@ -154,3 +156,24 @@ def test_families_above_the_work_limit_are_left_to_clarabel(monkeypatch):
     solved = np.zeros(batch.n_families, dtype=bool)
     family_projected_cg.solve_large_families(batch, PASS, [], x, solved)
     assert not solved.any() and not x.any()
+
+
+def test_admm_takes_over_when_the_first_polish_fails(monkeypatch):
+    """The polish from the projected unconstrained minimisers is tried first; when it does not
+    verify, ADMM rounds guess the active set and a later polish must still give the optimum."""
+    batch = family_batch(12, bounds=True, n_families=1)
+    bands = _bands(batch)
+    original = family_projected_cg.polish
+    calls: list[bool] = []
+
+    def first_fails(fam, hess, state):
+        calls.append(True)
+        return None if len(calls) == 1 else original(fam, hess, state)
+
+    monkeypatch.setattr(family_projected_cg, "polish", first_fails)
+    x = family_projected_cg.solve_family(batch, 0, PASS, bands)
+    assert len(calls) >= 2
+    assert _objective(batch, 0, x) == pytest.approx(
+        cvxpy_objective(batch, 0, PASS, bands), rel=1e-6
+    )
+    _assert_feasible(batch, 0, x, bands)
