@@ -70,7 +70,7 @@ def generated_cells(
     first record, which the messages call its row (:func:`engine.data.ppmf_cells.record_cells`).
 
     Raises a ValidationError naming the file row of the first code out of its domain. The Spark
-    backend calls it on each batch of records on the executors (:mod:`engine.spark.ppmf`).
+    backend calls it on each batch of records on the executors (:mod:`engine.spark.persons`).
     """
     return record_cells(table, file=name, first_row=first_line)
 
@@ -98,7 +98,7 @@ def generated_histogram(
     ``count``, of the ``count[i]`` persons of) cell ``cell[i]``; the frame's person counts are
     checked against them. Sparse (CSR), as :func:`load_generated_population`'s. The Spark backend
     passes the ``groupBy(block, cell)`` counts its executors made of ``ppmf.csv``
-    (:mod:`engine.spark.ppmf`)."""
+    (:mod:`engine.spark.persons`)."""
     frame = _block_frame(folder)
     rows = frame.index.get_indexer(blocks_ppmf)
     if np.any(rows < 0):

@@ -178,3 +178,46 @@ def load_topdown_input(
         f"{spec!r} is neither a file, a folder nor a TopDown sample; samples: {', '.join(known)}",
         "--data",
     )
+
+
+PERSON_RECORD_FORMATS = ("ppmf", "generated")
+"""Inputs of person records (one row per person): what a Spark backend can read on its executors
+(:mod:`engine.spark.persons`) instead of loading here; every other format is one row per block."""
+
+
+def person_records_input(
+    spec: str | os.PathLike[str],
+    *,
+    kind: str | None = None,
+    mapping: str | os.PathLike[str] | None = None,
+) -> tuple[str, Path, dict[str, object]] | None:
+    """``(format, path, extra)`` when ``spec`` names person records — a PPMF/MDF file or sample
+    (``"ppmf"``: the file) or a generated population folder (``"generated"``: the folder) — as
+    :func:`load_topdown_input` would resolve it; ``extra`` is what that loader adds to
+    ``BlockHistogram.extra`` (the sample's name). None for every other input (block CSVs,
+    P.L. 94-171, …) and for anything it cannot resolve (the loader then says why).
+
+    A file is sniffed without the size limit: the Spark backend reads it in parallel."""
+    from engine.data.generated import is_generated_population
+    from engine.data.samples import list_samples
+
+    if mapping is not None:
+        return None
+    path = Path(spec)
+    if is_generated_population(path):
+        return "generated", path, {}
+    if path.is_dir():
+        return None
+    if path.is_file():
+        if kind is None:
+            try:
+                kind = sniff_format(path, max_bytes=1 << 62)
+            except DataValidationError:
+                return None
+        return ("ppmf", path, {}) if kind == "ppmf" else None
+    if os.path.lexists(path):
+        return None
+    for sample in list_samples():
+        if sample.name == str(spec) and sample.kind == "topdown" and sample.loader == "ppmf":
+            return "ppmf", sample.file_paths()[0], {"sample": sample.name}
+    return None

@@ -32,7 +32,11 @@ import pandas as pd
 import scipy.sparse as sp
 
 from engine.data.errors import Problem
-from engine.data.geography import BLOCK_LEVELS, geography_from_components
+from engine.data.geography import (
+    BLOCK_LEVELS,
+    geography_from_block_ids,
+    geography_from_components,
+)
 from engine.data.histogram import BlockHistogram
 from engine.data.schemas import REDISTRICTING_SCHEMA
 from engine.data.validate import (
@@ -89,9 +93,22 @@ def load_ppmf(
     assert records is not None
     geography, cell = records
     block_index, blocks = pd.factorize(geography["Block"], sort=True)
+    return ppmf_histogram(np.asarray(blocks), block_index, cell)
+
+
+def ppmf_histogram(
+    blocks: np.ndarray, block_index: np.ndarray, cell: np.ndarray, count: np.ndarray | None = None
+) -> BlockHistogram:
+    """The redistricting :class:`BlockHistogram` of the sorted 15-digit block ids ``blocks``:
+    ``count[i]`` persons (1 without ``count``) of block ``blocks[block_index[i]]`` in cell
+    ``cell[i]``; ``extra`` holds ``persons_read`` and ``gq_types_present`` (module docstring).
+
+    :func:`load_ppmf` passes one entry per record; the Spark backend the ``groupBy(block, cell)``
+    counts its executors made (:mod:`engine.spark.persons`)."""
+    weights = np.ones(cell.size, dtype=np.int64) if count is None else count.astype(np.int64)
     # Sparse from the start (issue 17): summed (block, cell) pairs, never a dense blocks × 2,016.
     counts = sp.csr_matrix(
-        (np.ones(block_index.size, dtype=np.int64), (block_index, cell)),
+        (weights, (block_index, cell)),
         shape=(len(blocks), REDISTRICTING_SCHEMA.size),
         dtype=np.int64,
     )
@@ -99,16 +116,14 @@ def load_ppmf(
     gq_present = np.zeros((len(blocks), len(GQTYPE_PL_CODES) - 1), dtype=np.int64)
     in_gq = hhgq > 0
     gq_present[block_index[in_gq], hhgq[in_gq] - 1] = 1
-    first_row = pd.Series(np.arange(len(block_index))).groupby(block_index).first().to_numpy()
-    block_geography = geography.iloc[first_row][list(BLOCK_LEVELS)].reset_index(drop=True)
     return BlockHistogram(
         schema=REDISTRICTING_SCHEMA,
         levels=BLOCK_LEVELS,
-        geography=block_geography,
+        geography=geography_from_block_ids(np.asarray(blocks, dtype=object)),
         counts=counts,
         source=SOURCE,
         licence=LICENCE,
-        extra={"persons_read": table.n_rows, "gq_types_present": gq_present},
+        extra={"persons_read": int(weights.sum()), "gq_types_present": gq_present},
     )
 
 

@@ -216,6 +216,26 @@ def read_csv_table(
         _fail(label, f"cannot parse the header: {exc}", row=0)
     except StopIteration:  # nothing but a byte-order mark or blanks
         _fail(label, "the file is empty: expected a header line naming the columns", row=0)
+    wanted, found = _header_columns(label, header, delimiter, columns, optional)
+    fast = _fast_table(label, text, delimiter, header, wanted, found, skip_rows=1)
+    if fast is not None and tuple(h.strip() for h in _split_line(header_line, delimiter)) == header:
+        table = fast
+    else:
+        table = _collect_records(
+            reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
+        )
+    return _no_repeated_header(table)
+
+
+def _header_columns(
+    label: str,
+    header: tuple[str, ...],
+    delimiter: str,
+    columns: Sequence[ColumnSpec],
+    optional: Sequence[str] = (),
+) -> tuple[dict[str, int], dict[str, str]]:
+    """``(wanted, found)``: each requested column's index in ``header`` and the header name used
+    (see :class:`CsvTable`); raises a DataValidationError for missing or repeated columns."""
     index_of: dict[str, int] = {}
     duplicated: set[str] = set()
     for i, h in enumerate(header):
@@ -244,13 +264,77 @@ def read_csv_table(
             problems.append(Problem(label, "the column appears more than once in the header", 0, h))
     if problems:
         raise DataValidationError(problems, summary=f"{label}: the header is not usable")
+    return wanted, found
 
-    fast = _fast_table(label, text, delimiter, header, wanted, found, skip_rows=1)
-    if fast is not None and tuple(h.strip() for h in _split_line(header_line, delimiter)) == header:
-        table = fast
+
+@dataclass(frozen=True)
+class CsvLayout:
+    """A delimited file's header as :func:`read_csv_table` resolves it: what :func:`lines_table`
+    needs to read any run of the file's lines (e.g. one batch on a Spark executor)."""
+
+    file: str
+    delimiter: str
+    header: tuple[str, ...]
+    wanted: dict[str, int]
+    found: dict[str, str]
+
+
+def csv_layout(
+    header_line: str,
+    columns: Sequence[ColumnSpec],
+    *,
+    label: str,
+    optional: Sequence[str] = (),
+) -> CsvLayout:
+    """The layout of a file whose first line is ``header_line`` (a byte-order mark and line end
+    removed): the delimiter and requested columns found as :func:`read_csv_table` finds them,
+    with the same problems (a missing or repeated column) raised."""
+    all_names = [c for spec in columns for c in _alternatives(spec)] + list(optional)
+    if not header_line.strip():
+        _fail(label, "the file is empty: expected a header line naming the columns", row=0)
+    delimiter = detect_delimiter(header_line, all_names)
+    header = tuple(h.strip() for h in _split_line(header_line, delimiter))
+    wanted, found = _header_columns(label, header, delimiter, columns, optional)
+    return CsvLayout(label, delimiter, header, wanted, found)
+
+
+def lines_table(layout: CsvLayout, lines: Sequence[str], first_row: int) -> CsvTable | None:
+    """The requested columns of consecutive data ``lines`` of a file (no line ends), the first
+    being row ``first_row`` (the header is row 0), as :func:`read_csv_table` reads them: the
+    same strings, row numbers, blank-line handling and problems (a wrong field count, the header
+    repeated). ``None`` when the lines hold no record (only blank lines)."""
+    text = "\n".join(lines)
+    if not text.strip():
+        return None
+    fast = _fast_table(
+        layout.file,
+        text,
+        layout.delimiter,
+        layout.header,
+        layout.wanted,
+        layout.found,
+        skip_rows=0,
+    )
+    if fast is not None:
+        table = CsvTable(
+            file=fast.file,
+            delimiter=fast.delimiter,
+            header=fast.header,
+            columns=fast.columns,
+            found=fast.found,
+            rows=fast.rows + (first_row - 1),
+        )
     else:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=layout.delimiter)
         table = _collect_records(
-            reader, label, delimiter, header, wanted, found, line_offset=1, what="the header"
+            reader,
+            layout.file,
+            layout.delimiter,
+            layout.header,
+            layout.wanted,
+            layout.found,
+            line_offset=1 - first_row,
+            what="the header",
         )
     return _no_repeated_header(table)
 

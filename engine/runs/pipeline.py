@@ -114,7 +114,7 @@ def _topdown(
     from engine.runs import topdown as stages
 
     started = time.perf_counter()
-    hist = stages.load(spec) if data is None else data
+    hist = stages.load(spec, executor) if data is None else data
     control.check("after loading")
     measured = stages.measure(spec, hist, control, executor)
     result = stages.estimate(spec, hist, measured, executor, control, started)

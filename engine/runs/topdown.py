@@ -74,20 +74,42 @@ def filter_blocks(hist: BlockHistogram, level: str, units: Sequence[str]) -> Blo
     return keep_blocks(hist, keep)
 
 
-def load(spec: RunSpec) -> BlockHistogram:
+def load(spec: RunSpec, executor: Executor | None = None) -> BlockHistogram:
     """Read ``spec.data``: ``source`` (sample, file or folder), ``format``, ``mapping``,
-    ``max_bytes`` (size limit per input file), ``filter``."""
-    from engine.data.inputs import load_topdown_input
+    ``max_bytes`` (size limit per input file), ``filter``.
+
+    On the Spark backend (``executor`` a :class:`~engine.spark.executor.SparkExecutor`) person
+    records — a PPMF/MDF file or sample, a generated population — are read and recoded on the
+    executors (:func:`engine.spark.persons.read_person_records`; no size limit): the driver
+    receives only the non-zero block cells. Every other input is loaded here."""
+    from engine.data.inputs import load_topdown_input, person_records_input
     from engine.data.validate import DEFAULT_MAX_BYTES
 
     data = spec.data
-    hist = load_topdown_input(
-        str(data["source"]),
-        kind=data.get("format"),
-        mapping=data.get("mapping"),
-        max_bytes=int(data.get("max_bytes") or DEFAULT_MAX_BYTES),
-    )
     block_filter = data.get("filter")
+    persons = None
+    if getattr(executor, "name", "") == "spark":
+        persons = person_records_input(
+            str(data["source"]), kind=data.get("format"), mapping=data.get("mapping")
+        )
+    if persons is not None:
+        from engine.spark.persons import read_person_records
+
+        kind, path, extra = persons
+        hist = read_person_records(
+            executor.session,  # type: ignore[union-attr]
+            kind,
+            path,
+            block_filter=block_filter,
+            extra=extra,
+        )
+    else:
+        hist = load_topdown_input(
+            str(data["source"]),
+            kind=data.get("format"),
+            mapping=data.get("mapping"),
+            max_bytes=int(data.get("max_bytes") or DEFAULT_MAX_BYTES),
+        )
     if block_filter:
         hist = filter_blocks(hist, str(block_filter["level"]), list(block_filter["units"]))
     return hist
@@ -211,18 +233,27 @@ def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | N
     block's ancestors in the spine (:func:`engine.spark.histograms.spark_truth`); elsewhere the
     tree sums them here (:func:`engine.topdown.sparse_histograms.aggregate_sparse`). Both give
     the same integers."""
+    from engine.spark.persons import SPARK_CELLS
     from engine.topdown.sparse_histograms import aggregate_sparse
 
+    held = hist.extra.pop(SPARK_CELLS, None)  # cells of person records recoded on Spark
     if spark is None:
         return aggregate_sparse(plan.tree, hist.sparse_counts)
     import scipy.sparse as sp
 
-    from engine.spark.histograms import spark_truth
+    from engine.spark.histograms import spark_truth, truth_of_cells
 
     session = spark.session  # type: ignore[attr-defined]
-    sparse = sp.csr_matrix(
-        spark_truth(session, plan.tree, hist.sparse_counts, hist.schema.size), dtype=np.int64
-    )
+    n_cells = hist.schema.size
+    if held is not None:
+        from engine.spark.persons import block_node_cells
+
+        cells = block_node_cells(session, plan.tree, hist.geography["Block"], held.cells())
+        truth = truth_of_cells(session, plan.tree, cells, n_cells)
+        held.release()
+    else:
+        truth = spark_truth(session, plan.tree, hist.sparse_counts, n_cells)
+    sparse = sp.csr_matrix(truth, dtype=np.int64)
     sparse.eliminate_zeros()
     sparse.sort_indices()
     return sparse

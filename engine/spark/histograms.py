@@ -138,7 +138,15 @@ def spark_truth(
     """Every geounit's true histogram, summed by Spark, as an int64 CSR ``(n_nodes, n_cells)``.
 
     Same numbers as ``tree.aggregate(counts)``; only the non-zero cells come back to the driver."""
-    cells = block_cells(spark, tree, counts)
+    return truth_of_cells(spark, tree, block_cells(spark, tree, counts), n_cells)
+
+
+def truth_of_cells(
+    spark: SparkSession, tree: GeoTree, cells: DataFrame, n_cells: int
+) -> sp.csr_matrix:
+    """Every geounit's true histogram, int64 CSR ``(n_nodes, n_cells)``, from long sparse leaf
+    cells ``(node, cell, count)`` already in Spark (:func:`block_cells`, or the person records
+    recoded on the executors, :func:`engine.spark.persons.block_node_cells`)."""
     table = level_truth(spark, tree, cells).toArrow()
     node = table.column("node").to_numpy()
     cell = table.column("cell").to_numpy().astype(np.int64)

@@ -40,6 +40,69 @@ def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
     assert len(list(checkpoint.glob("*.parquet"))) >= 3
 
 
+def _persons_not_loaded_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail if the driver loads the input itself (the Spark run must read it on the executors)."""
+    import engine.data.inputs
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the person records were loaded on the driver")
+
+    monkeypatch.setattr(engine.data.inputs, "load_topdown_input", refuse)
+
+
+@pytest.mark.spark
+def test_topdown_ppmf_county_read_on_executors(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Perry County, AL person records (2,016 cells): read and recoded by Spark, same files."""
+    args = ["run", "topdown", "--data", "ppmf_perry_al", "--preset", "topdown-2020-production"]
+    args += ["--seed", "4", "--output-format", "csv"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    _persons_not_loaded_here(monkeypatch)
+    assert main([*args, *SPARK, "--out", str(tmp_path / "s")]) == 0
+    _same_files(
+        tmp_path / "local", tmp_path / "s", ["estimates.csv", "measurements.csv", "microdata.csv"]
+    )
+
+
+@pytest.mark.spark
+def test_topdown_generated_population_read_on_executors(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generated 5,000-person population (2,016 cells, structural zeros from its block frame)."""
+    from engine.data.population import generate_population
+
+    folder = tmp_path / "pop"
+    generate_population(5_000, seed=2, out_dir=folder, states=["RI"])
+    args = ["run", "topdown", "--data", str(folder), "--preset", "topdown-2020-production"]
+    args += ["--seed", "6", "--output-format", "parquet"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    _persons_not_loaded_here(monkeypatch)
+    assert main([*args, *SPARK, "--out", str(tmp_path / "s")]) == 0
+    names = sorted(p.name for p in (tmp_path / "local").glob("*.parquet"))
+    assert "estimates.parquet" in names and "measurements.parquet" in names
+    _same_files(tmp_path / "local", tmp_path / "s", names)
+
+
+@pytest.mark.spark
+def test_topdown_bad_ppmf_same_error_on_spark(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.data.samples import samples_dir
+
+    lines = (samples_dir() / "ppmf_perry_al" / "ppmf_perry_al_persons.csv").read_text().split("\n")
+    lines[12] = lines[12].rsplit(",", 1)[0] + ",99"
+    data = tmp_path / "bad.csv"
+    data.write_text("\n".join(lines))
+    args = ["run", "topdown", "--data", str(data), "--preset", "topdown-2020-production"]
+    assert main([*args, "--out", str(tmp_path / "local")]) != 0
+    local = capsys.readouterr().err
+    assert main([*args, *SPARK, "--out", str(tmp_path / "s")]) != 0
+    remote = capsys.readouterr().err
+    assert "bad.csv, row 12, column 'CENRACE': unknown code '99'" in local
+    assert remote == local and "Traceback" not in remote
+
+
 @pytest.mark.spark
 def test_topdown_in_many_small_slices_same_outputs(
     spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

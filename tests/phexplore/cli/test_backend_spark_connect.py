@@ -69,6 +69,23 @@ def test_topdown_county_same_outputs_over_spark_connect(spark_connect: str, tmp_
 
 
 @pytest.mark.spark
+def test_topdown_ppmf_read_by_the_connect_server(spark_connect: str, tmp_path: Path) -> None:
+    """Person records (the Perry County, AL PPMF, 2,016 cells) read and recoded by the server's
+    executors, by a relative path: the same files as the local run."""
+    data = "data/samples/ppmf_perry_al/ppmf_perry_al_persons.csv"
+    args = ["run", "topdown", "--data", data, "--preset", "topdown-2020-production"]
+    args += ["--seed", "12", "--output-format", "csv", "--no-measurements"]
+    cwd = Path.cwd()
+    try:
+        os.chdir(ROOT)
+        assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    finally:
+        os.chdir(cwd)
+    _run_over_connect([*args, "--out", str(tmp_path / "connect")], spark_connect)
+    _same_files(tmp_path / "local", tmp_path / "connect", ["estimates.csv", "microdata.csv"])
+
+
+@pytest.mark.spark
 def test_phsafe_fixture_same_tables_over_spark_connect(spark_connect: str, tmp_path: Path) -> None:
     """The official e2e_test2 extract, private (noise drawn with the keyed generator), given as a
     path relative to the checkout: the Connect server must read the user's file."""
