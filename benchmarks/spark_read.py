@@ -1,0 +1,144 @@
+"""Benchmark: TopDown on Spark with the person records read on the driver vs on the executors (issue 18).
+
+Usage: ``.venv/bin/python benchmarks/spark_read.py --persons 1000000 [--population DIR]
+[--baseline-tree /tmp/main-at-2b5abce] [--master local[2]]``
+
+One generated population (``topdown-2020-production``, 2,016 cells; generated once into
+``--population`` with :func:`engine.data.population.generate_population`, ``--states``, ``--seed``),
+the whole TopDown pipeline on a ``local[2]`` Spark session, each variant in a fresh Python
+process (so each peak is its own):
+
+* ``driver`` — the previous path: the driver loads the population itself
+  (:func:`engine.runs.topdown.load` without an executor: the local loader), then measures and
+  estimates on Spark (the pipeline's stages, no metrics);
+* ``executors`` — this change: ``load(spec, executor)`` has Spark read and recode the person
+  records on the executors (:mod:`engine.spark.persons`), the driver receives the non-zero block
+  cells only, and the true histograms are summed from the cells left in Spark;
+* ``baseline`` (with ``--baseline-tree``, a checkout of an older commit, e.g. main at 2b5abce
+  with its dense loader) — the ``driver`` variant run with that tree's code.
+
+Printed per variant: seconds to the loaded histogram, seconds of the whole run (session start-up
+excluded), the driver's peak RSS (``ru_maxrss`` of the Python driver process; in ``local[N]`` the
+JVM — Spark's driver and executors — is a separate process, not included) and a SHA-256 of the
+estimates, which must be equal. One run per variant (a 1e6-person run takes minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_mib() -> float:
+    """Peak resident set size of this process so far (MiB; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(mode: str, folder: str, master: str, seed: int) -> dict[str, Any]:
+    """One timed run in this process (called in a fresh interpreter by :func:`main`)."""
+    from engine.runs.control import RunControl
+    from engine.runs.spec import RunSpec
+    from engine.runs.topdown import estimate, load, measure
+    from engine.spark.executor import SparkExecutor
+    from engine.spark.session import get_session
+    from phexplore.presets import load_topdown_preset
+
+    allocation = load_topdown_preset("topdown-2020-production")["persons"]
+    spec = RunSpec(
+        engine="topdown", data={"source": folder}, config=allocation.to_dict(), seed=seed
+    )
+    t = time.perf_counter()
+    session = get_session(master, ui=False)
+    session.sparkContext.setLogLevel("ERROR")
+    startup = time.perf_counter() - t
+    rss_session = _rss_mib()
+    executor = SparkExecutor(session)
+    started = time.perf_counter()
+    hist = load(spec, executor) if mode == "executors" else load(spec)  # type: ignore[call-arg]
+    load_s = time.perf_counter() - started
+    rss_load = _rss_mib()
+    control = RunControl()
+    measured = measure(spec, hist, control, executor)
+    result = estimate(spec, hist, measured, executor, control, started)
+    total = time.perf_counter() - started
+    estimates = result.estimates_sparse.tocsr()
+    digest = hashlib.sha256()
+    for array in (estimates.indptr, estimates.indices, estimates.data):
+        digest.update(array.astype("int64").tobytes())
+    return {
+        "mode": mode,
+        "blocks": int(hist.n_blocks),
+        "startup_s": round(startup, 1),
+        "load_s": round(load_s, 1),
+        "total_s": round(total, 1),
+        "rss_session_mib": round(rss_session),
+        "rss_after_load_mib": round(rss_load),
+        "peak_rss_mib": round(_rss_mib()),
+        "estimates_sha256": digest.hexdigest()[:16],
+    }
+
+
+def _run_child(mode: str, tree: Path, folder: Path, master: str, seed: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--population",
+         str(folder), "--master", master, "--seed", str(seed)],
+        env=env, capture_output=True, text=True, check=False, cwd=tree,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--persons", type=int, default=1_000_000)
+    parser.add_argument("--states", default="RI")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--population", type=Path, default=None)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--baseline-tree", type=Path, default=None)
+    parser.add_argument("--child", choices=["driver", "executors"], default=None)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, str(args.population), args.master, args.seed)))
+        return
+    folder = args.population or Path(f"/tmp/spark-read-pop-{args.persons}")
+    if not folder.exists():
+        from engine.data.population import generate_population
+
+        generate_population(args.persons, seed=args.seed, out_dir=folder, states=[args.states])
+    runs = [("executors", ROOT), ("driver", ROOT)]
+    if args.baseline_tree is not None:
+        runs.append(("baseline", args.baseline_tree))
+    rows = []
+    for label, tree in runs:
+        mode = "driver" if label == "baseline" else label
+        row = _run_child(mode, tree, folder, args.master, args.seed)
+        row["variant"] = label
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"\nTopDown topdown-2020-production on Spark {args.master}, {folder} ({args.persons:,} "
+          f"persons, {rows[0]['blocks']:,} blocks), one run each; session start-up excluded")  # fmt: skip
+    print(f"{'variant':<10} {'load s':>7} {'run s':>7} {'driver peak MiB':>16} "
+          f"{'after load MiB':>15} {'estimates':>18}")  # fmt: skip
+    for row in rows:
+        print(f"{row['variant']:<10} {row['load_s']:>7} {row['total_s']:>7} "
+              f"{row['peak_rss_mib']:>16} {row['rss_after_load_mib']:>15} "
+              f"{row['estimates_sha256']:>18}")  # fmt: skip
+    same = len({r["estimates_sha256"] for r in rows}) == 1
+    print(f"identical estimates: {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
