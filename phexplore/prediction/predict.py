@@ -448,7 +448,9 @@ def predict_topdown(
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
             moments, _ = level_moments(unit_counts, cell_var, spine.fanouts[k], sample, root=k == 0)
             if k == 0 and root_term is not None:
-                root_rounding = _root_rounding(root_term, moments.p[0], kept, attrs, report)
+                root_rounding = _root_rounding(
+                    root_term, moments.p[0], kept, attrs, report, exact[levels[0]]
+                )
         batch: dict[str, LevelCorrection] = {}
         if moments is not None and counts is not None:
             # every query the correction sums over cells, at once (correction.level_corrections)
@@ -582,16 +584,18 @@ def _root_rounding(
     kept: np.ndarray,
     attrs: tuple[tuple[str, tuple[str, ...]], ...],
     queries: Sequence[str],
+    exact: Sequence[str],
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per query, per answer: the root's rounding variance under the engine's controlled
     rounding (:func:`phexplore.prediction.root_clipping.chain_rounding`; populated cells
     non-integral with their clipping probability, empty variables with their lift's) and the
-    cell-by-cell rounding the correction gave the populated cells (ROUNDING_VARIANCE Σ p_i)."""
+    cell-by-cell rounding the correction gave the populated cells (ROUNDING_VARIANCE Σ p_i);
+    queries coarsening the root's invariants ``exact`` are integers: no rounding."""
     n_cells = int(np.prod([len(lv) for _, lv in attrs]))
     p_cells = np.zeros(n_cells)
     p_cells[kept] = p_populated
     p_cells[term.empty] = term.lifted
-    chain = chain_rounding(attrs, default_rounder_chain(attrs), p_cells, queries)
+    chain = chain_rounding(attrs, default_rounder_chain(attrs), p_cells, queries, exact)
     out = {}
     for q in queries:
         parse = parse_marginal(q, attrs)

@@ -225,6 +225,7 @@ def chain_rounding(
     chain: Sequence[str],
     p_cells: np.ndarray,
     queries: Sequence[str],
+    exact: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
     """Rounding variance of every answer of ``queries`` under the engine's controlled rounding
     (TDA §7.3, eq. 7.7) of one geounit whose cells are non-integral with probability
@@ -238,24 +239,26 @@ def chain_rounding(
     take the coarsest such c (DETAILED — the cells — when no other is) and give each of its
     answers b the variance of nearest rounding of a uniform fraction, ∫₀¹ min(f, 1 − f)² df =
     1/12 (:data:`NEAREST_ROUNDING_VARIANCE`), times P(b non-integral) = 1 − Π_{i∈b}(1 − p_i)
-    (the answers of c taken as independent). Monte Carlo of the engine's rounder
+    (the answers of c taken as independent). A query that coarsens one of the ``exact`` queries
+    (the geounit's invariants, e.g. TOTAL: integers already) has no rounding error. Monte Carlo of the engine's rounder
     (tests/phexplore/prediction/test_root_clipping.py) measures 0.7–1.3× of this; the correction's
     cell-by-cell rule (p_i/6 per cell, a fraction rounded up with probability equal to itself)
     gives 2.7–20× of what the engine's rounder does there."""
     attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
     pieces = [cell_index(parse_marginal(c, attrs), attrs) for c in chain]
+    pinned = [cell_index(parse_marginal(c, attrs), attrs) for c in exact]
     log_integral = np.log1p(-np.clip(p_cells, 0.0, 1.0 - 1e-15))
     out: dict[str, np.ndarray] = {}
     for q in queries:
         parse = parse_marginal(q, attrs)
         idx = cell_index(parse, attrs)
         size = answer_cells(parse, attrs)
+        if any(_coarsens(idx, c) for c in pinned):
+            out[q] = np.zeros(size)
+            continue
         piece = np.arange(idx.size)  # DETAILED: the cells themselves
         for c in pieces:
-            n_c = int(c.max()) + 1
-            owner = np.full(n_c, -1)
-            owner[c] = idx
-            if np.array_equal(owner[c], idx):  # each answer of c inside one answer of q
+            if _coarsens(idx, c):
                 piece = c
                 break
         n_pieces = int(piece.max()) + 1
@@ -267,6 +270,14 @@ def chain_rounding(
             owner[present], weights=(1.0 - integral)[present], minlength=size
         )
     return out
+
+
+def _coarsens(index: np.ndarray, finer: np.ndarray) -> bool:
+    """Whether the query with cell → answer ``index`` coarsens the one with ``finer`` (every
+    answer of the finer query lies inside one of its answers)."""
+    owner = np.full(int(finer.max()) + 1, -1)
+    owner[finer] = index
+    return bool(np.array_equal(owner[finer], index))
 
 
 def _indicators(

@@ -12,9 +12,11 @@ from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.least_squares import multipass_least_squares
 from engine.topdown.queries import query_group
 from engine.topdown.rounding import round_batch
+from phexplore.prediction import predict_topdown, shipped_profile_for
 from phexplore.prediction.least_squares import LevelDesign
 from phexplore.prediction.root_clipping import RootClipping, chain_rounding, root_clipping
 from phexplore.prediction.support import answer_indices, child_support_covariances
+from phexplore.presets import load_topdown_preset
 
 SCHEMA = Schema(
     "toy",
@@ -197,3 +199,24 @@ def test_chain_rounding_matches_the_engine_rounder() -> None:
         by_cell = float((spec.answer(fractional) / 6.0).mean())
         assert 0.6 < predicted / measured < 1.6, (spec.name, predicted, measured)
         assert by_cell / measured > 2.0, (spec.name, by_cell, measured)
+    total = chain_rounding(ATTRS, chain, fractional[0], ["TOTAL", "VOTINGAGE"], exact=("TOTAL",))
+    assert np.all(total["TOTAL"] == 0) and np.all(total["VOTINGAGE"] > 0)
+
+
+def test_a_one_county_state_predicts_state_and_county_alike() -> None:
+    """The shipped production profile (a generated RI: one county) publishes the County as a copy
+    of the State; with the root term both rows are predicted alike, larger than without it at
+    the marginals the lifted cells bias (HHINSTLEVELS, HHGQ), and County TOTAL stays exact."""
+    alloc = load_topdown_preset("topdown-2020-production")["persons"]
+    profile = shipped_profile_for(alloc)
+    with_term = predict_topdown(alloc, profile, max_families=4)
+    without = predict_topdown(alloc, profile, max_families=4, root_empty_cells=False)
+    for q in ("CENRACE", "HISPANIC", "VOTINGAGE", "HHINSTLEVELS", "HHGQ", "DETAILED"):
+        state, county = with_term.row("State", q), with_term.row("County", q)
+        assert abs(state.post_processed_rmse - county.post_processed_rmse) < 1e-9, q
+    for q in ("HHINSTLEVELS", "HHGQ"):
+        assert (
+            with_term.row("State", q).post_processed_rmse
+            > 2 * without.row("State", q).post_processed_rmse
+        )
+    assert with_term.row("County", "TOTAL").post_processed_rmse < 1e-3
