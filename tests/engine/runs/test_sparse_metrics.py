@@ -221,3 +221,15 @@ def test_the_cli_path_never_densifies_the_block_histogram(generated, monkeypatch
     assert output.metrics["mae"] and paths["estimates"].exists()
     structural = output.result.diagnostics["structural"]
     assert structural["structural_zeros_held"] and structural["bound_violations"] == 0
+
+
+def test_the_app_path_reads_a_shared_read_only_sparse_histogram(generated, monkeypatch):
+    """The app caches one read-only histogram for every session; its run with the app's tables
+    (MAE, EPL, prediction) neither writes to it nor densifies the blocks."""
+    from engine.data import histogram as histogram_module
+
+    shared = generated.replace()
+    shared.set_read_only()
+    monkeypatch.setattr(histogram_module, "MAX_DENSE_BLOCK_CELLS", 0)
+    output = execute(_production_spec(5), data=shared, tables=True)
+    assert "prediction" in output.tables and not shared.sparse_counts.data.flags.writeable
