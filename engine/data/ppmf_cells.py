@@ -159,7 +159,9 @@ def batch_block_cells(
     """The (block, cell, count) triples of one batch of PPMF person records (checked as
     :func:`record_cells` checks them)."""
     block, cell = record_cells(batch, file=file, first_row=first_row)
-    codes, blocks = pd.factorize(np.asarray(block.to_numpy(zero_copy_only=False), dtype=object))
+    encoded = pc.dictionary_encode(block)  # distinct ids only become Python strings
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    blocks = encoded.dictionary.to_numpy(zero_copy_only=False)
     n_cells = REDISTRICTING_SCHEMA.size
     key, count = np.unique(codes.astype(np.int64) * n_cells + cell, return_counts=True)
     return BlockCells(
