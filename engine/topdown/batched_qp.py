@@ -470,8 +470,12 @@ def polish(
         under = ~at_lo & (bx < qp.lo - eps)
         wrong_hi = at_hi & (nu < -dual_tol)
         wrong_lo = at_lo & (nu > dual_tol)
+        # A row left out of the solve as dependent (:func:`_dependent_rows`) must still sit on its
+        # bound; one that does not is released (the next step finds its side).
+        off = (at_hi & (np.abs(bx - qp.hi) > eps)) | (at_lo & (np.abs(bx - qp.lo) > eps))
         bad = (
-            neg.any(axis=1)
+            off.any(axis=1)
+            | neg.any(axis=1)
             | released.any(axis=1)
             | over.any(axis=1)
             | under.any(axis=1)
@@ -490,8 +494,8 @@ def polish(
         if done.all():
             break
         zero = (zero & ~released) | neg
-        at_hi = (at_hi & ~wrong_hi) | over
-        at_lo = (at_lo & ~wrong_lo) | (under & ~at_hi)
+        at_hi = (at_hi & ~wrong_hi & ~off) | over
+        at_lo = (at_lo & ~wrong_lo & ~off) | (under & ~at_hi)
     return result, done
 
 

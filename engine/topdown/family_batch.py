@@ -58,11 +58,15 @@ GROUP_SPREAD = 1.25
 matrices cost (children × cells³) and are padded to the largest (one group of a whole batch, padded
 to its one 110-cell family, spent 4/5 of its time inverting padding)."""
 
-POLISH_FROM = 1e-5
-"""Interior-point accuracy from which every iterate is polished (exact active-set solve)."""
+POLISH_FROM = 1e-3
+"""Interior-point accuracy from which every iterate is polished (exact active-set solve, then
+active-set corrections); a verified family leaves the iteration."""
 
-POLISH_STEPS = 1
-"""Active-set steps per polish (1: the interior point's guess only)."""
+POLISH_STEPS = 3
+"""Active-set steps per polish. On the 205 block-group families of the generated 1M-person RI,
+polishing from 1e-3 with 3 steps took 5.9–6.1 ms per family (CPU) against 6.7–6.8 ms from 1e-5
+with the interior point's guess alone, and verified every family (one more than the latter);
+the objectives agree to 1e-15 (and with a per-family cvxpy model)."""
 
 IPM_TOLERANCE = 1e-9
 """Relative duality gap and feasibility the interior point stops at (then polishes exactly)."""

@@ -177,3 +177,33 @@ def test_structural_zeros_take_no_share_of_the_coupling():
     assert x[1:, 0] == pytest.approx([4.5, 4.5])
     assert x[:, 1:] == pytest.approx(np.full((k, n - 1), 3.0))
     assert batched_qp.TINY_WEIGHT < 1e-50
+
+
+def test_every_childs_total_band_active_is_solved_and_checked():
+    """When every child's TOTAL row is at a bound the rows repeat the coupling (their sum is the
+    parent's total): one is left out of the solve, and the guess is verified only if that row
+    still sits on its bound."""
+    k, n = 2, 3
+    qp = FamilyQP(
+        H=np.tile(2 * np.eye(n), (k, 1, 1)),
+        g=-2 * np.array([[6.0, 6.0, 6.0], [1.0, 1.0, 1.0]]),
+        family=np.zeros(k, dtype=np.int64),
+        parent=np.full((1, n), 4.0),
+        B=np.ones((1, n)),
+        lo=np.array([[6.9], [4.9]]),
+        hi=np.array([[7.1], [5.1]]),
+    )
+    m = 1
+    s = np.ones((k, n + 2 * m))
+    z = np.zeros((k, n + 2 * m))
+    z[0, n] = 2.0  # child 0's total at its upper bound 7.1
+    z[1, n + m] = 2.0  # child 1's total at its lower bound 4.9: 7.1 + 4.9 = 12 = parent total
+    fixed = np.zeros((k, n), dtype=bool)
+    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
+    assert ok.all()  # the dependent pair is solved, not singular
+    assert x.sum(axis=1) == pytest.approx([7.1, 4.9])
+    z[1, n + m], z[1, n] = 0.0, 2.0  # both at upper bounds: 7.1 + 5.1 ≠ 12
+    _x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
+    assert not ok.any()
+    x, ok = batched_qp.solve_verified(qp)
+    assert ok.all() and x.sum(axis=1) == pytest.approx([7.1, 4.9])
