@@ -68,7 +68,9 @@ def test_post_processed_with_data(capsys: pytest.CaptureFixture[str]) -> None:
         "--data", "ppmf_perry_al", "--format", "json",
     )  # fmt: skip
     assert out["summary"]["post_processed"]["profile"] == "ppmf_perry_al"
-    assert out["summary"]["post_processed"]["notes"] == []
+    # no fallback (schema, dense model); the one note says the root term is included
+    notes = out["summary"]["post_processed"]["notes"]
+    assert len(notes) == 1 and "empty cells" in notes[0] and "docs/prediction.md" in notes[0]
     row = _row(out, "Block", "TOTAL")
     assert 0 < row["post_processed_rmse"] < row["sigma"]
 
