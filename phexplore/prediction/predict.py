@@ -425,7 +425,15 @@ def predict_topdown(
         support_mask = None
         if counts is not None:
             sample = samples[k]
-            unit_counts = counts[k][sample][:, kept]
+            level_cells = kept
+            if cache is not None and k:
+                # A cell the family's parent does not populate has no variable in any child
+                # (no count, no error: every term of the correction is 0 there): left out.
+                parents = np.unique(family_index(spine.fanouts[k])[sample])
+                level_cells = np.unique(
+                    np.concatenate([family_covs[k][int(f)].support for f in parents])
+                )
+            unit_counts = counts[k][sample][:, level_cells]
             if cache is not None:
                 # computed for the designs of levels 0..k normalised by their scale t_k (cached
                 # per level: an edit of a lower level's shares reuses it), then divided by t_k
@@ -452,7 +460,7 @@ def predict_topdown(
                 zeros = spine.zero_cells(k, sample, attrs)
                 if zeros is not None:
                     cell_var = np.where(zeros, 1e-12, cell_var)
-                cell_var = cell_var[:, kept]
+                cell_var = cell_var[:, level_cells]
                 support_mask = unit_counts > 0
             else:
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
@@ -479,7 +487,7 @@ def predict_topdown(
                 cell_var,
                 attrs,
                 support=support_mask,
-                cells=kept,
+                cells=level_cells,
                 # per-unit biases: the leaves' when every leaf is evaluated (off-spine
                 # entities), and the root's copies' (the root term's cross product)
                 unit_bias=(k == len(levels) - 1 and sample.size == units) or k in copies_root,
@@ -513,7 +521,7 @@ def predict_topdown(
                     attrs,
                     q,
                     root=k == 0,
-                    cells=kept,
+                    cells=level_cells,
                 )
             else:
                 corr = batch[q]
