@@ -275,6 +275,7 @@ def level_corrections(
     cells: np.ndarray | None = None,
     *,
     unit_bias: bool = True,
+    linear_divisor: float = 1.0,
 ) -> dict[str, LevelCorrection]:
     """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
 
@@ -282,7 +283,9 @@ def level_corrections(
     counts) are stacked and summed into all queries' present answer cells by one sparse
     product (:class:`AnswerSums`), in chunks of units; each query's means then divide by all its
     answer cells. ``unit_bias``: also return each query's per unit × answer-cell mean error
-    (all answer cells; ``False``: ``None``, when only the summary is needed)."""
+    (all answer cells; ``False``: ``None``, when only the summary is needed).
+    ``linear_divisor``: the linear variances are ``linear_vars`` divided by it (divided only
+    where used: the answer cells some column reaches)."""
     queries = tuple(linear_vars)
     sums = answer_sums(attributes, queries, cells)
     n_units, n_columns = counts.shape
@@ -335,8 +338,9 @@ def level_corrections(
             per_answer, outside = summed[:, rest], summed[:, rest + 1]
         lin = np.empty(sum_p.shape)
         for i, q in enumerate(queries):
-            v = linear_vars[q]
-            lin[sums.span(i)] = v[part][None, :] if v.ndim == 1 else v[part][:, sums.present[i]].T
+            v = linear_vars[q][part]
+            v = v[None, :] if v.ndim == 1 else v[:, sums.present[i]].T
+            lin[sums.span(i)] = v if linear_divisor == 1.0 else v / linear_divisor
         off_lin = lin - diag_lin  # negative when cells are negatively correlated
         pairs = per_answer * (per_answer - 1.0)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -422,6 +422,7 @@ def predict_topdown(
         per_level = {q: table[:, i] for i, q in enumerate(wanted)}
         moments = None
         support_vars: dict[str, np.ndarray] = {}
+        divisor = 1.0  # the support variances are support_vars / divisor
         support_mask = None
         if counts is not None:
             sample = samples[k]
@@ -433,7 +434,7 @@ def predict_topdown(
                 level_cells = np.unique(
                     np.concatenate([family_covs[k][int(f)].support for f in parents])
                 )
-            unit_counts = counts[k][sample][:, level_cells]
+            unit_counts = counts[k][np.ix_(sample, level_cells)]
             if cache is not None:
                 # computed for the designs of levels 0..k normalised by their scale t_k (cached
                 # per level: an edit of a lower level's shares reuses it), then divided by t_k
@@ -453,14 +454,13 @@ def predict_topdown(
                         ).items()
                     },
                 )
-                support_vars = {q: v / t_k for q, v in normalised.items()}
+                support_vars, divisor = normalised, t_k
                 # Cells the root does not populate carry no error anywhere: left out. Structural
                 # zeros of the unit frame have no variable in the engine: no clipped error.
-                cell_var = support_vars[detailed]
-                zeros = spine.zero_cells(k, sample, attrs)
+                cell_var = support_vars[detailed][:, level_cells] / t_k
+                zeros = spine.zero_cells(k, sample, attrs, cells=level_cells)
                 if zeros is not None:
                     cell_var = np.where(zeros, 1e-12, cell_var)
-                cell_var = cell_var[:, level_cells]
                 support_mask = unit_counts > 0
             else:
                 cell_var = np.clip(coefs[k][sample] @ per_level[detailed], 0.0, None)
@@ -488,6 +488,7 @@ def predict_topdown(
                 attrs,
                 support=support_mask,
                 cells=level_cells,
+                linear_divisor=divisor,
                 # per-unit biases: the leaves' when every leaf is evaluated (off-spine
                 # entities), and the root's copies' (the root term's cross product)
                 unit_bias=(k == len(levels) - 1 and sample.size == units) or k in copies_root,
@@ -495,8 +496,10 @@ def predict_topdown(
         for q in report:
             ls_var = float(np.clip(mean_coef @ per_level[q], 0.0, None))
             if q in support_vars:
-                ls_var = float(support_vars[q].mean())
+                ls_var = float(support_vars[q].mean()) / divisor
             unit_var = support_vars.get(q)
+            if unit_var is not None:
+                unit_var = unit_var / divisor
             is_exact = q in exact[lv]
             b = budgets[lv].get(q, 0.0)
             sigma: float | None = None

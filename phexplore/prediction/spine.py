@@ -67,15 +67,22 @@ class SpineProfile:
                     )
 
     def zero_cells(
-        self, k: int, units: np.ndarray, attributes: Sequence[tuple[str, Sequence[str]]]
+        self,
+        k: int,
+        units: np.ndarray,
+        attributes: Sequence[tuple[str, Sequence[str]]],
+        cells: np.ndarray | None = None,
     ) -> np.ndarray | None:
-        """``(len(units), n_cells)`` bool: the structural-zero cells of the units of level k."""
+        """``(len(units), n_cells)`` bool: the structural-zero cells of the units of level k
+        (``cells``: only those columns)."""
         if self.zero_answers is None or not self.zero_query:
             return None
         from phexplore.marginals import cell_index, parse_marginal
 
         index = cell_index(parse_marginal(self.zero_query, attributes), attributes)
-        return self.zero_answers[k][units][:, index]
+        if cells is not None:
+            index = index[cells]
+        return self.zero_answers[k][np.ix_(units, index)]
 
     def n_units(self, k: int) -> int:
         return 1 if k == 0 else int(np.sum(self.fanouts[k]))
