@@ -51,7 +51,7 @@ from phexplore.prediction.least_squares import (
 )
 from phexplore.prediction.root_clipping import RootClipping, chain_rounding, root_clipping
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, design_key
+from phexplore.prediction.support import FamilyCovariance, design_key
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
@@ -663,22 +663,52 @@ def _support_variances(
     in order, ``family_of_unit``) with their empty cells held at 0; ``"DETAILED"`` holds
     ``(units, n_cells)`` cell variances: on the unit's own support that model's, on the rest of
     the family's support the free-cell variance (all of the parent's cells free), elsewhere
-    1e-12 (no variable: no error)."""
+    1e-12 (no variable: no error).
+
+    All units at once: the variance of answer a of unit c is the sum of C_ij over the pairs of
+    its support cells i, j that both count in a — every unit's covariance entries are listed
+    once (row-major, as stored) with their unit and cells, and each query sums those whose two
+    cells share an answer (one bincount per query)."""
     fams = list(dict.fromkeys(int(f) for f in family_of_unit))
-    out: dict[str, list[np.ndarray]] = {q: [] for q in sizes}
-    cells: list[np.ndarray] = []
+    kids = [(fc, kid) for fc in (family_covs[f] for f in fams) for kid in range(len(fc.child_covs))]
+    n_units = len(kids)
+    supports = [fc.child_supports[i] for fc, i in kids]
+    covs = [fc.child_covs[i] for fc, i in kids]
+    lengths = np.array([x.size for x in supports], dtype=np.int64)
+    cells_of_var = (
+        np.concatenate(supports).astype(np.int64) if n_units else np.zeros(0, dtype=np.int64)
+    )
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    # every covariance entry (unit, i, j), row-major per unit
+    pair_unit = np.repeat(np.arange(n_units), lengths * lengths)
+    local = np.arange(int((lengths * lengths).sum())) - np.repeat(
+        np.concatenate([[0], np.cumsum(lengths * lengths)[:-1]]), lengths * lengths
+    )
+    size_of_pair = lengths[pair_unit]
+    first = offsets[:-1][pair_unit] + local // np.maximum(size_of_pair, 1)
+    second = offsets[:-1][pair_unit] + local % np.maximum(size_of_pair, 1)
+    values = np.concatenate([c.ravel() for c in covs]) if n_units else np.zeros(0)
+    result: dict[str, np.ndarray] = {}
+    for q, size in sizes.items():
+        if q == "DETAILED":
+            continue  # replaced by the cell variances below
+        idx = cache.answer_index[q]
+        a_i, a_j = idx[cells_of_var[first]], idx[cells_of_var[second]]
+        same = a_i == a_j
+        bins = pair_unit[same] * int(size) + a_i[same]
+        total = np.bincount(bins, weights=values[same], minlength=n_units * int(size))
+        result[q] = np.maximum(total.reshape(n_units, int(size)), 0.0)
+    cells = np.full((n_units, n_cells), 1e-12)
+    at = 0
     for f in fams:
         fc = family_covs[f]
-        for kid_support, kid_cov, kid_free in zip(
-            fc.child_supports, fc.child_covs, fc.child_free, strict=True
-        ):
-            algebra: SupportAlgebra = cache.algebra(kid_support)
-            for q, v in algebra.stacked_answer_variances(kid_cov, sizes).items():
-                out[q].append(np.maximum(v, 0.0))
-            row = np.full(n_cells, 1e-12)
-            row[fc.support] = np.maximum(kid_free, 1e-12)
-            row[kid_support] = np.maximum(np.diag(kid_cov), 1e-12)
-            cells.append(row)
-    result = {q: np.array(v) for q, v in out.items()}
-    result["DETAILED"] = np.array(cells)
+        n = len(fc.child_covs)
+        if n:
+            cells[np.ix_(np.arange(at, at + n), fc.support)] = np.maximum(
+                np.array(fc.child_free).reshape(n, fc.support.size), 1e-12
+            )
+        at += n
+    diag = np.concatenate([np.diag(c) for c in covs]) if n_units else np.zeros(0, dtype=np.float64)
+    cells[np.repeat(np.arange(n_units), lengths), cells_of_var] = np.maximum(diag, 1e-12)
+    result["DETAILED"] = cells
     return result
