@@ -78,7 +78,7 @@ family in scope costs ≈ 50 ms; on small test families (3–7 children, 24 cell
 sent 7 or 5 of 150 families to Clarabel, 40 sent 3 (no cap: 1). A generated RI tract family
 (55 children, outside this solver's scope) spent 33 s without a cap before giving up."""
 
-ACTIVE_SET_STEPS = 20
+ACTIVE_SET_STEPS = 40
 """Primal–dual active-set corrections per polish attempt (each one projected-CG solve)."""
 
 CG_MAX_ITERATIONS = 500
@@ -88,8 +88,9 @@ CG_TOL = 1e-13
 """Projected-CG stops when the projected gradient's norm is below this × the gradient's scale."""
 
 MAX_WORK = 2e7
-"""Families with more than this many children × populated cells² are left to Clarabel: the ADMM
-this solver falls back to costs K × n² per step and a dense n × n factorisation (the state→county family of a 1M-person RI: 5 × 633² ≈ 2e6; a
+"""Families with more than this many children × populated cells² get the first polish only (no
+ADMM fallback; Clarabel takes them if it does not verify): ADMM costs K × n² per step and a
+dense n × n factorisation (the state→county family of a 1M-person RI: 5 × 633² ≈ 2e6; a
 state of 88 counties populating 1,500 cells, ≈ 2e8, would cost seconds per hundred steps and was
 not measured against Clarabel)."""
 
@@ -270,13 +271,16 @@ def polish(
     equal = fam.lower == fam.upper
     seen: set[bytes] = set()
     x: np.ndarray | None = None
+    cx = np.zeros_like(fam.lower)
+    kept = np.zeros(fam.lower.shape, dtype=bool)  # rows seen binding after a release
+    let_go: list[tuple[int, int]] = []  # rows released to make the equalities consistent
     for _ in range(ACTIVE_SET_STEPS):
         starving = zero_set.all(axis=0)
         if starving.any():  # every populated parent cell needs a child free to hold it
             pick = np.argmax(np.where(fam.zero, -np.inf, state.zc), axis=0)
             cols = np.flatnonzero(starving)
             zero_set[pick[cols], cols] = False
-        key = zero_set.tobytes() + at_lower.tobytes() + at_upper.tobytes()
+        key = zero_set.tobytes() + at_lower.tobytes() + at_upper.tobytes() + kept.tobytes()
         if key in seen:
             return None  # cycling
         seen.add(key)
@@ -284,12 +288,16 @@ def polish(
         solved = _solve_equality(fam, hess, ~zero_set, at_lower, at_upper, x)
         if solved is None:
             # The active rows contradict the coupling (every child's TOTAL band at a bound fixes
-            # Σ_c totals, which the parent fixes too): release the weakest by ADMM's multiplier.
-            strength = np.where(at_lower | at_upper, np.abs(state.yr), np.inf)
+            # Σ_c totals, which the parent fixes too): release the weakest row — by ADMM's
+            # multiplier, then by how far the last solution overshot it — that was not seen
+            # binding after an earlier release.
+            overshoot = np.maximum(cx - fam.upper, 0.0) + np.maximum(fam.lower - cx, 0.0)
+            strength = np.where((at_lower | at_upper) & ~kept, np.abs(state.yr) + overshoot, np.inf)
             if not np.isfinite(strength).any():
                 return None
             child, row = np.unravel_index(int(np.argmin(strength)), strength.shape)
             at_lower[child, row] = at_upper[child, row] = False
+            let_go.append((int(child), int(row)))
             continue
         x, full, lam, coupling = solved
         cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
@@ -299,6 +307,8 @@ def polish(
         under = ~at_lower & (cx < fam.lower - p_tol)
         wrong_up = at_upper & ~equal & (lam < -d_tol)
         wrong_low = at_lower & ~equal & (lam > d_tol)
+        for child, row in let_go:
+            kept[child, row] |= bool(over[child, row] or under[child, row])
         stationary = np.abs(full[~zero_set]).max(initial=0.0) <= d_tol
         violated = (neg, released, over, under, wrong_up, wrong_low)
         if not any(v.any() for v in violated):
@@ -339,10 +349,16 @@ def _exact_start(fam: family_admm.Family, hess: _Hessian) -> family_admm.AdmmSta
 
 
 def solve_family(
-    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+    batch: FamilyBatch,
+    f: int,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    *,
+    admm: bool = True,
 ) -> np.ndarray:
     """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
-    conditions; raises :class:`FamilyNotSolved` when not covered or not verified."""
+    conditions; raises :class:`FamilyNotSolved` when not covered or not verified (``admm=False``:
+    when the first polish does not verify, without the ADMM fallback)."""
     fam = family_admm.family_problem(batch, f, pass_queries, bands, hessian=False)
     k = int(batch.child_ptr[f + 1] - batch.child_ptr[f])
     out = np.zeros((k, batch.n_cells))
@@ -354,6 +370,8 @@ def solve_family(
     if x is not None:
         out[:, fam.cells] = x
         return out
+    if not admm:
+        raise FamilyNotSolved("the first polish did not verify (ADMM not allowed at this size)")
     fam = replace(fam, hess=hess.dense())
     stepper = family_admm.AdmmStepper(fam, RHO_CELL)
     previous = _guess(fam, state)
@@ -395,16 +413,16 @@ def solve_large_families(
     sizes = np.diff(batch.child_ptr)
     per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
     work = sizes * np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64) ** 2
-    large = np.flatnonzero(
-        ~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD) & (work <= MAX_WORK)
-    )
+    large = np.flatnonzero(~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD))
     if not large.size:
         return
     with single_blas_thread():
         for f in large:
             lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
             try:
-                x[lo:hi] = solve_family(batch, int(f), pass_queries, bands)
+                x[lo:hi] = solve_family(
+                    batch, int(f), pass_queries, bands, admm=bool(work[f] <= MAX_WORK)
+                )
             except FamilyNotSolved:
                 continue
             solved[f] = True

@@ -113,9 +113,9 @@ def test_large_families_are_dispatched_here_and_match_clarabel(monkeypatch):
     calls: list[int] = []
     original = family_projected_cg.solve_family
 
-    def counting(batch, f, pass_queries, bands):
+    def counting(batch, f, pass_queries, bands, **options):
         calls.append(f)
-        return original(batch, f, pass_queries, bands)
+        return original(batch, f, pass_queries, bands, **options)
 
     monkeypatch.setattr(family_admm, "MAX_PERSONS_PER_CHILD", 0.0)  # every family is "large"
     monkeypatch.setattr(family_projected_cg, "solve_family", counting)
@@ -148,14 +148,33 @@ def test_uncovered_passes_are_not_taken():
     assert not solved.any()
 
 
-def test_families_above_the_work_limit_are_left_to_clarabel(monkeypatch):
+def test_families_above_the_work_limit_get_the_first_polish_only(monkeypatch):
+    """Above MAX_WORK no ADMM is run: the first polish verifies or Clarabel takes the family."""
     batch = family_batch(10, bounds=True)
     monkeypatch.setattr(family_admm, "MAX_PERSONS_PER_CHILD", 0.0)
     monkeypatch.setattr(family_projected_cg, "MAX_WORK", 0.0)
+
+    def no_admm(*_args, **_kwargs):
+        raise AssertionError("ADMM must not run above MAX_WORK")
+
+    monkeypatch.setattr(family_admm.AdmmStepper, "__init__", no_admm)
     x = np.zeros((batch.n_children, batch.n_cells))
     solved = np.zeros(batch.n_families, dtype=bool)
     family_projected_cg.solve_large_families(batch, PASS, [], x, solved)
+    for f in np.flatnonzero(solved):
+        lo, hi = batch.child_ptr[f], batch.child_ptr[f + 1]
+        assert _objective(batch, f, x[lo:hi]) == pytest.approx(
+            cvxpy_objective(batch, f, PASS, []), rel=1e-6
+        )
+    monkeypatch.setattr(family_projected_cg, "polish", lambda *_args: None)
+    x[:] = 0.0
+    solved[:] = False
+    family_projected_cg.solve_large_families(batch, PASS, [], x, solved)
     assert not solved.any() and not x.any()
+    reference = solve_pass(batch, PASS, method="clarabel")
+    assert solve_pass(batch, PASS, method="admm").objective == pytest.approx(
+        reference.objective, rel=1e-6
+    )
 
 
 def test_admm_takes_over_when_the_first_polish_fails(monkeypatch):
