@@ -1,7 +1,7 @@
 """Benchmark: TopDown on Spark with the person records read on the driver vs on the executors (issue 18).
 
 Usage: ``.venv/bin/python benchmarks/spark_read.py --persons 1000000 [--population DIR]
-[--baseline-tree /tmp/main-at-2b5abce] [--master local[2]]``
+[--baseline-tree /tmp/main-at-2b5abce] [--master local[2]] [--input generated|ppmf] [--load-only]``
 
 One generated population (``topdown-2020-production``, 2,016 cells; generated once into
 ``--population`` with :func:`engine.data.population.generate_population`, ``--states``, ``--seed``),
@@ -21,6 +21,10 @@ Printed per variant: seconds to the loaded histogram, seconds of the whole run (
 excluded), the driver's peak RSS (``ru_maxrss`` of the Python driver process; in ``local[N]`` the
 JVM — Spark's driver and executors — is a separate process, not included) and a SHA-256 of the
 estimates, which must be equal. One run per variant (a 1e6-person run takes minutes on 2 cores).
+``--input ppmf`` reads the population's ``ppmf.csv`` as a plain PPMF file (the generic loader with
+its located checks: :func:`engine.data.ppmf.load_ppmf` on the driver, ``ppmf_records`` per batch on
+the executors); ``--load-only`` stops after the load (the histogram's persons are printed instead
+of the estimates' hash).
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(mode: str, folder: str, master: str, seed: int) -> dict[str, Any]:
+def child(
+    mode: str, folder: str, master: str, seed: int, data_format: str | None, load_only: bool
+) -> dict[str, Any]:
     """One timed run in this process (called in a fresh interpreter by :func:`main`)."""
     from engine.runs.control import RunControl
     from engine.runs.spec import RunSpec
@@ -54,9 +60,10 @@ def child(mode: str, folder: str, master: str, seed: int) -> dict[str, Any]:
     from phexplore.presets import load_topdown_preset
 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
-    spec = RunSpec(
-        engine="topdown", data={"source": folder}, config=allocation.to_dict(), seed=seed
-    )
+    data: dict[str, Any] = {"source": folder}
+    if data_format:
+        data["format"] = data_format
+    spec = RunSpec(engine="topdown", data=data, config=allocation.to_dict(), seed=seed)
     t = time.perf_counter()
     session = get_session(master, ui=False)
     session.sparkContext.setLogLevel("ERROR")
@@ -67,6 +74,18 @@ def child(mode: str, folder: str, master: str, seed: int) -> dict[str, Any]:
     hist = load(spec, executor) if mode == "executors" else load(spec)  # type: ignore[call-arg]
     load_s = time.perf_counter() - started
     rss_load = _rss_mib()
+    if load_only:
+        return {
+            "mode": mode,
+            "blocks": int(hist.n_blocks),
+            "startup_s": round(startup, 1),
+            "load_s": round(load_s, 1),
+            "total_s": "-",
+            "rss_session_mib": round(rss_session),
+            "rss_after_load_mib": round(rss_load),
+            "peak_rss_mib": round(_rss_mib()),
+            "estimates_sha256": f"{int(hist.total)} persons",
+        }
     control = RunControl()
     measured = measure(spec, hist, control, executor)
     result = estimate(spec, hist, measured, executor, control, started)
@@ -88,11 +107,13 @@ def child(mode: str, folder: str, master: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _run_child(mode: str, tree: Path, folder: Path, master: str, seed: int) -> dict[str, Any]:
+def _run_child(
+    mode: str, tree: Path, source: Path, master: str, seed: int, extra: list[str]
+) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--population",
-         str(folder), "--master", master, "--seed", str(seed)],
+         str(source), "--master", master, "--seed", str(seed), *extra],
         env=env, capture_output=True, text=True, check=False, cwd=tree,
     )  # fmt: skip
     if done.returncode != 0:
@@ -108,10 +129,21 @@ def main() -> None:
     parser.add_argument("--population", type=Path, default=None)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--baseline-tree", type=Path, default=None)
+    parser.add_argument(
+        "--input",
+        choices=["generated", "ppmf"],
+        default="generated",
+        help="the population folder, or its ppmf.csv read as a plain PPMF file (generic loader)",
+    )
+    parser.add_argument("--load-only", action="store_true", help="time and measure the load only")
     parser.add_argument("--child", choices=["driver", "executors"], default=None)
+    parser.add_argument("--format", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, str(args.population), args.master, args.seed)))
+        row = child(
+            args.child, str(args.population), args.master, args.seed, args.format, args.load_only
+        )
+        print(json.dumps(row))
         return
     folder = args.population or Path(f"/tmp/spark-read-pop-{args.persons}")
     if not folder.exists():
@@ -121,14 +153,18 @@ def main() -> None:
     runs = [("executors", ROOT), ("driver", ROOT)]
     if args.baseline_tree is not None:
         runs.append(("baseline", args.baseline_tree))
+    source = folder / "ppmf.csv" if args.input == "ppmf" else folder
+    extra = ["--format", "ppmf"] if args.input == "ppmf" else []
+    extra += ["--load-only"] if args.load_only else []
     rows = []
     for label, tree in runs:
         mode = "driver" if label == "baseline" else label
-        row = _run_child(mode, tree, folder, args.master, args.seed)
+        row = _run_child(mode, tree, source, args.master, args.seed, extra)
         row["variant"] = label
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"\nTopDown topdown-2020-production on Spark {args.master}, {folder} ({args.persons:,} "
+    what = "load only" if args.load_only else "TopDown topdown-2020-production"
+    print(f"\n{what} on Spark {args.master}, {source} ({args.input}; {args.persons:,} "
           f"persons, {rows[0]['blocks']:,} blocks), one run each; session start-up excluded")  # fmt: skip
     print(f"{'variant':<10} {'load s':>7} {'run s':>7} {'driver peak MiB':>16} "
           f"{'after load MiB':>15} {'estimates':>18}")  # fmt: skip
