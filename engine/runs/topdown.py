@@ -115,6 +115,22 @@ def load(spec: RunSpec, executor: Executor | None = None) -> BlockHistogram:
     return hist
 
 
+def reads_persons_on_spark(spec: RunSpec) -> bool:
+    """True when ``spec`` runs on Spark and its data are person records that :func:`load` has
+    Spark read on the executors (a PPMF/MDF file or sample, a generated population folder)."""
+    from engine.data.inputs import person_records_input
+
+    if spec.backend != "spark":
+        return False
+    data = spec.data
+    return (
+        person_records_input(
+            str(data.get("source", "")), kind=data.get("format"), mapping=data.get("mapping")
+        )
+        is not None
+    )
+
+
 def allocation_of(spec: RunSpec) -> TopDownAllocation:
     """The allocation of a TopDown spec (its config is the allocation's JSON dict)."""
     config = dict(spec.config)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from engine.data.histogram import BlockHistogram
@@ -277,7 +278,10 @@ def execute_topdown(
     extra: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run a TopDown ``spec`` on ``hist`` through the one pipeline with the app's tables and the
-    run's provenance in metrics.json (``extra``: more sections, e.g. ``replay_of``).
+    run's provenance in metrics.json (``extra``: more sections, e.g. ``replay_of``). On the Spark
+    backend, person records named by ``spec.data`` are read again by Spark's executors
+    (:func:`engine.runs.topdown.reads_persons_on_spark`; the same histogram), not taken from
+    ``hist``.
 
     metrics.json and the tables come from the sparse residuals; the dense tidy table keeps at
     most :data:`phexplore.api.run_folders.APP_MAX_ROWS` rows, by the rule of opened run folders
@@ -290,7 +294,9 @@ def execute_topdown(
     output = execute(
         spec,
         control=job.control,
-        data=hist,
+        # on Spark, person records (a PPMF sample, a generated folder) are read by the executors,
+        # as `phexplore run` reads them; the page's copy only described the data
+        data=None if spark_reads_persons(spec) else hist,
         tables=True,
         queries=queries,
         max_tidy_rows=run_folders.APP_MAX_ROWS,
@@ -304,6 +310,20 @@ def execute_topdown(
     )
     output.extra["queries"] = queries
     return output
+
+
+def spark_reads_persons(spec: RunSpec) -> bool:
+    """True when a Run-page TopDown ``spec`` runs on Spark on person records the executors can
+    read again from where they are (a shipped PPMF sample, or a generated population folder by
+    its absolute path: :func:`engine.runs.topdown.reads_persons_on_spark`); never for uploads,
+    which exist only in the session."""
+    from engine.data.samples import list_samples
+    from engine.runs.topdown import reads_persons_on_spark
+
+    source = str(spec.data.get("source", ""))
+    if not (Path(source).is_absolute() or source in {s.name for s in list_samples()}):
+        return False
+    return reads_persons_on_spark(spec)
 
 
 def topdown_record(
