@@ -10,14 +10,19 @@ computation in a forked child (:func:`outputs.in_child`) so its extra memory is 
   row limit (``max_tidy_rows`` = :data:`phexplore.api.run_folders.APP_MAX_ROWS`);
 * **dense baseline** — the app path of main at 015850a, reproduced here: ``result.to_tidy()`` of
   every query, then ``mae_table``, ``epl_table``, ``blau_bias_of``, ``prediction_table`` and
-  ``metrics_payload`` on it (skipped above ``--baseline-max-rows`` dense rows, default 20,000,000).
+  ``metrics_payload`` on it (skipped above ``--baseline-max-rows`` dense rows, default 20,000,000);
+  its prediction table uses the app's sample of families (so the tables compare equal);
+* **prediction sampled / prediction all** — the prediction step alone (the run's count profile
+  and ``predict_topdown`` of every query): on the app's sample of whole families per level
+  (:data:`phexplore.prediction.RUN_TABLE_MAX_UNITS` geounits, every k-th family) against every
+  geounit, the app before that cap (``--no-prediction-all`` skips the latter).
 
 Printed: dense rows, the rows the app keeps, wall seconds (median) and peak memory added (MB, max),
 and whether the two ways' MAE / EPL / prediction tables are equal (computed once, in the parent).
 
 Usage::
 
-    .venv/bin/python benchmarks/app_metrics.py [--persons 1e5] [--repeats 3] [--json]
+    .venv/bin/python benchmarks/app_metrics.py [--persons 1e5] [--repeats 3] [--no-prediction-all] [--json]
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str
     from engine.metrics.prediction import prediction_table
     from engine.runs import topdown as stages
     from engine.topdown.profile import tree_profile
+    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     tidy = result.to_tidy()
     epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
@@ -52,7 +58,9 @@ def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str
     )
     stages.blau_bias_of(result, tidy, hist)
     profile, _ = tree_profile(result.tree, hist, "run")
-    predicted = prediction_table(profile, measured.allocation, tidy)
+    predicted = prediction_table(
+        profile, measured.allocation, tidy, max_units=RUN_TABLE_MAX_UNITS
+    )  # the same sample of families as the app's (so the tables compare equal)
     if predicted is not None:
         tables["prediction"] = predicted
     stages.metrics_payload(
@@ -61,7 +69,30 @@ def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str
     return tables
 
 
-def one_size(persons: int, repeats: int, baseline_max_rows: int, seed: int) -> dict[str, Any]:
+def prediction_step(result: Any, hist: Any, measured: Any, *, sampled: bool) -> Any:
+    """The app's prediction work: the run's count profile and :func:`predict_topdown` of every
+    query of the run, on the app's sample of families per level (``sampled``) or on every
+    geounit (the app before the cap)."""
+    from engine.topdown.profile import tree_profile
+    from phexplore.prediction import RUN_TABLE_MAX_UNITS, predict_topdown
+
+    profile, _ = tree_profile(result.tree, hist, "run")
+    queries = list(dict.fromkeys(["TOTAL", *result.query_names]))
+    return predict_topdown(
+        measured.allocation,
+        profile,
+        queries=queries,
+        max_units=RUN_TABLE_MAX_UNITS if sampled else None,
+    )
+
+
+def one_size(
+    persons: int,
+    repeats: int,
+    baseline_max_rows: int,
+    seed: int,
+    prediction_baseline: bool = True,
+) -> dict[str, Any]:
     import pandas as pd
 
     from engine.data.generated import load_generated_population
@@ -95,6 +126,11 @@ def one_size(persons: int, repeats: int, baseline_max_rows: int, seed: int) -> d
     ways: dict[str, Any] = {"sparse": sparse}
     if dense_rows <= baseline_max_rows:
         ways["dense baseline"] = lambda: dense_baseline(spec, result, hist, measured)
+    # the prediction step alone (the run's count profile, then every production query): the
+    # app's sample of families per level against every geounit (the app before issue 19's cap)
+    ways["prediction sampled"] = lambda: prediction_step(result, hist, measured, sampled=True)
+    if prediction_baseline:
+        ways["prediction all"] = lambda: prediction_step(result, hist, measured, sampled=False)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in ways}
     for _ in range(repeats):
         for name, work in ways.items():
@@ -137,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the dense baseline above this many dense rows (default 20,000,000)",
     )
     parser.add_argument("--seed", type=int, default=1, help="population and noise seed")
+    parser.add_argument(
+        "--no-prediction-all",
+        action="store_true",
+        help="skip the prediction step on every geounit (the baseline; +6.9 GB at 1e6 persons)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     try:
@@ -147,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--persons: every size must lie in 1e3 – 1e7")
     if not 1 <= args.repeats <= 20:
         parser.error("--repeats must lie in 1 – 20")
-    rows = [one_size(n, args.repeats, args.baseline_max_rows, args.seed) for n in sizes]
+    rows = [
+        one_size(n, args.repeats, args.baseline_max_rows, args.seed, not args.no_prediction_all)
+        for n in sizes
+    ]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -97,6 +97,9 @@ def _prediction_section(record: R.RunRecord) -> None:
         "docs/prediction.md). One run is one draw: levels with few geounits scatter around the "
         "prediction. 'holds' is False where the mean count per cell is below 1."
     )
+    sample = R.prediction_sample_sentence(pred)
+    if sample:
+        st.caption(sample)
     fig = go.Figure()
     x = pred["geolevel"] + " · " + pred["query"]
     fig.update_xaxes(title="Geolevel · query group")

@@ -35,15 +35,18 @@ def prediction_table(
     tidy: pd.DataFrame,
     *,
     invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
+    max_units: int | None = None,
 ) -> pd.DataFrame | None:
     """Predicted (``predicted_rmse``, ``ls_rmse``) beside ``measured_rmse`` per geolevel × query,
     or ``None`` when the run's spine is not one the prediction covers (bypassed or optimized).
 
     ``profile`` is the count profile of the run's own spine and true counts
     (:func:`engine.topdown.profile.tree_profile`, computed by the run pipeline: metrics run no
-    engine).
+    engine); ``max_units`` as in :func:`prediction_of_measured`.
     """
-    return prediction_of_measured(profile, allocation, rmse_table(tidy), invariants=invariants)
+    return prediction_of_measured(
+        profile, allocation, rmse_table(tidy), invariants=invariants, max_units=max_units
+    )
 
 
 def prediction_of_measured(
@@ -52,13 +55,21 @@ def prediction_of_measured(
     measured: pd.DataFrame,
     *,
     invariants: Mapping[str, Sequence[str]] = DEFAULT_INVARIANTS,
+    max_units: int | None = None,
 ) -> pd.DataFrame | None:
     """:func:`prediction_table` from the measured RMSE per geolevel × query (``measured``: the
     columns of :func:`rmse_table`, e.g. :func:`engine.metrics.counted.counted_rmse_table` of a
-    run's sparse residuals); the predicted queries are those of ``measured``, in its order."""
+    run's sparse residuals); the predicted queries are those of ``measured``, in its order.
+
+    ``max_units``: evaluate the non-negativity correction on whole families of at most about
+    this many geounits per level (every k-th family, deterministic; ``None``: all — the app
+    passes :data:`phexplore.prediction.RUN_TABLE_MAX_UNITS`). Each row says on how many of the
+    level's ``units`` it was evaluated (``units_evaluated``)."""
     try:
         queries = list(dict.fromkeys(str(q) for q in measured["query"].unique()))
-        pred = predict_topdown(allocation, profile, queries=queries, invariants=invariants)
+        pred = predict_topdown(
+            allocation, profile, queries=queries, invariants=invariants, max_units=max_units
+        )
     except PHExploreError:
         return None
     predicted = pd.DataFrame(
@@ -71,6 +82,8 @@ def prediction_of_measured(
                 "predicted_rmse": r.post_processed_rmse,
                 "mean_count": r.mean_count,
                 "model_holds": r.model_holds,
+                "units": r.units,
+                "units_evaluated": pred.evaluated.get(r.geolevel, (r.units, 0))[0],
             }
             for r in pred.rows
         ]

@@ -548,8 +548,18 @@ def metrics(
             )
             if predicted is not None:
                 out["prediction"] = predicted
-                columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
+                columns = [
+                    "geolevel",
+                    "query",
+                    "sigma",
+                    "predicted_rmse",
+                    "measured_rmse",
+                    "ratio",
+                    "units",
+                    "units_evaluated",
+                ]
                 sections["prediction"] = predicted[columns].to_dict("records")
+                sections["prediction_sampling"] = prediction_sampling_note()
                 if measured.spine_plan is not None and measured.spine_plan.entity_sets:
                     entities = _entity_prediction(
                         result, hist, measured.allocation, measured.spine_plan.entity_sets
@@ -657,6 +667,22 @@ def _as_tidy_levels(frame: pd.DataFrame, result: TopDownResult) -> pd.DataFrame:
     return frame.assign(geolevel=levels)
 
 
+def prediction_sampling_note() -> dict[str, Any]:
+    """What the predicted-vs-measured rows were evaluated on (metrics.json
+    ``prediction_sampling``; the rows' ``units_evaluated`` give the count per level)."""
+    from phexplore.prediction import RUN_TABLE_MAX_UNITS
+
+    return {
+        "max_units_per_level": RUN_TABLE_MAX_UNITS,
+        "method": (
+            "the non-negativity and rounding correction (and the least squares on each family's "
+            "populated cells) evaluated on whole families, every k-th family of each level "
+            "(deterministic: the same run gives the same sample), at most about "
+            f"{RUN_TABLE_MAX_UNITS:,} geounits per level; each row's units_evaluated of units"
+        ),
+    }
+
+
 def _prediction(
     result: TopDownResult,
     hist: BlockHistogram,
@@ -668,9 +694,12 @@ def _prediction(
     from engine.metrics.prediction import prediction_of_measured
     from engine.topdown.profile import tree_profile
     from phexplore.errors import PHExploreError
+    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     try:
         profile, _ = tree_profile(result.tree, hist, "run")
     except PHExploreError:
         return None
-    return prediction_of_measured(profile, allocation, measured_rmse)
+    # the correction on a sample of whole families per level (every k-th; the rows say how many
+    # geounits): bounded memory and time on large runs (docs/prediction.md)
+    return prediction_of_measured(profile, allocation, measured_rmse, max_units=RUN_TABLE_MAX_UNITS)

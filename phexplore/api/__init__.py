@@ -49,6 +49,7 @@ from phexplore.api.results import (
     headline_error,
     metrics_bytes,
     pf_reference_epl,
+    prediction_sample_sentence,
     run_epl_settings,
     tidy_bytes,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "epl_curves",
     "epl_settings",
     "pf_reference_epl",
+    "prediction_sample_sentence",
     "run_epl_settings",
     "finest_level",
     "headline_error",

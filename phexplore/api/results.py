@@ -183,3 +183,24 @@ def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
         return value
 
     return json.dumps(clean(metrics), indent=2, default=str).encode("utf-8")
+
+
+def prediction_sample_sentence(table: pd.DataFrame) -> str | None:
+    """What a run's predicted-vs-measured rows were evaluated on, when some level used a sample
+    of its families (``units_evaluated`` below ``units``); None when every geounit was used or
+    the table predates the columns (SPEC §7; ``engine.runs.topdown.prediction_sampling_note``)."""
+    if "units_evaluated" not in table or "units" not in table:
+        return None
+    levels = table.drop_duplicates("geolevel")
+    sampled = levels[levels["units_evaluated"] < levels["units"]]
+    if sampled.empty:
+        return None
+    parts = ", ".join(
+        f"{r.geolevel} {int(r.units_evaluated):,} of {int(r.units):,}"
+        for r in sampled.itertuples(index=False)
+    )
+    return (
+        "The prediction's non-negativity correction was evaluated on a sample of whole families "
+        f"(every k-th family of the level, the same for every run of this spine): {parts} "
+        "geounits; the other levels on all of theirs."
+    )

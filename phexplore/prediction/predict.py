@@ -63,6 +63,12 @@ cells each parent populates (:mod:`phexplore.prediction.support`): there most ce
 empty (the 2,016-cell production schema). Smaller schemas (the folded RI schema, 16 cells, where
 parents populate nearly every cell) keep the dense model validated in docs/prediction.md."""
 
+RUN_TABLE_MAX_UNITS = 2000
+"""Geounits per level on which the app's predicted-vs-measured table of a run evaluates the
+correction (whole families, every k-th, as in the planner): without it a run of 1,000,000
+persons on the 2,016-cell schema evaluated every block (+6.9 GB, 141 s; docs/topdown.md). The
+table and metrics.json state the geounits evaluated per level."""
+
 PLANNER_MAX_FAMILIES = 4
 """Families per level for the support model in the planner (with :data:`PLANNER_MAX_UNITS`): its
 first evaluation for new shares costs dense algebra per family; a new total ρ is then a rescale."""
@@ -129,6 +135,10 @@ class Prediction:
     only when the correction ran on every leaf) — what off-spine entities sum."""
     folded: tuple[str, ...] = ()
     """Allocation levels folded into the spine's root (their published counts are the root's)."""
+    evaluated: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per level, (geounits, families) on which the non-negativity correction (and the support
+    model) was evaluated — whole families, every k-th (:func:`sample_families`); a level absent
+    here had no correction. Compare with the level's ``units`` and its number of parents."""
 
     def for_level(self, geolevel: str, query: str) -> QueryPrediction | None:
         """The prediction of an allocation level (a folded root level maps to the spine root)."""
@@ -569,6 +579,14 @@ def predict_topdown(
         spine=spine,
         leaf_bias=leaf_bias,
         folded=tuple(lv for lv in allocation.geolevels if lv not in levels),
+        evaluated={
+            lv: (
+                int(samples[k].size),
+                int(np.unique(family_index(spine.fanouts[k])[samples[k]]).size),
+            )
+            for k, lv in enumerate(levels)
+            if samples
+        },
     )
 
 

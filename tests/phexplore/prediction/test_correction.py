@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phexplore.prediction.correction import clipped_moments, water_fill_shift
+from phexplore.prediction.correction import clipped_moments, sample_families, water_fill_shift
 from phexplore.prediction.spine import SpineProfile, aggregate_counts, shipped_profile
 
 
@@ -144,3 +144,26 @@ def test_level_corrections_match_the_formula_query_by_query(monkeypatch) -> None
             moments, counts, linear["DETAILED"], cell_var, attributes, "DETAILED", support, cells
         )
         assert one.rmse == pytest.approx(expected["DETAILED"][0], rel=1e-12)
+
+
+def test_the_evaluated_sample_is_whole_families_and_reported() -> None:
+    from phexplore.prediction import predict_topdown
+    from phexplore.presets import load_topdown_preset
+
+    alloc = load_topdown_preset("ri2010-production-like")["persons"]
+    profile = shipped_profile("ri2010")
+    full = predict_topdown(alloc, profile)
+    part = predict_topdown(alloc, profile, max_units=2000)
+    assert full.evaluated["Block"] == (25_181, 815)
+    units, families = part.evaluated["Block"]
+    assert units <= 2_100 and 0 < families < 815
+    sample = sample_families(profile.fanouts[-1], 2000)
+    assert units == sample.size
+    # whole families: every block of a sampled block group
+    family = np.repeat(np.arange(profile.fanouts[-1].size), profile.fanouts[-1])
+    kept = np.unique(family[sample])
+    assert sample.size == int(profile.fanouts[-1][kept].sum())
+    # the sample moves the block rows by a few percent at most (docs/prediction.md: ≤ 2%)
+    for q in ("TOTAL", "DETAILED"):
+        a, b = full.row("Block", q).post_processed_rmse, part.row("Block", q).post_processed_rmse
+        assert abs(a - b) <= 0.03 * a
