@@ -7,6 +7,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -370,3 +371,35 @@ def test_topdown_planner_marks_held_exact_and_reports_rho_spent(app: AppTest) ->
     app.switch_page("pages/run.py").run()
     _no_problems(app)
     assert any("departure from" in c.value for c in app.caption)
+
+
+def test_topdown_planner_published_counts_on_the_production_schema(app: AppTest) -> None:
+    """The page's published-count view on the 2,016-cell production preset (the default) takes
+    the planner's path — the shipped generated profile, the support model on a few families per
+    level, cached per level — and a new total ρ or a share edit recomputes it."""
+    from phexplore.prediction import PLANNER_MAX_FAMILIES, shipped_profile
+
+    app.switch_page("pages/topdown_planner.py").run()
+    _no_problems(app)
+    app.radio(key="td_heat_value").set_value("post_processed_rmse").run()
+    _no_problems(app)
+
+    def block_total() -> float:
+        table = next(
+            d.value
+            for d in app.dataframe
+            if "Published count RMSE (predicted, persons)" in d.value.columns
+        )
+        rows = table[(table["Geolevel"] == "Block") & (table["Query group"] == "TOTAL")]
+        return float(rows.iloc[0]["Published count RMSE (predicted, persons)"])
+
+    first = block_total()
+    assert 0 < first < 10
+    profile = shipped_profile("generated-ri-100k")
+    caches = list(profile._support_caches.values())
+    assert caches and any(caches[0].families)  # the support model's cache holds this budget
+    sampled = next(iter(caches[0].families))[1]
+    assert all(len(np.frombuffer(f, dtype=np.int64)) <= PLANNER_MAX_FAMILIES for f in sampled)
+    app.number_input(key="td_rho_persons").set_value(10.0).run()
+    _no_problems(app)
+    assert block_total() < first
