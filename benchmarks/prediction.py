@@ -13,22 +13,26 @@ Data: the Rhode Island 2010 blocks (``ri2010`` with ``ri2010-production-like``, 
 generated population on the 2,016-cell production schema (``phexplore generate population``,
 ``topdown-2020-production``). A final section times the planner's recompute (the shipped profile,
 ``PLANNER_MAX_UNITS`` geounits per level) against the full-profile prediction, medians of several
-edits.
+edits; ``--baseline-tree`` first runs the same section of an older checkout (its own script, in a
+child process) as the same-run baseline.
 
 Usage: ``.venv/bin/python benchmarks/prediction.py [--rhos 0.25,1,4] [--seeds 8]
 [--population 30000] [--population-seed 11] [--population-seeds 3] [--population-rhos 0.64,2.556]
-[--skip-population] [--out results.json]``. Each table also prints, as baselines of the same
-run, the dense model's predicted / measured (every cell a variable: the model before the support
-restriction) and the model without the root's lifted empty cells ("no-root",
+[--skip-population] [--baseline-tree DIR] [--out results.json]``. Each table also prints, as
+baselines of the same run, the dense model's predicted / measured (every cell a variable: the
+model before the support restriction) and the model without the root's lifted empty cells ("no-root",
 ``predict_topdown(..., root_empty_cells=False)``: the model before that term).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -194,6 +198,7 @@ def planner_timing(repeats: int) -> list[dict[str, object]]:
                 profile=profile,
                 units=units,
                 families=families,
+                **options: object,
             ) -> float:
                 """Median CPU ms of the first evaluation of 3 share edits of ``level`` (moving
                 ``first`` + 1 to ``first`` + 3 tenths)."""
@@ -201,13 +206,20 @@ def planner_timing(repeats: int) -> list[dict[str, object]]:
                 for i in range(first, first + 3):
                     edited = _share_edit(alloc, level, i)
                     c0 = time.process_time()
-                    run(edited, profile, max_units=units, max_families=families)
+                    run(edited, profile, max_units=units, max_families=families, **options)
                     times.append(time.process_time() - c0)
                 return 1000 * statistics.median(times)
 
             predict_topdown(alloc, profile, max_units=units, max_families=families)  # warm
             bottom = edits(alloc.geolevels[-1])
             top = edits(alloc.geolevels[0])
+            # the root term (root_clipping: the root's lifted empty cells) is recomputed when
+            # the root's shares change; the top-level edit without it, where it exists
+            no_root = (
+                edits(alloc.geolevels[0], 6, root_empty_cells=False)
+                if "root_empty_cells" in inspect.signature(predict_topdown).parameters
+                else math.nan
+            )
             baseline = (
                 edits(alloc.geolevels[0], 3, predict_topdown.__wrapped__)  # type: ignore[attr-defined]
                 if label == "planner"
@@ -233,16 +245,40 @@ def planner_timing(repeats: int) -> list[dict[str, object]]:
                 "median_wall_ms": 1000 * statistics.median(wall),
                 "new_shares_cpu_ms": bottom,
                 "new_top_shares_cpu_ms": top,
+                "new_top_shares_no_root_term_cpu_ms": no_root,
                 "baseline_new_top_shares_cpu_ms": baseline,
             }
             out.append(row)
             print(
                 f"{preset:26s} {profile.name:18s} {label:13s} new ρ: CPU "
                 f"{row['median_cpu_ms']:7.1f} ms (wall {row['median_wall_ms']:7.1f}); new shares, "
-                f"CPU: bottom level {bottom:7.1f} ms, top level {top:7.1f} ms "
-                f"(baseline, default BLAS threads: {baseline:7.1f} ms)"
+                f"CPU: bottom level {bottom:7.1f} ms, top level {top:7.1f} ms (without the root "
+                f"term {no_root:7.1f} ms; baseline, default BLAS threads: {baseline:7.1f} ms)"
             )
     return out
+
+
+def baseline_timing(tree: str, repeats: int) -> list[dict[str, object]]:
+    """The planner timing of the code in ``tree`` (its own benchmarks/prediction.py, in a child
+    process with that tree first on the path), printed as the baseline of this run."""
+    root = Path(tree).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "baseline.json"
+        command = [
+            sys.executable,
+            str(root / "benchmarks" / "prediction.py"),
+            "--rhos",
+            "",
+            "--skip-population",
+            "--timing-repeats",
+            str(repeats),
+            "--out",
+            str(out),
+        ]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        print(f"\n## Baseline: the planner timing of {root}")
+        subprocess.run(command, cwd=root, env=env, check=True)
+        return list(json.loads(out.read_text(encoding="utf-8")).get("planner", []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-population", action="store_true")
     parser.add_argument("--timing-repeats", type=int, default=7)
     parser.add_argument("--skip-timing", action="store_true", help="no planner timing section")
+    parser.add_argument(
+        "--baseline-tree",
+        default=None,
+        help="a checkout of older code (e.g. `git worktree add /tmp/base 2b5abce`): its own "
+        "planner timing is run first, in a child process, as the same-run baseline",
+    )
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     results: dict[str, object] = {"rows": []}
@@ -282,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
             for alloc in [production.with_rho(r) for r in pop_rhos] or [production]:
                 rows += validate(label, population, alloc, args.population_seeds)
     results["rows"] = rows
+    if not args.skip_timing and args.baseline_tree:
+        results["baseline_planner"] = baseline_timing(args.baseline_tree, args.timing_repeats)
     if not args.skip_timing:
         results["planner"] = planner_timing(args.timing_repeats)
     if args.out:

@@ -51,7 +51,7 @@ from phexplore.prediction.least_squares import (
 )
 from phexplore.prediction.root_clipping import RootClipping, chain_rounding, root_clipping
 from phexplore.prediction.spine import SpineProfile
-from phexplore.prediction.support import FamilyCovariance, design_key
+from phexplore.prediction.support import FamilyCovariance, SupportAlgebra, design_key
 
 PLANNER_MAX_UNITS = 2000
 """Geounits per level on which the planner evaluates the non-negativity correction (whole families,
@@ -76,6 +76,10 @@ first evaluation for new shares costs dense algebra per family; a new total ρ i
 SUPPORT_MAX_VARIABLES = 4000
 """Above this many variables in one family (children's non-zero cells; ~2 s of dense algebra, 128 MB
 per matrix) the support model is not used and the prediction says so (the dense model instead)."""
+
+SMALL_UNIT_CELLS = 24
+"""Units of at most this many populated cells have their answer variances summed over their
+covariance entries all at once (:func:`_support_variances`); larger ones one by one."""
 
 SUPPORT_MAX_FAMILIES = 48
 """Families per level on which the support model is evaluated (every k-th; dense linear algebra
@@ -697,25 +701,30 @@ def _support_variances(
         np.concatenate(supports).astype(np.int64) if n_units else np.zeros(0, dtype=np.int64)
     )
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    # every covariance entry (unit, i, j), row-major per unit
-    pair_unit = np.repeat(np.arange(n_units), lengths * lengths)
-    local = np.arange(int((lengths * lengths).sum())) - np.repeat(
-        np.concatenate([[0], np.cumsum(lengths * lengths)[:-1]]), lengths * lengths
+    # every covariance entry (unit, i, j) of the small units, row-major per unit; a unit of
+    # more cells than SMALL_UNIT_CELLS takes its own algebra's masked product instead
+    paired = np.where(lengths <= SMALL_UNIT_CELLS, lengths, 0)
+    pair_unit = np.repeat(np.arange(n_units), paired * paired)
+    local = np.arange(int((paired * paired).sum())) - np.repeat(
+        np.concatenate([[0], np.cumsum(paired * paired)[:-1]]), paired * paired
     )
-    size_of_pair = lengths[pair_unit]
+    size_of_pair = paired[pair_unit]
     first = offsets[:-1][pair_unit] + local // np.maximum(size_of_pair, 1)
     second = offsets[:-1][pair_unit] + local % np.maximum(size_of_pair, 1)
-    values = np.concatenate([c.ravel() for c in covs]) if n_units else np.zeros(0)
+    values = np.concatenate([c.ravel() for c, m in zip(covs, paired, strict=True) if m] or [[]])
     result: dict[str, np.ndarray] = {}
-    for q, size in sizes.items():
-        if q == "DETAILED":
-            continue  # replaced by the cell variances below
+    answers = {q: int(v) for q, v in sizes.items() if q != "DETAILED"}
+    for q, size in answers.items():
         idx = cache.answer_index[q]
         a_i, a_j = idx[cells_of_var[first]], idx[cells_of_var[second]]
         same = a_i == a_j
-        bins = pair_unit[same] * int(size) + a_i[same]
-        total = np.bincount(bins, weights=values[same], minlength=n_units * int(size))
-        result[q] = np.maximum(total.reshape(n_units, int(size)), 0.0)
+        bins = pair_unit[same] * size + a_i[same]
+        total = np.bincount(bins, weights=values[same], minlength=n_units * size)
+        result[q] = np.maximum(total.reshape(n_units, size), 0.0)
+    for u in np.flatnonzero((paired == 0) & (lengths > 0)):
+        algebra: SupportAlgebra = cache.algebra(supports[u])
+        for q, v in algebra.stacked_answer_variances(covs[u], answers).items():
+            result[q][u] = np.maximum(v, 0.0)
     cells = np.full((n_units, n_cells), 1e-12)
     at = 0
     for f in fams:

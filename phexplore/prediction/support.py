@@ -290,37 +290,76 @@ def freed_cell_variances(
         hess += w * (idx[:, None] == idx[None, :])
     diag = np.diag(hess)
     top = max(float(diag.max(initial=0.0)), 1e-300)
-    out = []
-    seen: dict[bytes, np.ndarray] = {}  # children of one support pattern share the result
+    # one result per support pattern (children of one pattern share it); patterns with as many
+    # cells have as many empty ones (P is the family's): their Schur complements at once
+    patterns: dict[bytes, np.ndarray] = {}
     for kid in child_supports:
-        pattern = kid.tobytes()
-        if pattern in seen:
-            out.append(seen[pattern].copy())
+        patterns.setdefault(kid.tobytes(), kid)
+    schurs: dict[bytes, np.ndarray] = {}
+    groups: dict[int, list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
+    empty_of: dict[bytes, np.ndarray] = {}
+    for key, kid in patterns.items():
+        at = np.minimum(np.searchsorted(support, kid), max(support.size - 1, 0))
+        if support.size and np.array_equal(support[at], kid):  # a child's cells are its parent's
+            inside = np.zeros(support.size, dtype=bool)
+            inside[at] = True
+        else:
+            inside = np.isin(support, kid)
+        zero, sc = np.flatnonzero(~inside), np.flatnonzero(inside)
+        empty_of[key] = zero
+        groups.setdefault(sc.size, []).append((key, zero, sc))
+    for size, members in groups.items():
+        zero = np.array([m[1] for m in members]).reshape(len(members), -1)
+        sc = np.array([m[2] for m in members]).reshape(len(members), size)
+        schur = diag[zero]
+        if size and zero.shape[1]:
+            h_ss = hess[sc[:, :, None], sc[:, None, :]]
+            h_sz = hess[sc[:, :, None], zero[:, None, :]]
+            try:
+                # H_iS H_S⁻¹ H_Si = |L⁻¹ H_Si|² with H_S = L Lᵀ
+                lower = np.linalg.cholesky(h_ss)
+                schur = schur - (np.linalg.solve(lower, h_sz) ** 2).sum(axis=1)
+            except np.linalg.LinAlgError:  # the level does not determine every cell
+                schur = np.array(
+                    [
+                        diag[z]
+                        - np.einsum(
+                            "ij,ji->i",
+                            hess[np.ix_(z, c)],
+                            _solve_or_lstsq(hess[np.ix_(c, c)], hess[np.ix_(c, z)]),
+                        )
+                        for z, c in zip(zero, sc, strict=True)
+                    ]
+                ).reshape(zero.shape)
+        for (key, _, _), row in zip(members, schur, strict=True):
+            schurs[key] = row
+    out = []
+    done: dict[bytes, np.ndarray] = {}
+    for kid in child_supports:
+        key = kid.tobytes()
+        if key in done:
+            out.append(done[key].copy())
             continue
         free = np.zeros(support.size)
-        seen[pattern] = free
-        inside = np.isin(support, kid)
-        zero = np.flatnonzero(~inside)
-        sc = np.flatnonzero(inside)
-        if zero.size == 0:
-            out.append(free)
-            continue
-        schur = diag[zero].copy()
-        if sc.size:
-            h_zs = hess[np.ix_(zero, sc)]
-            h_ss = hess[np.ix_(sc, sc)]
-            try:
-                solved = scipy.linalg.solve(h_ss, h_zs.T, assume_a="pos", check_finite=False)
-            except np.linalg.LinAlgError:  # the level does not determine every cell
-                solved = scipy.linalg.lstsq(h_ss, h_zs.T, check_finite=False)[0]
-            schur -= np.einsum("ij,ji->i", h_zs, solved)
-        own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
-        value = (1.0 - 1.0 / n) * own if n > 1 else np.zeros(zero.size)
-        if parent_diag is not None:
-            value = value + parent_diag[zero] / (n * n)
-        free[zero] = value
+        done[key] = free
+        zero = empty_of[key]
+        if zero.size:
+            schur = schurs[key]
+            own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
+            value = (1.0 - 1.0 / n) * own if n > 1 else np.zeros(zero.size)
+            if parent_diag is not None:
+                value = value + parent_diag[zero] / (n * n)
+            free[zero] = value
         out.append(free)
     return out
+
+
+def _solve_or_lstsq(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """matrix⁻¹ rhs for a positive definite matrix, by least squares where it is singular."""
+    try:
+        return scipy.linalg.solve(matrix, rhs, assume_a="pos", check_finite=False)
+    except np.linalg.LinAlgError:
+        return scipy.linalg.lstsq(matrix, rhs, check_finite=False)[0]
 
 
 def family_covariances(
