@@ -30,11 +30,20 @@ persons (``benchmarks/app_metrics.py``, docs/topdown.md "Known limitations")."""
 ANSWERS_PER_CELL = 1.3
 """Query answer cells per histogram cell of a geounit (the production query set: ≈ 2,600 answer
 cells over 2,016 histogram cells)."""
-PREDICTION_BYTES_PER_BLOCK_2016 = 300e3
-PREDICTION_SECONDS_PER_BLOCK_2016 = 0.006
-"""The app's predicted-vs-measured table (issue 19) on the 2,016-cell schema: +6.9 GB and 141 s at
-1,000,000 persons (23,133 blocks; ``benchmarks/app_metrics.py --persons 1e6``, a loaded machine),
-scaled here in proportion to blocks × cells. The CLI does not compute it."""
+PREDICTION_PROFILE_BYTES_PER_BLOCK_CELL = 9.0
+PREDICTION_PROFILE_SECONDS_PER_BLOCK_2016 = 1.3e-4
+"""The app's predicted-vs-measured table (issue 19), first its count profile of the run's spine
+(every geounit's true counts): +419 MB and 3.1 s at 1,000,000 persons (23,133 blocks, 2,016
+cells; the prediction step of ``benchmarks/app_metrics.py``, measured alone in a forked child)."""
+PREDICTION_SAMPLED_GB_2016 = 0.5
+PREDICTION_SAMPLED_SECONDS_2016 = 8.0
+PREDICTION_SAMPLED_FULL_BLOCKS = 23_133
+"""Then the prediction itself, evaluated on a sample of whole families of at most
+``phexplore.prediction.RUN_TABLE_MAX_UNITS`` geounits per level, so bounded: +485 MB and 8.0 s at
+1,000,000 persons (the dense model: the largest family exceeds the support model's limit), +168 MB
+and 1.3–1.9 s at 100,000 (support model); the time taken to grow with blocks up to the 1e6 size,
+the memory as the bound throughout (an over-estimate for small runs). Before the sample the table
+took +6.9 GB and 141 s at 1,000,000 persons. The CLI does not compute it."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
 
@@ -76,6 +85,13 @@ def estimate_topdown_cost(
         + TABLE_BYTES_PER_ROW * kept_rows / 1e9
     )
     if prediction:
-        seconds += PREDICTION_SECONDS_PER_BLOCK_2016 * n_blocks * scale
-        gigabytes += PREDICTION_BYTES_PER_BLOCK_2016 * n_blocks * scale / 1e9
+        sampled = min(1.0, n_blocks / PREDICTION_SAMPLED_FULL_BLOCKS)
+        seconds += (
+            PREDICTION_PROFILE_SECONDS_PER_BLOCK_2016 * n_blocks * scale
+            + PREDICTION_SAMPLED_SECONDS_2016 * sampled * scale
+        )
+        gigabytes += (
+            PREDICTION_PROFILE_BYTES_PER_BLOCK_CELL * n_blocks * n_cells / 1e9
+            + PREDICTION_SAMPLED_GB_2016 * scale
+        )
     return RunCost(seconds=seconds, gigabytes=gigabytes)

@@ -261,8 +261,9 @@ def _answer_sums(
     )
 
 
-CHUNK_ELEMENTS = 4_000_000
-"""Units × columns per chunk of :func:`level_corrections` (its stacked arrays stay ~300 MB)."""
+CHUNK_ELEMENTS = 1_000_000
+"""Units × columns per chunk of :func:`level_corrections`: its stacked arrays (the ~9 unit × cell
+arrays and their sums into answer cells) stay below ~200 MB."""
 
 
 def level_corrections(
