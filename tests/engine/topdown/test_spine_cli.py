@@ -21,7 +21,7 @@ _spec.loader.exec_module(toy)  # type: ignore[union-attr]
 @pytest.fixture
 def toy_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Serve the toy state as ``--data toy`` and write a two-ward entity CSV."""
-    monkeypatch.setattr(run_stages, "load", lambda spec: toy.toy_histogram())
+    monkeypatch.setattr(run_stages, "load", lambda spec, executor=None: toy.toy_histogram())
     csv = tmp_path / "wards.csv"
     rows = [f"{toy.BLOCK_IDS[i]},{'w1' if i < 5 else 'w2'},wards" for i in (2, 3, 4, 5, 6, 7)]
     rows += [f"{toy.BLOCK_IDS[i]},City,city" for i in (2, 3, 4, 5, 6, 7)]
