@@ -13,7 +13,11 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    ``--max-children``): the engine's least squares of one family alone, the previous solver path
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
-   relative difference of objectives;
+   relative difference of objectives; and, since the engine solves many small families at once
+   (``engine.topdown.family_batch``), WHOLE BATCHES: for ``--sample`` random families per level
+   the unit of work that holds each is solved by the production path at once, and every family
+   of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
+   cvxpy's seconds per family on the same families);
 5. with ``--baseline``, the whole run again with the previous solver path, in the same
    subprocess (seconds per level before/after on the same machine state).
 
@@ -390,9 +394,10 @@ def one_size(
 
     estimation_module.estimate_batch = recording
     try:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = run_module.run_topdown(hist, allocation, seed=seed)
         run_s = time.perf_counter() - t0
+        run_cpu_s = time.process_time() - c0
     finally:
         estimation_module.estimate_batch = original
     peak_run = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
@@ -400,10 +405,11 @@ def one_size(
     if baseline:
         # The same run with the previous solver path (Clarabel for every 2,016-cell family).
         with _previous_path():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             before = run_module.run_topdown(hist, allocation, seed=seed)
             previous = {
                 "run_s": time.perf_counter() - t0,
+                "run_cpu_s": time.process_time() - c0,
                 "level_s": {k: v for k, v in before.timings.items() if k in LEVELS},
                 "least_squares_cpu_s": before.timings.get("least_squares_cpu", 0.0),
                 "rounding_cpu_s": before.timings.get("rounding_cpu", 0.0),
@@ -432,6 +438,9 @@ def one_size(
         "generate_s": generate_s,
         "load_s": load_s,
         "run_s": run_s,
+        # CPU seconds of the run (one worker: the process's own work, less sensitive than wall
+        # time to other jobs on a shared machine)
+        "run_cpu_s": run_cpu_s,
         "end_to_end_s": load_s + run_s,
         "level_s": {k: v for k, v in result.timings.items() if k in LEVELS},
         "measurement_s": result.timings.get("measurement", 0.0),

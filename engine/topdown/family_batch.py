@@ -58,6 +58,13 @@ GROUP_SPREAD = 1.25
 matrices cost (children × cells³) and are padded to the largest (one group of a whole batch, padded
 to its one 110-cell family, spent 4/5 of its time inverting padding)."""
 
+HELD_PASSES_ONLY = True
+"""Take only passes that hold an earlier pass (bands: the second pass of a tract's block groups).
+Without bands — the single pass of a small block group's blocks — ADMM was as fast or faster
+(1e5 persons, the 5 block families of ≤ 8 blocks: 3.0 ms per family against 3.1–4.1 ms, CPU);
+with the TOTAL band of every child active, ADMM's polish needs several attempts (the rows repeat
+the coupling) and the batched path is twice as fast."""
+
 POLISH_FROM = 1e-3
 """Interior-point accuracy from which every iterate is polished (exact active-set solve, then
 active-set corrections); a verified family leaves the iteration."""
@@ -265,7 +272,7 @@ def solve_small_families(
     solved ``(F,)``); rows of families not solved are 0 (the caller solves them otherwise)."""
     x = np.zeros((batch.n_children, batch.n_cells))
     solved = np.zeros(batch.n_families, dtype=bool)
-    if not covered(batch, pass_queries):
+    if not covered(batch, pass_queries) or (HELD_PASSES_ONLY and not bands):
         return x, solved
     candidates = np.flatnonzero(small_families(batch))
     reduced: list[_Small] = []

@@ -43,10 +43,12 @@ def _assert_feasible(batch: FamilyBatch, x: np.ndarray, bands) -> None:
 @pytest.mark.parametrize("seed", [21, 22, 23])
 @pytest.mark.parametrize("bounds", [False, True])
 @pytest.mark.parametrize("with_bands", [False, True])
-def test_objectives_match_cvxpy_with_every_constraint(seed, bounds, with_bands):
+def test_objectives_match_cvxpy_with_every_constraint(seed, bounds, with_bands, monkeypatch):
     batch = make_batch(seed, bounds=bounds, n_families=4)
     assert family_batch.small_families(batch).all()
     bands = _bands(batch) if with_bands else []
+    if not with_bands:
+        monkeypatch.setattr(family_batch, "HELD_PASSES_ONLY", False)
     x, solved = family_batch.solve_small_families(batch, PASS, bands)
     assert solved.all()
     _assert_feasible(batch, x, bands)
@@ -73,6 +75,16 @@ def test_batched_equals_one_family_at_a_time_and_is_deterministic():
         alone, ok = family_batch.solve_small_families(one, PASS, one_bands)
         assert ok.all()
         assert alone == pytest.approx(x[rows], abs=1e-6)
+
+
+def test_passes_without_bands_are_left_to_admm():
+    batch = make_batch(29, bounds=True, n_families=2)
+    _x, solved = family_batch.solve_small_families(batch, PASS, [])
+    assert not solved.any()  # HELD_PASSES_ONLY: the single pass of leaf families stays with ADMM
+    reference = solve_pass(batch, PASS, method="clarabel")
+    assert solve_pass(batch, PASS, method="small").objective == pytest.approx(
+        reference.objective, rel=1e-6
+    )
 
 
 def test_families_are_grouped_by_size():
