@@ -174,7 +174,12 @@ def bench_topdown(
         level = "/".join(sorted(set(tree.level_names[kids])))
         families[level] = families.get(level, 0) + int(parents.size)
     level_s = {k: float(v) for k, v in r_spark.timings.items() if k in families}
-    where = f"County {county}" if county else "whole state"
+    if county:
+        where = f"County {county}"
+    elif data == "population":
+        where = "every generated state"
+    else:
+        where = "whole state"
     return {
         "engine": "topdown",
         "data": f"{label} {preset_name}, {where} ({hist.n_blocks:,} blocks)",
