@@ -287,11 +287,11 @@ def _header_line(path: Path) -> str:
 def _recoded(
     spark: SparkSession, path: Path, fn: Callable[..., Iterator[pa.RecordBatch]]
 ) -> tuple[DataFrame, pa.Table]:
-    """Run the recode over the file's lines; ``(persisted sums, the sums collected)``.
+    """Run the recode over the file's lines; ``(persisted sums, the rows that are not cells)``.
 
     The sums are one row per (block, cell) with persons (kind :data:`CELLS`), one per batch with
     problems and one per file split with its number of lines: the batches are added up by
-    ``groupBy``, so what comes back is an aggregate, never the person rows."""
+    ``groupBy``. Only the few rows of problems and split lengths are collected here."""
     from pyspark.sql import functions as F
 
     lines = _text_frame(spark, path)
@@ -306,7 +306,7 @@ def _recoded(
         .agg(F.sum("count").alias("count"))
         .persist()
     )
-    return grouped, grouped.toArrow()
+    return grouped, grouped.filter(F.col("kind") != CELLS).toArrow()
 
 
 def _split_offsets(table: pa.Table) -> dict[int, int]:
@@ -360,9 +360,8 @@ def _raise_problems(table: pa.Table, file: str, generated: bool) -> None:
     raise DataValidationError(problems, summary=data["summary"])
 
 
-def _block_cells(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _block_cells(cells: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(sorted 15-digit block ids, block index, cell, count)`` of the collected cells."""
-    cells = table.filter(pc.equal(table["kind"], CELLS))
     block = cells["block"].to_numpy()
     ids, index = np.unique(block, return_inverse=True)
     text = pc.utf8_lpad(pc.cast(pa.array(ids), pa.string()), width=15, padding="0")
@@ -417,9 +416,8 @@ def read_person_records(
         layout = csv_layout(_header_line(path), COLUMNS, label=path.name)
         grouped, table = _recoded(spark, path, _recode_ppmf(layout))
         _raise_problems(table, path.name, generated=False)
-        if block_filter:
-            table = _filtered_table(table, block_filter)
-        blocks, index, cell, count = _block_cells(table)
+        held = SparkBlockCells(grouped, block_filter)
+        blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = ppmf_histogram(blocks, index, cell, count)
     elif kind == "generated":
         from engine.data.generated import PPMF_TYPES, _find, generated_histogram
@@ -433,11 +431,12 @@ def read_person_records(
             raise ValidationError(f"{persons} lacks column(s) {missing}")
         grouped, table = _recoded(spark, persons, _recode_generated(persons.name, header))
         _raise_problems(table, persons.name, generated=True)
-        blocks, index, cell, count = _block_cells(table)
+        held = SparkBlockCells(grouped)  # every block: the frame's persons are checked
+        blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = generated_histogram(path, manifest, blocks, index, cell, count)
     else:
         raise ValueError(f"unknown person-record format {kind!r}")
-    hist.extra[SPARK_CELLS] = SparkBlockCells(grouped, block_filter if kind == "ppmf" else None)
+    hist.extra[SPARK_CELLS] = held
     hist.extra.update(extra or {})
     return hist
 
@@ -459,21 +458,6 @@ class SparkBlockCells:
 
     def release(self) -> None:
         self.frame.unpersist()
-
-
-def _filtered_table(table: pa.Table, block_filter: Mapping[str, Any]) -> pa.Table:
-    """The collected cells of the blocks inside ``--filter`` (other rows dropped too)."""
-    from engine.data.geography import ID_LENGTHS
-
-    length = ID_LENGTHS.get(str(block_filter.get("level")))
-    units = [str(u).strip() for u in block_filter.get("units", ())]
-    if length is None or not units or not all(u.isdigit() and len(u) == length for u in units):
-        return table
-    scale = 10 ** (15 - length)
-    unit = np.asarray(table["block"].to_numpy()) // scale
-    keep = np.isin(unit, np.array([int(u) for u in units], dtype=np.int64))
-    keep &= table["kind"].to_numpy() == CELLS
-    return table.filter(pa.array(keep))
 
 
 def block_node_cells(

@@ -45,7 +45,9 @@ def _spec(source: Path | str, **data: Any) -> RunSpec:
 def _same_histogram(local: Any, spark: Any) -> None:
     from engine.spark.persons import SPARK_CELLS
 
-    assert spark.extra.pop(SPARK_CELLS, None) is not None
+    held = spark.extra.pop(SPARK_CELLS, None)
+    assert held is not None
+    held.release()  # unpersist: the tests share one session
     assert spark.geography.equals(local.geography)
     assert list(spark.geography.dtypes) == list(local.geography.dtypes)
     assert spark.is_sparse and (spark.sparse_counts != local.sparse_counts).nnz == 0
