@@ -416,6 +416,10 @@ def read_person_records(
         layout = csv_layout(_header_line(path), COLUMNS, label=path.name)
         grouped, table = _recoded(spark, path, _recode_ppmf(layout))
         _raise_problems(table, path.name, generated=False)
+        if SparkBlockCells(grouped).cells().limit(1).count() == 0:  # as the local reader says
+            raise DataValidationError(
+                [Problem(path.name, "the file has a header but no data rows")]
+            )
         held = SparkBlockCells(grouped, block_filter)
         blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = ppmf_histogram(blocks, index, cell, count)

@@ -135,6 +135,7 @@ BAD_PPMF = {
     "rtype_without_gq": lambda ls: _set_field(ls, 9, 7, "5"),
     "header_again": lambda ls: ls.__setitem__(20, ls[0]),
     "bad_block_group": lambda ls: _set_field(ls, 30, 5, "x"),
+    "header_only": lambda ls: ls.__delitem__(slice(1, None)),
 }
 
 
@@ -143,7 +144,7 @@ BAD_PPMF = {
 def test_bad_ppmf_same_messages(spark, tmp_path: Path, case: str) -> None:
     spec = _spec(_bad_copy(tmp_path, f"{case}.csv", BAD_PPMF[case]))
     local = _message(lambda: load(spec))
-    assert "row" in local
+    assert "row" in local or case == "header_only"
     assert _message(lambda: load(spec, _Spark(spark))) == local
 
 
