@@ -43,6 +43,7 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
     from engine.metrics import epl_table, mae_table
     from engine.metrics.prediction import prediction_table
     from engine.topdown.profile import tree_profile
+    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     tidy = result.to_tidy()
     epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
@@ -55,7 +56,8 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
         tidy, n_boot=epl_boot, rng=stages.bootstrap_rng(spec.seed), settings=settings
     )
     profile, _ = tree_profile(result.tree, hist, "run")
-    predicted = prediction_table(profile, measured.allocation, tidy)
+    # the app's sample of families per level (RUN_TABLE_MAX_UNITS), so the tables compare
+    predicted = prediction_table(profile, measured.allocation, tidy, max_units=RUN_TABLE_MAX_UNITS)
     if predicted is not None:
         tables["prediction"] = predicted
     payload = stages.metrics_payload(
@@ -86,7 +88,16 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
     assert app.tables["epl"].attrs == dense_tables["epl"].attrs
     for payload in (app.payload, sparse.payload):
         _assert_same(dense, payload)
-    columns = ["geolevel", "query", "sigma", "predicted_rmse", "measured_rmse", "ratio"]
+    columns = [
+        "geolevel",
+        "query",
+        "sigma",
+        "predicted_rmse",
+        "measured_rmse",
+        "ratio",
+        "units",
+        "units_evaluated",
+    ]
     pd.testing.assert_frame_equal(  # NaN ratios where the measured RMSE is 0
         pd.DataFrame(app.payload["prediction"]),
         pd.DataFrame(dense_tables["prediction"][columns].to_dict("records")),
