@@ -220,3 +220,40 @@ def test_a_one_county_state_predicts_state_and_county_alike() -> None:
             > 2 * without.row("State", q).post_processed_rmse
         )
     assert with_term.row("County", "TOTAL").post_processed_rmse < 1e-3
+
+
+def test_low_rank_factors_reproduce_the_dense_coupling() -> None:
+    """[H_SE; C_E] = L R and H_SS (the root term's solve against L's few hundred columns
+    instead of every empty cell) equal the dense Gram blocks exactly."""
+    from phexplore.prediction.root_clipping import (
+        _constraint_rows,
+        _coupling_factors,
+        _gram,
+        _indicators,
+        _populated_gram,
+    )
+
+    rng = np.random.default_rng(3)
+    n_cells = 60
+    cells = np.arange(n_cells)
+    answer_index = {
+        "TOTAL": np.zeros(n_cells, dtype=np.int64),
+        "A": cells % 3,
+        "B": cells // 6,
+        "AB": (cells % 3) * 10 + cells // 6,
+        "DETAILED": cells,
+    }
+    populated = np.sort(rng.choice(n_cells, 25, replace=False))
+    empty = np.setdiff1d(cells, populated)
+    weight = {"A": 0.7, "B": 1.9, "AB": 0.3, "DETAILED": 2.5}
+    parts = {q: _indicators(answer_index[q], populated, empty) for q in weight}
+    cons_s, cons_e = _constraint_rows(["TOTAL"], answer_index, populated, empty)
+    left, right = _coupling_factors(parts, weight, cons_e, answer_index, populated, empty)
+    dense = np.vstack([_gram(parts, weight, "SE"), cons_e])
+    np.testing.assert_allclose((left @ right).toarray(), dense, rtol=1e-15, atol=0)
+    assert left.shape[1] < empty.size  # DETAILED couples nothing: fewer columns than cells
+    np.testing.assert_array_equal(
+        _populated_gram([answer_index[q][populated] for q in weight], weight.values()),
+        _gram(parts, weight, "SS"),
+    )
+    assert cons_s.shape[0] == 1
