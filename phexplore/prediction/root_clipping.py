@@ -173,25 +173,31 @@ def root_clipping(
     left, right = _coupling_factors(parts, weight, cons_e, answer_index, populated, empty)
     left_t = left.T.toarray()
     right_t = right.T.tocsr()
-    couple = np.ascontiguousarray((right_t @ left_t).T)  # [H_SE; C_E]
-    k_left = _solve(kkt, left_t.T)  # K⁻¹ L
-    solved = np.ascontiguousarray((right_t @ np.ascontiguousarray(k_left.T)).T)  # K⁻¹ [H_SE; C_E]
+    # the E × (populated + invariants) transposes, row-major: products with the sparse R stay
+    # fast and nothing large is transposed
+    couple_t = right_t @ left_t  # [H_SE; C_E]ᵀ
+    k_left = _kkt_solve(h_ss, cons_s, kkt, left_t.T)  # K⁻¹ L
+    solved_t = right_t @ np.ascontiguousarray(k_left.T)  # (K⁻¹ [H_SE; C_E])ᵀ
     gram_small = np.asarray(left.T @ k_left)  # Lᵀ K⁻¹ L
-    move = solved[:n_s]  # M: S × E
+    move_t = solved_t[:, :n_s]  # Mᵀ: E × S
     h_diag = sum(weight.values())  # every cell is in one answer of each query: (A_qᵀA_q)_ii = 1
-    diag = h_diag - np.einsum("ji,ji->i", couple, solved)
-    stacked_e = scipy.sparse.vstack([parts[q][1] for q in measured], format="csr")
+    diag = h_diag - np.einsum("ij,ij->i", couple_t, solved_t)
+    # Σ v = H_EE v − Rᵀ (Lᵀ K⁻¹ L) R v = Qᵀ D Q v with Q = [A_E (every query); R]
+    stacked = scipy.sparse.vstack([parts[q][1] for q in measured] + [right], format="csr")
+    stacked_t = stacked.T.tocsr()
+    n_h = stacked.shape[0] - right.shape[0]
     stacked_w = np.concatenate([np.full(parts[q][3], weight[q]) for q in measured])
 
     def schur_times(v: np.ndarray) -> np.ndarray:
-        out = stacked_e.T @ (stacked_w * (stacked_e @ v))  # H_EE v
-        return out - right_t @ (gram_small @ (right @ v))
+        y = stacked @ v
+        return stacked_t @ np.concatenate([stacked_w * y[:n_h], -(gram_small @ y[n_h:])])
 
     if exact_noise:
         var_r = np.maximum(diag, 0.0)
     else:  # r = g_E − Mᵀ g_S: Var r_i from the noise's own covariance
         n_se = _gram(parts, noise, "SE")
         n_ss = _gram(parts, noise, "SS")
+        move = move_t.T
         cross = np.einsum("ji,ji->i", move, n_se)
         quad = np.einsum("ji,ji->i", move, n_ss @ move)
         var_r = np.maximum(sum(noise.values()) - 2.0 * cross + quad, 0.0)
@@ -199,7 +205,8 @@ def root_clipping(
     live = diag > 1e-9 * top  # a cell the root does not determine is not modelled
     mean, second, lifted = _mean_field(schur_times, diag, var_r, live)
     var = np.maximum(second - mean * mean, 0.0)
-    shift = move @ mean  # the populated cells' mean move
+    shift = mean @ move_t  # the populated cells' mean move
+    k_populated = np.ascontiguousarray(k_left[:n_s])
     bias: dict[str, np.ndarray] = {}
     variance: dict[str, np.ndarray] = {}
     rounding: dict[str, np.ndarray] = {}
@@ -216,13 +223,14 @@ def root_clipping(
             (np.ones(populated.size), (local, np.arange(populated.size))),
             shape=(touched.size, populated.size),
         )
-        am = np.asarray(gather @ move)  # (A_q,S M) on the answers S touches
+        # (A_q,S M)ᵀ = Rᵀ (A_q,S K⁻¹ L)ᵀ on the answers S touches
+        am_t = right_t @ np.ascontiguousarray((gather @ k_populated).T)
         var_q = np.bincount(idx_e, weights=var, minlength=n_ans)
-        var_q[touched] += (am * am) @ var
+        var_q[touched] += var @ (am_t * am_t)
         pos = np.searchsorted(touched, idx_e)
         hit = (pos < touched.size) & (touched[np.minimum(pos, touched.size - 1)] == idx_e)
         cols = np.flatnonzero(hit)
-        np.add.at(var_q, idx_e[cols], -2.0 * am[pos[cols], cols] * var[cols])
+        np.add.at(var_q, idx_e[cols], -2.0 * am_t[cols, pos[cols]] * var[cols])
         variance[q] = np.maximum(var_q, 0.0)
         rounding[q] = np.bincount(idx_e, weights=lifted / 6.0, minlength=n_ans)
     return RootClipping(
@@ -402,6 +410,39 @@ def _constraint_rows(
     if not rows_s:
         return np.zeros((0, populated.size)), np.zeros((0, empty.size))
     return np.vstack(rows_s), np.vstack(rows_e)
+
+
+def _kkt_solve(hess: np.ndarray, cons: np.ndarray, kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """K⁻¹ rhs for K = [[H, Cᵀ], [C, 0]] (``kkt``) through Cholesky factors when H and C H⁻¹ Cᵀ
+    are well-conditioned positive definite (x = Y − Z λ, λ = (C Z)⁻¹ (C Y − rhs_C) with
+    Y = H⁻¹ rhs_H and Z = H⁻¹ Cᵀ), else :func:`_solve` (LDLᵀ; least squares when singular)."""
+    n, width = hess.shape[0], rhs.shape[1]
+    try:
+        factor = _well_conditioned_cholesky(hess)
+        both = scipy.linalg.cho_solve(factor, np.hstack([rhs[:n], cons.T]), check_finite=False)
+        y, z = both[:, :width], both[:, width:]
+        if cons.shape[0] == 0:
+            out = y
+        else:
+            schur = _well_conditioned_cholesky(cons @ z)
+            lam = scipy.linalg.cho_solve(schur, cons @ y - rhs[n:], check_finite=False)
+            out = np.vstack([y - z @ lam, lam])
+        if np.all(np.isfinite(out)):
+            return out
+    except (np.linalg.LinAlgError, ValueError):
+        pass
+    return _solve(kkt, rhs)
+
+
+def _well_conditioned_cholesky(matrix: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``scipy.linalg.cho_factor`` of a positive definite matrix; LinAlgError when it is not or
+    its condition number (bounded below by the squared ratio of the factor's diagonal) passes
+    1e10 (the caller then solves the system otherwise)."""
+    factor = scipy.linalg.cho_factor(matrix, check_finite=False)
+    pivots = np.abs(np.diag(factor[0]))
+    if pivots.size and (pivots.min() <= 0 or (pivots.max() / pivots.min()) ** 2 > 1e10):
+        raise np.linalg.LinAlgError("ill-conditioned")
+    return factor
 
 
 def _solve(kkt: np.ndarray, rhs: np.ndarray) -> np.ndarray:
