@@ -17,12 +17,13 @@ blocks (1,000,000 persons, median of 3) and 416.6 s / 292,120 blocks (10,000,000
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
-BYTES_PER_BLOCK_CELL = 2.0
+BYTES_PER_BLOCK_CELL = 1.8
 """Peak bytes per (block × cell) of a run whose blocks are loaded sparse (generated populations,
 PPMF; docs/topdown.md "Sparse block histograms from the file"): the CLI peaked at 0.39–0.40 GiB
 on 23,133 blocks × 2,016 cells (1,000,000 persons): 0.43 GB, 0.08 GB over :data:`BASE_GB` = 1.7
-bytes; rounded up to 2.0 for the per-level arrays that grow with geounits. Before the sparse loader the dense block
-histogram (int64) made it 9.6 bytes (0.72 GiB at 1,000,000 persons, 5.58 GiB at 10,000,000)."""
+bytes; the 10,000,000-person benchmark (292,120 blocks) at 1.11 GiB = 1.19 GB, 1.4 bytes. Before
+the sparse loader the dense block histogram (int64) made it 9.6 bytes (0.72 GiB at 1,000,000
+persons, 5.58 GiB at 10,000,000)."""
 TABLE_BYTES_PER_ROW = 330.0
 """Bytes per row of the dense comparison table (geounit × query cell) the app keeps, with the
 tables built beside it: the app's metrics stage took +494 MB for 1,508,590 kept rows at 100,000
