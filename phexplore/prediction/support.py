@@ -105,6 +105,11 @@ def answer_indices(
     return {q: cell_index(parse_marginal(q, attributes), attributes) for q in queries}
 
 
+PREPARED_CACHE_BYTES = 256 * 2**20
+"""Memory the support cache keeps for :class:`PreparedFamily` entries (cleared when full): an
+edit of a level's shares reuses those of every level below it."""
+
+
 @dataclass
 class SupportCache:
     """Budget-independent structure of one profile (answer indices, per-support algebras) and the
@@ -118,6 +123,10 @@ class SupportCache:
     derived: dict[tuple[object, ...], Any] = field(default_factory=dict)
     levels: dict[tuple[object, ...], dict[int, FamilyCovariance]] = field(default_factory=dict)
     """Per :meth:`level_keys` key, one level's families normalised by that level's t_k."""
+    prepared: dict[tuple[object, ...], PreparedFamily] = field(default_factory=dict)
+    """Per family (design up to scale, supports), what its covariances need besides the
+    parent's covariance (:func:`prepare_child_covariances`), at most PREPARED_CACHE_BYTES."""
+    prepared_bytes: int = 0
 
     def algebra(self, support: np.ndarray) -> SupportAlgebra:
         key = support.tobytes()
@@ -193,14 +202,26 @@ class SupportCache:
     ) -> list[np.ndarray]:
         """:func:`child_support_covariances` of the normalised design, rescaled (the parent's
         covariance is scaled by the same t, so the result is exactly the design's)."""
-        _, normalised, t = design_key(design)
-        covs = child_support_covariances(
-            supports,
-            parent_support,
-            None if parent_cov is None else parent_cov * t,
-            normalised,
-            self.answer_index,
+        key, normalised, t = design_key(design)
+        prepared_key = (
+            key,
+            None if parent_support is None else parent_support.tobytes(),
+            tuple(s.tobytes() for s in supports),
+            parent_cov is not None,
         )
+        prepared = self.prepared.get(prepared_key)
+        if prepared is None:
+            prepared = prepare_child_covariances(
+                supports, parent_support, parent_cov is not None, normalised, self.answer_index
+            )
+            size = prepared.nbytes
+            if size <= PREPARED_CACHE_BYTES:
+                if self.prepared_bytes + size > PREPARED_CACHE_BYTES:
+                    self.prepared.clear()
+                    self.prepared_bytes = 0
+                self.prepared[prepared_key] = prepared
+                self.prepared_bytes += size
+        covs = prepared.finish(None if parent_cov is None else parent_cov * t)
         return [c / t for c in covs]
 
 
@@ -463,19 +484,93 @@ def child_support_covariances(
     whose Hessian is singular otherwise is solved from the full KKT system (pseudo-inverse).
     Errors are tracked as linear maps of the independent sources (each pass's noise, D_p).
     Returns, per child, the covariance on its support."""
+    prepared = prepare_child_covariances(
+        supports, parent_support, parent_cov is not None, design, answer_index
+    )
+    return prepared.finish(parent_cov)
+
+
+@dataclass(frozen=True)
+class PreparedFamily:
+    """What :func:`child_support_covariances` computes before it uses the parent's covariance
+    (the maps of every error source depend only on the family's supports and design; the
+    parent's covariance enters only as the covariance of one source, D_p): an edit of a level's
+    shares changes its children's parent covariances, not these, so
+    :meth:`SupportCache.child_covariances` keeps them and :meth:`finish` gives the same
+    numbers as the whole computation."""
+
+    kind: str
+    """"empty" (no variables), "copy" (an only child on its parent's cells), "last" (the
+    last pass's blocks, :func:`_last_pass_blocks`) or "general" (:func:`_child_blocks`)."""
+    n_children: int
+    spans: tuple[tuple[int, int], ...] = ()
+    inv_blocks: tuple[np.ndarray, ...] = ()
+    e_blocks: tuple[np.ndarray, ...] = ()
+    touched: tuple[np.ndarray, ...] = ()
+    w_plus: np.ndarray | None = None
+    terms: tuple[tuple[str, np.ndarray | None], ...] = ()
+    """"last": per source, in order, Z_s C_s Z_sᵀ (None for the parent: Z_p, below)."""
+    parent_map: np.ndarray | None = None
+    maps: Mapping[str, np.ndarray] = field(default_factory=dict)
+    source_cov: Mapping[str, np.ndarray] = field(default_factory=dict)
+    source_blocks: Mapping[str, Sequence[np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [*self.inv_blocks, *self.e_blocks, *self.touched, *self.maps.values()]
+        arrays += [a for _, a in self.terms if a is not None]
+        arrays += [a for a in (self.w_plus, self.parent_map) if a is not None]
+        return int(sum(a.nbytes for a in arrays))
+
+    def finish(self, parent_cov: np.ndarray | None) -> list[np.ndarray]:
+        """Per child, the covariance on its support given the parent's ``parent_cov``."""
+        if self.kind == "empty":
+            return [np.zeros((0, 0)) for _ in range(self.n_children)]
+        if self.kind == "copy":
+            assert parent_cov is not None
+            return [np.array(parent_cov, dtype=np.float64)]
+        if self.kind == "general":
+            source_cov = dict(self.source_cov)
+            if "parent" in self.maps:
+                assert parent_cov is not None
+                source_cov["parent"] = parent_cov
+            return _child_blocks(self.maps, source_cov, self.source_blocks, self.spans, None)
+        assert self.w_plus is not None
+        middle = -self.w_plus
+        for _, term in self.terms:
+            if term is None:
+                assert parent_cov is not None and self.parent_map is not None
+                z = self.parent_map
+                term = (z @ parent_cov) @ z.T
+            middle = middle + term
+        return [
+            blk + e_c.T @ middle[np.ix_(rows_c, rows_c)] @ e_c
+            for blk, e_c, rows_c in zip(self.inv_blocks, self.e_blocks, self.touched, strict=True)
+        ]
+
+
+def prepare_child_covariances(
+    supports: Sequence[np.ndarray],
+    parent_support: np.ndarray | None,
+    has_parent_cov: bool,
+    design: LevelDesign,
+    answer_index: Mapping[str, np.ndarray],
+) -> PreparedFamily:
+    """Everything of :func:`child_support_covariances` that does not use the parent's
+    covariance (only whether there is one)."""
     sizes = [int(x.size) for x in supports]
     n = int(sum(sizes))
     if n == 0:
-        return [np.zeros((0, 0)) for _ in supports]
+        return PreparedFamily("empty", len(supports))
     if (
         len(supports) == 1
         and parent_support is not None
-        and parent_cov is not None
+        and has_parent_cov
         and np.array_equal(supports[0], parent_support)
     ):
         # an only child populating its parent's cells: summing to the parent fixes every one
         # of its variables, whatever the passes — it copies the parent, error and all
-        return [np.array(parent_cov, dtype=np.float64)]
+        return PreparedFamily("copy", 1)
     cells = np.concatenate(supports)
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     rows_cache: dict[str, np.ndarray] = {}
@@ -501,8 +596,7 @@ def child_support_covariances(
         parent_rows[np.searchsorted(parent_support, cells), np.arange(n)] = 1.0
     source_cov: dict[str, np.ndarray] = {}
     source_blocks: dict[str, list[np.ndarray]] = {}  # block-diagonal sources (a pass's noise)
-    if parent_rows is not None and parent_cov is not None:
-        source_cov["parent"] = parent_cov
+    has_parent = parent_rows is not None and has_parent_cov
     # per earlier pass: the held queries' answer rows and their error maps (source -> matrix)
     held: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
     final: dict[str, np.ndarray] = {}
@@ -515,7 +609,7 @@ def child_support_covariances(
             centre = np.eye(m) - np.full((m, m), 1.0 / max(m, 1))
             maps = {name: centre}
             source_cov[name] = np.eye(m) * design.noise_variance["TOTAL"]
-            if "parent" in source_cov and parent_rows is not None:
+            if has_parent and parent_rows is not None:
                 maps["parent"] = np.full((m, parent_rows.shape[0]), 1.0 / max(m, 1))
             if parent_rows is not None and m > 1:
                 # Σ_c t_c is the parent's total, which the parent rows hold already: drop one
@@ -540,7 +634,7 @@ def child_support_covariances(
         if parent_rows is not None:
             blocks.append(parent_rows)
             # the parent's rows carry its error as is (None: the identity map)
-            rhs.append({"parent": None} if "parent" in source_cov else {})
+            rhs.append({"parent": None} if has_parent else {})
         for q in design.invariants:
             blocks.append(rows(q))
             rhs.append({})
@@ -587,7 +681,14 @@ def child_support_covariances(
             pass_rows = np.vstack([rows(q) for q in queries])
             held.append((pass_rows, {src: pass_rows @ mat for src, mat in maps.items()}))
         final = maps
-    return _child_blocks(final, source_cov, source_blocks, spans, None)
+    return PreparedFamily(
+        "general",
+        len(supports),
+        spans=tuple((int(a), int(b)) for a, b in spans),
+        maps=final,
+        source_cov=source_cov,
+        source_blocks=source_blocks,
+    )
 
 
 def _add_source_maps(
@@ -617,7 +718,7 @@ def _last_pass_blocks(
     rhs: Sequence[Mapping[str, np.ndarray | None]],
     source_cov: Mapping[str, np.ndarray],
     source_blocks: Mapping[str, Sequence[np.ndarray]],
-) -> list[np.ndarray]:
+) -> PreparedFamily:
     """Per child, the covariance after the last pass when its noise has covariance H (F H Fᵀ =
     F): with E_c the constraint rows child c enters (``cons`` is 0/1: a child's cells meet its
     parent cells, its own held answers and the invariants only) and e_c = E_c H_c⁻¹,
@@ -648,19 +749,31 @@ def _last_pass_blocks(
             term = part if mat is None else part @ mat
             maps[src] = maps[src] + term if src in maps else term
         at += block.shape[0]
-    middle = -w_plus
+    terms: list[tuple[str, np.ndarray | None]] = []
+    parent_map = None
     for src, z in maps.items():
+        if src == "parent":  # the parent's covariance: PreparedFamily.finish
+            terms.append((src, None))
+            parent_map = z
+            continue
         if src in source_blocks:
             left = np.empty_like(z)
             for (a, b), blk in zip(spans, source_blocks[src], strict=True):
                 left[:, a:b] = z[:, a:b] @ blk
         else:
             left = z @ source_cov[src]
-        middle = middle + left @ z.T
-    return [
-        blk + e_c.T @ middle[np.ix_(rows_c, rows_c)] @ e_c
-        for blk, e_c, rows_c in zip(inv_blocks, e_blocks, touched, strict=True)
-    ]
+        terms.append((src, left @ z.T))
+    return PreparedFamily(
+        "last",
+        len(inv_blocks),
+        spans=tuple((int(a), int(b)) for a, b in spans),
+        inv_blocks=tuple(inv_blocks),
+        e_blocks=tuple(e_blocks),
+        touched=tuple(touched),
+        w_plus=w_plus,
+        terms=tuple(terms),
+        parent_map=parent_map,
+    )
 
 
 def _child_blocks(

@@ -24,8 +24,10 @@ from phexplore.prediction.predict import level_budgets
 from phexplore.prediction.spine import SpineProfile, aggregate_counts, aggregate_zeros
 from phexplore.prediction.support import (
     SupportAlgebra,
+    SupportCache,
     answer_indices,
     child_support_covariances,
+    prepare_child_covariances,
 )
 
 SCHEMA = Schema("toy", (Attribute("VOTINGAGE", ("a", "b")), Attribute("RACEETH", ("x", "y", "z"))))
@@ -236,3 +238,41 @@ def test_an_only_child_copies_its_parent(passes: tuple[tuple[str, ...], ...]) ->
     np.testing.assert_array_equal(alone[0], parent_cov)
     np.testing.assert_allclose(general[0], parent_cov, rtol=1e-10, atol=1e-12)
     assert general[1].shape == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "passes",
+    [
+        (tuple(QUERIES),),
+        (("TOTAL",), tuple(QUERIES[1:])),
+        (("TOTAL", "VOTINGAGE"), ("RACEETH", "DETAILED")),
+    ],
+)
+def test_prepared_family_reused_with_a_new_parent_covariance(
+    passes: tuple[tuple[str, ...], ...],
+) -> None:
+    """What a family's covariances need besides its parent's covariance is prepared once and
+    reused when only the parent's covariance changes (an edit of the level above): the same
+    numbers as the whole computation, also through the cache (which rescales the design)."""
+    index = answer_indices(ATTRS, QUERIES)
+    design = _design(passes)
+    prepared = prepare_child_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, True, design, index)
+    assert prepared.nbytes > 0
+    cache = SupportCache(index)
+    scaled = LevelDesign(
+        {q: 3.0 * w for q, w in design.weight.items()},
+        {q: v / 3.0 for q, v in design.noise_variance.items()},
+        design.invariants,
+        design.passes,
+    )
+    for factor in (1.0, 0.3, 2.7):
+        parent_cov = _parent_cov() * factor + np.diag([0.0, 0.1, 0.0, 0.2]) * (factor - 1.0)
+        whole = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov, design, index)
+        cached = cache.child_covariances(scaled, CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov)
+        direct = child_support_covariances(
+            CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov, scaled, index
+        )
+        for a, b, c, d in zip(whole, prepared.finish(parent_cov), cached, direct, strict=True):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(c, d, rtol=1e-12, atol=1e-14)
+    assert len(cache.prepared) == 1
