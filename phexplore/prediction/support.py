@@ -123,9 +123,10 @@ class SupportCache:
     derived: dict[tuple[object, ...], Any] = field(default_factory=dict)
     levels: dict[tuple[object, ...], dict[int, FamilyCovariance]] = field(default_factory=dict)
     """Per :meth:`level_keys` key, one level's families normalised by that level's t_k."""
-    prepared: dict[tuple[object, ...], PreparedFamily] = field(default_factory=dict)
-    """Per family (design up to scale, supports), what its covariances need besides the
-    parent's covariance (:func:`prepare_child_covariances`), at most PREPARED_CACHE_BYTES."""
+    prepared: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    """Per family (design up to scale, supports), what its covariances and freed-cell variances
+    need besides the parent's covariance (:func:`prepare_child_covariances`,
+    :func:`freed_cell_parts`), at most PREPARED_CACHE_BYTES."""
     prepared_bytes: int = 0
 
     def algebra(self, support: np.ndarray) -> SupportAlgebra:
@@ -193,6 +194,38 @@ class SupportCache:
             self.derived[key] = compute()
         return self.derived[key]
 
+    def freed_cell_variances(
+        self,
+        support: np.ndarray,
+        child_supports: Sequence[np.ndarray],
+        design: LevelDesign,
+        parent_diag: np.ndarray | None,
+    ) -> list[np.ndarray]:
+        """:func:`freed_cell_variances`, its parent-independent part (:func:`freed_cell_parts`
+        of the normalised design) cached per design and supports with :attr:`prepared`."""
+        key, normalised, t = design_key(design)
+        parts_key = (
+            "freed",
+            key,
+            support.tobytes(),
+            tuple(c.tobytes() for c in child_supports),
+        )
+        parts = self.prepared.get(parts_key)
+        if parts is None:
+            parts = freed_cell_parts(support, child_supports, normalised, self.answer_index)
+            self._keep(parts_key, parts, sum(z.nbytes + v.nbytes for z, v in parts))
+        return finish_freed_cells(parts, parent_diag, t, support.size)
+
+    def _keep(self, key: tuple[object, ...], value: Any, size: int) -> None:
+        """Keep ``value`` in :attr:`prepared` within PREPARED_CACHE_BYTES (cleared when full)."""
+        if size > PREPARED_CACHE_BYTES:
+            return
+        if self.prepared_bytes + size > PREPARED_CACHE_BYTES:
+            self.prepared.clear()
+            self.prepared_bytes = 0
+        self.prepared[key] = value
+        self.prepared_bytes += size
+
     def child_covariances(
         self,
         design: LevelDesign,
@@ -214,13 +247,7 @@ class SupportCache:
             prepared = prepare_child_covariances(
                 supports, parent_support, parent_cov is not None, normalised, self.answer_index
             )
-            size = prepared.nbytes
-            if size <= PREPARED_CACHE_BYTES:
-                if self.prepared_bytes + size > PREPARED_CACHE_BYTES:
-                    self.prepared.clear()
-                    self.prepared_bytes = 0
-                self.prepared[prepared_key] = prepared
-                self.prepared_bytes += size
+            self._keep(prepared_key, prepared, prepared.nbytes)
         covs = prepared.finish(None if parent_cov is None else parent_cov * t)
         return [c / t for c in covs]
 
@@ -304,6 +331,23 @@ def freed_cell_variances(
     (the Schur complement of the child's information), shared in the family as the dense
     formula shares a cell — (1 − 1/n)·that + Var(parent cell)/n². Cells of the child's support
     get 0."""
+    return finish_freed_cells(
+        freed_cell_parts(support, child_supports, design, answer_index),
+        parent_diag,
+        1.0,
+        support.size,
+    )
+
+
+def freed_cell_parts(
+    support: np.ndarray,
+    child_supports: Sequence[np.ndarray],
+    design: LevelDesign,
+    answer_index: Mapping[str, np.ndarray],
+) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """What :func:`freed_cell_variances` computes before it uses the parent's variances: per
+    child, its empty cells of P and their (1 − 1/n)·(freed-alone variance) (none of it depends
+    on the parent, so an edit of the level above reuses it)."""
     n = len(child_supports)
     hess = np.zeros((support.size, support.size))
     for q, w in design.weight.items():
@@ -355,22 +399,39 @@ def freed_cell_variances(
         for (key, _, _), row in zip(members, schur, strict=True):
             schurs[key] = row
     out = []
-    done: dict[bytes, np.ndarray] = {}
+    done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
     for kid in child_supports:
         key = kid.tobytes()
-        if key in done:
-            out.append(done[key].copy())
-            continue
-        free = np.zeros(support.size)
-        done[key] = free
-        zero = empty_of[key]
+        if key not in done:
+            zero = empty_of[key]
+            value = np.zeros(zero.size)
+            if zero.size and n > 1:
+                schur = schurs[key]
+                own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
+                value = (1.0 - 1.0 / n) * own
+            done[key] = (zero, value)
+        out.append(done[key])
+    return tuple(out)
+
+
+def finish_freed_cells(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    parent_diag: np.ndarray | None,
+    scale: float,
+    size: int,
+) -> list[np.ndarray]:
+    """:func:`freed_cell_variances` over P (``size`` cells) from :func:`freed_cell_parts` of
+    the design with every weight divided by ``scale`` (the freed variances scale by
+    1/``scale``) and the parent's variances ``parent_diag``."""
+    n = len(parts)
+    out = []
+    for zero, value in parts:
+        free = np.zeros(size)
         if zero.size:
-            schur = schurs[key]
-            own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
-            value = (1.0 - 1.0 / n) * own if n > 1 else np.zeros(zero.size)
+            term = value if scale == 1.0 else value / scale
             if parent_diag is not None:
-                value = value + parent_diag[zero] / (n * n)
-            free[zero] = value
+                term = term + parent_diag[zero] / (n * n)
+            free[zero] = term
         out.append(free)
     return out
 
@@ -434,11 +495,7 @@ def family_covariances(
             first = int(starts[k][f])
             kids = tuple(np.flatnonzero(counts[k][first + i] > 0) for i in range(n))
             child_covs = cache.child_covariances(designs[k], kids, support, parent_cov)
-            free = tuple(
-                freed_cell_variances(
-                    support, kids, designs[k], cache.answer_index, np.diag(parent_cov)
-                )
-            )
+            free = tuple(cache.freed_cell_variances(support, kids, designs[k], np.diag(parent_cov)))
             out[k][f] = FamilyCovariance(f, support, kids, tuple(child_covs), free)
     return out
 

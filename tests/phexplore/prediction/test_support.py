@@ -27,6 +27,7 @@ from phexplore.prediction.support import (
     SupportCache,
     answer_indices,
     child_support_covariances,
+    freed_cell_variances,
     prepare_child_covariances,
 )
 
@@ -275,4 +276,13 @@ def test_prepared_family_reused_with_a_new_parent_covariance(
         for a, b, c, d in zip(whole, prepared.finish(parent_cov), cached, direct, strict=True):
             np.testing.assert_array_equal(a, b)
             np.testing.assert_allclose(c, d, rtol=1e-12, atol=1e-14)
-    assert len(cache.prepared) == 1
+        freed = freed_cell_variances(
+            PARENT_SUPPORT, CHILD_SUPPORTS, scaled, index, np.diag(parent_cov)
+        )
+        kept = cache.freed_cell_variances(
+            PARENT_SUPPORT, CHILD_SUPPORTS, scaled, np.diag(parent_cov)
+        )
+        for a, b in zip(freed, kept, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=0)
+        assert any(np.any(a > 0) for a in freed)
+    assert len(cache.prepared) == 2  # one family's covariances and freed cells, reused
