@@ -70,6 +70,16 @@ each at 1M persons) are left to :mod:`engine.topdown.family_projected_cg`: with 
 (state→5 counties at 1M persons: 4.7 s, against 2.6 s for Clarabel alone), while county→tract
 families (≈ 4,000 persons per tract) solve in 0.3–1 s against 5–15 s."""
 
+MAX_POLISH_WORK = 3e9
+"""Families whose polish would cost more than this — children × (populated cells)³, the per-child
+dense inverses of one active-set step — try :mod:`engine.topdown.family_projected_cg`'s first
+polish before this module's ADMM (:func:`polish_heavy`). Measured on the five county→tract
+families of a generated 1M-person RI (pass 2, one process): each failed dense polish of the
+85-child family on 386 cells (≈ 4.9e9) cost 0.3–0.7 s, and ADMM + polish took 6.7 s against 0.75 s
+for the projected-CG first polish; the 55-child family on 323 cells (≈ 1.9e9) took 0.29 s here
+against 0.37 s there, and the 36-child one (≈ 8.5e8), where that first polish does not verify,
+0.55 s here against 0.69 s lost there — so those stay here."""
+
 EARLY_POLISH_AT = (10, 25)
 """Extra, earlier polish attempts for small families (a polish costs less than the iterations)."""
 
@@ -100,6 +110,15 @@ class Family:
     lower: np.ndarray  # (K, m)
     upper: np.ndarray  # (K, m)
     cells: np.ndarray  # (n,) indices into the schema's cells
+
+
+def polish_heavy(batch: FamilyBatch) -> np.ndarray:
+    """Per family: whether its dense polish work (children × populated cells³) exceeds
+    :data:`MAX_POLISH_WORK` (such families are solved by
+    :func:`engine.topdown.family_projected_cg.solve_large_families` first)."""
+    sizes = np.diff(batch.child_ptr).astype(np.float64)
+    cells = np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64)
+    return sizes * cells**3 > MAX_POLISH_WORK
 
 
 def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
@@ -539,9 +558,10 @@ def solve_pass_admm(
     with single_blas_thread():
         sizes = np.diff(batch.child_ptr)
         per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
+        heavy = polish_heavy(batch)
         for f in range(batch.n_families):
-            if per_child[f] > MAX_PERSONS_PER_CHILD:
-                continue  # counties of a state: left to Clarabel (see the constant)
+            if per_child[f] > MAX_PERSONS_PER_CHILD or heavy[f]:
+                continue  # counties of a state, heavy polishes: family_projected_cg first
             try:
                 x[batch.child_ptr[f] : batch.child_ptr[f + 1]] = solve_family(
                     batch, f, pass_queries, bands

@@ -407,22 +407,41 @@ def solve_large_families(
     """Solve, in place in ``x`` / ``solved``, the families :mod:`engine.topdown.family_admm` leaves
     to others because their children are large (more than
     :data:`~engine.topdown.family_admm.MAX_PERSONS_PER_CHILD` persons on average: a state's
-    counties); families not verified stay unsolved for the caller's Clarabel fallback."""
+    counties) or their dense polish is heavy (many children on many cells,
+    :func:`~engine.topdown.family_admm.polish_heavy`: first polish here, then ``family_admm``);
+    families not verified stay unsolved for the caller's Clarabel fallback."""
     if not family_admm.covered(batch, pass_queries):
         return
     sizes = np.diff(batch.child_ptr)
     per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
     work = sizes * np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64) ** 2
-    large = np.flatnonzero(~solved & (per_child > family_admm.MAX_PERSONS_PER_CHILD))
-    if not large.size:
+    large = per_child > family_admm.MAX_PERSONS_PER_CHILD
+    heavy = family_admm.polish_heavy(batch) & ~large
+    todo = np.flatnonzero(~solved & (large | heavy))
+    if not todo.size:
         return
     with single_blas_thread():
-        for f in large:
+        for f in todo:
             lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
             try:
-                x[lo:hi] = solve_family(
-                    batch, int(f), pass_queries, bands, admm=bool(work[f] <= MAX_WORK)
-                )
+                if heavy[f]:
+                    x[lo:hi] = _first_polish_then_admm(batch, int(f), pass_queries, bands)
+                else:
+                    x[lo:hi] = solve_family(
+                        batch, int(f), pass_queries, bands, admm=bool(work[f] <= MAX_WORK)
+                    )
             except FamilyNotSolved:
                 continue
             solved[f] = True
+
+
+def _first_polish_then_admm(
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> np.ndarray:
+    """A family of many children whose dense polish is expensive
+    (:func:`engine.topdown.family_admm.polish_heavy`): this module's first polish, and when it does
+    not verify, :func:`engine.topdown.family_admm.solve_family` (its ADMM and dense polish)."""
+    try:
+        return solve_family(batch, f, pass_queries, bands, admm=False)
+    except FamilyNotSolved:
+        return family_admm.solve_family(batch, f, pass_queries, bands)

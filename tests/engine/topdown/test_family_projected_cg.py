@@ -196,3 +196,42 @@ def test_admm_takes_over_when_the_first_polish_fails(monkeypatch):
         cvxpy_objective(batch, 0, PASS, bands), rel=1e-6
     )
     _assert_feasible(batch, 0, x, bands)
+
+
+def test_heavy_polish_families_take_the_first_polish_then_family_admm(monkeypatch):
+    """Above MAX_POLISH_WORK (children × cells³) a family of small children tries the projected-CG
+    first polish (no ADMM of this module), then family_admm's ADMM + dense polish, then Clarabel."""
+    batch = family_batch(9, bounds=True)
+    bands = _bands(batch)
+    reference = solve_pass(batch, PASS, bands, method="clarabel")
+    assert family_admm.polish_heavy(batch).sum() == 0  # default: these small families are not
+    monkeypatch.setattr(family_admm, "MAX_POLISH_WORK", 0.0)
+    assert family_admm.polish_heavy(batch).all()
+    first: list[int] = []
+    admm: list[int] = []
+    original_first, original_admm = family_projected_cg.solve_family, family_admm.solve_family
+
+    def counting_first(batch, f, pass_queries, bands, **options):
+        assert options == {"admm": False}
+        first.append(f)
+        return original_first(batch, f, pass_queries, bands, **options)
+
+    def counting_admm(batch, f, pass_queries, bands):
+        admm.append(f)
+        return original_admm(batch, f, pass_queries, bands)
+
+    monkeypatch.setattr(family_projected_cg, "solve_family", counting_first)
+    monkeypatch.setattr(family_admm, "solve_family", counting_admm)
+    heavy = solve_pass(batch, PASS, bands, method="admm")
+    assert sorted(first) == list(range(batch.n_families))
+    assert heavy.objective == pytest.approx(reference.objective, rel=1e-6)
+    # First polish made to fail: family_admm solves every family, same objective.
+    first.clear()
+    monkeypatch.setattr(family_projected_cg, "polish", lambda *_args: None)
+    fallback = solve_pass(batch, PASS, bands, method="admm")
+    assert sorted(first) == sorted(admm) == list(range(batch.n_families))
+    assert fallback.objective == pytest.approx(reference.objective, rel=1e-6)
+    # Both made to fail: Clarabel takes them.
+    monkeypatch.setattr(family_admm, "ACTIVE_SET_STEPS", 0)
+    last = solve_pass(batch, PASS, bands, method="admm")
+    assert last.objective == pytest.approx(reference.objective, rel=1e-6)
