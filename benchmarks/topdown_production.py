@@ -19,14 +19,19 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
    cvxpy's seconds per family on the same families);
 5. with ``--baseline``, the whole run again with the previous solver path, in the same
-   subprocess (seconds per level before/after on the same machine state).
+   subprocess (seconds per level before/after on the same machine state);
+6. with ``--tract-dispatch`` (and ``--sample``), EVERY county→tract batch of the run solved by
+   the production path with and without the heavy-polish dispatch (``family_admm.polish_heavy``:
+   many children on many cells try ``family_projected_cg``'s first polish before
+   ``family_admm``), alternating, 3 times each: median wall and CPU seconds per batch and in
+   total, and the objectives' largest relative difference (JSON key ``tract_dispatch``).
 
 The last row fits cost ∝ blocks^b between the two largest sizes and projects 1e7 persons when it
 was not run. Usage::
 
     .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
         [--cache /tmp/populations]   # generate each population once, reuse it on later runs
-        [--baseline] [--max-children N]
+        [--baseline] [--max-children N] [--tract-dispatch]
 
 Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
 """
@@ -179,6 +184,69 @@ def _engine_batch(batch, passes):
     seconds = time.perf_counter() - t0
     objectives = ([first.objective] if first is not None else []) + [last.objective]
     return np.array(objectives), bands, seconds
+
+
+@contextlib.contextmanager
+def _dispatch_before_heavy_polish():
+    """The family dispatch before the heavy-polish rule: every family of small children goes to
+    family_admm first (no family is ``polish_heavy``)."""
+    from engine.topdown import family_admm
+
+    limit = family_admm.MAX_POLISH_WORK
+    family_admm.MAX_POLISH_WORK = float("inf")
+    try:
+        yield
+    finally:
+        family_admm.MAX_POLISH_WORK = limit
+
+
+def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[str, object]:
+    """EVERY recorded batch of ``level`` solved by the production path (both passes) with the
+    heavy-polish dispatch and without it (:func:`_dispatch_before_heavy_polish`), alternating,
+    ``repeats`` times each: per batch its families' children, dense polish work (children ×
+    populated cells³), median wall and CPU seconds of each path, and the objectives' largest
+    relative difference."""
+    from engine.topdown import family_admm
+
+    rows = []
+    for batch, passes, _chain in batches:
+        if batch.child_level != level or batch.parent is None:
+            continue
+        sizes = np.diff(batch.child_ptr)
+        cells = np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64)
+        times: dict[str, list[tuple[float, float]]] = {"new": [], "before": []}
+        objectives = {}
+        for _ in range(repeats):
+            for name in ("new", "before"):
+                context = (
+                    _dispatch_before_heavy_polish()
+                    if name == "before"
+                    else contextlib.nullcontext()
+                )
+                with context:
+                    c0 = time.process_time()
+                    objectives[name], _bands, seconds = _engine_batch(batch, passes)
+                    times[name].append((seconds, time.process_time() - c0))
+        diff = np.abs(objectives["new"] - objectives["before"]) / np.maximum(
+            np.abs(objectives["before"]), 1e-9
+        )
+        rows.append(
+            {
+                "children": [int(k) for k in sizes],
+                "polish_work": [float(k * c**3) for k, c in zip(sizes, cells, strict=True)],
+                "heavy": [bool(h) for h in family_admm.polish_heavy(batch)],
+                **{
+                    f"{name}_{kind}": float(np.median([t[i] for t in times[name]]))
+                    for name in ("new", "before")
+                    for i, kind in enumerate(("s", "cpu_s"))
+                },
+                "rel_objective_diff": float(diff.max(initial=0.0)),
+            }
+        )
+    total = {
+        key: sum(r[key] for r in rows) for key in ("new_s", "before_s", "new_cpu_s", "before_cpu_s")
+    }
+    return {"level": level, "repeats": repeats, "batches": rows, "total": total}
 
 
 def compare_batches(
@@ -368,6 +436,7 @@ def one_size(
     *,
     baseline: bool = False,
     max_children: int | None = None,
+    dispatch_ab: bool = False,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
     from engine.topdown import estimation as estimation_module
@@ -420,6 +489,7 @@ def one_size(
             }
     compare = compare_families(batches, sample, seed, max_children) if sample else {}
     whole = compare_batches(batches, sample, seed) if sample else {}
+    dispatch = compare_dispatch(batches) if sample and dispatch_ab else {}
     import scipy.sparse as sp
 
     # CSR: non-zero cells only (a checkout before issue 17's sparse histograms has dense truth)
@@ -452,6 +522,7 @@ def one_size(
         "bound_violations": result.diagnostics["structural"].get("bound_violations"),
         "cvxpy": compare,
         "cvxpy_batches": whole,
+        "tract_dispatch": dispatch,
         "previous_path": previous,
     }
 
@@ -497,6 +568,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="compare only families with at most this many children (default: any size)",
     )
+    parser.add_argument(
+        "--tract-dispatch",
+        action="store_true",
+        help="with --sample: every tract batch solved with and without the heavy-polish dispatch "
+        "(family_admm.MAX_POLISH_WORK), 3 times each, alternating",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--cache",
@@ -515,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             args.cache,
             baseline=args.baseline,
             max_children=args.max_children,
+            dispatch_ab=args.tract_dispatch,
         )
         print(json.dumps(one))
         return 0
@@ -528,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             command.append("--baseline")
         if args.max_children is not None:
             command += ["--max-children", str(args.max_children)]
+        if args.tract_dispatch:
+            command.append("--tract-dispatch")
         if args.state:
             command += ["--state", args.state]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
