@@ -23,7 +23,7 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
 6. with ``--tract-dispatch`` (and ``--sample``), EVERY county→tract batch of the run solved by
    the production path with and without the heavy-polish dispatch (``family_admm.polish_heavy``:
    many children on many cells try ``family_projected_cg``'s first polish before
-   ``family_admm``), alternating, 3 times each: median wall and CPU seconds per batch and in
+   ``family_admm``) and the surplus release (``family_admm.RELEASE_BY_SURPLUS``), alternating, 3 times each: median wall and CPU seconds per batch and in
    total, and the objectives' largest relative difference (JSON key ``tract_dispatch``).
 
 The last row fits cost ∝ blocks^b between the two largest sizes and projects 1e7 persons when it
@@ -188,16 +188,17 @@ def _engine_batch(batch, passes):
 
 @contextlib.contextmanager
 def _dispatch_before_heavy_polish():
-    """The family dispatch before the heavy-polish rule: every family of small children goes to
-    family_admm first (no family is ``polish_heavy``)."""
+    """The family solvers before the tract work of 2026-11-24 06:00: every family of small
+    children goes to family_admm first (no family is ``polish_heavy``) and its polish releases
+    the weakest dependent row of either side (``RELEASE_BY_SURPLUS`` off)."""
     from engine.topdown import family_admm
 
-    limit = family_admm.MAX_POLISH_WORK
-    family_admm.MAX_POLISH_WORK = float("inf")
+    limit, surplus = family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS
+    family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = float("inf"), False
     try:
         yield
     finally:
-        family_admm.MAX_POLISH_WORK = limit
+        family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = limit, surplus
 
 
 def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[str, object]:
@@ -572,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tract-dispatch",
         action="store_true",
         help="with --sample: every tract batch solved with and without the heavy-polish dispatch "
-        "(family_admm.MAX_POLISH_WORK), 3 times each, alternating",
+        "and the surplus release (family_admm.MAX_POLISH_WORK, RELEASE_BY_SURPLUS), 3 times "
+        "each, alternating",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(

@@ -89,6 +89,15 @@ SMALL_FAMILY_CELLS = 2_000
 ACTIVE_SET_STEPS = 12
 """Primal–dual active-set corrections per polish attempt."""
 
+RELEASE_BY_SURPLUS = True
+"""When every child's TOTAL row is active the rows fix Σ_c totals, which the parent fixes too; with
+no side given, the polish releases a row on the side the bounds' surplus points to (the totals
+they fix exceed the parent's: an upper-bound row; short of it: a lower-bound row;
+:func:`_bound_surplus`) instead of the weakest of either side, and :func:`solve_family` then skips
+the retry on that side alone. Measured on the five county→tract families of a generated
+1M-person RI (pass 2, CPU s, one process, 3 runs each): 0.32 → 0.26, 2.95 → 2.30, 0.25 → 0.09,
+0.093 → 0.067, 0.13 → 0.13 (43 / 85 / 36 / 16 / 55 children), the same objectives."""
+
 KKT_TOL = 1e-9
 """Relative tolerance of the verified KKT conditions (primal: × the largest parent cell; dual: ×
 the largest gradient entry)."""
@@ -463,7 +472,20 @@ def independent_rows(
     return at_lower, at_upper
 
 
-def _polish(fam: Family, state: AdmmState, side: str | None = None) -> np.ndarray | None:
+def _bound_surplus(fam: Family, at_lower: np.ndarray, at_upper: np.ndarray) -> float:
+    """For a TOTAL row (all ones on the family's cells) active for every child: the children's
+    totals its bounds fix, less the parent's total (0 when no such row)."""
+    for r in np.flatnonzero((fam.rows == 1.0).all(axis=1)):
+        active = at_lower[:, r] | at_upper[:, r]
+        if active.all():
+            fixed = np.where(at_upper[:, r], fam.upper[:, r], fam.lower[:, r])
+            return float(fixed.sum() - fam.parent.sum())
+    return 0.0
+
+
+def _polish(
+    fam: Family, state: AdmmState, side: str | None = None, chose: set[str] | None = None
+) -> np.ndarray | None:
     """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
     verified solution or ``None``."""
     k, n = fam.grad.shape
@@ -502,6 +524,13 @@ def _polish(fam: Family, state: AdmmState, side: str | None = None) -> np.ndarra
             # too). Release an active row and solve again:
             # the one with the weakest ADMM multiplier (on ``side`` only, when given: both
             # sides' weakest rows can be sign-consistent, and only one of them is right).
+            if side is None and RELEASE_BY_SURPLUS:
+                # The active rows hold the children's sum above the parent (a surplus):
+                # a row at its upper bound must give; below it, one at its lower bound.
+                surplus = _bound_surplus(fam, at_lower, at_upper)
+                side = "upper" if surplus > p_tol else "lower" if surplus < -p_tol else None
+                if chose is not None and side is not None:
+                    chose.add(side)
             side_rows = {"lower": at_lower, "upper": at_upper}.get(side, at_lower | at_upper)
             strength = np.where(side_rows, np.abs(state.yr), np.inf)
             if not np.isfinite(strength).any():
@@ -534,8 +563,11 @@ def solve_family(
     for target in (EARLY_POLISH_AT if small else ()) + POLISH_AT:
         state = _admm(fam, state, target - done)
         done = target
+        chose: set[str] = set()
         for side in (None, "lower", "upper"):
-            x = _polish(fam, state, side)
+            if side is not None and chose == {side}:
+                continue  # the first attempt released rows on this side only: tried
+            x = _polish(fam, state, side, chose)
             if x is not None:
                 out[:, fam.cells] = x
                 return out

@@ -11,7 +11,7 @@ import pytest
 
 from engine.topdown import family_admm
 from engine.topdown.family import FamilyBatch
-from engine.topdown.least_squares import Band, solve_pass
+from engine.topdown.least_squares import Band, family_objective, solve_pass
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
 
 
@@ -132,3 +132,60 @@ def test_invariants_and_held_sums_stay_with_clarabel():
     assert not family_admm.covered(with_sum, [1, 2, 3])
     solved = solve_pass(with_sum, [1, 2, 3])
     assert solved.x[:2].sum() == pytest.approx(np.floor(total / 2), abs=1e-6)
+
+
+def test_bound_surplus_of_a_total_row_active_for_every_child():
+    """Σ_c (the bound each child's TOTAL row sits on) − the parent's total; 0 unless every child's
+    TOTAL row is active."""
+    k, n = 3, 4
+    fam = family_admm.Family(
+        hess=np.eye(n),
+        grad=np.zeros((k, n)),
+        parent=np.array([3.0, 3.0, 3.0, 3.0]),  # total 12
+        zero=np.zeros((k, n), dtype=bool),
+        rows=np.vstack([np.ones(n), np.array([1.0, 0.0, 0.0, 0.0])]),
+        lower=np.array([[3.9, 0.0], [3.9, 0.0], [3.9, 0.0]]),
+        upper=np.array([[4.1, 9.0], [4.1, 9.0], [4.1, 9.0]]),
+        cells=np.arange(n),
+    )
+    at_lower = np.zeros((k, 2), dtype=bool)
+    at_upper = np.zeros((k, 2), dtype=bool)
+    at_upper[:, 0] = True
+    assert family_admm._bound_surplus(fam, at_lower, at_upper) == pytest.approx(0.3)
+    at_upper[0, 0], at_lower[0, 0] = False, True
+    assert family_admm._bound_surplus(fam, at_lower, at_upper) == pytest.approx(0.1)
+    at_upper[1:, 0], at_lower[1:, 0] = False, True
+    assert family_admm._bound_surplus(fam, at_lower, at_upper) == pytest.approx(-0.3)
+    at_lower[2, 0] = False  # one child's TOTAL row free: no dependence
+    assert family_admm._bound_surplus(fam, at_lower, at_upper) == 0.0
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5, 6])
+def test_release_by_surplus_gives_the_same_verified_optimum(seed, monkeypatch):
+    """Tight TOTAL bands (every child's TOTAL row near a bound): with the surplus rule and with
+    the weakest row of either side, the same objectives as cvxpy."""
+    batch = family_batch(seed, bounds=True)
+    first = solve_pass(batch, [0], method="clarabel")
+    bands = [Band(0, batch.queries[0].answer(first.x), np.full(batch.n_families, 1e-3))]
+    calls: list[float] = []
+    surplus = family_admm._bound_surplus
+
+    def recording(*args):
+        calls.append(surplus(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(family_admm, "_bound_surplus", recording)
+    results = {}
+    for flag in (True, False):
+        monkeypatch.setattr(family_admm, "RELEASE_BY_SURPLUS", flag)
+        x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], bands)
+        assert solved.all()
+        results[flag] = x
+        _assert_feasible(batch, x, bands)
+    assert any(abs(c) > 0 for c in calls)  # every child's TOTAL row was active somewhere
+    for f in range(batch.n_families):
+        expected = cvxpy_objective(batch, f, [1, 2, 3], bands)
+        lo, hi = batch.child_ptr[f], batch.child_ptr[f + 1]
+        for x in results.values():
+            got = family_objective(batch.subset([f]), x[lo:hi], [1, 2, 3])[0]
+            assert got == pytest.approx(expected, rel=1e-6)
