@@ -136,8 +136,12 @@ class ProcessExecutor:
             return []
         if cancel is not None and cancel():
             raise ExecutionCancelled("cancelled")
+        # A lazy sequence's units are all built (and any error raised) before one is submitted;
+        # the pool holds them all anyway.
+        ready = list(units)
         pool = self._get_pool()
-        futures: list[Future[R]] = [pool.submit(fn, u) for u in units]
+        futures: list[Future[R]] = [pool.submit(fn, u) for u in ready]
+        del ready
         out: list[R] = []
         try:
             for i, fut in enumerate(futures):

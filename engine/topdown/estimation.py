@@ -143,6 +143,50 @@ def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) ->
     return out
 
 
+Unit = tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]]
+"""One unit of estimation work: a batch of families, where its noisy answers come from, the
+least-squares passes and the rounding chain."""
+
+
+class LevelUnits(Sequence[Unit]):
+    """A level's units of work, each built (and checked for feasibility) only when an executor
+    asks for it, so the driver never holds a whole level's units (issue 18).
+
+    ``units[k]`` is chunk ``k``'s :class:`FamilyBatch` (without its noisy answers), built by
+    ``frame(chunks[k])``; :func:`~engine.topdown.feasibility.check_batch` runs on it and raises
+    :class:`TopDownInfeasible` as before. Building again gives equal units (the parents'
+    estimates read are not changed while a level runs), so executors may index any way.
+    """
+
+    def __init__(
+        self,
+        chunks: Sequence[np.ndarray],
+        passes: Sequence[Sequence[Sequence[int]]],
+        frame: Callable[[np.ndarray], tuple[FamilyBatch, BatchAnswers]],
+        chain: Sequence[QuerySpec],
+    ) -> None:
+        if len(chunks) != len(passes):
+            raise ValueError(f"{len(chunks)} chunks but {len(passes)} pass lists")
+        self._chunks, self._passes, self._frame, self._chain = chunks, passes, frame, chain
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def __getitem__(self, k: int) -> Unit:  # type: ignore[override]
+        if not isinstance(k, int | np.integer):
+            raise TypeError(f"level units are indexed by one int, not {type(k).__name__}")
+        k = int(k)
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(f"unit {k} of {len(self)}")
+        batch, answers = self._frame(self._chunks[k])
+        problems = check_batch(batch)
+        if problems:
+            raise TopDownInfeasible("; ".join(problems))
+        return batch, answers, self._passes[k], self._chain
+
+
 @dataclass(frozen=True)
 class Estimation:
     """The estimation phase's output: int64 estimates per node, timings and diagnostics."""
@@ -153,9 +197,7 @@ class Estimation:
     milp_fallbacks: int
 
 
-def _unit(
-    args: tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]],
-) -> BatchOutcome:
+def _unit(args: Unit) -> BatchOutcome:
     """One unit of estimation work (a batch of families) for an executor: its noisy answers are
     filled in (keyed noise drawn) here, in the worker, then the batch is solved; the integer
     estimates come back as CSR."""
@@ -250,16 +292,8 @@ def estimate(
             group_chunks = _chunks(group, n_sizes[group], n_cells, plan.options.chunk_cells)
             chunks += group_chunks
             chunk_passes += [group_passes] * len(group_chunks)
-        frames = [
-            _batch_frame(c, tree, estimates, specs, measured, weight, bounds=held, sums=sums)
-            for c in chunks
-        ]
-        for batch, _ in frames:
-            problems = check_batch(batch)
-            if problems:
-                raise TopDownInfeasible("; ".join(problems))
         base_done = done_children
-        ends = np.cumsum([b.n_children for b, _ in frames]) if frames else np.array([], int)
+        ends = np.cumsum([int(n_sizes[c].sum()) for c in chunks]) if chunks else np.array([], int)
 
         def done(
             k: int,
@@ -270,8 +304,16 @@ def estimate(
         ) -> None:
             report(label, 0.02 + 0.98 * (base + int(ends[k])) / total_children)
 
-        units = [(b, a, p, chain) for (b, a), p in zip(frames, chunk_passes, strict=True)]
-        del frames
+        # Built one at a time as the executor takes them (issue 18): the driver holds a slice of
+        # units, not the level's; the parents' estimates they read do not change until map ends.
+        units = LevelUnits(
+            chunks,
+            chunk_passes,
+            lambda c: _batch_frame(
+                c, tree, estimates, specs, measured, weight, bounds=held, sums=sums
+            ),
+            chain,
+        )
         try:
             results = runner.map(_unit, units, cancel=is_cancelled, done=done)
         except ExecutionCancelled:
