@@ -148,6 +148,76 @@ def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return used, (labels[None, :] == used[:, None]).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class CellRows:
+    """A family's per-child constraints on the ``n`` cells its parent populates (SPEC §6, §8):
+    structural zeros, then the rows of the bounds (the first ``n_bound_rows``) and of earlier
+    passes' bands."""
+
+    zero: np.ndarray  # (K, n) structural zeros
+    rows: np.ndarray  # (m, n) constraint rows C, shared by the children
+    lower: np.ndarray  # (K, m)
+    upper: np.ndarray  # (K, m); a bound's upper 0 is +inf (held by the structural zeros)
+    n_bound_rows: int
+
+
+def cell_rows(
+    batch: FamilyBatch,
+    f: int,
+    cells: np.ndarray,
+    bands: Sequence[Band],
+    zero_cells: Sequence[np.ndarray] | None = None,
+) -> CellRows:
+    """Family ``f``'s constraints restricted to ``cells`` (the cells its parent populates).
+
+    ``zero_cells``: each bound's :meth:`~engine.topdown.family.ChildBounds.zero_cells` for the
+    whole batch, when the caller computed them once. Raises :class:`FamilyNotSolved` when a
+    constraint over cells the parent cannot populate fails (left to the general model, which
+    reports the infeasibility)."""
+    lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+    k, n = hi - lo, cells.size
+    if zero_cells is None:
+        zero_cells = [bound.zero_cells() for bound in batch.bounds]
+    zero = np.zeros((k, n), dtype=bool)
+    row_blocks: list[np.ndarray] = []
+    lower_blocks: list[np.ndarray] = []
+    upper_blocks: list[np.ndarray] = []
+    for bound, zero_of_bound in zip(batch.bounds, zero_cells, strict=True):
+        zero |= zero_of_bound[lo:hi][:, cells]
+        used, rows = _rows_on(bound.spec.cell_index, cells)
+        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
+        unused = np.setdiff1d(np.arange(bound.spec.size), used)
+        if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
+            raise FamilyNotSolved("a bound over cells the parent cannot populate fails")
+        low, up = low[:, used], up[:, used]
+        if np.any((up == 0) & (low > 0)):
+            raise FamilyNotSolved("a structural zero with a positive lower bound")
+        row_blocks.append(rows)
+        lower_blocks.append(low)
+        upper_blocks.append(np.where(up == 0, np.inf, up))  # held by the structural zeros
+    n_bound_rows = sum(r.shape[0] for r in row_blocks)
+    for band in bands:
+        spec = batch.queries[band.query]
+        used, rows = _rows_on(spec.cell_index, cells)
+        target, tol = band.target[lo:hi], float(band.tol[f])
+        unused = np.setdiff1d(np.arange(spec.size), used)
+        if np.any(np.abs(target[:, unused]) > tol):
+            raise FamilyNotSolved("a band over cells the parent cannot populate fails")
+        row_blocks.append(rows)
+        lower_blocks.append(target[:, used] - tol)
+        upper_blocks.append(target[:, used] + tol)
+    if np.any(zero.all(axis=0)):
+        raise FamilyNotSolved("a populated parent cell is a structural zero in every child")
+    m = sum(r.shape[0] for r in row_blocks)
+    return CellRows(
+        zero=zero,
+        rows=np.concatenate(row_blocks) if m else np.zeros((0, n)),
+        lower=np.concatenate(lower_blocks, axis=1) if m else np.zeros((k, 0)),
+        upper=np.concatenate(upper_blocks, axis=1) if m else np.zeros((k, 0)),
+        n_bound_rows=n_bound_rows,
+    )
+
+
 def family_problem(
     batch: FamilyBatch,
     f: int,
@@ -186,45 +256,15 @@ def family_problem(
         else:
             hess += 2.0 * w * (labels[:, None] == labels[None, :])
         grad -= 2.0 * w * batch.noisy[q][lo:hi][:, labels]
-    zero = np.zeros((k, n), dtype=bool)
-    row_blocks: list[np.ndarray] = []
-    lower_blocks: list[np.ndarray] = []
-    upper_blocks: list[np.ndarray] = []
-    for bound in batch.bounds:
-        zero |= bound.zero_cells()[lo:hi][:, cells]
-        used, rows = _rows_on(bound.spec.cell_index, cells)
-        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
-        unused = np.setdiff1d(np.arange(bound.spec.size), used)
-        if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
-            raise FamilyNotSolved("a bound over cells the parent cannot populate fails")
-        low, up = low[:, used], up[:, used]
-        if np.any((up == 0) & (low > 0)):
-            raise FamilyNotSolved("a structural zero with a positive lower bound")
-        up = np.where(up == 0, np.inf, up)  # held by the structural zeros themselves
-        row_blocks.append(rows)
-        lower_blocks.append(low)
-        upper_blocks.append(up)
-    for band in bands:
-        spec = batch.queries[band.query]
-        used, rows = _rows_on(spec.cell_index, cells)
-        target, tol = band.target[lo:hi], float(band.tol[f])
-        unused = np.setdiff1d(np.arange(spec.size), used)
-        if np.any(np.abs(target[:, unused]) > tol):
-            raise FamilyNotSolved("a band over cells the parent cannot populate fails")
-        row_blocks.append(rows)
-        lower_blocks.append(target[:, used] - tol)
-        upper_blocks.append(target[:, used] + tol)
-    if np.any(zero.all(axis=0)):
-        raise FamilyNotSolved("a populated parent cell is a structural zero in every child")
-    m = sum(r.shape[0] for r in row_blocks)
+    rows = cell_rows(batch, f, cells, bands)
     return Family(
         hess=hess,
         grad=grad,
         parent=parent[cells].astype(np.float64),
-        zero=zero,
-        rows=np.concatenate(row_blocks) if m else np.zeros((0, n)),
-        lower=np.concatenate(lower_blocks, axis=1) if m else np.zeros((k, 0)),
-        upper=np.concatenate(upper_blocks, axis=1) if m else np.zeros((k, 0)),
+        zero=rows.zero,
+        rows=rows.rows,
+        lower=rows.lower,
+        upper=rows.upper,
         cells=cells,
     )
 

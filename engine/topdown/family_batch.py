@@ -30,6 +30,7 @@ import numpy as np
 
 from engine.topdown.batched_qp import FamilyQP, solve_verified
 from engine.topdown.family import FamilyBatch
+from engine.topdown.family_admm import FamilyNotSolved, cell_rows
 from phexplore.blas_threads import single_blas_thread
 
 if TYPE_CHECKING:
@@ -121,13 +122,6 @@ def small_families(batch: FamilyBatch) -> np.ndarray:
     )
 
 
-def _answer_rows(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Answer cells of a partition query touched by ``cells`` and their 0/1 rows on ``cells``."""
-    labels = cell_index[cells]
-    used = np.unique(labels)
-    return used, (labels[None, :] == used[:, None]).astype(np.float64)
-
-
 def _reduce(
     batch: FamilyBatch,
     f: int,
@@ -163,38 +157,13 @@ def _reduce(
             hess += 2.0 * w[:, None, None] * same[None]
         grad -= 2.0 * w[:, None] * noisy[:, labels]
         constant += w * np.sum(noisy**2, axis=1)
-    zero = np.zeros((k, n), dtype=bool)
-    b_blocks: list[np.ndarray] = []
-    lo_blocks: list[np.ndarray] = []
-    hi_blocks: list[np.ndarray] = []
-    if zero_cells is None:
-        zero_cells = [bound.zero_cells() for bound in batch.bounds]
-    for bound, zero_of_bound in zip(batch.bounds, zero_cells, strict=True):
-        zero |= zero_of_bound[lo:hi][:, cells]
-        used, rows = _answer_rows(bound.spec.cell_index, cells)
-        low, up = bound.lower[lo:hi], bound.upper[lo:hi]
-        unused = np.setdiff1d(np.arange(bound.spec.size), used)
-        if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
-            return None
-        low, up = low[:, used], up[:, used]
-        if np.any((up == 0) & (low > 0)):
-            return None
-        b_blocks.append(rows)
-        lo_blocks.append(np.where(low > 0, low, -np.inf))  # ≥ 0 already holds: x ≥ 0
-        hi_blocks.append(np.where(up == 0, np.inf, up))  # held by the structural zeros
-    for band in bands:
-        spec = batch.queries[band.query]
-        used, rows = _answer_rows(spec.cell_index, cells)
-        target, tol = band.target[lo:hi], float(band.tol[f])
-        unused = np.setdiff1d(np.arange(spec.size), used)
-        if np.any(np.abs(target[:, unused]) > tol):
-            return None
-        b_blocks.append(rows)
-        lo_blocks.append(target[:, used] - tol)
-        hi_blocks.append(target[:, used] + tol)
-    if np.any(zero.all(axis=0)):
-        return None  # a populated parent cell no child may hold: infeasible
-    m = sum(b.shape[0] for b in b_blocks)
+    try:
+        con = cell_rows(batch, f, cells, bands, zero_cells)
+    except FamilyNotSolved:
+        return None  # left to the general model, which reports the infeasibility
+    bound_rows = slice(0, con.n_bound_rows)
+    lower = con.lower.copy()
+    lower[:, bound_rows] = np.where(lower[:, bound_rows] > 0, lower[:, bound_rows], -np.inf)
     return _Small(
         rows=np.arange(lo, hi),
         cells=cells,
@@ -202,10 +171,10 @@ def _reduce(
         grad=grad,
         constant=constant,
         parent=parent[cells].astype(np.float64),
-        zero=zero,
-        b=np.concatenate(b_blocks) if m else np.zeros((0, n)),
-        lo=np.concatenate(lo_blocks, axis=1) if m else np.zeros((k, 0)),
-        hi=np.concatenate(hi_blocks, axis=1) if m else np.zeros((k, 0)),
+        zero=con.zero,
+        b=con.rows,
+        lo=lower,  # a bound's lower 0 is held by x ≥ 0 already
+        hi=con.upper,
     )
 
 
