@@ -65,7 +65,9 @@ class Executor(Protocol):
     ) -> list[Any]:
         """``[fn(u) for u in units]``; ``done(i, result)`` after each unit, ``cancel()`` polled.
 
-        Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
+        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, issue 18; building
+        may raise): take them in order and drop them once sent rather than listing them all,
+        where the executor can. Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
         """
         ...
 

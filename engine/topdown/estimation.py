@@ -6,7 +6,8 @@ as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5�
 :mod:`engine.topdown.rounding`), one pass of every query where the children are blocks (TDA
 §8.1). Families of one depth are independent: they are batched into chunks of about
 ``chunk_cells`` variables, the units of work an :class:`~engine.executors.Executor` runs;
-feasibility is checked before solving (:mod:`engine.topdown.feasibility`). Chunking does not
+feasibility is checked before solving (:mod:`engine.topdown.feasibility`). A level's units are
+built one at a time as the executor takes them (:class:`LevelUnits`, issue 18). Chunking does not
 depend on the executor, so results are identical for any number of workers.
 """
 
