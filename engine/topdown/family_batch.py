@@ -30,7 +30,7 @@ import numpy as np
 
 from engine.topdown.batched_qp import FamilyQP, solve_verified
 from engine.topdown.family import FamilyBatch
-from engine.topdown.family_admm import FamilyNotSolved, cell_rows
+from engine.topdown.family_admm import FamilyNotSolved, cell_rows, covered
 from phexplore.blas_threads import single_blas_thread
 
 if TYPE_CHECKING:
@@ -94,17 +94,6 @@ class _Small:
     b: np.ndarray  # (m, n)
     lo: np.ndarray  # (k, m)
     hi: np.ndarray  # (k, m)
-
-
-def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
-    """A parent, no invariants below it, no held sums, and DETAILED measured for every child."""
-    if batch.parent is None or batch.sums:
-        return False
-    if any(t is not None and np.isfinite(t).any() for t in batch.invariant):
-        return False
-    return any(
-        batch.queries[q].is_detailed and bool(np.all(batch.weight[:, q] > 0)) for q in pass_queries
-    )
 
 
 def small_families(batch: FamilyBatch) -> np.ndarray:

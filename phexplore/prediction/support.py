@@ -798,14 +798,7 @@ def _last_pass_blocks(
         touched.append(rows_c)
         e_blocks.append(e_c)
     w_plus = _psd_inverse(w)
-    maps: dict[str, np.ndarray] = {}
-    at = 0
-    for block, rh in zip(blocks, rhs, strict=True):
-        part = w_plus[:, at : at + block.shape[0]]
-        for src, mat in rh.items():
-            term = part if mat is None else part @ mat
-            maps[src] = maps[src] + term if src in maps else term
-        at += block.shape[0]
+    maps = _add_source_maps({}, w_plus, blocks, rhs)
     terms: list[tuple[str, np.ndarray | None]] = []
     parent_map = None
     for src, z in maps.items():
