@@ -806,12 +806,7 @@ def _last_pass_blocks(
             terms.append((src, None))
             parent_map = z
             continue
-        if src in source_blocks:
-            left = np.empty_like(z)
-            for (a, b), blk in zip(spans, source_blocks[src], strict=True):
-                left[:, a:b] = z[:, a:b] @ blk
-        else:
-            left = z @ source_cov[src]
+        left = _times_source_cov(z, src, spans, source_cov, source_blocks)
         terms.append((src, left @ z.T))
     return PreparedFamily(
         "last",
@@ -824,6 +819,23 @@ def _last_pass_blocks(
         terms=tuple(terms),
         parent_map=parent_map,
     )
+
+
+def _times_source_cov(
+    z: np.ndarray,
+    src: str,
+    spans: Sequence[tuple[int, int]],
+    source_cov: Mapping[str, np.ndarray],
+    source_blocks: Mapping[str, Sequence[np.ndarray]],
+) -> np.ndarray:
+    """``z`` times source ``src``'s covariance: block by block over ``spans`` when the source is
+    block diagonal (``source_blocks``), else one product with ``source_cov[src]``."""
+    if src not in source_blocks:
+        return z @ source_cov[src]
+    left = np.empty_like(z)
+    for (a, b), blk in zip(spans, source_blocks[src], strict=True):
+        left[:, a:b] = z[:, a:b] @ blk
+    return left
 
 
 def _child_blocks(
@@ -840,12 +852,7 @@ def _child_blocks(
         else [np.zeros((b - a, b - a)) for a, b in spans]
     )
     for src, mat in maps.items():
-        if src in source_blocks:
-            left = np.empty_like(mat)
-            for (a, b), blk in zip(spans, source_blocks[src], strict=True):
-                left[:, a:b] = mat[:, a:b] @ blk
-        else:
-            left = mat @ source_cov[src]
+        left = _times_source_cov(mat, src, spans, source_cov, source_blocks)
         for i, (a, b) in enumerate(spans):
             out[i] += left[a:b] @ mat[a:b].T
     return out
