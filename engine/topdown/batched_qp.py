@@ -415,14 +415,6 @@ def _subset_qp(qp: FamilyQP, families: np.ndarray) -> FamilyQP:
     )
 
 
-def _robust_inverse(a: np.ndarray, *, symmetric_definite: bool = False) -> np.ndarray:
-    """Batched inverse, or pseudo-inverse when some matrix is singular (degenerate active set)."""
-    try:
-        return spd_inverse(a) if symmetric_definite else np.linalg.inv(a)
-    except np.linalg.LinAlgError:
-        return np.linalg.pinv(a)
-
-
 def polish(
     qp: FamilyQP,
     x: np.ndarray,
@@ -505,11 +497,17 @@ def _kkt_solve(
     """The equality-constrained KKT system with cells ``zero`` held at 0 and rows ``at_hi`` /
     ``at_lo`` at their bound, batched per child with one Schur complement per family: (x, row
     multipliers ν, reduced gradient (the multipliers of x ≥ 0), families' cells no child may
-    hold, the rows used at hi, at lo)."""
+    hold, the rows used at hi, at lo).
+
+    Each child's system is built on its free cells and active rows only (:func:`_compact`: the
+    ``[H_FF B_AFᵀ; B_AF 0]`` of the child, padded with identity rows to the batch's largest), so
+    the batched LU inverse is of size (free cells + active rows) rather than (n + m); the family's
+    n × n Schur complement Σ_c (K_c⁻¹)_xx is summed in one ``bincount`` and solved, not inverted.
+    """
     k, n = qp.g.shape
     m = qp.B.shape[-2]
-    n_fam = qp.parent.shape[0] if qp.parent is not None else (int(qp.family.max()) + 1 if k else 0)
-    none_free = np.zeros((n_fam, n), dtype=bool)
+    coupled = qp.parent is not None
+    n_fam = qp.parent.shape[0] if coupled else (int(qp.family.max()) + 1 if k else 0)
     free = ~zero
     pf = free.astype(np.float64)
     touches_free = qp.b_mul(pf) > 0  # an active band over only zero cells is no equation
@@ -518,33 +516,54 @@ def _kkt_solve(
     covering, dropped = _dependent_rows(qp, at_hi | at_lo, pf, n_fam)
     act = (at_hi | at_lo) & ~dropped
     bound = np.where(at_hi, qp.hi, np.where(at_lo, qp.lo, 0.0))
-    size = n + m
+    cells, cell_ok = _compact(free)  # (k, w): each child's free cells, then padding
+    rows, row_ok = _compact(act)  # (k, a): each child's active rows, then padding
+    w, a = cells.shape[1], rows.shape[1]
+    size = w + a
+    child = np.arange(k)[:, None]
+    both_ok = cell_ok[:, :, None] & cell_ok[:, None, :]
+    at_cells = cells[:, :, None] * n + cells[:, None, :]  # (k, w, w) positions in an n × n block
     kkt = np.zeros((k, size, size))
-    kkt[:, :n, :n] = qp.H * pf[:, :, None] * pf[:, None, :]
-    diag = np.arange(n)
-    kkt[:, diag, diag] += 1.0 - pf
-    b_act = qp.b_rows() * act[:, :, None] * pf[:, None, :]  # (k, m, n)
-    kkt[:, n:, :n] = b_act
-    kkt[:, :n, n:] = np.transpose(b_act, (0, 2, 1))
-    bdiag = np.arange(n, size)
-    kkt[:, bdiag, bdiag] += 1.0 - act
-    rhs = np.concatenate([-qp.g * pf, bound * act], axis=1)
-    inv = _robust_inverse(kkt, symmetric_definite=m == 0)
-    base = np.einsum("kij,kj->ki", inv, rhs)
-    if qp.parent is not None:
-        n_families = qp.parent.shape[0]
-        inv_xx = inv[:, :n, :n] * pf[:, None, :]  # response of x to y through free cells
-        schur = _family_sum(qp, inv_xx, n_families)
-        none_free = _family_sum(qp, pf, n_families) == 0
+    kkt[:, :w, :w] = qp.H.reshape(-1).take(child[:, :, None] * (n * n) + at_cells) * both_ok
+    if a:
+        b_rows = qp.b_rows()
+        b_act = b_rows[
+            child[:, :, None] if qp.per_child_rows else 0, rows[:, :, None], cells[:, None, :]
+        ]
+        b_act = b_act * (row_ok[:, :, None] & cell_ok[:, None, :])
+        kkt[:, w:, :w] = b_act
+        kkt[:, :w, w:] = np.transpose(b_act, (0, 2, 1))
+    padding = np.arange(size)
+    kkt[:, padding, padding] += ~np.concatenate([cell_ok, row_ok], axis=1)
+    rhs = np.concatenate([-qp.g[child, cells] * cell_ok, bound[child, rows] * row_ok], axis=1)
+    inv = _inverse(kkt)
+    full = (inv @ rhs[:, :, None])[:, :, 0]
+    none_free = np.zeros((n_fam, n), dtype=bool)
+    coupling = np.zeros((k, n))
+    if coupled:
+        # Schur complement per family: Σ_c (K_c⁻¹)_xx on the family's n cells (one bincount); a
+        # cell no child may hold gets an identity row.
+        at_family = qp.family[:, None, None] * (n * n) + at_cells
+        schur = np.bincount(
+            at_family[both_ok], weights=inv[:, :w, :w][both_ok], minlength=n_fam * n * n
+        ).reshape(n_fam, n, n)
+        none_free = _family_sum(qp, pf, n_fam) == 0
+        diag = np.arange(n)
         schur[:, diag, diag] += none_free
-        rhs_y = _family_sum(qp, base[:, :n], n_families) - qp.parent
-        y = np.einsum("fij,fj->fi", _robust_inverse(schur), rhs_y)
+        base_x = np.zeros((k, n))
+        base_x[child, cells] = np.where(cell_ok, full[:, :w], 0.0)
+        rhs_y = _family_sum(qp, base_x, n_fam) - qp.parent
+        try:
+            y = np.linalg.solve(schur, rhs_y[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:  # a degenerate active set
+            y = (np.linalg.pinv(schur) @ rhs_y[:, :, None])[:, :, 0]
         coupling = y[qp.family]
-        full = base - np.einsum("kij,kj->ki", inv[:, :, :n] * pf[:, None, :], coupling)
-    else:
-        coupling = np.zeros((k, n))
-        full = base
-    sol, nu = full[:, :n], full[:, n:].copy()
+        full -= (inv[:, :, :w] @ (coupling[child, cells] * cell_ok)[:, :, None])[:, :, 0]
+    # Back to all n cells and m rows (padding positions are zero cells / inactive rows: 0).
+    sol = np.zeros((k, n))
+    sol[child, cells] = np.where(cell_ok, full[:, :w], 0.0)
+    nu = np.zeros((k, m))
+    nu[child, rows] = np.where(row_ok, full[:, w:], 0.0)
     if covering.any():
         # The multipliers of a dependent family are unique up to ν_D + t, μ − t: take the t
         # nearest 0 that gives every row of D a sign-correct multiplier (if there is one).
@@ -556,8 +575,26 @@ def _kkt_solve(
         shift = np.where(covering.any(axis=1), shift[qp.family], 0.0)
         nu += np.where(covering, shift[:, None], 0.0)
         coupling = coupling - shift[:, None]
-    grad = np.einsum("kij,kj->ki", qp.H, sol) + qp.g + coupling + qp.bt_mul(nu)
+    grad = (qp.H @ sol[:, :, None])[:, :, 0] + qp.g + coupling + qp.bt_mul(nu)
     return sol, nu, grad, none_free, at_hi, at_lo
+
+
+def _compact(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's True positions first (in order), cut to the largest count: (positions
+    ``(K, w)``, valid ``(K, w)``). Past a row's count come distinct False positions of that row,
+    so writing 0 there is harmless."""
+    counts = np.count_nonzero(mask, axis=1)
+    width = int(counts.max(initial=0))
+    order = np.argsort(~mask, axis=1, kind="stable")[:, :width]
+    return order, np.arange(width)[None, :] < counts[:, None]
+
+
+def _inverse(a: np.ndarray) -> np.ndarray:
+    """Batched inverse, or pseudo-inverse when some matrix is singular (degenerate active set)."""
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(a)
 
 
 def _dependent_rows(
