@@ -21,6 +21,7 @@ per-family cvxpy formulation in the tests and the benchmark.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -71,11 +72,20 @@ class FamilyQP:
 
     def b_mul(self, x: np.ndarray) -> np.ndarray:
         """B x_c per child → (K, m)."""
-        return np.einsum("kmn,kn->km", self.B, x) if self.per_child_rows else x @ self.B.T
+        return np.matmul(self.B, x[:, :, None])[:, :, 0] if self.per_child_rows else x @ self.B.T
 
     def bt_mul(self, u: np.ndarray) -> np.ndarray:
         """B_cᵀ u_c per child → (K, n)."""
-        return np.einsum("km,kmn->kn", u, self.B) if self.per_child_rows else u @ self.B
+        return np.matmul(u[:, None, :], self.B)[:, 0, :] if self.per_child_rows else u @ self.B
+
+    @cached_property
+    def family_matrix(self) -> np.ndarray:
+        """``(F, K)`` 0/1: child k belongs to family f (a family sum is one matrix product — ten
+        times faster than ``np.add.reduceat`` over (K, n, n) stacks of a few children each)."""
+        n_families = self.parent.shape[0] if self.parent is not None else int(self.family.max()) + 1
+        out = np.zeros((n_families, self.family.size))
+        out[self.family, np.arange(self.family.size)] = 1.0
+        return out
 
     def b_rows(self) -> np.ndarray:
         """B as ``(K, m, n)`` or a broadcastable ``(1, m, n)``."""
@@ -95,9 +105,17 @@ def _gt_mul(qp: FamilyQP, u: np.ndarray) -> np.ndarray:
 
 
 def _family_sum(qp: FamilyQP, values: np.ndarray, n_families: int) -> np.ndarray:
-    """Sum over the children of each family (children are stored family by family)."""
-    starts = np.searchsorted(qp.family, np.arange(n_families))
-    return np.add.reduceat(values, starts, axis=0)
+    """Sum over the children of each family (``n_families`` rows; children are stored family by
+    family)."""
+    k = values.shape[0]
+    total = qp.family_matrix @ values.reshape(k, -1)
+    return total.reshape((n_families, *values.shape[1:]))
+
+
+def _mat_vec(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``a[i] @ v[i]`` for stacks ``(K, p, q)`` and ``(K, q)`` (a batched matmul: 2–10× faster
+    than the equivalent einsum at these sizes)."""
+    return np.matmul(a, v[:, :, None])[:, :, 0]
 
 
 def _max_step(v: np.ndarray, dv: np.ndarray) -> float:
@@ -127,12 +145,12 @@ class _NewtonSystem:
         qp, s, z = self.qp, self.s, self.z
         rhs1 = -self.r_d - _gt_mul(qp, (r_c + z * self.r_g) / s)
         rhs1[self.fixed] = 0.0
-        v = np.einsum("kij,kj->ki", self.m_inv, rhs1)
+        v = _mat_vec(self.m_inv, rhs1)
         dy = None
         if self.schur_inv is not None:
             n_families = self.schur_inv.shape[0]
-            dy = np.einsum("fij,fj->fi", self.schur_inv, _family_sum(qp, v, n_families) + self.r_p)
-            dx = v - np.einsum("kij,kj->ki", self.m_inv, dy[qp.family])
+            dy = _mat_vec(self.schur_inv, _family_sum(qp, v, n_families) + self.r_p)
+            dx = v - _mat_vec(self.m_inv, dy[qp.family])
             dx[self.fixed] = 0.0
         else:
             dx = v
@@ -244,7 +262,7 @@ def _interior_point(
     regularization = 1e-10 * max(1.0, float(np.abs(qp.H).max()) if k else 1.0)
     rows_b = qp.b_rows()
     for _ in range(max_iter):
-        hx = np.einsum("kij,kj->ki", qp.H, x)
+        hx = _mat_vec(qp.H, x)
         r_d = hx + qp.g + _gt_mul(qp, z) + (y[qp.family] if coupled else 0.0)
         r_d[fixed] = 0.0
         r_p = _family_sum(qp, x, n_families) - qp.parent if coupled else np.zeros((0, n))
@@ -302,7 +320,7 @@ def _interior_point(
         big_m[:, diag, diag] += w[:, :n]
         if m:
             wb = w[:, n : n + m] + w[:, n + m :]
-            big_m += np.einsum("kmi,kmj->kij", rows_b * wb[:, :, None], rows_b)
+            big_m += np.matmul(np.transpose(rows_b * wb[:, :, None], (0, 2, 1)), rows_b)
         big_m *= keep
         big_m[:, diag, diag] += fixed_diag + regularization
         try:
