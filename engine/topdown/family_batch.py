@@ -127,25 +127,20 @@ def _reduce(
     cells = np.flatnonzero(parent > 0)
     n, k = cells.size, hi - lo
     weights = batch.weight[lo:hi]
+    used = [q for q in pass_queries if np.any(weights[:, q] > 0)]
     top = max(float(weights[:, q].max()) for q in pass_queries)
-    hess = np.zeros((k, n, n))
+    w = weights[:, used] / top  # (k, queries)
+    labels = np.stack([batch.queries[q].cell_index[cells] for q in used])  # (queries, n)
+    # H_c = 2 Σ_q w_cq A_qᵀA_q on these cells: A_qᵀA_q is 1 where two cells share q's answer
+    # cell (the identity for the detailed query) — all queries and children in one product.
+    same = (labels[:, :, None] == labels[:, None, :]).reshape(len(used), n * n)
+    hess = (2.0 * w @ same).reshape(k, n, n)
     grad = np.zeros((k, n))
     constant = np.zeros(k)
-    diag = np.arange(n)
-    for q in pass_queries:
-        w = weights[:, q] / top
-        if not np.any(w > 0):
-            continue
-        spec = batch.queries[q]
-        labels = spec.cell_index[cells]
+    for j, q in enumerate(used):
         noisy = batch.noisy[q][lo:hi]
-        if spec.is_detailed:
-            hess[:, diag, diag] += 2.0 * w[:, None]
-        else:
-            same = (labels[:, None] == labels[None, :]).astype(np.float64)
-            hess += 2.0 * w[:, None, None] * same[None]
-        grad -= 2.0 * w[:, None] * noisy[:, labels]
-        constant += w * np.sum(noisy**2, axis=1)
+        grad -= 2.0 * w[:, j, None] * noisy[:, labels[j]]
+        constant += w[:, j] * np.sum(noisy**2, axis=1)
     try:
         con = cell_rows(batch, f, cells, bands, zero_cells)
     except FamilyNotSolved:
