@@ -147,3 +147,29 @@ def test_kkt_solve_with_nothing_free():
     sol, nu, grad, none_free, used_hi, used_lo = batched_qp._kkt_solve(qp, zero, at_hi, at_lo)
     assert np.all(sol == 0.0) and np.all(nu == 0.0) and none_free.all()
     assert not used_hi.any() and not used_lo.any()
+
+
+def test_polish_holds_a_cell_only_where_its_dual_clearly_exceeds_its_slack():
+    """The first active-set guess holds x_i = 0 where z_i > CELL_RATIO · s_i; a cell whose dual
+    is only somewhat above its slack (a small count near the central path) stays free, and one
+    held wrongly is released by the next active-set step."""
+    k, n = 2, 3
+    qp = FamilyQP(
+        H=np.tile(2 * np.eye(n), (k, 1, 1)),
+        g=-2 * np.array([[0.5, 3.0, 3.0], [0.5, 3.0, 3.0]]),
+        family=np.zeros(k, dtype=np.int64),
+        parent=np.array([[1.0, 6.0, 6.0]]),  # optimum: x = [0.5, 3, 3] in both children
+        B=np.zeros((0, n)),
+        lo=np.zeros((k, 0)),
+        hi=np.zeros((k, 0)),
+    )
+    s, z = np.ones((k, n)), np.zeros((k, n))
+    fixed = np.zeros((k, n), dtype=bool)
+    z[0, 0] = 0.5 * batched_qp.CELL_RATIO  # above the slack, not clearly
+    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
+    assert ok.all() and x == pytest.approx(np.array([[0.5, 3, 3], [0.5, 3, 3]]))
+    z[0, 0] = 2.0 * batched_qp.CELL_RATIO  # held at 0: its multiplier is negative
+    _x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
+    assert not ok.any()
+    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=2)
+    assert ok.all() and x == pytest.approx(np.array([[0.5, 3, 3], [0.5, 3, 3]]))

@@ -208,13 +208,13 @@ def test_every_childs_total_band_active_is_solved_and_checked():
     m = 1
     s = np.ones((k, n + 2 * m))
     z = np.zeros((k, n + 2 * m))
-    z[0, n] = 2.0  # child 0's total at its upper bound 7.1
-    z[1, n + m] = 2.0  # child 1's total at its lower bound 4.9: 7.1 + 4.9 = 12 = parent total
+    z[0, n] = 100.0  # child 0's total at its upper bound 7.1 (dual ≫ ROW_RATIO × slack)
+    z[1, n + m] = 100.0  # child 1's total at its lower bound 4.9: 7.1 + 4.9 = 12 = parent total
     fixed = np.zeros((k, n), dtype=bool)
     x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
     assert ok.all()  # the dependent pair is solved, not singular
     assert x.sum(axis=1) == pytest.approx([7.1, 4.9])
-    z[1, n + m], z[1, n] = 0.0, 2.0  # both at upper bounds: 7.1 + 5.1 ≠ 12
+    z[1, n + m], z[1, n] = 0.0, 100.0  # both at upper bounds: 7.1 + 5.1 ≠ 12
     _x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
     assert not ok.any()
     x, ok = batched_qp.solve_verified(qp)
