@@ -20,7 +20,10 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    cvxpy's seconds per family on the same families);
 5. with ``--baseline``, the whole run again with the previous solver path, in the same
    subprocess (seconds per level before/after on the same machine state);
-6. with ``--tract-dispatch`` (and ``--sample``), EVERY county→tract batch of the run solved by
+6. with ``--every-batch LEVEL``, EVERY batch of that level (e.g. ``Block_Group``) solved by the
+   production path 3 times (median) and every family of it once by the cvxpy model, timed in CPU
+   seconds as well as wall-clock (JSON key ``cvxpy_every_batch``) — the whole level, not a sample;
+7. with ``--tract-dispatch`` (and ``--sample``), EVERY county→tract batch of the run solved by
    the production path with and without the heavy-polish dispatch (``family_admm.polish_heavy``:
    many children on many cells try ``family_projected_cg``'s first polish before
    ``family_admm``) and the surplus release (``family_admm.RELEASE_BY_SURPLUS``), alternating, 3 times each: median wall and CPU seconds per batch and in
@@ -31,7 +34,7 @@ was not run. Usage::
 
     .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
         [--cache /tmp/populations]   # generate each population once, reuse it on later runs
-        [--baseline] [--max-children N] [--tract-dispatch]
+        [--baseline] [--max-children N] [--tract-dispatch] [--every-batch Block_Group]
 
 Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
 """
@@ -250,6 +253,86 @@ def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[st
     return {"level": level, "repeats": repeats, "batches": rows, "total": total}
 
 
+def _cvxpy_every_family(batch, passes, bands, objectives, memory_gb: float = 4.0):
+    """The per-family cvxpy model on every family of ``batch`` (both production passes, the
+    engine's bands of the last one): (wall seconds, CPU seconds, relative objective differences
+    against ``objectives`` ``(passes, F)``), or ``None`` when cvxpy runs out of memory."""
+    from engine.topdown.least_squares import Band
+
+    wall = cpu = 0.0
+    diffs = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (int(used + memory_gb * 1024**3) * 4, hard))
+    try:
+        for f in range(batch.n_families):
+            one = batch.subset([f])
+            rows_f = np.arange(batch.child_ptr[f], batch.child_ptr[f + 1])
+            one_bands = [Band(b.query, b.target[rows_f], b.tol[[f]]) for b in bands]
+            # The production passes: TOTAL then the rest (non-leaf), or one pass.
+            pass_bands = ([[]] if len(passes) > 1 else []) + [one_bands]
+            for k, (queries, held) in enumerate(
+                zip((passes[0], passes[-1])[-len(pass_bands) :], pass_bands, strict=True)
+            ):
+                c0 = time.process_time()
+                value, sec = cvxpy_family(one, 0, queries, held)
+                cpu += time.process_time() - c0
+                wall += sec
+                ours = float(objectives[k][f])
+                diffs.append(abs(value - ours) / max(abs(value), 1e-9))
+    except MemoryError:
+        return None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return wall, cpu, diffs
+
+
+def compare_every_batch(batches, level: str, repeats: int = 3) -> dict[str, object]:
+    """EVERY recorded batch of ``level`` solved by the production path ``repeats`` times (median
+    CPU and wall seconds per batch) and every family of it once by the per-family cvxpy model, in
+    CPU seconds as well as wall-clock (CPU time is what a shared 2-core machine measures most
+    steadily): totals per family and the ratios."""
+    rows = []
+    for batch, passes, _chain in batches:
+        if batch.child_level != level or batch.parent is None:
+            continue
+        times = []
+        for _ in range(repeats):
+            c0 = time.process_time()
+            objectives, bands, seconds = _engine_batch(batch, passes)
+            times.append((seconds, time.process_time() - c0))
+        cvx = _cvxpy_every_family(batch, passes, bands, objectives)
+        if cvx is None:
+            continue
+        rows.append(
+            {
+                "families": batch.n_families,
+                "children": batch.n_children,
+                "ours_s": float(np.median([t[0] for t in times])),
+                "ours_cpu_s": float(np.median([t[1] for t in times])),
+                "cvxpy_s": cvx[0],
+                "cvxpy_cpu_s": cvx[1],
+                "rel_objective_diff": max(cvx[2]),
+            }
+        )
+    families = sum(r["families"] for r in rows)
+    total = {k: sum(r[k] for r in rows) for k in ("ours_s", "ours_cpu_s", "cvxpy_s", "cvxpy_cpu_s")}
+    return {
+        "level": level,
+        "repeats": repeats,
+        "batches": len(rows),
+        "families": families,
+        "children": sum(r["children"] for r in rows),
+        "ours_cpu_per_family_s": total["ours_cpu_s"] / families if families else None,
+        "cvxpy_cpu_per_family_s": total["cvxpy_cpu_s"] / families if families else None,
+        "cvxpy_cpu_ratio": total["cvxpy_cpu_s"] / total["ours_cpu_s"] if rows else None,
+        "ours_per_family_s": total["ours_s"] / families if families else None,
+        "cvxpy_per_family_s": total["cvxpy_s"] / families if families else None,
+        "cvxpy_ratio": total["cvxpy_s"] / total["ours_s"] if rows else None,
+        "max_rel_objective_diff": max((r["rel_objective_diff"] for r in rows), default=None),
+    }
+
+
 def compare_batches(
     batches, per_level: int, seed: int, max_families: int = 16, memory_gb: float = 4.0
 ) -> dict[str, object]:
@@ -258,7 +341,6 @@ def compare_batches(
     the whole batch), and EVERY family of that batch (at most ``max_families``; batches with more
     are skipped) by the per-family cvxpy model. Per level: production seconds per family (batch
     seconds ÷ families in the batch) beside cvxpy's seconds per family on the same families."""
-    from engine.topdown.least_squares import Band
 
     rng = np.random.default_rng(seed + 1)
     by_level: dict[str, list[int]] = {}
@@ -276,28 +358,10 @@ def compare_batches(
         for i in chosen:
             batch, passes, _chain = batches[i]
             objectives, bands, ours_s = _engine_batch(batch, passes)
-            cvxpy_s, diffs = 0.0, []
-            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            used = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (int(used + memory_gb * 1024**3) * 4, hard))
-            try:
-                for f in range(batch.n_families):
-                    one = batch.subset([f])
-                    rows_f = np.arange(batch.child_ptr[f], batch.child_ptr[f + 1])
-                    one_bands = [Band(b.query, b.target[rows_f], b.tol[[f]]) for b in bands]
-                    # The production passes: TOTAL then the rest (non-leaf), or one pass.
-                    pass_bands = ([[]] if len(passes) > 1 else []) + [one_bands]
-                    for k, (queries, held) in enumerate(
-                        zip((passes[0], passes[-1])[-len(pass_bands) :], pass_bands, strict=True)
-                    ):
-                        value, sec = cvxpy_family(one, 0, queries, held)
-                        cvxpy_s += sec
-                        ours = float(objectives[k][f])
-                        diffs.append(abs(value - ours) / max(abs(value), 1e-9))
-            except MemoryError:
+            cvx = _cvxpy_every_family(batch, passes, bands, objectives, memory_gb)
+            if cvx is None:
                 continue
-            finally:
-                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+            cvxpy_s, _cpu, diffs = cvx
             rows.append(
                 {
                     "level": level,
@@ -438,6 +502,7 @@ def one_size(
     baseline: bool = False,
     max_children: int | None = None,
     dispatch_ab: bool = False,
+    every_batch: str | None = None,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
     from engine.topdown import estimation as estimation_module
@@ -458,7 +523,7 @@ def one_size(
     original = estimation_module.estimate_batch
 
     def recording(batch, passes, chain):
-        if sample:
+        if sample or every_batch:
             batches.append((batch, passes, chain))
         return original(batch, passes, chain)
 
@@ -491,6 +556,7 @@ def one_size(
     compare = compare_families(batches, sample, seed, max_children) if sample else {}
     whole = compare_batches(batches, sample, seed) if sample else {}
     dispatch = compare_dispatch(batches) if sample and dispatch_ab else {}
+    every = compare_every_batch(batches, every_batch) if every_batch else {}
     import scipy.sparse as sp
 
     # CSR: non-zero cells only (a checkout before issue 17's sparse histograms has dense truth)
@@ -524,6 +590,7 @@ def one_size(
         "cvxpy": compare,
         "cvxpy_batches": whole,
         "tract_dispatch": dispatch,
+        "cvxpy_every_batch": every,
         "previous_path": previous,
     }
 
@@ -576,6 +643,15 @@ def main(argv: list[str] | None = None) -> int:
         "and the surplus release (family_admm.MAX_POLISH_WORK, RELEASE_BY_SURPLUS), 3 times "
         "each, alternating",
     )
+    parser.add_argument(
+        "--every-batch",
+        choices=LEVELS,
+        default=None,
+        metavar="LEVEL",
+        help="every batch of LEVEL (e.g. Block_Group) solved by the production path 3 times and "
+        "every family of it by the per-family cvxpy model: CPU and wall seconds per family, "
+        "ratios (JSON key cvxpy_every_batch)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--cache",
@@ -595,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
             baseline=args.baseline,
             max_children=args.max_children,
             dispatch_ab=args.tract_dispatch,
+            every_batch=args.every_batch,
         )
         print(json.dumps(one))
         return 0
@@ -610,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
             command += ["--max-children", str(args.max_children)]
         if args.tract_dispatch:
             command.append("--tract-dispatch")
+        if args.every_batch:
+            command += ["--every-batch", args.every_batch]
         if args.state:
             command += ["--state", args.state]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -669,6 +748,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"ms per family (batch seconds ÷ families), cvxpy "
                 f"{v['cvxpy_per_family_s'] * 1e3:.1f} ms per family ({v['cvxpy_ratio']:.1f}×); "
                 f"max rel. objective diff {v['max_rel_objective_diff']:.1e}"
+            )
+        every = r.get("cvxpy_every_batch") or {}
+        if every.get("families"):
+            print(
+                f"  {every['level']}: EVERY batch ({every['batches']}, {every['families']} "
+                f"families, {every['children']} children), CPU seconds: production path "
+                f"{every['ours_cpu_per_family_s'] * 1e3:.2f} ms per family (median of "
+                f"{every['repeats']}), cvxpy {every['cvxpy_cpu_per_family_s'] * 1e3:.1f} ms "
+                f"({every['cvxpy_cpu_ratio']:.1f}×); wall-clock {every['cvxpy_ratio']:.1f}×; max "
+                f"rel. objective diff {every['max_rel_objective_diff']:.1e}"
             )
     if projection:
         print(
