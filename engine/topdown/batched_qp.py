@@ -483,6 +483,12 @@ def polish(
     at_lo = (z[:, n + m :] > ROW_RATIO * s[:, n + m :]) & ~at_hi & np.isfinite(qp.lo)
     result = np.where(fixed, 0.0, np.maximum(x, 0.0))
     done = np.zeros(n_fam, dtype=bool)
+    dual_tol = 1e-7 * (1.0 + float(np.abs(qp.g).max()))
+    # The families not verified yet: each step solves only these (``sub``; its children are
+    # ``children`` of ``qp``, its families ``families``). Families are independent, so a verified
+    # family's solution would not change; it still counts in the scale of the feasibility test.
+    sub, children, families = qp, np.arange(k), np.arange(n_fam)
+    done_size = 0.0
     seen: set[bytes] = set()
     for _ in range(max(steps, 1)):
         key = zero.tobytes() + at_hi.tobytes() + at_lo.tobytes()
@@ -490,22 +496,21 @@ def polish(
             break  # cycling
         seen.add(key)
         try:
-            sol, nu, grad, none_free, at_hi, at_lo = _kkt_solve(qp, zero, at_hi, at_lo)
+            sol, nu, grad, none_free, at_hi, at_lo = _kkt_solve(sub, zero, at_hi, at_lo)
         except np.linalg.LinAlgError:
             break
-        scale = 1.0 + float(np.abs(sol).max())
+        scale = 1.0 + max(float(np.abs(sol).max()), done_size)
         eps = 1e-9 * scale
-        dual_tol = 1e-7 * (1.0 + float(np.abs(qp.g).max()))
-        bx = qp.b_mul(sol)
+        bx = sub.b_mul(sol)
         neg = ~zero & (sol < -eps)
         released = zero & ~fixed & (grad < -dual_tol)
-        over = ~at_hi & (bx > qp.hi + eps)
-        under = ~at_lo & (bx < qp.lo - eps)
+        over = ~at_hi & (bx > sub.hi + eps)
+        under = ~at_lo & (bx < sub.lo - eps)
         wrong_hi = at_hi & (nu < -dual_tol)
         wrong_lo = at_lo & (nu > dual_tol)
         # A row left out of the solve as dependent (:func:`_dependent_rows`) must still sit on its
         # bound; one that does not is released (the next step finds its side).
-        off = (at_hi & (np.abs(bx - qp.hi) > eps)) | (at_lo & (np.abs(bx - qp.lo) > eps))
+        off = (at_hi & (np.abs(bx - sub.hi) > eps)) | (at_lo & (np.abs(bx - sub.lo) > eps))
         bad = (
             off.any(axis=1)
             | neg.any(axis=1)
@@ -515,20 +520,27 @@ def polish(
             | wrong_hi.any(axis=1)
             | wrong_lo.any(axis=1)
         )
-        family_ok = _family_sum(qp, bad.astype(np.float64), n_fam) == 0
-        if qp.parent is not None:
-            family_ok &= np.abs(_family_sum(qp, sol, n_fam) - qp.parent).max(axis=1) <= eps
-            family_ok &= ~np.any(none_free & (np.abs(qp.parent) > 0), axis=1)
-        new = family_ok & ~done
-        if new.any():
-            children = new[qp.family]
-            result[children] = np.where(zero, 0.0, np.maximum(sol, 0.0))[children]
-            done |= new
-        if done.all():
+        n_sub = families.size
+        family_ok = _family_sum(sub, bad.astype(np.float64), n_sub) == 0
+        if sub.parent is not None:
+            family_ok &= np.abs(_family_sum(sub, sol, n_sub) - sub.parent).max(axis=1) <= eps
+            family_ok &= ~np.any(none_free & (np.abs(sub.parent) > 0), axis=1)
+        verified = family_ok[sub.family]
+        result[children[verified]] = np.where(zero, 0.0, np.maximum(sol, 0.0))[verified]
+        done[families[family_ok]] = True
+        if family_ok.all():
             break
+        solved = (zero, at_hi, at_lo)
         zero = (zero & ~released) | neg
         at_hi = (at_hi & ~wrong_hi & ~off) | over
         at_lo = (at_lo & ~wrong_lo & ~off) | (under & ~at_hi)
+        if family_ok.any():
+            done_size = max(done_size, float(np.abs(sol[verified]).max(initial=0.0)))
+            left = ~verified
+            sub = _subset_qp(sub, ~family_ok)
+            children, families = children[left], families[~family_ok]
+            zero, at_hi, at_lo, fixed = zero[left], at_hi[left], at_lo[left], fixed[left]
+            seen = {b"".join(part[left].tobytes() for part in solved)}
     return result, done
 
 

@@ -173,3 +173,38 @@ def test_polish_holds_a_cell_only_where_its_dual_clearly_exceeds_its_slack():
     assert not ok.any()
     x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=2)
     assert ok.all() and x == pytest.approx(np.array([[0.5, 3, 3], [0.5, 3, 3]]))
+
+
+def test_later_active_set_steps_solve_only_the_families_not_yet_verified(monkeypatch):
+    """Family 0's first guess is right, family 1's holds a cell wrongly: the second step solves
+    family 1 alone, and both answers equal each family polished on its own."""
+    k, n = 4, 3
+    target = np.array([[0.5, 3.0, 3.0]] * 2 + [[1.0, 2.0, 4.0]] * 2)
+    qp = FamilyQP(
+        H=np.tile(2 * np.eye(n), (k, 1, 1)),
+        g=-2 * target,
+        family=np.array([0, 0, 1, 1]),
+        parent=np.array([[1.0, 6.0, 6.0], [2.0, 4.0, 8.0]]),
+        B=np.zeros((0, n)),
+        lo=np.zeros((k, 0)),
+        hi=np.zeros((k, 0)),
+    )
+    s, z = np.ones((k, n)), np.zeros((k, n))
+    z[2, 0] = 2.0 * batched_qp.CELL_RATIO  # family 1: cell 0 of its first child held at 0
+    fixed = np.zeros((k, n), dtype=bool)
+    sizes = []
+    solve = batched_qp._kkt_solve
+
+    def counted(sub, *args):
+        sizes.append(sub.g.shape[0])
+        return solve(sub, *args)
+
+    monkeypatch.setattr(batched_qp, "_kkt_solve", counted)
+    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=3)
+    assert ok.all() and sizes == [4, 2]
+    assert x == pytest.approx(target)
+    for f in range(2):
+        one = batched_qp._subset_qp(qp, np.arange(2) == f)
+        rows = qp.family == f
+        x_f, ok_f = batched_qp.polish(one, np.zeros((2, n)), s[rows], z[rows], fixed[rows], 3)
+        assert ok_f.all() and np.array_equal(x_f, x[rows])
