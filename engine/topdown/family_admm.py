@@ -148,6 +148,13 @@ def _rows_on(cell_index: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.
     return used, (labels[None, :] == used[:, None]).astype(np.float64)
 
 
+def _complement(used: np.ndarray, size: int) -> np.ndarray:
+    """``(size,)`` bool: the answer cells not in ``used``."""
+    out = np.ones(size, dtype=bool)
+    out[used] = False
+    return out
+
+
 @dataclass(frozen=True)
 class CellRows:
     """A family's per-child constraints on the ``n`` cells its parent populates (SPEC §6, §8):
@@ -186,7 +193,7 @@ def cell_rows(
         zero |= zero_of_bound[lo:hi][:, cells]
         used, rows = _rows_on(bound.spec.cell_index, cells)
         low, up = bound.lower[lo:hi], bound.upper[lo:hi]
-        unused = np.setdiff1d(np.arange(bound.spec.size), used)
+        unused = _complement(used, bound.spec.size)
         if np.any(low[:, unused] > 0) or np.any(up[:, unused] < 0):
             raise FamilyNotSolved("a bound over cells the parent cannot populate fails")
         low, up = low[:, used], up[:, used]
@@ -200,7 +207,7 @@ def cell_rows(
         spec = batch.queries[band.query]
         used, rows = _rows_on(spec.cell_index, cells)
         target, tol = band.target[lo:hi], float(band.tol[f])
-        unused = np.setdiff1d(np.arange(spec.size), used)
+        unused = _complement(used, spec.size)
         if np.any(np.abs(target[:, unused]) > tol):
             raise FamilyNotSolved("a band over cells the parent cannot populate fails")
         row_blocks.append(rows)

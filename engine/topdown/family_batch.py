@@ -117,19 +117,22 @@ def _reduce(
     pass_queries: Sequence[int],
     bands: Sequence[Band],
     zero_cells: Sequence[np.ndarray] | None = None,
+    squares: dict[int, np.ndarray] | None = None,
 ) -> _Small | None:
     """Family ``f`` on its parent's populated cells, or ``None`` when a constraint over cells it
     cannot populate fails (left to the general model, which reports the infeasibility).
     ``zero_cells``: each bound's :meth:`~engine.topdown.family.ChildBounds.zero_cells` for the
-    whole batch (computed once by the caller)."""
+    whole batch, and ``squares``: Σ m̃² per child of each pass query (:func:`_squares`), both
+    computed once by the caller."""
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     parent = batch.parent[f]
     cells = np.flatnonzero(parent > 0)
     n, k = cells.size, hi - lo
     weights = batch.weight[lo:hi]
-    used = [q for q in pass_queries if np.any(weights[:, q] > 0)]
-    top = max(float(weights[:, q].max()) for q in pass_queries)
-    w = weights[:, used] / top  # (k, queries)
+    queries = np.asarray(pass_queries)
+    pass_weights = weights[:, queries]
+    used = queries[np.any(pass_weights > 0, axis=0)]
+    w = pass_weights[:, np.any(pass_weights > 0, axis=0)] / float(pass_weights.max())
     labels = np.stack([batch.queries[q].cell_index[cells] for q in used])  # (queries, n)
     # H_c = 2 Σ_q w_cq A_qᵀA_q on these cells: A_qᵀA_q is 1 where two cells share q's answer
     # cell (the identity for the detailed query) — all queries and children in one product.
@@ -137,10 +140,11 @@ def _reduce(
     hess = (2.0 * w @ same).reshape(k, n, n)
     grad = np.zeros((k, n))
     constant = np.zeros(k)
+    if squares is None:
+        squares = _squares(batch, used)
     for j, q in enumerate(used):
-        noisy = batch.noisy[q][lo:hi]
-        grad -= 2.0 * w[:, j, None] * noisy[:, labels[j]]
-        constant += w[:, j] * np.sum(noisy**2, axis=1)
+        grad -= 2.0 * w[:, j, None] * batch.noisy[q][lo:hi][:, labels[j]]
+        constant += w[:, j] * squares[int(q)][lo:hi]
     try:
         con = cell_rows(batch, f, cells, bands, zero_cells)
     except FamilyNotSolved:
@@ -160,6 +164,11 @@ def _reduce(
         lo=lower,  # a bound's lower 0 is held by x ≥ 0 already
         hi=con.upper,
     )
+
+
+def _squares(batch: FamilyBatch, queries: Sequence[int]) -> dict[int, np.ndarray]:
+    """Σ m̃² of each child's noisy answers to each of ``queries`` (the objective's constant)."""
+    return {int(q): np.einsum("ij,ij->i", batch.noisy[q], batch.noisy[q]) for q in queries}
 
 
 def _group_problem(group: Sequence[_Small]) -> FamilyQP:
@@ -231,8 +240,9 @@ def solve_small_families(
     reduced: list[_Small] = []
     families: list[int] = []
     zero_cells = [bound.zero_cells() for bound in batch.bounds]
+    squares = _squares(batch, pass_queries)
     for f in candidates:
-        small = _reduce(batch, int(f), pass_queries, bands, zero_cells)
+        small = _reduce(batch, int(f), pass_queries, bands, zero_cells, squares)
         if small is not None:
             reduced.append(small)
             families.append(int(f))
