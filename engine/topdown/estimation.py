@@ -29,7 +29,7 @@ from engine.topdown.geography import GeoTree
 from engine.topdown.least_squares import multipass_least_squares
 from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
-from engine.topdown.options import Progress, RunCancelled
+from engine.topdown.options import Progress, RunCancelled, unit_variables
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.rounding import round_batch
 from engine.topdown.sparse_histograms import SparseRows
@@ -219,8 +219,9 @@ def estimate(
 ) -> Estimation:
     """The estimation phase (TDA §7), root first then depth by depth.
 
-    The families of one depth are cut into batches of about ``options.chunk_cells`` variables —
-    the units of work handed to ``executor`` (default: in this process); the cut does not depend
+    The families of one depth are cut into batches of about
+    :func:`~engine.topdown.options.unit_variables` variables (children × cells) — the units of
+    work handed to ``executor`` (default: in this process); the cut does not depend
     on the executor, so neither do the results. Each unit draws (keyed noise) or takes the noisy
     answers its families need; the estimates are kept sparse (:class:`SparseRows`).
     """
@@ -234,6 +235,7 @@ def estimate(
     sums = held_sums(tree, truth, plan.queries, plan.options.invariant_sums)
     timings: dict[str, float] = {}
     n_cells = plan.schema.size
+    unit_size = unit_variables(plan.options, n_cells)
     estimates = SparseRows(tree.n_nodes, n_cells)
     ls_total = rounding_total = 0.0
     fallbacks = 0
@@ -267,7 +269,7 @@ def estimate(
         parent_total = np.asarray(parent_rows.sum(axis=1)).reshape(-1)
         trivial = (n_sizes[parents] == 1) | (parent_total == 0)
         easy = parents[trivial]
-        for part in _chunks(easy, n_sizes[easy], n_cells, plan.options.chunk_cells):
+        for part in _chunks(easy, n_sizes[easy], n_cells, unit_size):
             # One child takes its parent's histogram; an empty parent's children are all 0.
             batch, _ = _batch_frame(
                 part, tree, estimates, specs, measured, weight, bounds=held, sums=sums
@@ -290,7 +292,7 @@ def estimate(
             (hard[leaf_family], single_pass),
             (hard[~leaf_family], passes),
         ):
-            group_chunks = _chunks(group, n_sizes[group], n_cells, plan.options.chunk_cells)
+            group_chunks = _chunks(group, n_sizes[group], n_cells, unit_size)
             chunks += group_chunks
             chunk_passes += [group_passes] * len(group_chunks)
         base_done = done_children
