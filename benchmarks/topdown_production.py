@@ -523,7 +523,9 @@ def one_size(
     original = estimation_module.estimate_batch
 
     def recording(batch, passes, chain):
-        if sample or every_batch:
+        # Only the compared level's batches when only --every-batch asks (recording every
+        # level's would inflate the peak memory reported)
+        if sample or batch.child_level == every_batch:
             batches.append((batch, passes, chain))
         return original(batch, passes, chain)
 
