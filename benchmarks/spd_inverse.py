@@ -14,9 +14,14 @@ and the largest relative difference to ``np.linalg.inv``.
 Part 2 (``--families PKL``): the group solves of recorded block-group families (a pickle of lists
 of ``family_batch._Small``, e.g. the 205 families of a 1M-person RI run), previous and current
 ``spd_inverse`` alternating in one process: CPU ms per family, families verified, and the largest
-relative objective difference between the two.
+relative objective difference between the two. ``--record PERSONS`` makes that recording first:
+it runs ``topdown-2020-production`` on a generated state (``--state``, ``--seed``; reused from
+``--cache DIR`` when there) and keeps, per block-group batch, its held pass reduced to the small
+families (:func:`record_block_group_families`), written to ``--families`` when given.
 
     python benchmarks/spd_inverse.py [--repeats 5] [--families /tmp/bg-reduced.pkl]
+    python benchmarks/spd_inverse.py --no-grid --record 1e6 --cache /tmp/populations \\
+        --families /tmp/bg-reduced.pkl      # record once, then reuse with --families alone
 """
 
 from __future__ import annotations
@@ -147,9 +152,65 @@ def _solve_groups(reduced: list) -> tuple[int, list[float]]:
     return verified, objectives
 
 
-def families(path: Path, repeats: int) -> None:
-    with path.open("rb") as handle:
-        recorded = pickle.load(handle)  # noqa: S301 (a local recording the user names)
+def record_block_group_families(
+    persons: int, state: str, seed: int, cache: Path | None
+) -> list[list[family_batch._Small]]:
+    """Run ``topdown-2020-production`` on a generated state and return, per block-group batch,
+    the small families of its held pass (the second: the rest of the queries with the TOTAL
+    band) as :func:`engine.topdown.family_batch._reduce` gives them to the interior point."""
+    import sys
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import topdown_production as production
+
+    from engine.topdown import estimation
+    from engine.topdown import run as run_module
+    from phexplore.presets import load_topdown_preset
+
+    batches = []
+    original = estimation.estimate_batch
+
+    def recording(batch, passes, chain):
+        if batch.child_level == "Block_Group":
+            batches.append((batch, passes))
+        return original(batch, passes, chain)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = (cache or Path(tmp)) / f"{state}-{persons}-seed{seed}"
+        hist, _, _ = production._population(persons, state, seed, folder)
+        estimation.estimate_batch = recording
+        try:
+            allocation = load_topdown_preset("topdown-2020-production")["persons"]
+            run_module.run_topdown(hist, allocation, seed=seed)
+        finally:
+            estimation.estimate_batch = original
+    held = []
+    solve = family_batch.solve_small_families
+
+    def keep(batch, pass_queries, bands):
+        if bands:
+            held.append((batch, pass_queries, bands))
+        return solve(batch, pass_queries, bands)
+
+    family_batch.solve_small_families = keep
+    try:
+        for batch, passes in batches:
+            production._engine_batch(batch, passes)
+    finally:
+        family_batch.solve_small_families = solve
+    recorded = []
+    for batch, pass_queries, bands in held:
+        zero_cells = [bound.zero_cells() for bound in batch.bounds]
+        reduced = (
+            family_batch._reduce(batch, int(f), pass_queries, bands, zero_cells)
+            for f in np.flatnonzero(family_batch.small_families(batch))
+        )
+        recorded.append([s for s in reduced if s is not None])
+    return recorded
+
+
+def families(recorded: list, label: str, repeats: int) -> None:
     n_families = sum(len(r) for r in recorded)
     current = batched_qp.spd_inverse
     variants = {"previous": previous_spd_inverse, "potrf/potri": current}
@@ -168,7 +229,7 @@ def families(path: Path, repeats: int) -> None:
         batched_qp.spd_inverse = current
     before, after = results["previous"][1], results["potrf/potri"][1]
     rel = np.abs(after - before) / np.maximum(1.0, np.abs(before))
-    print(f"\n{n_families} recorded families ({path}), group solves, CPU ms per family:")
+    print(f"\n{n_families} recorded families ({label}), group solves, CPU ms per family:")
     for name in variants:
         ms = np.round(times[name], 2)
         print(f"  {name:12s} median {np.median(ms):.2f}  all {ms}  verified {results[name][0]}")
@@ -179,14 +240,31 @@ def families(path: Path, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--families", type=Path, default=None)
+    parser.add_argument("--families", type=Path, default=None, help="recorded families (pickle)")
     parser.add_argument("--no-grid", action="store_true")
+    parser.add_argument(
+        "--record", type=float, default=None, metavar="PERSONS", help="record them first (e.g. 1e6)"
+    )
+    parser.add_argument("--state", default="RI")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cache", type=Path, default=None, help="folder of generated populations")
     args = parser.parse_args()
+    recorded, label = None, str(args.families)
+    if args.record is not None:
+        persons = int(args.record)
+        recorded = record_block_group_families(persons, args.state, args.seed, args.cache)
+        label = f"{args.state}, {persons:,} persons, seed {args.seed}"
+        if args.families is not None:
+            with args.families.open("wb") as handle:
+                pickle.dump(recorded, handle)
+    elif args.families is not None:
+        with args.families.open("rb") as handle:
+            recorded = pickle.load(handle)  # noqa: S301 (a local recording the user names)
     with single_blas_thread():
         if not args.no_grid:
             grid(args.repeats)
-        if args.families is not None:
-            families(args.families, args.repeats)
+        if recorded is not None:
+            families(recorded, label, args.repeats)
 
 
 if __name__ == "__main__":

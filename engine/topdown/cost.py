@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.0015
-"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine: 34.4 s / 23,133
-blocks (1,000,000 persons, median of 3) and 416.6 s / 292,120 blocks (10,000,000 persons)."""
+SECONDS_PER_BLOCK_2016 = 0.0009
+"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine: 18.8 s / 23,133
+blocks (1,000,000 persons, median of 3: 0.00081) and 268.2 s / 292,120 blocks (10,000,000
+persons: 0.00092), 2026-11-24 08:30–08:41 (34.4 s and 416.6 s, 0.0015, before that day's
+solvers)."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
