@@ -34,6 +34,18 @@ from phexplore.budget import TopDownAllocation
 from phexplore.errors import ValidationError
 
 EPL_BOOT = 200
+
+PREDICTION_COLUMNS = [
+    "geolevel",
+    "query",
+    "sigma",
+    "predicted_rmse",
+    "measured_rmse",
+    "ratio",
+    "units",
+    "units_evaluated",
+]
+"""The columns of the predicted-vs-measured table written to ``metrics.json`` ``prediction``."""
 """Bootstrap resamples of the metrics.json EPL interval (generator seeded ``[seed, 1]``, as the app)."""
 
 SPINE_OPTION_KEYS: tuple[str, ...] = (
@@ -548,17 +560,7 @@ def metrics(
             )
             if predicted is not None:
                 out["prediction"] = predicted
-                columns = [
-                    "geolevel",
-                    "query",
-                    "sigma",
-                    "predicted_rmse",
-                    "measured_rmse",
-                    "ratio",
-                    "units",
-                    "units_evaluated",
-                ]
-                sections["prediction"] = predicted[columns].to_dict("records")
+                sections["prediction"] = predicted[PREDICTION_COLUMNS].to_dict("records")
                 sections["prediction_sampling"] = prediction_sampling_note()
                 if measured.spine_plan is not None and measured.spine_plan.entity_sets:
                     entities = _entity_prediction(

@@ -7,15 +7,20 @@ from engine.runs.spec import RunSpec
 from phexplore.presets import load_topdown_preset
 
 
-def test_conventional_run_with_wards_has_both_prediction_tables() -> None:
+def _providence(**options: object) -> RunSpec:
+    """Providence County (RI 2010, ``ri2010-production-like`` at ρ = 1, seed 3)."""
     alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(1)
-    spec = RunSpec(
+    return RunSpec(
         engine="topdown",
         data={"source": "ri2010", "filter": {"level": "County", "units": ["44007"]}},
         config=alloc.to_dict(),
         seed=3,
-        options={"spine": "conventional", "entities": ["providence-wards"]},
+        options=options,
     )
+
+
+def test_conventional_run_with_wards_has_both_prediction_tables() -> None:
+    spec = _providence(spine="conventional", entities=["providence-wards"])
     out = execute(spec, tables=True)
     pred = out.tables["prediction"]
     block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]
@@ -36,14 +41,7 @@ def test_the_run_table_evaluates_a_stated_sample_of_families() -> None:
     from phexplore.api import prediction_sample_sentence
     from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
-    alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(1)
-    spec = RunSpec(
-        engine="topdown",
-        data={"source": "ri2010", "filter": {"level": "County", "units": ["44007"]}},
-        config=alloc.to_dict(),
-        seed=3,
-    )
-    out = execute(spec, tables=True)
+    out = execute(_providence(), tables=True)
     pred = out.tables["prediction"]
     block = pred[pred["geolevel"] == "Block"].iloc[0]
     assert block["units"] > 10_000  # Providence County's blocks

@@ -88,19 +88,9 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
     assert app.tables["epl"].attrs == dense_tables["epl"].attrs
     for payload in (app.payload, sparse.payload):
         _assert_same(dense, payload)
-    columns = [
-        "geolevel",
-        "query",
-        "sigma",
-        "predicted_rmse",
-        "measured_rmse",
-        "ratio",
-        "units",
-        "units_evaluated",
-    ]
     pd.testing.assert_frame_equal(  # NaN ratios where the measured RMSE is 0
         pd.DataFrame(app.payload["prediction"]),
-        pd.DataFrame(dense_tables["prediction"][columns].to_dict("records")),
+        pd.DataFrame(dense_tables["prediction"][stages.PREDICTION_COLUMNS].to_dict("records")),
         check_exact=True,
     )
     return dense, sparse.payload, result

@@ -23,10 +23,9 @@ def _same_files(local: Path, spark: Path, names: list[str]) -> None:
         assert (spark / name).read_bytes() == (local / name).read_bytes(), name
 
 
-@pytest.mark.spark
-def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
-    args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
-    args += ["--filter", "County=44001", "--seed", "3"]
+def _topdown_both_backends(args: list[str], tmp_path: Path) -> Path:
+    """Run ``args`` locally and on Spark (checkpointed); the estimates, measurements and
+    microdata must be byte-identical. Returns the checkpoint folder."""
     assert main([*args, "--out", str(tmp_path / "local")]) == 0
     checkpoint = tmp_path / "checkpoint"
     assert (
@@ -36,6 +35,14 @@ def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
     _same_files(
         tmp_path / "local", tmp_path / "s", ["estimates.csv", "measurements.csv", "microdata.csv"]
     )
+    return checkpoint
+
+
+@pytest.mark.spark
+def test_topdown_county_same_outputs_on_spark(spark, tmp_path: Path) -> None:
+    args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
+    args += ["--filter", "County=44001", "--seed", "3"]
+    checkpoint = _topdown_both_backends(args, tmp_path)
     # one Parquet checkpoint per estimated level below the root
     assert len(list(checkpoint.glob("*.parquet"))) >= 3
 
@@ -111,16 +118,8 @@ def test_topdown_in_many_small_slices_same_outputs(
     createDataFrame and one Spark job per family batch, two at a time) changes no byte."""
     args = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]
     args += ["--filter", "County=44003", "--seed", "4"]
-    assert main([*args, "--out", str(tmp_path / "local")]) == 0
-    monkeypatch.setenv("PHEXPLORE_SPARK_SLICE_BYTES", "1")
-    checkpoint = tmp_path / "checkpoint"
-    assert (
-        main([*args, *SPARK, "--spark-checkpoint", str(checkpoint), "--out", str(tmp_path / "s")])
-        == 0
-    )
-    _same_files(
-        tmp_path / "local", tmp_path / "s", ["estimates.csv", "measurements.csv", "microdata.csv"]
-    )
+    monkeypatch.setenv("PHEXPLORE_SPARK_SLICE_BYTES", "1")  # read by the Spark executor only
+    checkpoint = _topdown_both_backends(args, tmp_path)
     # one checkpoint per slice, here per family batch: Kent County's county, tract and block
     # group levels are one batch each, its blocks two
     metrics = json.loads((tmp_path / "s" / "metrics.json").read_text())
