@@ -12,8 +12,8 @@ from pathlib import Path
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.accounting import CONVERSIONS
+from phexplore.api.budgets import CONVERSIONS
+from phexplore.app import state as S
 
 # Icons: Material symbols are drawn with the font bundled in Streamlit's own static files (served
 # from this machine); the browser-tab icon is a PNG in assets/ (a Material page_icon would be

@@ -7,14 +7,14 @@ plus the tidy table the Results page charts) ``--repeats`` times each way, round
 computation in a forked child (:func:`outputs.in_child`) so its extra memory is its own:
 
 * **sparse** — this code: :func:`engine.runs.topdown.metrics` with ``tables=True`` and the app's
-  row limit (``max_tidy_rows`` = :data:`phexplore.api.run_folders.APP_MAX_ROWS`);
+  row limit (``max_tidy_rows`` = :data:`phexplore.api.limits.APP_MAX_ROWS`);
 * **dense baseline** — the app path of main at 015850a, reproduced here: ``result.to_tidy()`` of
   every query, then ``mae_table``, ``epl_table``, ``blau_bias_of``, ``prediction_table`` and
   ``metrics_payload`` on it (skipped above ``--baseline-max-rows`` dense rows, default 20,000,000);
   its prediction table uses the app's sample of families (so the tables compare equal);
 * **prediction sampled / prediction all** — the prediction step alone (the run's count profile
   and ``predict_topdown`` of every query): on the app's sample of whole families per level
-  (:data:`phexplore.prediction.RUN_TABLE_MAX_UNITS` geounits, every k-th family) against every
+  (:data:`engine.prediction.RUN_TABLE_MAX_UNITS` geounits, every k-th family) against every
   geounit, the app before that cap (``--no-prediction-all`` skips the latter).
 
 Printed: dense rows, the rows the app keeps, wall seconds (median) and peak memory added (MB, max),
@@ -45,9 +45,9 @@ def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str
     """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
     from engine.metrics import epl_table, mae_table
     from engine.metrics.prediction import prediction_table
+    from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.runs import topdown as stages
     from engine.topdown.profile import tree_profile
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     tidy = result.to_tidy()
     epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
@@ -73,8 +73,8 @@ def prediction_step(result: Any, hist: Any, measured: Any, *, sampled: bool) -> 
     """The app's prediction work: the run's count profile and :func:`predict_topdown` of every
     query of the run, on the app's sample of families per level (``sampled``) or on every
     geounit (the app before the cap)."""
+    from engine.prediction import RUN_TABLE_MAX_UNITS, predict_topdown
     from engine.topdown.profile import tree_profile
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS, predict_topdown
 
     profile, _ = tree_profile(result.tree, hist, "run")
     queries = list(dict.fromkeys(["TOTAL", *result.query_names]))
@@ -97,11 +97,11 @@ def one_size(
 
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
+    from engine.dp.presets import load_topdown_preset
     from engine.runs import RunSpec, execute
     from engine.runs import topdown as stages
     from engine.topdown.queries import query_group
-    from phexplore.api.run_folders import APP_MAX_ROWS
-    from phexplore.presets import load_topdown_preset
+    from phexplore.api.limits import APP_MAX_ROWS
 
     with tempfile.TemporaryDirectory() as folder:
         generate_population(persons, seed=seed, states=["RI"], out_dir=Path(folder))

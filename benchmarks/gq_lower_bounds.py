@@ -28,9 +28,9 @@ import engine.topdown.plan as plan_module  # noqa: E402
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.inputs import load_topdown_input  # noqa: E402
 from engine.data.population import generate_population  # noqa: E402
+from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown.constraints import CountBounds, block_bounds  # noqa: E402
 from engine.topdown.run import run_topdown  # noqa: E402
-from phexplore.presets import load_topdown_preset  # noqa: E402
 
 
 def _without_lower(hist: BlockHistogram) -> CountBounds | None:

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from engine.data.samples import load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.metrics import mae_table
 from engine.noise.keyed import geounit_hashes
 from engine.topdown.measure import measure
 from engine.topdown.run import estimate, plan_run, result_of
-from phexplore.presets import load_topdown_preset
 
 
 def run_once(hist, allocation, seed: int, keyed: bool) -> tuple[pd.DataFrame, float]:

@@ -144,9 +144,9 @@ def one_size(
     """Generate, run once, then time every way of writing (inside its own subprocess)."""
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
+    from engine.dp.presets import load_topdown_preset
     from engine.topdown.export import estimate_rows, iter_estimate_frames, measurement_rows
     from engine.topdown.run import run_topdown
-    from phexplore.presets import load_topdown_preset
 
     with tempfile.TemporaryDirectory() as tmp:
         generate_population(persons, seed=seed, states=["RI"], out_dir=Path(tmp) / "p")

@@ -1,6 +1,6 @@
 """Validation of the published-count accuracy prediction (SPEC §7) against repeated TopDown runs.
 
-For each data set and total ρ: the prediction of :func:`phexplore.prediction.predict_topdown`
+For each data set and total ρ: the prediction of :func:`engine.prediction.predict_topdown`
 (made before any run, on the data's spine and counts) against the RMSE of the published counts
 measured over ``--seeds`` engine runs (``engine.topdown.run.run_topdown``), per geolevel × query.
 Printed per row: mean true count per answer cell, the noisy-measurement σ (the baseline: what the
@@ -47,17 +47,17 @@ from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.inputs import load_topdown_input  # noqa: E402
 from engine.data.population import generate_population  # noqa: E402
 from engine.data.samples import load_topdown_sample  # noqa: E402
-from engine.topdown.profile import spine_profile  # noqa: E402
-from engine.topdown.run import run_topdown  # noqa: E402
-from phexplore.budget import TopDownAllocation  # noqa: E402
-from phexplore.prediction import (  # noqa: E402
+from engine.dp.budget import TopDownAllocation  # noqa: E402
+from engine.dp.presets import load_topdown_preset  # noqa: E402
+from engine.prediction import (
     PLANNER_MAX_FAMILIES,
     PLANNER_MAX_UNITS,
     predict_topdown,
     shipped_profile_for,
 )
-from phexplore.prediction.predict import SUPPORT_MAX_FAMILIES  # noqa: E402
-from phexplore.presets import load_topdown_preset  # noqa: E402
+from engine.prediction.predict import SUPPORT_MAX_FAMILIES  # noqa: E402
+from engine.topdown.profile import spine_profile  # noqa: E402
+from engine.topdown.run import run_topdown  # noqa: E402
 
 LOW, HIGH = 0.8, 1.25
 
@@ -71,9 +71,9 @@ def validate(
     pred = predict_topdown(alloc, profile)
     predict_s = time.perf_counter() - t0
     # Baseline in the same run: the dense model (every cell a variable), as before the support
-    # model (phexplore/prediction/support.py); identical on the folded 16-cell schema.
+    # model (engine/prediction/support.py); identical on the folded 16-cell schema.
     dense = predict_topdown(alloc, profile, support=False)
-    # and the model without the root's lifted empty cells (phexplore/prediction/root_clipping.py)
+    # and the model without the root's lifted empty cells (engine/prediction/root_clipping.py)
     no_root = predict_topdown(alloc, profile, root_empty_cells=False)
     queries = list(dict.fromkeys(r.query for r in pred.rows))
     mse: dict[tuple[str, str], list[float]] = {}

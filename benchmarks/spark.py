@@ -132,12 +132,12 @@ def bench_topdown(
     warmup: bool,
 ) -> dict[str, Any]:
     """TopDown, the whole pipeline, in-process executor against the Spark executor."""
-    from engine.executors import InProcessExecutor
+    from engine.core.executors import InProcessExecutor
+    from engine.dp.presets import load_topdown_preset
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import load
     from engine.spark.executor import SparkExecutor
-    from phexplore.presets import load_topdown_preset
 
     if data == "population":
         assert folder is not None

@@ -59,12 +59,12 @@ def child(
     reads: int = 1,
 ) -> dict[str, Any]:
     """One timed run in this process (called in a fresh interpreter by :func:`main`)."""
+    from engine.dp.presets import load_topdown_preset
     from engine.runs.control import RunControl
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import estimate, load, measure
     from engine.spark.executor import SparkExecutor
     from engine.spark.session import get_session
-    from phexplore.presets import load_topdown_preset
 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     data: dict[str, Any] = {"source": folder}

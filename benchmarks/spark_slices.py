@@ -32,12 +32,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
+    from engine.dp.presets import load_topdown_preset
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import load
     from engine.spark.executor import SparkExecutor
     from engine.spark.session import get_session
-    from phexplore.presets import load_topdown_preset
 
     session = get_session(args.master, app_name="phexplore-slices", ui=False)
     session.sparkContext.setLogLevel("ERROR")

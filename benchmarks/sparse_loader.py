@@ -46,7 +46,7 @@ def _previous_dense_loader(folder: Path):
 
     from engine.data.generated import PPMF_TYPES, _block_frame, _find, generated_cells
     from engine.data.histogram import BlockHistogram
-    from engine.data.schemas import REDISTRICTING_SCHEMA
+    from engine.schema.attributes import REDISTRICTING_SCHEMA
 
     path = _find(folder, "ppmf")
     table = pacsv.read_csv(

@@ -1,6 +1,6 @@
 """Batched SPD inverses of the block-group interior point: LAPACK potrf/potri against LU.
 
-:func:`engine.topdown.batched_qp.spd_inverse` inverts the interior point's Newton matrices
+:func:`engine.topdown.qp.batched_qp.spd_inverse` inverts the interior point's Newton matrices
 M_c = H + diag(w_c) + Bᵀ W_c B (one per child) and Schur complements Σ_c M_c⁻¹ (one per family)
 by per-matrix LAPACK Cholesky (``dpotrf`` + ``dpotri``). Named baselines, timed in the same
 process: ``np.linalg.inv`` (batched LU) and the previous ``spd_inverse`` of commit bc76123
@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from engine.topdown import batched_qp, family_batch
-from phexplore.blas_threads import single_blas_thread
+from engine.core.blas_threads import single_blas_thread
+from engine.topdown.qp import batched_qp, family_batch
 
 GRID_K = (2, 8, 32, 128)
 GRID_N = (13, 24, 37, 48, 64, 96, 133)
@@ -157,16 +157,16 @@ def record_block_group_families(
 ) -> list[list[family_batch._Small]]:
     """Run ``topdown-2020-production`` on a generated state and return, per block-group batch,
     the small families of its held pass (the second: the rest of the queries with the TOTAL
-    band) as :func:`engine.topdown.family_batch._reduce` gives them to the interior point."""
+    band) as :func:`engine.topdown.qp.family_batch._reduce` gives them to the interior point."""
     import sys
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import topdown_production as production
 
+    from engine.dp.presets import load_topdown_preset
     from engine.topdown import estimation
     from engine.topdown import run as run_module
-    from phexplore.presets import load_topdown_preset
 
     batches = []
     original = estimation.estimate_batch

@@ -31,11 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.samples import load_topdown_sample  # noqa: E402
+from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown import estimation as estimation_module  # noqa: E402
 from engine.topdown import run as run_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
-from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass  # noqa: E402
-from phexplore.presets import load_topdown_preset  # noqa: E402
+from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+from engine.topdown.qp.problem import Band  # noqa: E402
 
 
 def subset_by_tracts(hist: BlockHistogram, fraction: float, seed: int = 0) -> BlockHistogram:

@@ -14,7 +14,7 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
    relative difference of objectives; and, since the engine solves many small families at once
-   (``engine.topdown.family_batch``), WHOLE BATCHES: for ``--sample`` random families per level
+   (``engine.topdown.qp.family_batch``), WHOLE BATCHES: for ``--sample`` random families per level
    the unit of work that holds each is solved by the production path at once, and every family
    of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
    cvxpy's seconds per family on the same families);
@@ -131,7 +131,7 @@ def cvxpy_family(batch, f: int, queries, bands) -> tuple[float, float]:
 def _previous_path():
     """The solver path before issue 17's family solvers: neither ADMM (family_admm) nor the
     closed-form TOTAL pass under bounds (total_pass) takes a family, so Clarabel does."""
-    from engine.topdown import family_admm, total_pass
+    from engine.topdown.qp import family_admm, total_pass
 
     covered, applies = family_admm.covered, total_pass.applies
     family_admm.covered = lambda *_args: False
@@ -154,7 +154,8 @@ def _differing(a, b) -> int:
 def _engine_family(one, passes, method: str):
     """The engine's passes for one family alone (``method`` of ``solve_pass``): (objectives of
     every pass, bands of the last pass, seconds)."""
-    from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass
+    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+    from engine.topdown.qp.problem import Band
 
     t0 = time.perf_counter()
     first = solve_pass(one, passes[0], method=method) if len(passes) > 1 else None
@@ -171,9 +172,10 @@ def _engine_family(one, passes, method: str):
 
 def _engine_batch(batch, passes):
     """The production path (``auto``) on a whole recorded batch, as the engine solves it (small
-    families together, :mod:`engine.topdown.family_batch`): (objectives ``(passes, F)``, bands of
+    families together, :mod:`engine.topdown.qp.family_batch`): (objectives ``(passes, F)``, bands of
     the last pass, seconds for the whole batch)."""
-    from engine.topdown.least_squares import PASS_TOLERANCE, Band, solve_pass
+    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+    from engine.topdown.qp.problem import Band
 
     n = batch.n_families
     t0 = time.perf_counter()
@@ -194,7 +196,7 @@ def _dispatch_before_heavy_polish():
     """The family solvers before the tract work of 2026-11-24 06:00: every family of small
     children goes to family_admm first (no family is ``polish_heavy``) and its polish releases
     the weakest dependent row of either side (``RELEASE_BY_SURPLUS`` off)."""
-    from engine.topdown import family_admm
+    from engine.topdown.qp import family_admm
 
     limit, surplus = family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS
     family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = float("inf"), False
@@ -210,7 +212,7 @@ def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[st
     ``repeats`` times each: per batch its families' children, dense polish work (children ×
     populated cells³), median wall and CPU seconds of each path, and the objectives' largest
     relative difference."""
-    from engine.topdown import family_admm
+    from engine.topdown.qp import family_admm
 
     rows = []
     for batch, passes, _chain in batches:
@@ -257,7 +259,7 @@ def _cvxpy_every_family(batch, passes, bands, objectives, memory_gb: float = 4.0
     """The per-family cvxpy model on every family of ``batch`` (both production passes, the
     engine's bands of the last one): (wall seconds, CPU seconds, relative objective differences
     against ``objectives`` ``(passes, F)``), or ``None`` when cvxpy runs out of memory."""
-    from engine.topdown.least_squares import Band
+    from engine.topdown.qp.problem import Band
 
     wall = cpu = 0.0
     diffs = []
@@ -475,9 +477,9 @@ def _population(
 ) -> tuple[object, float, int | None]:
     """(histogram, load seconds, structural-zero blocks or None) of the population in ``folder``,
     generated there first unless a complete one (its manifest readable) is already there."""
+    from engine.core.errors import PHExploreError
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
-    from phexplore.errors import PHExploreError
 
     structural = None
     try:
@@ -505,9 +507,9 @@ def one_size(
     every_batch: str | None = None,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
+    from engine.dp.presets import load_topdown_preset
     from engine.topdown import estimation as estimation_module
     from engine.topdown import run as run_module
-    from phexplore.presets import load_topdown_preset
 
     t0 = time.perf_counter()
     if cache:

@@ -1,7 +1,7 @@
 """Budget-session page: plan from accuracy targets, see the trade-off curve, export a session report.
 
-Thin page over :mod:`phexplore.planning` (``plan_phsafe``, ``tradeoff_scale_phsafe``,
-``tradeoff_scale_topdown``) and :func:`phexplore.report.build_report_html`, for committees that
+Thin page over :mod:`phexplore.planning.targets` (``plan_phsafe``, ``tradeoff_scale_phsafe``,
+``tradeoff_scale_topdown``) and :func:`phexplore.app.report.build_report_html`, for committees that
 want the least privacy loss that meets their accuracy targets and a self-contained record of the
 decision.
 """
@@ -16,18 +16,18 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.charts import readable
-from phexplore.errors import PHExploreError
-from phexplore.naming import cell_label, display_frame
-from phexplore.planning import (
+from phexplore.api.budgets import PHExploreError
+from phexplore.api.planning import (
+    Scenario,
     plan_phsafe,
     plan_topdown_published,
     tradeoff_scale_phsafe,
     tradeoff_scale_topdown,
 )
-from phexplore.report import build_report_html
-from phexplore.scenarios import Scenario
+from phexplore.app import state as S
+from phexplore.app.charts import readable
+from phexplore.app.naming import cell_label, display_frame
+from phexplore.app.report import build_report_html
 
 OBJECTIVES = {
     "max-ratio": "Same shortfall for every target (scale all ρ together)",
@@ -150,8 +150,8 @@ def _use_published_plan() -> None:
 
 def _published_tab() -> None:
     """Least total ρ (shares of the working persons allocation kept) meeting targets on the
-    accuracy of the published counts (SPEC §7; :func:`phexplore.planning.plan_topdown_published`)."""
-    from phexplore.prediction import shipped_profile_for
+    accuracy of the published counts (SPEC §7; :func:`phexplore.api.planning.plan_topdown_published`)."""
+    from phexplore.api.budgets import shipped_profile_for
 
     s = st.session_state
     alloc = s[S.TOPDOWN].get("persons")

@@ -1,7 +1,7 @@
 """PHSafe planner page: ρ or MOE target per table × population-group level, τ per table.
 
-Thin page: every number comes from :mod:`phexplore.moe_tables` / :mod:`phexplore.moe` and every
-edit goes through the :class:`~phexplore.budget.PHSafeBudget` API (``with_rho``,
+Thin page: every number comes from :mod:`phexplore.planning.targets.moe_tables` / :mod:`engine.dp.moe` and every
+edit goes through the :class:`~phexplore.api.budgets.PHSafeBudget` API (``with_rho``,
 ``with_moe_target``, ``with_tau``, ``without_levels``), whose validation messages are shown in place.
 """
 
@@ -14,15 +14,22 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from phexplore import app_state as S
-from phexplore.budget import LEVEL_KEYS, PHSafeBudget, allowed_levels
-from phexplore.charts import readable
-from phexplore.errors import PHExploreError
-from phexplore.guide import epsilon_reading
-from phexplore.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
-from phexplore.naming import level_label, table_label
-from phexplore.parsing import load_json_object
-from phexplore.presets import load_phsafe_preset, phsafe_from_dict
+from phexplore.api.budgets import (
+    LEVEL_KEYS,
+    PHSAFE_DENOMINATOR_TABLES,
+    PHSAFE_TABLES,
+    PHExploreError,
+    PHSafeBudget,
+    allowed_levels,
+    load_json_object,
+    load_phsafe_preset,
+    moe_for_rho,
+    phsafe_from_dict,
+)
+from phexplore.app import state as S
+from phexplore.app.charts import readable
+from phexplore.app.guide import epsilon_reading
+from phexplore.app.naming import level_label, table_label
 
 ERROR_KEY = "phsafe_error"
 GRID_MODES = {"rho": "ρ (unbounded) per cell", "moe": "MOE target per cell"}

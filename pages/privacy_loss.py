@@ -1,7 +1,7 @@
 """Privacy-loss page: the (ε, δ) curves of the working scenario for all three conversions.
 
-Thin page: curves come from :func:`phexplore.accounting.epsilon_curves` (cached in
-:mod:`phexplore.app_state`), point values from :func:`phexplore.accounting.conversions`; reference
+Thin page: curves come from :func:`engine.dp.accounting.epsilon_curves` (cached in
+:mod:`phexplore.app.state`), point values from :func:`phexplore.api.budgets.conversions`; reference
 points are the shipped presets' ρ converted with the same functions.
 """
 
@@ -13,11 +13,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from phexplore import app_state as S
-from phexplore.accounting import CONVERSIONS, conversions, epsilon_for_delta
-from phexplore.charts import readable
-from phexplore.guide import epsilon_reading
-from phexplore.presets import load_topdown_preset
+from phexplore.api.budgets import CONVERSIONS, conversions, epsilon_for_delta, load_topdown_preset
+from phexplore.app import state as S
+from phexplore.app.charts import readable
+from phexplore.app.guide import epsilon_reading
 
 DASHES = {"bun_steinke": "dot", "cks": "solid", "gaussian": "dash"}
 SHORT = {

@@ -21,11 +21,10 @@ from plotly.subplots import make_subplots
 from pages.run_parts import replay
 from pages.run_parts.jobs import next_run_id
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.accounting import epsilon_for_delta
-from phexplore.charts import readable
-from phexplore.errors import PHExploreError
-from phexplore.naming import cell_label, display_frame
+from phexplore.api.budgets import PHExploreError, epsilon_for_delta
+from phexplore.app import state as S
+from phexplore.app.charts import readable
+from phexplore.app.naming import cell_label, display_frame
 
 LAYOUT = {"height": 420}
 

@@ -19,7 +19,7 @@ from pages.run_parts.phsafe_form import phsafe_form
 from pages.run_parts.progress import job_panel
 from pages.run_parts.topdown_form import topdown_form
 from phexplore import api as R
-from phexplore import app_state as S
+from phexplore.app import state as S
 
 
 def render() -> None:

@@ -1,8 +1,8 @@
 """Scenarios page: name, save, load (JSON), duplicate, and compare two scenarios side by side.
 
-Thin page over :mod:`phexplore.scenarios`: a :class:`~phexplore.scenarios.Scenario` holds either
+Thin page over :mod:`phexplore.planning.targets.scenarios`: a :class:`~phexplore.planning.targets.scenarios.Scenario` holds either
 the working PHSafe budget or the working TopDown allocations, the reporting choices and the
-``metrics.json`` of attached runs; :func:`~phexplore.scenarios.compare` gives the ρ, ε, MOE and
+``metrics.json`` of attached runs; :func:`~phexplore.planning.targets.scenarios.compare` gives the ρ, ε, MOE and
 run-result rows shown here.
 """
 
@@ -15,12 +15,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.budget.fingerprint import short_fingerprint
-from phexplore.charts import readable
-from phexplore.errors import PHExploreError
-from phexplore.naming import display_frame, measure_label
-from phexplore.scenarios import Scenario, compare
+from phexplore.api.budgets import PHExploreError, short_fingerprint
+from phexplore.api.planning import Scenario, compare
+from phexplore.app import state as S
+from phexplore.app.charts import readable
+from phexplore.app.naming import display_frame, measure_label
 
 ERROR_KEY = "sc_error"
 KINDS = {"phsafe": "PHSafe budget (S-DHC)", "topdown": "TopDown allocations (redistricting)"}

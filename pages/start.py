@@ -1,17 +1,17 @@
 """Start page: Plan → Test → Decide in three steps with a worked example, a glossary, and ε in words.
 
-Thin page: the example's numbers come from :func:`phexplore.guide.worked_example` (the planner's own
-functions), the reading of ε from :func:`phexplore.guide.epsilon_reading`, the terms from
-:data:`phexplore.guide.GLOSSARY`.
+Thin page: the example's numbers come from :func:`phexplore.app.guide.worked_example` (the planner's own
+functions), the reading of ε from :func:`phexplore.app.guide.epsilon_reading`, the terms from
+:data:`phexplore.app.guide.GLOSSARY`.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from phexplore import app_state as S
-from phexplore.guide import GLOSSARY, epsilon_reading, guided_steps, worked_example
-from phexplore.moe_tables import phsafe_summary
+from phexplore.api.planning import phsafe_summary
+from phexplore.app import state as S
+from phexplore.app.guide import GLOSSARY, epsilon_reading, guided_steps, worked_example
 
 PAGE_FILES = {
     "PHSafe planner": "pages/phsafe_planner.py",

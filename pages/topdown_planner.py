@@ -1,8 +1,8 @@
 """TopDown planner page: total ρ per universe, geolevel shares and per-level query shares.
 
 Thin page: shares are edited as exact fractions ("447/4099") or decimals and validated by
-:class:`~phexplore.budget.TopDownAllocation` (messages shown in place, naming the level and the
-actual sum); σ and MOE per query come from :func:`phexplore.moe_tables.topdown_rows`.
+:class:`~phexplore.api.budgets.TopDownAllocation` (messages shown in place, naming the level and the
+actual sum); σ and MOE per query come from :func:`phexplore.planning.targets.moe_tables.topdown_rows`.
 """
 
 from __future__ import annotations
@@ -15,25 +15,23 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from phexplore import app_state as S
-from phexplore.budget import (
+from phexplore.api.budgets import (
+    HELD_EXACT,
+    SPREAD_LABEL,
+    PHExploreError,
     ShareProblem,
     TopDownAllocation,
     default_states,
     format_fraction,
+    load_topdown_preset,
     locate_share_problems,
-)
-from phexplore.budget.invariants import (
-    HELD_EXACT,
-    SPREAD_LABEL,
     spent_label,
     spread_invariant_share,
 )
-from phexplore.charts import log_colorbar, readable
-from phexplore.errors import PHExploreError
-from phexplore.guide import epsilon_reading
-from phexplore.naming import column_label, display_frame
-from phexplore.presets import load_topdown_preset
+from phexplore.app import state as S
+from phexplore.app.charts import log_colorbar, readable
+from phexplore.app.guide import epsilon_reading
+from phexplore.app.naming import column_label, display_frame
 
 BASE_KEY = "td_base"
 ERROR_KEY = "td_rho_error"

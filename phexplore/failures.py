@@ -2,7 +2,7 @@
 
 The CLI (:func:`phexplore.cli.main`) and the app (``app.py`` and the run jobs of
 ``phexplore.api``) call :func:`describe_failure`: a user error
-(:class:`~phexplore.errors.PHExploreError`) is shown as is; anything else is explained in words —
+(:class:`~engine.core.errors.PHExploreError`) is shown as is; anything else is explained in words —
 numerical failures as the budget or data problem they usually are, out-of-memory as a size problem —
 and its traceback goes to a log file (``$PHEXPLORE_LOG``, else
 ``$XDG_CACHE_HOME/phexplore/errors.log``, else ``~/.cache/phexplore/errors.log``) whose path the line
@@ -17,7 +17,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from phexplore.errors import PHExploreError
+from engine.core.errors import PHExploreError
 
 LOG_ENV = "PHEXPLORE_LOG"
 

@@ -17,7 +17,7 @@ object (documented in ``docs/data.md``)::
 Each ``cells`` entry maps one count column to one schema cell (a level of every attribute); several
 columns mapped to the same cell are added. Level columns hold the full geounit id or the level's own
 code (see :func:`engine.data.geography.geography_from_level_columns`). Only the mapped columns are
-read; the JSON is parsed by the strict reader :func:`phexplore.parsing.loads_strict_json`, nothing is evaluated.
+read; the JSON is parsed by the strict reader :func:`engine.core.strict_json.loads_strict_json`, nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.core.strict_json import check_keys, loads_strict_json
 from engine.data.geography import (
     BLOCK_LEVELS,
     block_id_problems,
     geography_from_block_ids,
     geography_from_level_columns,
 )
-from engine.data.histogram import Attribute, BlockHistogram, Schema
-from engine.data.schemas import PL94171_SCHEMA, REDISTRICTING_SCHEMA, RI2010_SCHEMA
+from engine.data.histogram import BlockHistogram
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     DataSource,
@@ -46,8 +46,13 @@ from engine.data.validate import (
     read_source,
     source_name,
 )
-from phexplore.errors import ValidationError
-from phexplore.parsing import check_keys, loads_strict_json
+from engine.schema.attributes import (
+    PL94171_SCHEMA,
+    REDISTRICTING_SCHEMA,
+    RI2010_SCHEMA,
+    Attribute,
+    Schema,
+)
 
 SCHEMA_PRESETS: dict[str, Schema] = {
     s.name: s for s in (RI2010_SCHEMA, PL94171_SCHEMA, REDISTRICTING_SCHEMA)

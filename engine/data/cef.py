@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import DataValidationError, Problem
+from engine.core.sniff import compressed_pair
 from engine.data.cef_types import (
     CEF_FILE_NAMES,
     GEO_COLUMNS,
@@ -30,8 +32,6 @@ from engine.data.cef_types import (
     UNIT_COLUMNS,
     CefExtract,
 )
-from engine.data.errors import DataValidationError, Problem
-from engine.data.sniff import compressed_pair
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     MAX_PROBLEMS_PER_CHECK,
@@ -97,7 +97,7 @@ def _locate(directory: Path, kind: str) -> Path:
 
 
 def _bytes_of(source: DataSource, label: str, max_bytes: int) -> bytes:
-    """The checked text bytes of one CEF file (gzip decompressed; see :mod:`engine.data.sniff`)."""
+    """The checked text bytes of one CEF file (gzip decompressed; see :mod:`engine.core.sniff`)."""
     return read_source(source, max_bytes=max_bytes, name=label)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from engine.core.errors import ValidationError
 from engine.data.cef_types import (
     CEF_FILE_NAMES,
     GEO_COLUMNS,
@@ -21,7 +22,6 @@ from engine.data.cef_types import (
     UNIT_COLUMNS,
     CefExtract,
 )
-from phexplore.errors import ValidationError
 
 _COLUMNS = {"persons": PERSON_COLUMNS, "units": UNIT_COLUMNS, "geo": GEO_COLUMNS}
 

@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
+from engine.core.sniff import compressed_pair
 from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
 from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
 from engine.data.ppmf_cells import CODE_RANGES, GEO_COLUMNS, read_block_cells, record_cells
-from engine.data.schemas import REDISTRICTING_SCHEMA
-from engine.data.sniff import compressed_pair
-from phexplore.errors import ValidationError
+from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 
 def _find(directory: Path, stem: str) -> Path:

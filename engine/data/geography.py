@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from engine.data.errors import Problem
+from engine.core.errors import Problem
 from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip, explain_value
 
 BLOCK_LEVELS: tuple[str, ...] = ("State", "County", "Tract", "Block_Group", "Block")

@@ -13,57 +13,14 @@ e.g. ``State="44"``, ``County="44007"``, ``Tract="44007000100"``, ``Block_Group=
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from math import prod
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from phexplore.errors import ValidationError
-
-
-@dataclass(frozen=True)
-class Attribute:
-    """One schema attribute and its ordered level labels."""
-
-    name: str
-    levels: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.levels)
-
-
-@dataclass(frozen=True)
-class Schema:
-    """An ordered list of attributes; cells are the C-order product of their levels."""
-
-    name: str
-    attributes: tuple[Attribute, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(a.size for a in self.attributes)
-
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.attributes)
-
-    def axis(self, name: str) -> int:
-        """Index of attribute ``name`` (raises ``KeyError`` naming the known attributes)."""
-        try:
-            return self.names.index(name)
-        except ValueError:
-            raise KeyError(
-                f"schema {self.name!r} has no attribute {name!r}; known: {', '.join(self.names)}"
-            ) from None
-
+from engine.core.errors import ValidationError
+from engine.schema.attributes import Schema
 
 MAX_DENSE_BLOCK_CELLS = 1 << 28
 """Largest ``n_blocks × n_cells`` a sparse :class:`BlockHistogram` is densified for (2 GB of
@@ -169,7 +126,7 @@ class BlockHistogram:
         """The dense ``(n_blocks, n_cells)`` counts (int64 unless the loader chose another integer
         type). A sparse histogram builds a new dense array on each use (not kept: a cached
         histogram would otherwise hold both forms; bind it to a name when reading it often), read-
-        only when the histogram is; refused with a :class:`~phexplore.errors.ValidationError`
+        only when the histogram is; refused with a :class:`~engine.core.errors.ValidationError`
         above :data:`MAX_DENSE_BLOCK_CELLS` cells."""
         if not self._is_sparse:
             assert self._dense is not None

@@ -9,7 +9,7 @@ they accept the same formats with the same validation (issue 4; formats in docs/
 * ``pl94171``  — the P.L. 94-171 2020-style file set: geographic header + segments 1–3;
 * a folder written by ``phexplore generate population`` (PPMF persons + block frame).
 
-Every loader raises :class:`~engine.data.errors.DataValidationError` with located problems.
+Every loader raises :class:`~engine.core.errors.DataValidationError` with located problems.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem
+from engine.core.sniff import GZIP_MAGIC, check_content, check_path
 from engine.data.histogram import BlockHistogram
-from engine.data.sniff import GZIP_MAGIC, check_content, check_path
 from engine.data.validate import DEFAULT_MAX_BYTES
 
 FORMATS: dict[str, str] = {

@@ -16,7 +16,7 @@ written by the ``PL94171`` R package (one row per geography, columns ``SUMLEV``,
 ``BLOCK`` and the cell names ``P0010001`` …) is read by :func:`read_pl94171_csv`.
 
 The block histogram (:func:`histogram_from_tables`) has schema
-:data:`~engine.data.schemas.PL94171_SCHEMA` = VOTINGAGE (2) × RACEETH (8): cell (18_plus, g) is the P4
+:data:`~engine.schema.attributes.PL94171_SCHEMA` = VOTINGAGE (2) × RACEETH (8): cell (18_plus, g) is the P4
 cell of group g and (under_18, g) the P2 cell minus the P4 cell, where the groups are P2/P4 lines 2
 (Hispanic or Latino), 5–10 (not Hispanic: White, Black, AIAN, Asian, NHPI, Some Other Race alone)
 and 11 (not Hispanic, two or more races). What is lost: the 57 two-or-more-race combinations (and
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem
 from engine.data.geography import (
     BLOCK_LEVELS,
     COMPONENT_WIDTHS,
@@ -40,7 +40,6 @@ from engine.data.geography import (
     geography_from_components,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import PL94171_SCHEMA
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     MAX_PROBLEMS_PER_CHECK,
@@ -54,6 +53,7 @@ from engine.data.validate import (
     read_source,
     source_name,
 )
+from engine.schema.attributes import PL94171_SCHEMA
 
 GEO_FIELDS: tuple[str, ...] = tuple(
     [

@@ -45,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from engine.core.errors import ValidationError
 from engine.data.synthetic import (
     DEFAULT_VACANCY_RATE,
     StateTable,
@@ -56,7 +57,6 @@ from engine.data.synthetic import (
     select_states,
 )
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
-from phexplore.errors import ValidationError
 
 MIN_PERSONS = 1_000
 MAX_PERSONS = 400_000_000
@@ -608,7 +608,7 @@ def generate_population(
 
     With ``atomic`` (default) the files are written into a temporary folder beside ``out_dir`` and
     moved into place only when complete; ``atomic=False`` writes straight into ``out_dir`` (the
-    CLI's staging folder of :mod:`phexplore.output_folder`, which does the same). Either way
+    CLI's staging folder of :mod:`engine.core.output_folder`, which does the same). Either way
     ``population.json`` is written last.
     """
     if isinstance(n_persons, bool) or not isinstance(n_persons, int | np.integer):
@@ -713,8 +713,9 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, object]:
             f"{directory} has no {MANIFEST}: not a complete generated population (the generator "
             "writes the manifest last); generate it again"
         )
-    from phexplore.output_folder import MANIFEST_NAME, read_output_folder
-    from phexplore.parsing import as_mapping, loads_strict_json, read_input_bytes
+    from engine.core.files import read_input_bytes
+    from engine.core.manifest import MANIFEST_NAME, read_output_folder
+    from engine.core.strict_json import as_mapping, loads_strict_json
 
     if (Path(directory) / MANIFEST_NAME).exists():
         read_output_folder(directory)  # written by the CLI: complete and unaltered, or refused

@@ -13,7 +13,7 @@ person records, one row per person (``data/samples/ppmf_perry_al``; columns as d
 * ``VOTING_AGE`` (1 = under 18, 2 = 18 or over), or else ``QAGE`` (age in years, 0–115);
 * ``CENHISP`` (1 = not Hispanic, 2 = Hispanic); ``CENRACE`` (``01``–``63``).
 
-Records become :data:`~engine.data.schemas.REDISTRICTING_SCHEMA` cells HHGQ × VOTINGAGE × HISPANIC ×
+Records become :data:`~engine.schema.attributes.REDISTRICTING_SCHEMA` cells HHGQ × VOTINGAGE × HISPANIC ×
 CENRACE, summed per block into a sparse (CSR) histogram (:attr:`BlockHistogram.sparse_counts`; the
 dense form only on request, for small areas); only blocks with at least one person appear. A person's RTYPE must agree
 with the GQ type (RTYPE 3 ⇔ household); a GQ person without a GQ type, or a household person with
@@ -31,14 +31,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.data.errors import Problem
+from engine.core.errors import Problem
 from engine.data.geography import (
     BLOCK_LEVELS,
     geography_from_block_ids,
     geography_from_components,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import REDISTRICTING_SCHEMA
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     MAX_PROBLEMS_PER_CHECK,
@@ -50,6 +49,7 @@ from engine.data.validate import (
     raise_if,
     read_csv_table,
 )
+from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 GEO_COLUMNS: dict[str, str] = {
     "State": "TABBLKST",
@@ -85,7 +85,7 @@ def load_ppmf(
 ) -> BlockHistogram:
     """Load PPMF/MDF person records as a redistricting (2,016-cell) :class:`BlockHistogram`.
 
-    Raises :class:`~engine.data.errors.DataValidationError` listing every located problem.
+    Raises :class:`~engine.core.errors.DataValidationError` listing every located problem.
     """
     table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name)
     records, problems = ppmf_records(table)
@@ -141,7 +141,7 @@ def ppmf_records(table: CsvTable) -> tuple[tuple[pd.DataFrame, np.ndarray] | Non
 
     ``geography`` has one row per record (the columns of
     :data:`~engine.data.geography.BLOCK_LEVELS`, full ids) and ``cell`` is each record's
-    :data:`~engine.data.schemas.REDISTRICTING_SCHEMA` cell; ``None`` when any record has a
+    :data:`~engine.schema.attributes.REDISTRICTING_SCHEMA` cell; ``None`` when any record has a
     problem. Works on any part of a file (the Spark backend applies it to each batch of records on
     the executors, :mod:`engine.spark.ppmf`), with the messages :func:`load_ppmf` reports.
     """

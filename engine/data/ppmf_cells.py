@@ -1,7 +1,7 @@
 """PPMF person records read in chunks as (block, cell, count) triples (TDA §5.1; issues 17, 18).
 
 A TopDown block histogram on the 2,016-cell redistricting schema
-(:data:`~engine.data.schemas.REDISTRICTING_SCHEMA`: HHGQ × VOTINGAGE × HISPANIC × CENRACE) is
+(:data:`~engine.schema.attributes.REDISTRICTING_SCHEMA`: HHGQ × VOTINGAGE × HISPANIC × CENRACE) is
 almost all zeros — a generated 10,000,000-person Ohio has 292,120 blocks × 2,016 cells = 589 M
 cells, of which a few million are non-zero — so the production path never builds it dense. Persons
 are read chunk by chunk (Arrow's streaming CSV reader), each chunk turned into the triples of its
@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import scipy.sparse as sp
 
-from engine.data.schemas import REDISTRICTING_SCHEMA
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
+from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 GEO_COLUMNS: tuple[str, ...] = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
 """Columns whose concatenation is the 15-character block id (state, county, tract, block)."""
@@ -125,7 +125,7 @@ def record_cells(
 
     ``batch`` must hold :data:`COLUMNS` (geography as strings, codes as integers or integer
     strings); ``first_row`` is the file row of its first record (2 after the header), for
-    messages. Raises :class:`~phexplore.errors.ValidationError` naming the first bad row.
+    messages. Raises :class:`~engine.core.errors.ValidationError` naming the first bad row.
     """
     missing = [c for c in COLUMNS if c not in batch.schema.names]
     if missing:

@@ -6,7 +6,7 @@ per block: ``GEOID`` (15 digits), total population ``pop`` and ``pop_<g>``, voti
 ``vap`` and ``vap_<g>`` for the eight race–ethnicity groups ``g`` of SPEC §5 (``hisp`` = Hispanic of
 any race; non-Hispanic ``white``, ``black``, ``aian``, ``asian``, ``nhpi``, ``other``, ``two``).
 
-The histogram is :data:`~engine.data.schemas.RI2010_SCHEMA`: cell (under_18, g) = ``pop_g − vap_g``
+The histogram is :data:`~engine.schema.attributes.RI2010_SCHEMA`: cell (under_18, g) = ``pop_g − vap_g``
 and cell (18_plus, g) = ``vap_g``. Checks: every column present and a non-negative integer,
 ``vap_g ≤ pop_g``, the group columns summing to ``pop`` and ``vap``, 15-digit unique block ids.
 The documented totals are 1,052,567 persons in 25,181 blocks.
@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.data.errors import Problem
+from engine.core.errors import Problem
 from engine.data.geography import BLOCK_LEVELS, block_id_problems, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import RACEETH, RI2010_SCHEMA
 from engine.data.validate import (
     DEFAULT_MAX_BYTES,
     MAX_PROBLEMS_PER_CHECK,
@@ -29,6 +28,7 @@ from engine.data.validate import (
     raise_if,
     read_csv_table,
 )
+from engine.schema.attributes import RACEETH, RI2010_SCHEMA
 
 GROUPS: tuple[str, ...] = RACEETH.levels
 COLUMNS: tuple[str, ...] = (
@@ -54,7 +54,7 @@ def load_ri2010(
 ) -> BlockHistogram:
     """Load an ALARM-style block file (``GEOID, pop, pop_<g>…, vap, vap_<g>…``) as a BlockHistogram.
 
-    Raises :class:`~engine.data.errors.DataValidationError` listing every located problem.
+    Raises :class:`~engine.core.errors.DataValidationError` listing every located problem.
     """
     table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name, integers=COLUMNS[1:])
     problems: list[Problem] = []

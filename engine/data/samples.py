@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.core.files import read_input_bytes
+from engine.core.strict_json import loads_strict_json
 from engine.data.histogram import BlockHistogram
-from phexplore.errors import ValidationError
-from phexplore.parsing import loads_strict_json, read_input_bytes
 
 KINDS: tuple[str, ...] = ("topdown", "phsafe", "entities")
 MANIFEST = "sample.json"

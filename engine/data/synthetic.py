@@ -51,9 +51,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.core.errors import ValidationError
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
-from phexplore.errors import ValidationError
 
 MIN_PERSONS = 1_000
 MAX_PERSONS = 50_000_000

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 #: Directory of the shipped calibration tables.
 CALIBRATION_DIR: Path = Path(__file__).resolve().parent / "calibration"

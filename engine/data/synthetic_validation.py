@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import ValidationError
 from engine.data.cef_types import CefExtract
-from phexplore.errors import ValidationError
 
 #: Category labels shared by both profiles.
 NPF_LABELS = ("not in family", "2", "3", "4", "5", "6", "7+")

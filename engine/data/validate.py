@@ -3,12 +3,12 @@
 The loaders (``ri2010``, ``ppmf``, ``pl94171``, ``block_csv``, and the CEF-extract reader) accept a
 path, raw bytes, or a binary file-like object (what the app receives from an upload). This module
 turns such a source into a :class:`CsvTable` holding only the requested columns as strings, and
-offers vectorised column checks that return located :class:`~engine.data.errors.Problem` objects
+offers vectorised column checks that return located :class:`~engine.core.errors.Problem` objects
 rather than raising, so a loader can gather every problem of a file before raising one
-:class:`~engine.data.errors.DataValidationError` (issue 4, item 4).
+:class:`~engine.core.errors.DataValidationError` (issue 4, item 4).
 
 Nothing here evaluates or unpickles user input: bytes are decoded as text and split by the standard
-:mod:`csv` module. Row numbers follow :class:`~engine.data.errors.Problem`: the header is row 0 and
+:mod:`csv` module. Row numbers follow :class:`~engine.core.errors.Problem`: the header is row 0 and
 row *n* is the *n*-th line after it (the line a spreadsheet shows as *n* + 1).
 """
 
@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from engine.data.errors import DataValidationError, Problem
-from engine.data.sniff import (
+from engine.core.errors import DataValidationError, Problem
+from engine.core.sniff import (
     GZIP_MAGIC,
     check_content,
     check_path,

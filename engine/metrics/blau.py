@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import RACEETH
 from engine.metrics.errors import check_tidy
-from phexplore.errors import ValidationError
+from engine.schema.attributes import RACEETH
 
 RACEETH_GROUPS: tuple[str, ...] = RACEETH.levels
 """The eight Blau groups, in the order of the RI2010 schema's RACEETH attribute."""

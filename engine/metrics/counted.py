@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 
 @dataclass(frozen=True)

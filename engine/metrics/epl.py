@@ -46,9 +46,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import RANGES
 from engine.metrics.errors import check_tidy
-from phexplore.errors import ValidationError
-from phexplore.parsing import RANGES
 
 BANDWIDTH_FACTOR = 0.1
 """KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""

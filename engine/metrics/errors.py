@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 TIDY_COLUMNS: tuple[str, ...] = ("geolevel", "geounit", "query", "cell", "true", "estimate")
 """Columns of the tidy comparison table shared by the engines, the CLI and the app."""

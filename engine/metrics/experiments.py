@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import ValidationError
+from engine.dp.distributions import discrete_gaussian_moe, geometric_moe
+from engine.dp.moe import z_for_confidence
 from engine.metrics.epl import EPLSettings, epl_table
 from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
-from phexplore.distributions import discrete_gaussian_moe, geometric_moe
-from phexplore.errors import ValidationError
-from phexplore.moe import z_for_confidence
 
 MOE_Z = z_for_confidence(0.90)
 """z of the analytic 90% MOE z·σ (SPEC §2)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 :func:`rmse_table` measures the RMSE of the published counts per geolevel × query (over geounits and
 answer cells); :func:`prediction_table` puts the analytic prediction of
-:func:`phexplore.prediction.predict_topdown` — computed on the run's own spine and true counts —
+:func:`engine.prediction.predict_topdown` — computed on the run's own spine and true counts —
 beside it, with the ratio predicted / measured. One run gives one draw: over repeated runs the
 ratio concentrates (``benchmarks/prediction.py``); a single run of a level with few geounits (a
 state, a handful of counties) scatters widely around it.
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import PHExploreError
-from phexplore.prediction import DEFAULT_INVARIANTS, predict_topdown
+from engine.core.errors import PHExploreError
+from engine.dp.budget import TopDownAllocation
+from engine.prediction import DEFAULT_INVARIANTS, predict_topdown
 
 
 def rmse_table(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def prediction_of_measured(
 
     ``max_units``: evaluate the non-negativity correction on whole families of at most about
     this many geounits per level (every k-th family, deterministic; ``None``: all — the app
-    passes :data:`phexplore.prediction.RUN_TABLE_MAX_UNITS`). Each row says on how many of the
+    passes :data:`engine.prediction.RUN_TABLE_MAX_UNITS`). Each row says on how many of the
     level's ``units`` it was evaluated (``units_evaluated``)."""
     try:
         queries = list(dict.fromkeys(str(q) for q in measured["query"].unique()))
@@ -102,12 +102,12 @@ def entity_prediction_table(
     entity_sets: Sequence[tuple[str, Sequence[str], np.ndarray, Mapping[str, np.ndarray]]],
 ) -> pd.DataFrame | None:
     """Per entity set × query: predicted RMSE of the entities' published counts (pooled over the
-    set's entities; :mod:`phexplore.prediction.entities`) beside the measured one of this run.
+    set's entities; :mod:`engine.prediction.entities`) beside the measured one of this run.
 
     ``entity_sets``: ``(name, entity ids, membership (profile leaves × entities), {query: this
     run's errors (entities × answer cells)})`` — built by the run pipeline from the run's spine.
     """
-    from phexplore.prediction.entities import predict_entities
+    from engine.prediction.entities import predict_entities
 
     queries = list(dict.fromkeys(q for _, _, _, errors in entity_sets for q in errors))
     try:

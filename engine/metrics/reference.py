@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phexplore.errors import ValidationError
-from phexplore.parsing import loads_strict_json
+from engine.core.errors import ValidationError
+from engine.core.strict_json import loads_strict_json
 
 LEVEL_NAMES: dict[str, str] = {
     "state": "State",

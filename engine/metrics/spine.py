@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 Grouping = tuple[np.ndarray, int]
 """(codes: the group index of every block, negative for none; number of groups)."""

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from engine.data.histogram import BlockHistogram, Schema
+from engine.core.errors import ValidationError
+from engine.data.histogram import BlockHistogram
 from engine.metrics.epl import EPLSettings, epl_table
 from engine.metrics.errors import mae_table
-from phexplore.errors import ValidationError
+from engine.schema.attributes import Schema
 
 DEFAULT_QUERIES: tuple[str, ...] = ("TOTAL", "VOTINGAGE", "RACEETH", "DETAILED")
 DEFAULT_FRACTIONS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)

@@ -12,7 +12,7 @@ Public API (other modules call exactly these):
   (SPEC §8): every value is a function of its key and position, so the split of work never
   changes the numbers.
 - :func:`noise_variance` — the variance of either, per element (:mod:`engine.noise.variance`, which
-  delegates to :mod:`phexplore.distributions`).
+  delegates to :mod:`engine.dp.distributions`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from engine.core.errors import ValidationError
 from engine.noise import exact, fast_discrete_gaussian, fast_geometric, keyed
 from engine.noise._arguments import MAX_SIGMA2, MIN_Z, check_generator, check_scale
 from engine.noise.exact import ExactSamplerUnavailable
@@ -30,7 +31,6 @@ from engine.noise.variance import (
     noise_variance,
     two_sided_geometric_variance,
 )
-from phexplore.errors import ValidationError
 
 __all__ = [
     "ExactSamplerUnavailable",

@@ -1,7 +1,7 @@
 """Validation of the arguments every noise sampler shares: the scale array, the output size, the RNG.
 
 Parameters come from the accounting of SPEC §1 (σ² = Δ²/(2ρ), TopDown σ² = 1/(ρ·c·d)) and §4 (the
-geometric scale z); a mistake there must surface as a :class:`~phexplore.errors.ValidationError` that
+geometric scale z); a mistake there must surface as a :class:`~engine.core.errors.ValidationError` that
 names the argument, the offending element and how to fix it, never as noise of the wrong size.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 # Samplers round floats to integers, so |noise| must stay far below 2^53 (exact float integers) and
 # 2^63 (int64). The discrete Gaussian sampler's proposals reach about 40σ and the geometric sampler's

@@ -71,7 +71,7 @@ def acceptance_table(sigma2: float) -> np.ndarray:
 
 def acceptance_rate(sigma2: float) -> float:
     """P(one proposal is accepted) = Σ_k q(k)·a(k) = Z_σ·q(0)."""
-    from phexplore.distributions import discrete_gaussian_normaliser
+    from engine.dp.distributions import discrete_gaussian_normaliser
 
     q0 = math.erf(0.5 / math.sqrt(2.0 * sigma2))
     return discrete_gaussian_normaliser(sigma2) * q0

@@ -40,7 +40,7 @@ def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:
 
 def acceptance_rate(sigma2: float) -> float:
     """Probability that one proposal is accepted, (σ/s)·e^{−1/(8d)}·(normaliser ratio)."""
-    from phexplore.distributions import discrete_gaussian_normaliser
+    from engine.dp.distributions import discrete_gaussian_normaliser
 
     d = float(proposal_gap(sigma2))
     s = np.sqrt(sigma2 + d)

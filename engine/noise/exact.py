@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.core.errors import PHExploreError
 from engine.noise._arguments import ScaleArray
-from phexplore.errors import PHExploreError
 
 # Vectors handed to OpenDP per call (its input and output are Python lists).
 CHUNK = 1 << 16

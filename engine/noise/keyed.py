@@ -37,8 +37,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from engine.core.errors import ValidationError
 from engine.noise.dg_continuous import proposal_gap
-from phexplore.errors import ValidationError
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

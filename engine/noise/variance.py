@@ -1,6 +1,6 @@
-"""Vectorised noise variances for arrays of scales, delegating to :mod:`phexplore.distributions`.
+"""Vectorised noise variances for arrays of scales, delegating to :mod:`engine.dp.distributions`.
 
-:mod:`phexplore.distributions` is the one place that states each distribution's variance (the exact
+:mod:`engine.dp.distributions` is the one place that states each distribution's variance (the exact
 discrete-Gaussian variance from its pmf, SPEC §1 and §2; the two-sided geometric's 2e^{−z}/(1−e^{−z})²,
 SPEC §4). Engines report a variance per noisy count (PHS §6.5), so this module applies those scalar
 formulas to whole arrays: one pmf evaluation per *distinct* small σ² (σ < 3), and the identity
@@ -14,14 +14,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from engine.core.errors import ValidationError
+from engine.dp import distributions
 from engine.noise._arguments import MAX_SIGMA2, MIN_Z, check_scale
-from phexplore import distributions
-from phexplore.errors import ValidationError
 
 Mechanism = Literal["discrete_gaussian", "two_sided_geometric"]
 MECHANISMS: tuple[str, ...] = ("discrete_gaussian", "two_sided_geometric")
 
-# Below this σ² the discrete Gaussian variance differs from σ² (see phexplore.distributions).
+# Below this σ² the discrete Gaussian variance differs from σ² (see engine.dp.distributions).
 _SMALL_SIGMA2 = 9.0
 
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from phexplore.errors import ValidationError
-from phexplore.moe import PHSAFE_TABLES
-from phexplore.parsing import check_keys, loads_strict_json, read_input_bytes
+from engine.core.errors import ValidationError
+from engine.core.files import read_input_bytes
+from engine.core.strict_json import check_keys, loads_strict_json
+from engine.dp.moe import PHSAFE_TABLES
 
 MEASURED_TABLES: tuple[str, ...] = PHSAFE_TABLES
 """The nine measured runs (PHS §3.2)."""
@@ -252,7 +253,7 @@ PRESET_ALIASES: dict[str, str] = {"production-us": "phsafe-2020", "production-pr
 
 
 def _phsafe_preset_names() -> tuple[str, ...]:
-    from phexplore.presets import list_presets
+    from engine.dp.presets import list_presets
 
     return tuple(p.name for p in list_presets("phsafe"))
 
@@ -260,8 +261,8 @@ def _phsafe_preset_names() -> tuple[str, ...]:
 def preset(name: str) -> PHSafeConfig:
     """A shipped PHSafe preset as an engine configuration (``phsafe-2020``: PHS Table 10;
     ``phsafe-2020-pr``: its Puerto Rico run). The parameters live once, as data, in
-    :mod:`phexplore.presets`; ``production-us`` / ``production-pr`` are accepted aliases."""
-    from phexplore.presets import load_phsafe_preset
+    :mod:`engine.dp.presets`; ``production-us`` / ``production-pr`` are accepted aliases."""
+    from engine.dp.presets import load_phsafe_preset
 
     key = PRESET_ALIASES.get(name, name)
     if key not in _phsafe_preset_names():

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
 from engine.data.validate import DEFAULT_MAX_BYTES
 from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
-from phexplore.errors import ValidationError
 
 ConfigSource = PHSafeConfig | Mapping[str, Any] | str | os.PathLike[str] | None
 

@@ -28,8 +28,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.core.errors import DataValidationError, Problem
 from engine.data.cef_types import CefExtract
-from engine.data.errors import DataValidationError, Problem
 from engine.phsafe.tables import ITERATION_CODES, MEASURED, MeasuredTable, iteration_index
 
 HASH_SALT = np.uint64(0x5048_5361_6665_2E33)

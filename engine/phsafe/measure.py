@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from engine.dp.distributions import discrete_gaussian_moe, geometric_moe, geometric_variance
+from engine.dp.moe import phsafe_sensitivity, z_for_confidence
 from engine.noise import (
     discrete_gaussian,
     keyed_discrete_gaussian,
@@ -27,17 +29,11 @@ from engine.noise import (
     two_sided_geometric,
 )
 from engine.phsafe.join import LevelCounts
-from phexplore.distributions import (
-    discrete_gaussian_moe,
-    geometric_moe,
-    geometric_variance,
-)
-from phexplore.moe import phsafe_sensitivity, z_for_confidence
 
 DISCRETE_GAUSSIAN = "Discrete Gaussian"
 TWO_SIDED_GEOMETRIC = "Two-Sided Geometric"
 Z_90 = z_for_confidence(0.90)
-"""1.645, the 95th normal percentile of the paper-style MOE bound (SPEC §2; one copy in phexplore.moe)."""
+"""1.645, the 95th normal percentile of the paper-style MOE bound (SPEC §2; one copy in engine.dp.moe)."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +63,8 @@ class NoiseSpec:
 def sensitivity(table: str, tau: int | None) -> int:
     """Δ of PHS §5.1: 2τ+2 for Algorithm-1 tables, 2 for Algorithm-2 tables.
 
-    One rule for the engine and the analytic tools: :func:`phexplore.moe.phsafe_sensitivity`
-    (raises :class:`~phexplore.errors.ValidationError`, a ``ValueError``, for a missing τ).
+    One rule for the engine and the analytic tools: :func:`engine.dp.moe.phsafe_sensitivity`
+    (raises :class:`~engine.core.errors.ValidationError`, a ``ValueError``, for a missing τ).
     """
     return phsafe_sensitivity(table, tau)
 

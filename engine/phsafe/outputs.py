@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.dp.distributions import discrete_gaussian_moe
 from engine.phsafe.measure import MeasuredLevel
 from engine.phsafe.tables import OUTPUT_SHELLS, OUTPUT_TABLES, PH8_NUM_FROM_PH7
-from phexplore.distributions import discrete_gaussian_moe
 
 NON_PRIVATE_LABEL = "non-private (true tabulation, no noise)"
 NO_ITERATION_TABLES = ("PH2", "PH6")

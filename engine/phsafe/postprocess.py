@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engine.dp.distributions import discrete_gaussian_moe
 from engine.phsafe.measure import Z_90
 from engine.phsafe.tables import OUTPUT_SHELLS
-from phexplore.distributions import discrete_gaussian_moe
 
 MAX_AVERAGE = 30.0
 """Averages (persons per household or family) above this are flagged as implausible."""

@@ -21,8 +21,9 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import PHExploreError, ValidationError
+from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
 from engine.data.cef_types import CefExtract
-from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.join import (
     LevelCounts,
@@ -41,7 +42,6 @@ from engine.phsafe.outputs import (
 from engine.phsafe.postprocess import published_tables
 from engine.phsafe.tables import MEASURED
 from engine.phsafe.truncation_report import truncation_frame
-from phexplore.errors import PHExploreError, ValidationError
 
 ProgressCallback = Callable[[str, float], None]
 CancelCallback = Callable[[], bool]

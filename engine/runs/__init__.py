@@ -8,7 +8,7 @@ Map (what happens when you press Run or type ``phexplore run``)::
     execute (pipeline.py)        with a RunControl (control.py): progress and cancel for every face
        ├─ load                   topdown.load / phsafe.load            (engine.data)
        ├─ measure                topdown.measure / phsafe.measure_and_estimate
-       ├─ estimate               units of work on an Executor         (engine.executors)
+       ├─ estimate               units of work on an Executor         (engine.core.executors)
        ├─ metrics                topdown.metrics (+ spine.spine_sections) /
        │                         phsafe.error_analysis + phsafe.metrics_payload (engine.metrics)
        ▼

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from phexplore.errors import PHExploreError
+from engine.core.errors import PHExploreError
 
 Progress = Callable[[str, float], None]
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram, tree_levels
 from engine.metrics.blau import (
     blau_quintile_bias,
@@ -43,7 +44,6 @@ from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
 from engine.runs.control import RunCancelled, RunControl
 from engine.runs.pipeline import execute, executor_for
 from engine.runs.spec import RunSpec
-from phexplore.errors import ValidationError
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 DEFAULT_PRESET = "ri2010-production-like"
@@ -178,7 +178,7 @@ def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def _topdown_allocation(preset: str, universe: str) -> Any:
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.presets import load_topdown_preset
 
     allocations = load_topdown_preset(preset)
     if universe not in allocations:

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.executors import Executor
 from engine.data.cef_types import CefExtract
-from engine.executors import Executor
 from engine.metrics import phsafe_errors
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.measure import MeasuredLevel

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 
 def _measured(result: Any) -> pd.DataFrame:

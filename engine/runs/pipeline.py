@@ -10,7 +10,7 @@ press Run" is this module:
    :func:`engine.runs.phsafe.load`), unless the caller passes data it already holds;
 2. **measure** and 3. **estimate** — the engine (:mod:`engine.topdown`, :mod:`engine.phsafe`),
    its independent units of work run by the executor of ``spec.backend``/``spec.workers``
-   (:mod:`engine.executors`); noise keyed by (seed, level, geounit, query);
+   (:mod:`engine.core.executors`); noise keyed by (seed, level, geounit, query);
 4. **metrics** — from (truth, estimates) by :mod:`engine.metrics`, never inside the engine;
 5. **write** — :mod:`engine.runs.writers`.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.executors import Executor, make_executor
+from engine.core.executors import Executor, make_executor
 from engine.runs.control import RunCancelled, RunControl
 from engine.runs.spec import RunSpec
 
@@ -71,7 +71,7 @@ def execute(
     (the caller then closes it). ``tables`` adds the tables the app shows; ``extra_metrics`` are
     extra metrics.json sections; ``queries`` the TopDown queries of the metrics and tidy table
     (``max_tidy_rows``: the tidy table keeps only the queries fitting in that many dense rows,
-    :func:`phexplore.dense_rows.chosen_queries`; the others are listed in
+    :func:`engine.runs.dense_rows.chosen_queries`; the others are listed in
     ``extra["queries_left_out"]``); ``prepared`` a
     PHSafe prepared extract to reuse. ``metrics=False`` skips metrics.json (experiments compute
     their own tables from the tidy output, which ``max_tidy_rows`` bounds likewise).

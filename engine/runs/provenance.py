@@ -1,7 +1,7 @@
 """Which budget a run used: its fingerprint and origin from the run description (issue 15).
 
 A run's ``metrics.json`` names the exact budget it was made with — ``budget_fingerprint``, the
-SHA-256 of the budget's canonical numbers (:func:`phexplore.budget.fingerprint.budget_fingerprint`;
+SHA-256 of the budget's canonical numbers (:func:`engine.dp.budget.fingerprint.budget_fingerprint`;
 PHSafe: ρ or ε per table × level, τ, privacy definition and state filter, PHS §7.1; TopDown: ρ and
 the shares, TDA App. B) — and ``budget_origin``, the preset it is ("phsafe-2020") or
 "modified from <preset>". The app computes both from the planner's budget; the CLI and a replay
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.dp.budget import PHSafeBudget, TopDownAllocation
+from engine.dp.budget.fingerprint import budget_fingerprint
 from engine.runs.spec import RunSpec, _thaw
-from phexplore.budget import PHSafeBudget, TopDownAllocation
-from phexplore.budget.fingerprint import budget_fingerprint
-from phexplore.errors import ValidationError
 
 
 def phsafe_budget_of(config: Mapping[str, Any], *, name: str = "config.json") -> PHSafeBudget:
@@ -72,9 +72,9 @@ def budget_origin_of(spec: RunSpec, preset: str | None = None, name: str | None 
     "modified from <preset>" after any change of a number, else the budget's own name (``name``
     for a PHSafe config, e.g. its file name; a TopDown allocation's ``name`` field).
 
-    Same rule as the app's planners (:func:`phexplore.scenarios.budget_origin`)."""
-    from phexplore.presets import list_presets
-    from phexplore.scenarios import budget_origin
+    Same rule as the app's planners (:func:`engine.dp.origin.budget_origin`)."""
+    from engine.dp.origin import budget_origin
+    from engine.dp.presets import list_presets
 
     budget = budget_of(spec, name)
     if preset is not None:
@@ -155,7 +155,7 @@ def same_numbers(recorded: Any, replayed: Any) -> bool | None:
         return None
     import json
 
-    from phexplore.json_text import dumps_json
+    from engine.core.strict_json import dumps_json
 
     return json.loads(dumps_json(recorded)) == json.loads(dumps_json(replayed))
 

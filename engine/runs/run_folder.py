@@ -2,7 +2,7 @@
 
 :func:`open_run_folder` is the checking reader of a folder written by ``phexplore run topdown`` or
 ``run replay`` (docs/reliability.md): the manifest must be complete and every file must match its
-hash (:func:`phexplore.output_folder.read_output_folder`), metrics.json must parse, and every table
+hash (:func:`engine.core.manifest.read_output_folder`), metrics.json must parse, and every table
 its ``outputs`` section lists must be readable with the row count recorded when it was written
 (:func:`engine.runs.table_files.check_table`; a truncated Parquet file is refused by name). Folders
 written before issue 17 (``estimates.csv`` etc., no ``outputs`` section) are read as dense CSV.
@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import OutputError
+from engine.core.manifest import Manifest, read_output_folder
 from engine.runs.table_files import check_table, iter_table, read_table
-from phexplore.output_folder import Manifest, OutputError, read_output_folder
 
 TABLES: tuple[str, ...] = ("estimates", "measurements", "microdata")
 
@@ -168,7 +169,7 @@ def _legacy_outputs(files: dict[str, Any]) -> dict[str, Any]:
 def open_run_folder(folder: str | Path, *, check_tables: bool = True) -> RunFolder:
     """The checked TopDown run folder at ``folder`` (see the module docstring).
 
-    Raises :class:`~phexplore.output_folder.OutputError` naming the folder and the file for a
+    Raises :class:`~engine.core.errors.OutputError` naming the folder and the file for a
     folder that is not a complete PHExplore output, not a TopDown run, or whose tables are
     incomplete. ``check_tables=False`` skips reading every table through (the manifest's hashes are
     still checked).

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 SPEC_VERSION = 1
@@ -63,7 +63,7 @@ class RunSpec:
     folder path), optionally with ``format``, ``mapping`` (generic block CSV), ``filter``
     (``{"level": "County", "units": ["44001"]}``) and, for data the app already holds (uploads),
     a ``label`` and a content ``sha256``.
-    ``config``: the TopDown allocation as :meth:`~phexplore.budget.TopDownAllocation.to_dict`, or
+    ``config``: the TopDown allocation as :meth:`~engine.dp.budget.TopDownAllocation.to_dict`, or
     the official PHSafe config.json dictionary.
     ``options``: engine options — TopDown: ``levels``, ``spine`` and its options, ``noise_method``,
     ``microdata``; PHSafe: ``trials``, ``non_private``, ``noise_method``.
@@ -95,7 +95,7 @@ class RunSpec:
             raise ValidationError(
                 f"noise_method must be one of {', '.join(NOISE_METHODS)}; got {method!r}"
             )
-        from engine.executors import BACKENDS, check_backend_options, check_workers
+        from engine.core.executors import BACKENDS, check_backend_options, check_workers
 
         if self.backend not in BACKENDS:
             raise ValidationError(

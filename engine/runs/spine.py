@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.spine import spine_mae
 from engine.topdown.run import TopDownResult
 from engine.topdown.spine.build import BuiltSpine
-from engine.topdown.spine.cli_options import SpinePlan
 from engine.topdown.spine.entities import EntitySet
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.osed import mean_osed
-from phexplore.errors import ValidationError
+from engine.topdown.spine.plan import SpinePlan
 
 
 def spine_report(

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
 import pandas as pd
 
-from phexplore.errors import ValidationError
-from phexplore.output_folder import OutputError
+from engine.core.errors import OutputError, ValidationError
 
 FORMATS: tuple[str, ...] = ("auto", "csv", "parquet")
 """Values of ``--output-format``."""

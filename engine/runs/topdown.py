@@ -22,16 +22,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.errors import ValidationError
+from engine.core.executors import Executor
 from engine.data.histogram import BlockHistogram, keep_blocks
-from engine.executors import Executor
+from engine.dp.budget import TopDownAllocation
 from engine.metrics.epl import EPLSettings
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
 from engine.topdown.measure import Measurements
 from engine.topdown.measurement import KeyedMeasurements
 from engine.topdown.run import TopDownPlan, TopDownResult
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 EPL_BOOT = 200
 
@@ -162,7 +162,7 @@ def run_allocation(spec: RunSpec, hist: BlockHistogram) -> TopDownAllocation:
     allocation = allocation_of(spec)
     if not spec.options.get("spread_invariant_share"):
         return allocation
-    from phexplore.budget.invariants import spread_invariant_share
+    from engine.dp.budget.invariants import spread_invariant_share
 
     if spec.options.get("special_areas") not in (None, "none"):
         raise ValidationError(
@@ -224,7 +224,8 @@ def measure(
     if spine_given(spec):
         if levels:
             raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
-        from engine.topdown.spine.cli_options import DEFAULT_FANOUT_CUTOFF, plan_spine
+        from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF
+        from engine.topdown.spine.plan import plan_spine
 
         control.progress("Building the spine", 0.0)
         o = spec.options
@@ -513,7 +514,7 @@ def metrics(
     zeros of the geounit × cell residuals are counted, never stored, with the same numbers as the
     dense table (issue 17). Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
     None; with ``tables`` (the app) ``tidy`` is the dense comparison table of the queries whose
-    rows fit in ``max_tidy_rows`` (all when None; :func:`phexplore.dense_rows.chosen_queries`, the
+    rows fit in ``max_tidy_rows`` (all when None; :func:`engine.runs.dense_rows.chosen_queries`, the
     rule of run folders opened in the app), the others listed in ``queries_left_out``.
     """
     residuals = sparse_residuals(result, queries)
@@ -527,8 +528,8 @@ def metrics(
         from engine.runs.spine import spine_sections as spine_metrics
 
         spine_sections = spine_metrics(measured.spine_plan, result, hist)
-    from phexplore.budget.invariants import budget_use
-    from phexplore.folded_schema import schema_note_section
+    from engine.dp.budget.invariants import budget_use
+    from engine.runs.schema_note import schema_note_section
 
     sections: dict[str, Any] = dict(extra or {})
     if spine_sections is not None:
@@ -586,8 +587,8 @@ def tidy_queries(
 ) -> tuple[list[str], list[str]]:
     """``(kept, left out)``: the queries (default: the run's) of the dense tidy table whose rows
     (answer cells × geounits) fit in ``max_rows`` together (all when None), in the run's order."""
+    from engine.runs.dense_rows import chosen_queries
     from engine.topdown.queries import query_group
-    from phexplore.dense_rows import chosen_queries
 
     names = [str(q) for q in (result.query_names if queries is None else queries)]
     if max_rows is None:
@@ -611,10 +612,10 @@ def _entity_prediction(
 ) -> pd.DataFrame | None:
     """Predicted vs measured RMSE of off-spine entities (TOTAL, and VOTINGAGE where the schema
     has it) of a run on the conventional spine."""
+    from engine.core.errors import PHExploreError
     from engine.metrics.prediction import entity_prediction_table
     from engine.topdown.profile import leaf_membership, tree_profile
     from engine.topdown.queries import query_group
-    from phexplore.errors import PHExploreError
 
     try:
         profile, order = tree_profile(result.tree, hist, "run")
@@ -672,7 +673,7 @@ def _as_tidy_levels(frame: pd.DataFrame, result: TopDownResult) -> pd.DataFrame:
 def prediction_sampling_note() -> dict[str, Any]:
     """What the predicted-vs-measured rows were evaluated on (metrics.json
     ``prediction_sampling``; the rows' ``units_evaluated`` give the count per level)."""
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS
+    from engine.prediction import RUN_TABLE_MAX_UNITS
 
     return {
         "max_units_per_level": RUN_TABLE_MAX_UNITS,
@@ -693,10 +694,10 @@ def _prediction(
 ) -> pd.DataFrame | None:
     """The predicted-vs-measured table of a run (None when its spine has no count profile);
     ``measured_rmse``: :func:`engine.metrics.counted.counted_rmse_table` of its residuals."""
+    from engine.core.errors import PHExploreError
     from engine.metrics.prediction import prediction_of_measured
+    from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
-    from phexplore.errors import PHExploreError
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     try:
         profile, _ = tree_profile(result.tree, hist, "run")

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phexplore.errors import ValidationError
-from phexplore.json_text import json_default
+from engine.core.errors import ValidationError
+from engine.core.strict_json import json_default
 
 
 def strict(value: Any, *, infinity: str | None = None) -> Any:

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.executors import ExecutionCancelled, check_backend_options
-from phexplore.errors import PHExploreError, ValidationError
+from engine.core.errors import PHExploreError, ValidationError
+from engine.core.executors import ExecutionCancelled, check_backend_options
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession

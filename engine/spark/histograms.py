@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.topdown.geography import GeoTree
-from phexplore.errors import ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession

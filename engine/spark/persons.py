@@ -40,11 +40,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import REDISTRICTING_SCHEMA
 from engine.data.validate import CsvLayout
-from phexplore.errors import ValidationError
+from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -267,7 +266,7 @@ def _header_line(path: Path) -> str:
     """The first line of a local file (plain or gzip), byte-order mark and line end removed."""
     import gzip
 
-    from engine.data.sniff import GZIP_MAGIC, check_content, check_path
+    from engine.core.sniff import GZIP_MAGIC, check_content, check_path
 
     check_path(path, path.name, 1 << 62)
     with path.open("rb") as handle:

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from engine.core.errors import DataValidationError, Problem
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
-from engine.data.errors import DataValidationError, Problem
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig
 from engine.phsafe.join import (
     TableTabulation,

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from phexplore.errors import PHExploreError, ValidationError
+from engine.core.errors import PHExploreError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.topdown.family import ChildBounds, QuerySpec
 from engine.topdown.queries import TOTAL, QueryGroup, query_group
-from phexplore.errors import ValidationError
 
 HHGQ_QUERY = "HHGQ"
 N_GQ_TYPES = 7
@@ -83,7 +83,7 @@ def _frame_facts(hist: BlockHistogram) -> tuple[np.ndarray | None, np.ndarray, n
 def block_bounds(hist: BlockHistogram) -> CountBounds | None:
     """Per-block bounds from the data's unit frame (module docstring), or ``None`` if it has none.
 
-    Raises :class:`~phexplore.errors.ValidationError` naming the block if the true counts break a
+    Raises :class:`~engine.core.errors.ValidationError` naming the block if the true counts break a
     bound (the unit frame and the persons disagree), since no estimate could then meet it.
     """
     try:

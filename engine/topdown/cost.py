@@ -42,7 +42,7 @@ PREDICTION_SAMPLED_GB_2016 = 0.5
 PREDICTION_SAMPLED_SECONDS_2016 = 8.0
 PREDICTION_SAMPLED_FULL_BLOCKS = 23_133
 """Then the prediction itself, evaluated on a sample of whole families of at most
-``phexplore.prediction.RUN_TABLE_MAX_UNITS`` geounits per level, so bounded: +485 MB and 8.0 s at
+``engine.prediction.RUN_TABLE_MAX_UNITS`` geounits per level, so bounded: +485 MB and 8.0 s at
 1,000,000 persons (the dense model: the largest family exceeds the support model's limit), +168 MB
 and 1.3–1.9 s at 100,000 (support model); the time taken to grow with blocks up to the 1e6 size,
 the memory as the bound throughout (an over-estimate for small runs). Before the sample the table

@@ -2,10 +2,10 @@
 
 The root is solved alone (TDA eq. 7.1, 7.3). Below it each parent's children form a family solved
 as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
-:mod:`engine.topdown.least_squares`) then multi-pass controlled rounding (eq. 7.7,
+:mod:`engine.topdown.qp.least_squares`) then multi-pass controlled rounding (eq. 7.7,
 :mod:`engine.topdown.rounding`), one pass of every query where the children are blocks (TDA
 §8.1). Families of one depth are independent: they are batched into chunks of about
-``chunk_cells`` variables, the units of work an :class:`~engine.executors.Executor` runs;
+``chunk_cells`` variables, the units of work an :class:`~engine.core.executors.Executor` runs;
 feasibility is checked before solving (:mod:`engine.topdown.feasibility`). A level's units are
 built one at a time as the executor takes them (:class:`LevelUnits`, issue 18). Chunking does not
 depend on the executor, so results are identical for any number of workers.
@@ -20,17 +20,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from engine.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
 from engine.topdown.batch_answers import BatchAnswers, with_answers
 from engine.topdown.constraints import CountBounds, child_bounds
 from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
-from engine.topdown.least_squares import multipass_least_squares
 from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
 from engine.topdown.options import Progress, RunCancelled, unit_variables
 from engine.topdown.plan import TopDownPlan
+from engine.topdown.qp.least_squares import multipass_least_squares
 from engine.topdown.rounding import round_batch
 from engine.topdown.sparse_histograms import SparseRows
 

@@ -27,15 +27,17 @@ The run pipeline's write stage (:mod:`engine.runs.writers`) writes them as ``est
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.topdown.queries import query_group
-from engine.topdown.run import TopDownResult
-from phexplore.errors import ValidationError
+
+if TYPE_CHECKING:
+    from engine.topdown.result import TopDownResult
 
 PPMF_GEOGRAPHY = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
 _PPMF_SLICES = ((0, 2), (2, 5), (5, 11), (11, 12), (11, 15))

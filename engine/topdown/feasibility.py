@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
+from engine.core.errors import PHExploreError
 from engine.topdown.family import FamilyBatch
-from phexplore.errors import PHExploreError
 
 MAX_REPORTED = 5
 _TOL = 1e-6

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from phexplore.errors import ValidationError
 
 US = "US"
 

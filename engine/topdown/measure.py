@@ -34,12 +34,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine import noise
+from engine.core.errors import ValidationError
+from engine.dp.budget import TopDownAllocation
 from engine.topdown.batch_answers import DrawnAnswers
 from engine.topdown.geography import GeoTree
 from engine.topdown.queries import QueryGroup
 from engine.topdown.sparse_histograms import dense_rows
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 DEFAULT_INVARIANTS: Mapping[str, tuple[str, ...]] = {"US": ("TOTAL",), "State": ("TOTAL",)}
 """Levels whose query answers are published exactly (TDA §5.2: US and state total population)."""
@@ -245,7 +245,7 @@ def spent_budget(tree: GeoTree, budget: np.ndarray, invariant: np.ndarray) -> fl
 
     ρ-zCDP (ε-DP) composes sequentially down a path and in parallel across disjoint geounits
     (SPN Theorem 3), so this is the run's actual privacy loss from noise; a share assigned to an
-    invariant (TDA §5.2) is nominal only. :func:`phexplore.budget.budget_use` is its analytic twin.
+    invariant (TDA §5.2) is nominal only. :func:`engine.dp.budget.budget_use` is its analytic twin.
     """
     per_node = np.where(invariant, 0.0, np.asarray(budget, dtype=np.float64)).sum(axis=1)
     path = per_node.copy()

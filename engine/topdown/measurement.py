@@ -22,7 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine import noise
-from engine.executors import Executor
+from engine.core.errors import ValidationError
+from engine.core.executors import Executor
 from engine.topdown.batch_answers import KeyedAnswers
 from engine.topdown.measure import (
     Measurements,
@@ -34,7 +35,6 @@ from engine.topdown.measure import (
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.queries import QueryGroup
 from engine.topdown.sparse_histograms import check_dense_size, dense_rows, densify
-from phexplore.errors import ValidationError
 
 MAX_EXACT_CELLS = 100_000_000
 """Most noisy answers (nodes × query cells) ``exact`` noise draws: it draws every answer at once

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from engine.core.errors import PHExploreError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
-from phexplore.errors import PHExploreError
 
 Progress = Callable[[str, float], None]
 

@@ -14,15 +14,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.data.histogram import BlockHistogram, Schema
+from engine.core.errors import ValidationError
+from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
+from engine.schema.attributes import Schema
 from engine.topdown.constraints import CountBounds, block_bounds, node_bounds
 from engine.topdown.family import QuerySpec
 from engine.topdown.geography import US, GeoTree
 from engine.topdown.measure import invariant_mask, node_query_budget
 from engine.topdown.options import TopDownOptions
 from engine.topdown.queries import TOTAL, QueryGroup, query_group, rounder_chain
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 
 def default_tree(hist: BlockHistogram, allocation: TopDownAllocation) -> GeoTree:

@@ -1,24 +1,24 @@
 """A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (SPEC §7).
 
 :func:`spine_profile` turns the engine's conventional spine of a histogram
-(:func:`engine.topdown.run.default_tree`) into a :class:`phexplore.prediction.SpineProfile`: per
+(:func:`engine.topdown.run.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
 level the number of children of every geounit above, and each geounit's true counts (the count
 profile of the non-negativity correction). The core never imports the engine; callers (CLI, app
-API, benchmarks) build the profile here and hand it to :func:`phexplore.prediction.predict_topdown`.
+API, benchmarks) build the profile here and hand it to :func:`engine.prediction.predict_topdown`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
+from engine.prediction.spine import SpineProfile
 from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import GeoTree
 from engine.topdown.run import default_tree
 from engine.topdown.sparse_histograms import aggregate_sparse
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
-from phexplore.prediction.spine import SpineProfile
 
 
 def tree_profile(
@@ -77,7 +77,7 @@ def spine_profile(
 
 
 def write_ri2010_profile(path: str) -> None:
-    """Regenerate the shipped profile ``phexplore/prediction/profiles/ri2010_spine.json.gz`` from
+    """Regenerate the shipped profile ``engine/prediction/profiles/ri2010_spine.json.gz`` from
     the shipped Rhode Island 2010 blocks (``python -m engine.topdown.profile PATH``)."""
     import gzip
     import json
@@ -99,7 +99,7 @@ def write_ri2010_profile(path: str) -> None:
 
 
 def write_generated_profile(path: str, persons: int = 100_000, seed: int = 12) -> None:
-    """Regenerate ``phexplore/prediction/profiles/generated_ri_100k_spine.json.gz``: the spine
+    """Regenerate ``engine/prediction/profiles/generated_ri_100k_spine.json.gz``: the spine
     and block counts, on the 2,016-cell production schema, of a generated Rhode Island population
     (:func:`engine.data.population.generate_population`; ``python -m engine.topdown.profile
     --generated PATH``)."""
@@ -146,7 +146,7 @@ def entity_membership(
 ) -> np.ndarray:
     """``(n_leaves, n_entities)`` 0/1 membership over the leaves of the conventional spine's
     profile (profile order) from per-block entity codes (-1: no entity), as
-    :func:`phexplore.prediction.entities.predict_entities` needs."""
+    :func:`engine.prediction.entities.predict_entities` needs."""
     tree = default_tree(hist, allocation)
     _, order = tree_profile(tree, hist, "data", with_counts=False)
     return leaf_membership(tree, order[-1], codes)

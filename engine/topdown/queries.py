@@ -23,9 +23,9 @@ from functools import cached_property
 
 import numpy as np
 
-from engine.data.histogram import Schema
-from phexplore.errors import ValidationError
-from phexplore.marginals import (
+from engine.core.errors import ValidationError
+from engine.schema.attributes import Schema
+from engine.schema.marginals import (
     DETAILED,
     HHINSTLEVELS,
     ROUNDER_CHAINS,
@@ -33,7 +33,7 @@ from phexplore.marginals import (
     MarginalParse,
     parse_marginal,
 )
-from phexplore.marginals import cell_index as marginal_cell_index
+from engine.schema.marginals import cell_index as marginal_cell_index
 
 __all__ = [
     "DETAILED",
@@ -190,8 +190,8 @@ def _assert_partition(group: QueryGroup) -> None:
 def query_group(schema: Schema, name: str) -> QueryGroup:
     """The query group called ``name`` on ``schema`` (TOTAL, DETAILED, HHINSTLEVELS or ``A*B``).
 
-    The name is parsed by :func:`phexplore.marginals.parse_marginal` (shared with the analytic
-    prediction of :mod:`phexplore.prediction`)."""
+    The name is parsed by :func:`engine.schema.marginals.parse_marginal` (shared with the analytic
+    prediction of :mod:`engine.prediction`)."""
     attributes = [(a.name, a.levels) for a in schema.attributes]
     parse = parse_marginal(name, attributes, schema.name)
     return QueryGroup(name, schema, parse.kept, parse.recodes)

@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.data.histogram import BlockHistogram, Schema
+from engine.core.errors import ValidationError
+from engine.data.histogram import BlockHistogram
+from engine.schema.attributes import Schema
 from engine.topdown.constraints import CountBounds, unconstrained_note
 from engine.topdown.estimation import Estimation
 from engine.topdown.family import QuerySpec
@@ -27,7 +29,6 @@ from engine.topdown.measurement import RunMeasurements
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.queries import QueryGroup
 from engine.topdown.sparse_histograms import check_dense_size, densify
-from phexplore.errors import ValidationError
 
 
 @dataclass

@@ -6,10 +6,10 @@
    group, per-node per-query budgets from the allocation; invariants bypass noise.
 3. Estimation phase, depth by depth from the root: each parent's children form a family solved as
    one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
-   :mod:`engine.topdown.least_squares`) then multi-pass controlled rounding (eq. 7.7,
+   :mod:`engine.topdown.qp.least_squares`) then multi-pass controlled rounding (eq. 7.7,
    :mod:`engine.topdown.rounding`). The root is solved alone (eq. 7.1, 7.3). Families of one depth
    are independent: they are batched into chunks of about ``chunk_cells`` variables, the units of
-   work an :class:`~engine.executors.Executor` runs (in process or in a spawn pool of ``workers``
+   work an :class:`~engine.core.executors.Executor` runs (in process or in a spawn pool of ``workers``
    processes; SPEC §8); feasibility is checked before solving
    (:mod:`engine.topdown.feasibility`). Chunking does not depend on ``workers``, so results are
    identical for any number of workers.
@@ -32,8 +32,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from engine.core.errors import ValidationError
+from engine.core.executors import Executor, make_executor
 from engine.data.histogram import BlockHistogram
-from engine.executors import Executor, make_executor
+from engine.dp.budget import TopDownAllocation
 from engine.topdown.estimation import (
     BatchOutcome,
     Estimation,
@@ -48,8 +50,6 @@ from engine.topdown.options import Progress, RunCancelled, TopDownOptions
 from engine.topdown.plan import TopDownPlan, default_tree, plan_run, run_query_names
 from engine.topdown.result import TopDownResult, result_of
 from engine.topdown.sparse_histograms import aggregate_sparse
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 __all__ = [
     "BatchOutcome",

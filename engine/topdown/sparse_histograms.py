@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.topdown.geography import GeoTree
-from phexplore.errors import ValidationError
 
 MAX_DENSE_CELLS = 1 << 28
 """Largest ``n_nodes × n_cells`` a whole histogram is densified for (2 GB of int64); above it the

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.errors import PHExploreError
+from phexplore.api.budgets import PHExploreError
+from phexplore.app import state as S
 
 if TYPE_CHECKING:
     from phexplore.api import BlockHistogram

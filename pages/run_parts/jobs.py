@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
+from phexplore.app import state as S
 
 JOB = R.JOB_KEY
 

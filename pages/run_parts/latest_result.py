@@ -7,7 +7,7 @@ from functools import partial
 import streamlit as st
 
 from phexplore import api as R
-from phexplore import app_state as S
+from phexplore.app import state as S
 
 
 def latest_result() -> None:

@@ -8,8 +8,8 @@ from pages.run_parts.data_source import phsafe_data
 from pages.run_parts.jobs import JOB, next_run_id
 from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
+from phexplore.api.budgets import budget_fingerprint, short_fingerprint
+from phexplore.app import state as S
 
 PHSAFE_DEFAULTS: dict[str, object] = {
     "run_ph_states": "44",

@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages.run_parts.jobs import JOB
 from phexplore import api as R
-from phexplore import app_state as S
+from phexplore.app import state as S
 
 
 @st.fragment(run_every=1.0)

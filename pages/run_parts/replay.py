@@ -12,8 +12,8 @@ import streamlit as st
 from pages.run_parts.jobs import JOB, next_run_id
 from pages.run_parts.progress import job_panel
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.errors import PHExploreError
+from phexplore.api.budgets import PHExploreError
+from phexplore.app import state as S
 
 PENDING = "res_replay_pending"
 """Set while a replay started here runs: the Results page then shows the new run when it ends."""

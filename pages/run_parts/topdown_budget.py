@@ -9,15 +9,19 @@ import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
 from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
-from phexplore import app_state as S
-from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
-from phexplore.errors import PHExploreError
-from phexplore.presets import default_topdown_preset, load_topdown_preset
-from phexplore.query_cells import schema_mismatch
-from phexplore.scenarios import budget_origin
+from phexplore.api.budgets import (
+    PHExploreError,
+    budget_fingerprint,
+    budget_origin,
+    default_topdown_preset,
+    load_topdown_preset,
+    schema_mismatch,
+    short_fingerprint,
+)
+from phexplore.app import state as S
 
 if TYPE_CHECKING:
-    from phexplore.budget import TopDownAllocation
+    from phexplore.api.budgets import TopDownAllocation
 
 WORKING = "__working__"
 DEFAULT_ALLOCATION = {

@@ -11,8 +11,8 @@ from pages.run_parts.jobs import JOB, next_run_id
 from pages.run_parts.run_options import epl_options
 from pages.run_parts.topdown_budget import WORKING, TopDownBudget, topdown_budget
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.errors import PHExploreError
+from phexplore.api.budgets import PHExploreError
+from phexplore.app import state as S
 
 TOPDOWN_DEFAULTS: dict[str, object] = {
     "run_td_seed": 2020,

@@ -33,6 +33,7 @@ from phexplore.api.data import (
     topdown_sample,
 )
 from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
+from phexplore.api.limits import APP_MAX_ROWS, CSV_CONVERSION_MAX_ROWS
 from phexplore.api.replay import (
     SAME_SEED_NOTE,
     RecordedRun,
@@ -54,8 +55,6 @@ from phexplore.api.results import (
     tidy_bytes,
 )
 from phexplore.api.run_folders import (
-    APP_MAX_ROWS,
-    CSV_CONVERSION_MAX_ROWS,
     FolderFile,
     folder_files,
     folder_record,

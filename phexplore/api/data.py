@@ -1,7 +1,7 @@
 """Data for the app: shipped samples (cached), uploads, subsets, readable problems (engine.data).
 
 Part of the app-facing API (:mod:`phexplore.api`). No science: loading and validation live in
-:mod:`engine.data`; a :class:`~engine.data.errors.DataValidationError`'s located problems become
+:mod:`engine.data`; a :class:`~engine.core.errors.DataValidationError`'s located problems become
 the list the Run page shows.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
+from phexplore.api import limits
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 
@@ -80,9 +81,8 @@ def topdown_cost_sentence(n_blocks: int, n_cells: int) -> str:
     app's dense comparison table (at most ``APP_MAX_ROWS`` rows) and its predicted-vs-measured
     table."""
     from engine.topdown.cost import estimate_topdown_cost, table_rows
-    from phexplore.api.run_folders import APP_MAX_ROWS
 
-    kept = table_rows(n_blocks, n_cells, APP_MAX_ROWS)
+    kept = table_rows(n_blocks, n_cells, limits.APP_MAX_ROWS)
     return estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept, prediction=True).sentence()
 
 
@@ -102,8 +102,8 @@ def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
 
 def load_cef_upload(files: Sequence[Any]) -> Any:
     """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
+    from engine.core.sniff import assign_by_name
     from engine.data.cef import load_cef_extract
-    from engine.data.sniff import assign_by_name
 
     # Several files that could each be "the persons file" are refused, never one picked.
     return load_cef_extract(assign_by_name(files, ("persons", "units", "geo"), what="CEF extract"))

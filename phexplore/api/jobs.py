@@ -18,9 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.errors import PHExploreError
 from engine.runs.control import RunControl
 from phexplore.api.data import problem_lines
-from phexplore.errors import PHExploreError
 
 
 @dataclass

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.runs.spec import RunSpec
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.api.runs import (
@@ -36,8 +38,6 @@ from phexplore.api.runs import (
     spark_backend_options,
     topdown_record,
 )
-from phexplore.budget import PHSafeBudget, TopDownAllocation
-from phexplore.errors import ValidationError
 
 SAME_SEED_NOTE = (
     "A replay runs the recorded description again — same engine, data, budget, seed and options — "
@@ -99,8 +99,8 @@ def recorded_in_file(raw: bytes, name: str) -> list[RecordedRun]:
     Anything else — not JSON, another JSON, a description edited by hand, a run drawn with the
     exact (OS-random) samplers — raises a ValidationError naming the file and the reason.
     """
+    from engine.core.strict_json import loads_strict_json
     from engine.runs.provenance import recorded_run
-    from phexplore.parsing import loads_strict_json
 
     data = loads_strict_json(raw, label=name, allow_infinity=True)
     if not isinstance(data, dict):

@@ -102,7 +102,7 @@ def epl_curves(
 
 def budget_caption(record: RunRecord) -> str | None:
     """ "ρ = 2.56 nominal, ρ spent on noisy measurements = 1.728 …" of a TopDown run, else None."""
-    from phexplore.budget.invariants import SPREAD_LABEL, spent_label
+    from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
 
     if record.engine != "topdown" or record.rho is None:
         return None

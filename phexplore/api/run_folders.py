@@ -8,11 +8,11 @@ page shows like a run of the session: the MAE table from the estimates (``engine
 Blau-quintile bias and predicted-vs-measured RMSE as recorded in its metrics.json.
 
 Production-scale runs hold tens of millions of dense estimate rows; the record keeps at most
-:data:`APP_MAX_ROWS` of them: every query when the dense table fits, else the smallest queries that
-fit together (TOTAL first; :func:`phexplore.dense_rows.chosen_queries`, the rule a run of the
+:data:`~phexplore.api.limits.APP_MAX_ROWS` of them: every query when the dense table fits, else the smallest queries that
+fit together (TOTAL first; :func:`engine.runs.dense_rows.chosen_queries`, the rule a run of the
 session follows too), and says which were left out (their MAE is in metrics.json).
 :func:`folder_files` lists the folder's files for download in the format written, with a CSV
-conversion for tables of at most :data:`CSV_CONVERSION_MAX_ROWS` rows.
+conversion for tables of at most :data:`~phexplore.api.limits.CSV_CONVERSION_MAX_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -25,15 +25,11 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.errors import ValidationError
+from engine.runs.dense_rows import chosen_queries
+from phexplore.api import limits
 from phexplore.api.jobs import RunRecord
 from phexplore.api.runs import run_label, run_provenance
-from phexplore.dense_rows import chosen_queries
-from phexplore.errors import ValidationError
-
-APP_MAX_ROWS = 5_000_000
-"""Dense estimate rows the app holds for one opened folder (≈ 0.5 GB in pandas)."""
-CSV_CONVERSION_MAX_ROWS = 1_000_000
-"""Tables of at most this many rows are offered as CSV too (a conversion in memory)."""
 
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
@@ -105,7 +101,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
         raise ValidationError("give the path of a run folder written by 'phexplore run topdown'")
     run = open_run_folder(Path(text).expanduser())
     metrics = run.metrics
-    tidy, left_out = _estimates(run, APP_MAX_ROWS)
+    tidy, left_out = _estimates(run, limits.APP_MAX_ROWS)
     spec = metrics.get("run") or {}
     tables: dict[str, pd.DataFrame] = {"mae": mae_table(tidy), "epl": _epl_frame(metrics)}
     blau = _blau_frame(metrics)
@@ -180,7 +176,7 @@ class FolderFile:
 
 def folder_files(record: RunRecord) -> list[FolderFile]:
     """The tables and metrics.json of an opened folder, in the format written, plus CSV copies of
-    the Parquet tables of at most :data:`CSV_CONVERSION_MAX_ROWS` rows (sparse estimates as stored)."""
+    the Parquet tables of at most :data:`~phexplore.api.limits.CSV_CONVERSION_MAX_ROWS` rows (sparse estimates as stored)."""
     folder = Path(str(record.settings["folder"]))
     outputs = record.settings.get("outputs") or {}
     out: list[FolderFile] = []
@@ -198,7 +194,7 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
                 path.read_bytes,
             )
         )
-        if parquet and rows <= CSV_CONVERSION_MAX_ROWS:
+        if parquet and rows <= limits.CSV_CONVERSION_MAX_ROWS:
             out.append(
                 FolderFile(
                     f"{table}.csv",

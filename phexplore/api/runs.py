@@ -15,16 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.dp.budget import PHSafeBudget, TopDownAllocation
+from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
 from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER, PF_PERCENTILE
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
 from engine.runs.topdown import bootstrap_rng as bootstrap_rng
+from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
-from phexplore.budget import PHSafeBudget, TopDownAllocation
-from phexplore.budget.fingerprint import budget_fingerprint, short_fingerprint
-from phexplore.errors import ValidationError
 
 EPL_BOOT = RUN_EPL_BOOT
 """Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
@@ -200,7 +201,7 @@ def topdown_work(
     """The work of a TopDown run (plus an optional ρ sweep with the SRS baseline).
 
     The run is tied to its exact budget: ``metrics.json`` and the record carry the allocation's
-    fingerprint (:func:`phexplore.budget.fingerprint.budget_fingerprint`), ``origin`` (the preset it
+    fingerprint (:func:`engine.dp.budget.fingerprint.budget_fingerprint`), ``origin`` (the preset it
     is, or "modified from <preset>"), the run number, the data label and the seed (issue 15).
 
     ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6);
@@ -284,11 +285,10 @@ def execute_topdown(
     ``hist``.
 
     metrics.json and the tables come from the sparse residuals; the dense tidy table keeps at
-    most :data:`phexplore.api.run_folders.APP_MAX_ROWS` rows, by the rule of opened run folders
+    most :data:`phexplore.api.limits.APP_MAX_ROWS` rows, by the rule of opened run folders
     (smallest queries first, TOTAL first; the others in ``output.extra["queries_left_out"]``)."""
     from engine.runs import execute
     from engine.topdown.queries import SCHEMA_QUERIES
-    from phexplore.api import run_folders
 
     queries = SCHEMA_QUERIES.get(hist.schema.name)
     output = execute(
@@ -299,7 +299,7 @@ def execute_topdown(
         data=None if spark_reads_persons(spec) else hist,
         tables=True,
         queries=queries,
-        max_tidy_rows=run_folders.APP_MAX_ROWS,
+        max_tidy_rows=limits.APP_MAX_ROWS,
         # metrics.json has "seed" as a standard key already (the same value).
         extra_metrics={
             "data": data_label,
@@ -608,8 +608,8 @@ def spread_for_run(
 
     Refused with an AIAN-style branch: a split state's branches measure the State TOTAL (TDA §7.4).
     """
-    from phexplore.budget import spread_invariant_share
-    from phexplore.errors import ValidationError
+    from engine.core.errors import ValidationError
+    from engine.dp.budget import spread_invariant_share
 
     if special_areas:
         raise ValidationError(

@@ -13,9 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from phexplore.errors import PHExploreError
+from engine.core.errors import Interrupted, PHExploreError
 from phexplore.failures import describe_failure
-from phexplore.output_folder import Interrupted
 
 # Subcommand modules, in the order they appear in ``phexplore --help``. To add a command, write
 # ``phexplore/cli/<name>.py`` with ``register(subparsers)`` and add its module name here.
@@ -55,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except PHExploreError as exc:  # an option's value refused by its type (phexplore.parsing)
+    except PHExploreError as exc:  # an option's value refused by its type (engine.core.strict_json)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if not getattr(args, "func", None):

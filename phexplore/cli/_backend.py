@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import option_type
 from engine.metrics.epl import (
     MULTIPLIER_RANGE,
     PERCENTILE_RANGE,
@@ -17,8 +19,6 @@ from engine.metrics.epl import (
     PF_PERCENTILE,
     EPLSettings,
 )
-from phexplore.errors import ValidationError
-from phexplore.parsing import option_type
 
 
 def add_epl_arguments(parser: argparse.ArgumentParser) -> None:

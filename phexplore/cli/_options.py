@@ -1,14 +1,14 @@
 """Options shared by several CLI subcommands: ``--seed``, ``--workers``, ``--max-bytes``,
 ``--data-format``, ``--noise-method``.
 
-Each keeps its command's default and help text; the valid ranges are :data:`phexplore.parsing.RANGES`.
+Each keeps its command's default and help text; the valid ranges are :data:`engine.core.numbers.RANGES`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from phexplore.parsing import option_type
+from engine.core.numbers import option_type
 
 MAX_BYTES_HELP = (
     "size limit per input file in bytes, 1 – 2^40 (default 200 MB, docs/reliability.md)"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from phexplore.json_text import dumps_json as dumps_json  # re-export for the subcommands
+from engine.core.strict_json import dumps_json as dumps_json  # re-export for the subcommands
 
 
 def add_format_option(parser: Any) -> None:
@@ -53,11 +53,11 @@ def _print_mapping(mapping: Mapping[str, Any], indent: int = 0) -> None:
 def prepare_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
     """Create (or check) an output folder before any work, so a bad ``--out`` fails fast.
 
-    Raises :class:`~phexplore.errors.ValidationError` naming the path and the reason when the folder
+    Raises :class:`~engine.core.errors.ValidationError` naming the path and the reason when the folder
     cannot be created or written (a file in the way, a read-only or virtual file system, no
     permission).
     """
-    from phexplore.errors import ValidationError
+    from engine.core.errors import ValidationError
 
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
@@ -123,8 +123,8 @@ def input_location(value: str | os.PathLike[str] | None) -> str | None:
 
 
 def open_output(args: Any, command: str, inputs: Mapping[str, Any], seed: int | None = None) -> Any:
-    """The :class:`~phexplore.output_folder.OutputFolder` of a command's ``--out``/``--overwrite``."""
-    from phexplore.output_folder import OutputFolder
+    """The :class:`~engine.core.output_folder.OutputFolder` of a command's ``--out``/``--overwrite``."""
+    from engine.core.output_folder import OutputFolder
 
     return OutputFolder(
         args.out,

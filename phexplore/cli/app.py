@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 APP_SCRIPT = Path(__file__).resolve().parents[2] / "app.py"
 

@@ -22,19 +22,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import RANGES, option_type, parse_real, parse_whole
 from engine.runs.table_files import AUTO_CSV_MAX_ROWS, FORMATS
+from engine.schema.ri_fold import NOTE as FOLDED_NOTE
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import add_max_bytes_option, add_workers_option
 from phexplore.cli._output import add_output_folder_options, dumps_json, input_location, open_output
-from phexplore.errors import ValidationError
-from phexplore.folded_schema import NOTE as FOLDED_NOTE
-from phexplore.parsing import RANGES, option_type, parse_real, parse_whole
 
 
 def _float_list(text: str, option: str = "--rho", range_name: str | None = "rho") -> list[float]:
     """Comma-separated finite numbers, each checked against ``RANGES[range_name]``."""
-    from phexplore.errors import ValidationError as _VE
+    from engine.core.errors import ValidationError as _VE
 
     parts = [v.strip() for v in text.split(",") if v.strip()]
     if not parts:

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import option_type
 from phexplore.cli._options import add_seed_option
 from phexplore.cli._output import (
     add_format_option,
@@ -24,8 +26,6 @@ from phexplore.cli._output import (
     print_rows,
     progress_line,
 )
-from phexplore.errors import ValidationError
-from phexplore.parsing import option_type
 
 _whole_number = option_type("whole", "persons", "--persons")
 GENERATE_OUT_HELP = "output folder (written atomically, with manifest)"

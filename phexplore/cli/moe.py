@@ -9,24 +9,25 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from phexplore.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
-from phexplore.budget.invariants import SPREAD_LABEL, spread_invariant_share
+from engine.core.errors import ValidationError
+from engine.core.numbers import option_type, parse_real, parse_whole
+from engine.core.strict_json import load_json_object
+from engine.dp.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
+from engine.dp.budget.invariants import SPREAD_LABEL, spread_invariant_share
+from engine.dp.presets import (
+    load_phsafe_preset,
+    load_topdown_preset,
+    phsafe_from_dict,
+    topdown_from_dict,
+)
 from phexplore.cli._options import add_data_format_option
 from phexplore.cli._output import add_format_option, print_rows
-from phexplore.errors import ValidationError
-from phexplore.moe_tables import (
+from phexplore.planning.moe_tables import (
     DEFAULT_DELTA,
     phsafe_rows,
     phsafe_summary,
     topdown_rows,
     topdown_summary,
-)
-from phexplore.parsing import load_json_object, option_type, parse_real, parse_whole
-from phexplore.presets import (
-    load_phsafe_preset,
-    load_topdown_preset,
-    phsafe_from_dict,
-    topdown_from_dict,
 )
 
 
@@ -255,8 +256,8 @@ def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
-    from phexplore.prediction import shipped_profile_for
-    from phexplore.prediction.tables import (
+    from engine.prediction import shipped_profile_for
+    from engine.prediction.tables import (
         add_post_processed,
         prediction_summary,
         predictions_for_runs,
@@ -286,9 +287,9 @@ def _entity_rows(
     hist: Any, alloc: TopDownAllocation, predictions: dict[str, Any], entities: str
 ) -> list[dict[str, Any]]:
     """Predicted TOTAL and VOTINGAGE (where the schema has it) accuracy of every entity."""
+    from engine.prediction.entities import predict_entities
     from engine.topdown.profile import entity_membership
     from engine.topdown.spine.entities import block_ids_of, load_entities
-    from phexplore.prediction.entities import predict_entities
 
     run, prediction = next((k, p) for k, p in predictions.items() if p.allocation == alloc.name)
     assert prediction.algebra is not None

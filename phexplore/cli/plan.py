@@ -6,11 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import option_type
+from engine.core.strict_json import load_json_object
+from engine.dp.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
 from phexplore.cli._output import add_format_option, print_rows
-from phexplore.errors import ValidationError
-from phexplore.parsing import load_json_object, option_type
-from phexplore.planning import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
-from phexplore.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
+from phexplore.planning.targets import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
 
 
 def register(subparsers: Any) -> None:
@@ -112,9 +113,9 @@ def run_phsafe(args: argparse.Namespace) -> int:
 
 def run_topdown_published(args: argparse.Namespace) -> int:
     """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
-    from phexplore.planning import parse_published_targets, plan_topdown_published
-    from phexplore.prediction import shipped_profile_for
-    from phexplore.presets import topdown_from_dict
+    from engine.dp.presets import topdown_from_dict
+    from engine.prediction import shipped_profile_for
+    from phexplore.planning.targets import parse_published_targets, plan_topdown_published
 
     data = _read_targets(args.shares)
     runs = load_topdown_preset(args.shares) if data is None else topdown_from_dict(data)
@@ -142,7 +143,7 @@ def run_topdown_published(args: argparse.Namespace) -> int:
 
 def run_topdown(args: argparse.Namespace) -> int:
     """Print the TopDown plan."""
-    from phexplore.moe import z_for_confidence
+    from engine.dp.moe import z_for_confidence
 
     if args.published:
         if args.targets:

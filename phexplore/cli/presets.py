@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset, preset_info
 from phexplore.cli._output import add_format_option, dumps_json, print_rows
-from phexplore.presets import list_presets, load_phsafe_preset, load_topdown_preset, preset_info
 
 
 def register(subparsers: Any) -> None:
@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "presets",
         help="list or show the shipped budget presets",
-        description="Shipped budget presets (JSON data in phexplore/presets/, each with a citation).",
+        description="Shipped budget presets (JSON data in engine/dp/presets/, each with a citation).",
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     pl = sub.add_parser("list", help="list presets with their citation")

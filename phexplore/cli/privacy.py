@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from phexplore.accounting import CONVERSION_LABELS, check_rho, conversions
+from engine.core.numbers import option_type, parse_exact
+from engine.dp.accounting import CONVERSION_LABELS, check_rho, conversions
 from phexplore.cli._output import add_format_option, dumps_json
-from phexplore.parsing import option_type, parse_exact
 
 
 def register(subparsers: Any) -> None:

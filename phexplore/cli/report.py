@@ -6,11 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from phexplore.errors import ValidationError
-from phexplore.output_folder import atomic_file, check_result_file, check_target
-from phexplore.parsing import load_json_object
-from phexplore.report import build_report_html
-from phexplore.scenarios import Scenario, scenario_from_preset
+from engine.core.errors import ValidationError
+from engine.core.manifest import check_result_file
+from engine.core.output_folder import atomic_file, check_target
+from engine.core.strict_json import load_json_object
+from phexplore.app.report import build_report_html
+from phexplore.planning.scenarios import Scenario, scenario_from_preset
 
 
 def register(subparsers: Any) -> None:

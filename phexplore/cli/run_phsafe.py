@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.core.numbers import RANGES, option_type, parse_whole
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._options import add_max_bytes_option, add_noise_method_option, add_seed_option
 from phexplore.cli._output import add_output_folder_options, input_location, open_output
-from phexplore.parsing import RANGES, option_type, parse_whole
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,8 +81,8 @@ def register(engines: Any) -> None:
 
 def parse_tau(spec: str) -> dict[str, int]:
     """``"6"`` → τ = 6 for every truncated table; ``"PH3=6,PH6=8"`` → those tables only."""
+    from engine.core.errors import ValidationError
     from engine.phsafe.config import TRUNCATED_TABLES
-    from phexplore.errors import ValidationError
 
     text = spec.strip()
     if text.isascii() and text.isdigit():

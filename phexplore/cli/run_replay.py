@@ -67,7 +67,7 @@ def read_spec(path: str, result: int | None = None) -> Any:
 
 def read_recorded(path: str, result: int | None = None) -> tuple[Any, dict[str, Any]]:
     """:func:`read_spec` and the recorded metrics.json (``{}`` for a bare run description)."""
-    from phexplore.parsing import load_json_object
+    from engine.core.strict_json import load_json_object
 
     data = load_json_object(Path(path), label=f"--spec {path}", allow_infinity=True)
     from engine.runs.provenance import recorded_run

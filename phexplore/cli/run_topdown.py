@@ -2,7 +2,7 @@
 
 The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`), run by the one run
 pipeline (:func:`engine.runs.execute`, :func:`engine.runs.write`) the app and experiments use,
-written into the atomic output folder (:mod:`phexplore.output_folder`).
+written into the atomic output folder (:mod:`engine.core.output_folder`).
 
 Writes to ``--out`` (see docs/topdown.md "Outputs"): ``estimates`` (tidy: geolevel, geounit,
 query, cell, true, estimate), ``measurements`` (noisy answers and variances, unless
@@ -19,11 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ValidationError
+from engine.core.numbers import parse_exact
+from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from engine.runs.schema_note import note_lines
 from engine.runs.table_files import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.table_files import FORMATS
 from engine.runs.writers import ESTIMATE_CHOICES
-from engine.topdown.spine.cli_options import add_spine_arguments, spine_options_given
-from phexplore.budget.invariants import SPREAD_LABEL, spent_label
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -41,9 +43,7 @@ from phexplore.cli._output import (
     open_output,
     progress_line,
 )
-from phexplore.errors import ValidationError
-from phexplore.folded_schema import note_lines
-from phexplore.parsing import parse_exact
+from phexplore.cli.spine_options import add_spine_arguments, spine_options_given
 
 
 def register(engines: Any) -> None:
@@ -152,8 +152,8 @@ def parse_filter(spec: str) -> dict[str, Any]:
 
 
 def _load_allocation(args: argparse.Namespace) -> Any:
-    from phexplore.budget import TopDownAllocation
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.budget import TopDownAllocation
+    from engine.dp.presets import load_topdown_preset
 
     if args.preset:
         allocations = load_topdown_preset(args.preset)
@@ -161,7 +161,7 @@ def _load_allocation(args: argparse.Namespace) -> Any:
             raise ValidationError(f"preset {args.preset!r} has no persons allocation")
         allocation = allocations["persons"]
     else:
-        from phexplore.parsing import load_json_object
+        from engine.core.strict_json import load_json_object
 
         path = Path(args.config)
         data = load_json_object(path, label=f"--config {path}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from phexplore.output_folder import read_output_folder
+from engine.core.manifest import read_output_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("slow_cli.py")

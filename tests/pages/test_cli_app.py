@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core.errors import ValidationError
 from phexplore.cli import main
 from phexplore.cli.app import APP_SCRIPT, streamlit_command
-from phexplore.errors import ValidationError
 
 
 def test_app_command_defaults_to_loopback(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,13 +11,13 @@ from streamlit.testing.v1 import AppTest
 def _app() -> None:
     import streamlit as st
 
-    from phexplore import app_state as S
+    from phexplore.app import state as S
 
     def boom() -> None:
         raise ZeroDivisionError("division by zero")
 
     def bad_input() -> None:
-        from phexplore.errors import ValidationError
+        from engine.core.errors import ValidationError
 
         raise ValidationError("--rho: 'abc' is not a number")
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from phexplore import app_state as S
-from phexplore.moe import moe_for_rho
-from phexplore.presets import load_phsafe_preset
+from engine.dp.moe import moe_for_rho
+from engine.dp.presets import load_phsafe_preset
+from phexplore.app import state as S
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -116,7 +116,7 @@ def test_phsafe_config_upload_survives_an_unvalidated_error(
     def broken(data: object, name: str = "") -> None:
         raise TypeError("'int' object is not subscriptable")
 
-    monkeypatch.setattr("phexplore.presets.phsafe_from_dict", broken)
+    monkeypatch.setattr("phexplore.api.budgets.phsafe_from_dict", broken)
     app.run()  # the upload callback of this run sees the patched parser
     before = app.session_state[S.PHSAFE]
     app.file_uploader(key="ps_upload").set_value([("cfg.json", b"{}", "application/json")])
@@ -377,7 +377,7 @@ def test_topdown_planner_published_counts_on_the_production_schema(app: AppTest)
     """The page's published-count view on the 2,016-cell production preset (the default) takes
     the planner's path — the shipped generated profile, the support model on a few families per
     level, cached per level — and a new total ρ or a share edit recomputes it."""
-    from phexplore.prediction import PLANNER_MAX_FAMILIES, shipped_profile
+    from engine.prediction import PLANNER_MAX_FAMILIES, shipped_profile
 
     app.switch_page("pages/topdown_planner.py").run()
     _no_problems(app)

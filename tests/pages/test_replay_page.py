@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from phexplore import app_state as S
+from phexplore.app import state as S
 from tests.pages.conftest import wait_for_job
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.core.errors import PHExploreError
 from phexplore import api as R
-from phexplore import app_state as S
+from phexplore.app import state as S
 from phexplore.cli import main
-from phexplore.errors import PHExploreError
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 BASE = [
@@ -73,7 +73,7 @@ def test_folder_downloads_in_the_written_format_with_csv_copies(folders):
 
 
 def test_large_runs_keep_their_smallest_queries(folders, monkeypatch):
-    monkeypatch.setattr("phexplore.api.run_folders.APP_MAX_ROWS", 200)
+    monkeypatch.setattr("phexplore.api.limits.APP_MAX_ROWS", 200)
     record = R.folder_record(folders / "parquet", 1, "s")
     assert set(record.tidy["query"]) == {"TOTAL"}
     assert set(record.settings["queries_left_out"]) == {"RACEETH", "VOTINGAGE", "DETAILED"}
@@ -95,8 +95,8 @@ def test_a_damaged_folder_is_refused_on_the_page(folders, tmp_path):
 
 
 def test_an_opened_folder_is_labelled_with_the_budget_the_cli_recorded(folders):
+    from engine.dp.budget.fingerprint import short_fingerprint
     from phexplore.api.run_folders import folder_record
-    from phexplore.budget.fingerprint import short_fingerprint
 
     record = folder_record(folders / "csv", 4, "Default")
     fingerprint = record.metrics["budget_fingerprint"]

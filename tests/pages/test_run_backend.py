@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.core.errors import ValidationError
 from phexplore import api as R
 from phexplore.api.runs import SPARK_MASTER_ENV, SPARK_REMOTE_ENV, where
-from phexplore.errors import ValidationError
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.dp.accounting import epsilon_for_delta
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore import api as R
-from phexplore import app_state as S
-from phexplore.accounting import epsilon_for_delta
+from phexplore.app import state as S
 from tests.pages.conftest import wait_for_job
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -109,7 +109,7 @@ def test_a_run_over_the_row_limit_keeps_its_smallest_queries(
 ) -> None:
     """County 44001 has 1,143 geounits: 4,000 rows hold TOTAL (1 cell) and VOTINGAGE (2 cells),
     not RACEETH (8) or DETAILED (16); the tables and metrics.json still cover every query."""
-    monkeypatch.setattr("phexplore.api.run_folders.APP_MAX_ROWS", 4_000)
+    monkeypatch.setattr("phexplore.api.limits.APP_MAX_ROWS", 4_000)
     at = run_page
     at.number_input(key="run_td_seed").set_value(7)
     at.button(key="run_td_go").click().run()
@@ -181,7 +181,7 @@ def test_phsafe_run_and_results(run_page: AppTest) -> None:
 
 def test_cancel_flag_stops_a_run() -> None:
     from engine.data.samples import load_topdown_sample
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.presets import load_topdown_preset
 
     hist = R.subset(load_topdown_sample("ri2010"), "County", ["44001"])
     job = R.RunJob(engine="topdown", label="cancel test")

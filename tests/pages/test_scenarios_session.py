@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from phexplore import app_state as S
-from phexplore.presets import load_topdown_preset
-from phexplore.scenarios import Scenario
+from engine.dp.presets import load_topdown_preset
+from phexplore.app import state as S
+from phexplore.planning.scenarios import Scenario
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from phexplore import app_state as S
+from phexplore.app import state as S
 
 ROOT = Path(__file__).resolve().parents[2]
 UNASSIGNABLE = {"button", "download_button", "file_uploader", "data_editor", "form_submit_button"}

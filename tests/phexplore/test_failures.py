@@ -51,7 +51,7 @@ def test_numerical_failures_explain_themselves() -> None:
 def test_user_errors_pass_through_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from phexplore.errors import ValidationError
+    from engine.core.errors import ValidationError
 
     monkeypatch.setenv("PHEXPLORE_LOG", str(tmp_path / "e.log"))
     assert describe_failure(ValidationError("--rho: bad"), "x") == "--rho: bad"

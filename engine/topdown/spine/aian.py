@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.topdown.spine.levels import SpineLevels, codes_from_keys
-from phexplore.errors import ValidationError
 
 INSIDE_SUFFIX = "|inside"
 OUTSIDE_SUFFIX = "|outside"

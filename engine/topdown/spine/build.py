@@ -35,7 +35,9 @@ from typing import Literal
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
 from engine.topdown.geography import GeoTree
 from engine.topdown.measure import InvariantSum
 from engine.topdown.spine.aian import split_by_special_areas
@@ -49,8 +51,6 @@ from engine.topdown.spine.optimized import (
     tract_groups,
 )
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 SpineKind = Literal["conventional", "aian", "optimized"]
 

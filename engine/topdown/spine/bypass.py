@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ the index of the entity containing block ``b`` or ``-1``. Entity sets come from
   (one set per distinct value; without it the file is one set named after the file).
 
 Problems in a CSV (malformed or repeated blocks, empty entity names, blocks absent from the data)
-are collected and raised as one :class:`~engine.data.errors.DataValidationError`.
+are collected and raised as one :class:`~engine.core.errors.DataValidationError`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from engine.data.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.data.samples import get_sample
 from engine.data.validate import (
     MAX_PROBLEMS_PER_CHECK,
@@ -34,7 +34,6 @@ from engine.data.validate import (
     read_csv_table,
     source_name,
 )
-from phexplore.errors import ValidationError
 
 SHIPPED_ENTITY_SAMPLES: dict[str, str] = {
     "providence_wards": "providence_wards",

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
 
 ROOT_LEVEL = "US"
 """Name of the single-geounit root level the spine builder adds above the histogram's levels."""

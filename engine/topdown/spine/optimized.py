@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.topdown.spine.levels import SpineLevels, codes_from_keys
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF
 from engine.topdown.spine.osed import (
@@ -29,7 +30,6 @@ from engine.topdown.spine.osed import (
     osed_by_level,
     osed_recursion_step,
 )
-from phexplore.errors import ValidationError
 
 TRACT_GROUP_LEVEL = "Tract_Group"
 OPTIMIZED_BLOCK_GROUP_SUFFIX = "-OBG"

@@ -22,10 +22,10 @@ from typing import Literal
 
 import numpy as np
 
+from engine.core.errors import ValidationError
 from engine.topdown.geography import GeoTree
 from engine.topdown.spine.bypass import node_depths
 from engine.topdown.spine.levels import SpineLevels
-from phexplore.errors import ValidationError
 
 Reduce = Literal["mean", "max", "sorted"]
 

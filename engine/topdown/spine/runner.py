@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
 from engine.topdown.run import TopDownOptions, TopDownResult, run_query_names, run_topdown
 from engine.topdown.spine.build import BuiltSpine
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
 
 __all__ = ["run_on_spine", "run_query_names", "spine_options"]
 

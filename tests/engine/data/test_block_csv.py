@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from engine.core.errors import DataValidationError
 from engine.data.block_csv import load_block_csv, parse_mapping
-from engine.data.errors import DataValidationError
 from engine.data.ri2010 import load_ri2010
 from engine.data.samples import samples_dir
-from engine.data.schemas import RI2010_SCHEMA
+from engine.schema.attributes import RI2010_SCHEMA
 
 RI = samples_dir() / "ri2010" / "ri2010_blocks.csv"
 GROUPS = RI2010_SCHEMA.attributes[1].levels

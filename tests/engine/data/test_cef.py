@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.errors import DataValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS
-from engine.data.errors import DataValidationError
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official" / "e2e_test1"
 

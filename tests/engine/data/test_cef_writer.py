@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.cef_types import CefExtract
 from engine.data.cef_writer import write_cef_extract
 from engine.data.synthetic import generate_households
-from phexplore.errors import ValidationError
 
 # Header lines of the official PHSafe 3.0.0 fixtures (e2e_test1/{persons,units,geo}.csv).
 OFFICIAL_HEADERS = {

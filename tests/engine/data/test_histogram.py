@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.data import histogram as histogram_module
-from engine.data.histogram import Attribute, BlockHistogram, Schema, keep_blocks
-from phexplore.errors import ValidationError
+from engine.data.histogram import BlockHistogram, keep_blocks
+from engine.schema.attributes import Attribute, Schema
 
 SCHEMA = Schema("toy", (Attribute("A", ("a0", "a1")), Attribute("B", ("b0", "b1", "b2"))))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.inputs import load_topdown_files, load_topdown_input, sniff_format
 from engine.data.samples import samples_dir
 

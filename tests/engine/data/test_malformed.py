@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.errors import DataValidationError
 from engine.data.block_csv import load_block_csv
-from engine.data.errors import DataValidationError
 from engine.data.pl94171 import read_pl94171, read_pl94171_csv
 from engine.data.ppmf import load_ppmf
 from engine.data.ri2010 import COLUMNS, load_ri2010

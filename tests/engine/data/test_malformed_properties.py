@@ -13,8 +13,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.errors import DataValidationError
 from engine.data.block_csv import load_block_csv, parse_mapping
-from engine.data.errors import DataValidationError
 from engine.data.pl94171 import read_pl94171_csv
 from engine.data.ppmf import load_ppmf
 from engine.data.ri2010 import COLUMNS, load_ri2010

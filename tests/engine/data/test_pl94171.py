@@ -13,7 +13,7 @@ from engine.data.pl94171 import (
     variables,
 )
 from engine.data.samples import samples_dir
-from engine.data.schemas import PL94171_SCHEMA
+from engine.schema.attributes import PL94171_SCHEMA
 
 FOLDER = samples_dir() / "pl94171_ri2018"
 RAW = [

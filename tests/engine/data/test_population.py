@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.generated import load_generated_population
 from engine.data.inputs import load_topdown_input
@@ -19,7 +20,6 @@ from engine.data.population import (
     read_manifest,
 )
 from engine.data.samples import load_topdown_sample
-from phexplore.errors import ValidationError
 
 # Tolerances of the realism checks (stated in docs/synthetic.md).
 SIZE_QUANTILE_TOL = 0.20  # relative, at the 25/50/75/90th percentiles of populated block sizes

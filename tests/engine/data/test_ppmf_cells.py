@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data import histogram as histogram_module
 from engine.data.generated import load_generated_population
 from engine.data.population import generate_population
@@ -20,8 +21,7 @@ from engine.data.ppmf_cells import (
     iter_block_cells,
     read_block_cells,
 )
-from engine.data.schemas import REDISTRICTING_SCHEMA
-from phexplore.errors import ValidationError
+from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 
 @pytest.fixture(scope="module")

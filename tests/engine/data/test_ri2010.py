@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.geography import BLOCK_LEVELS
 from engine.data.ri2010 import COLUMNS, load_ri2010
 from engine.data.samples import samples_dir
-from engine.data.schemas import RI2010_SCHEMA
+from engine.schema.attributes import RI2010_SCHEMA
 
 SAMPLE = samples_dir() / "ri2010" / "ri2010_blocks.csv"
 

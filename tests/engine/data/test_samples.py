@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.samples import (
     KINDS,
     get_sample,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import engine.data.validate as validate
+from engine.core.errors import DataValidationError
 from engine.data.block_csv import load_block_csv
-from engine.data.errors import DataValidationError
 from engine.data.geography import ID_LENGTHS, geography_from_block_ids
 from engine.data.ppmf import load_ppmf
 from engine.data.ri2010 import load_ri2010

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core.errors import ValidationError
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.data.synthetic import (
     FAMILY_HOUSEHOLDER_MIN_AGE,
@@ -29,7 +30,6 @@ from engine.data.synthetic_calibration import (
     read_acs_records,
 )
 from engine.data.synthetic_validation import acs_person_profile, extract_person_profile, shares
-from phexplore.errors import ValidationError
 
 FIXTURE = (
     Path(__file__).resolve().parents[2] / "fixtures" / "nist_acs2019" / "national2019_columns.csv"

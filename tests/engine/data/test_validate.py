@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.ri2010 import COLUMNS, load_ri2010
 from engine.data.validate import detect_delimiter, int_column, read_csv_table
 

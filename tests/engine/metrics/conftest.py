@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import RI2010_SCHEMA
+from engine.schema.attributes import RI2010_SCHEMA
 
 
 def make_histogram(n_blocks: int = 60, seed: int = 0) -> BlockHistogram:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core.errors import ValidationError
 from engine.metrics import (
     blau_index,
     blau_quintile_bias,
@@ -20,7 +21,6 @@ from engine.metrics import (
     rank_quintiles,
     tabulate_tidy,
 )
-from phexplore.errors import ValidationError
 
 
 def test_blau_extremes() -> None:

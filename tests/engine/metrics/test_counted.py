@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from engine.core.errors import ValidationError
 from engine.metrics import mae_table
 from engine.metrics.counted import (
     counted_error_table,
@@ -14,7 +15,6 @@ from engine.metrics.counted import (
     counted_rmse_table,
 )
 from engine.metrics.prediction import rmse_table
-from phexplore.errors import ValidationError
 
 
 def _tidy_and_counted(seed: int) -> tuple[pd.DataFrame, dict]:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
+from engine.core.errors import ValidationError
 from engine.metrics import (
     PF_FUNCTION_DEFAULT,
     PF_PUBLISHED,
@@ -19,7 +20,6 @@ from engine.metrics import (
     epl_details,
     epl_table,
 )
-from phexplore.errors import ValidationError
 
 
 def reference_epl(e: np.ndarray, p: float = 95.0, m: float = 1.0) -> float:

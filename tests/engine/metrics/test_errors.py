@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics import (
     COUNTY_SIZE_CLASSES,
     error_table,
@@ -14,7 +15,6 @@ from engine.metrics import (
     size_class_table,
     within_k_table,
 )
-from phexplore.errors import ValidationError
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics import (
     blau_table,
     build_metrics_json,
@@ -15,7 +16,6 @@ from engine.metrics import (
     validate_metrics_json,
 )
 from phexplore.cli._output import dumps_json
-from phexplore.errors import ValidationError
 
 
 @pytest.fixture

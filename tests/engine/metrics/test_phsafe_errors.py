@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics.phsafe_errors import (
     LevelTruth,
     cell_errors,
@@ -14,7 +15,6 @@ from engine.metrics.phsafe_errors import (
     mean_absolute,
     truncation_at_scale,
 )
-from phexplore.errors import ValidationError
 
 TRUE = np.array([10, 4, 0])
 TRUNCATED = np.array([8, 4, 0])  # truncation dropped 2 persons of cell 0

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics.reference import (
     load_petti_flaxman_homogeneity_bias,
     load_petti_flaxman_tradeoff,
     reference_dir,
 )
-from phexplore.errors import ValidationError
 
 
 def test_licence_ships_with_the_data() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics.spine import entity_total_mae, grouped_total_mae, level_total_mae, spine_mae
-from phexplore.errors import ValidationError
 
 TRUTH = np.array([10, 0, 5, 5])
 ESTIMATE = np.array([12, -1, 5, 2])  # errors +2, −1, 0, −3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics import (
     mae_table,
     sample_counts,
@@ -13,7 +14,6 @@ from engine.metrics import (
     srs_tidy,
     tabulate_tidy,
 )
-from phexplore.errors import ValidationError
 
 
 def test_full_sample_has_zero_error(histogram) -> None:

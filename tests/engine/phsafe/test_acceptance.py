@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import DataValidationError
 from engine.data.cef_types import CefExtract
-from engine.data.errors import DataValidationError
 from engine.phsafe.config import TRUNCATED_TABLES, preset
 from engine.phsafe.measure import sensitivity
 from engine.phsafe.outputs import format_variance

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.phsafe.config import PHSafeConfig, preset
-from phexplore.errors import ValidationError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
 
@@ -77,7 +77,7 @@ def test_empty_state_filter_means_states_and_dc_and_tau_only_for_measured_tables
 
 
 def test_phexplore_budget_presets_convert() -> None:
-    from phexplore.presets import load_phsafe_preset
+    from engine.dp.presets import load_phsafe_preset
 
     us = PHSafeConfig.from_json(load_phsafe_preset("phsafe-2020").to_official_config())
     # PHS Table 10: total unbounded ρ of the US production run.

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError, ValidationError
 from engine.phsafe.config import PHSafeConfig
 from engine.phsafe.inputs import load_inputs, resolve_config
 from engine.phsafe.join import prepare_extract
 from engine.phsafe.run import run_phsafe
-from phexplore.errors import ValidationError
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official" / "e2e_test1"
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from engine.dp.distributions import geometric_variance
 from engine.phsafe.measure import (
     DISCRETE_GAUSSIAN,
     TWO_SIDED_GEOMETRIC,
@@ -15,7 +16,6 @@ from engine.phsafe.measure import (
     noise_spec,
     sensitivity,
 )
-from phexplore.distributions import geometric_variance
 
 
 def test_sensitivities() -> None:

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.metrics import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
 from engine.phsafe.run import PHSafeCancelled, run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json
-from phexplore.errors import ValidationError
 
 
 def _small(cef, state: str = "44"):
@@ -170,7 +170,7 @@ def test_published_tables_are_non_negative_and_add_up(cef) -> None:
 
 
 def test_state_filter_without_data_is_a_located_error(cef) -> None:
-    from engine.data.errors import DataValidationError
+    from engine.core.errors import DataValidationError
 
     with pytest.raises(DataValidationError, match="no housing-unit geography") as info:
         run_phsafe(_small(cef, state="44"), _config(state="06"), seed=1)
@@ -178,7 +178,7 @@ def test_state_filter_without_data_is_a_located_error(cef) -> None:
 
 
 def test_puredp_run_reports_geometric_variance(cef) -> None:
-    from phexplore.distributions import geometric_variance
+    from engine.dp.distributions import geometric_variance
 
     raw = _config().to_dict()
     raw["privacy_defn"] = "puredp"
@@ -217,7 +217,7 @@ def test_all_zero_budgets_are_rejected_but_non_private_needs_none(cef) -> None:
 
 
 def test_derived_totals_use_the_same_moe_rule_as_cells(cef) -> None:
-    from phexplore.distributions import discrete_gaussian_moe
+    from engine.dp.distributions import discrete_gaussian_moe
 
     result = run_phsafe(_small(cef), _config(), seed=3)
     pub = result.published

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.metrics.experiments import moe_coverage_table
 from engine.runs.experiments import run_experiment
-from phexplore.errors import ValidationError
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.phsafe.config import preset
 from engine.runs.experiments import run_experiment
 from engine.runs.phsafe_frames import scaled_config
-from phexplore.errors import ValidationError
 
 
 @pytest.fixture(scope="module")

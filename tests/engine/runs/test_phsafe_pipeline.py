@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.executors import ProcessExecutor
+from engine.core.executors import ProcessExecutor
 from engine.phsafe.join import prepare_extract
 from engine.phsafe.run import measure_all, run_phsafe, tabulate_all
 from engine.runs import RunSpec, execute

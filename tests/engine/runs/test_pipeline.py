@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.runs import RunCancelled, RunControl, RunSpec, execute, write
 from engine.runs import topdown as stages
 from engine.topdown.run import TopDownOptions, run_topdown
-from phexplore.errors import ValidationError
-from phexplore.presets import load_topdown_preset
 
 TRACTS = ["44007001000", "44007001100"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from engine.dp.presets import load_topdown_preset
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
-from phexplore.presets import load_topdown_preset
 
 
 def _providence(**options: object) -> RunSpec:
@@ -38,8 +38,8 @@ def test_the_run_table_evaluates_a_stated_sample_of_families() -> None:
     """The app's table evaluates the correction on whole families of at most about
     RUN_TABLE_MAX_UNITS geounits per level (every k-th family) and says so: per row the level's
     geounits and those evaluated, in metrics.json the method; the Results page's sentence."""
+    from engine.prediction import RUN_TABLE_MAX_UNITS
     from phexplore.api import prediction_sample_sentence
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     out = execute(_providence(), tables=True)
     pred = out.tables["prediction"]

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from engine.dp.presets import load_topdown_preset
 from engine.metrics.counted import counted_error_summary, counted_residuals
 from engine.metrics.epl import epl_details, epl_details_counted
 from engine.runs import RunSpec, execute
 from engine.runs import topdown as stages
 from engine.topdown.result import TopDownResult
-from phexplore.presets import load_topdown_preset
 
 TRACTS = ["44007001000", "44007001100"]
 
@@ -42,8 +42,8 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
     computed from the whole tidy table ``result.to_tidy()``."""
     from engine.metrics import epl_table, mae_table
     from engine.metrics.prediction import prediction_table
+    from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
-    from phexplore.prediction import RUN_TABLE_MAX_UNITS
 
     tidy = result.to_tidy()
     epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))

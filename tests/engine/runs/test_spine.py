@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.runs.spine import spine_report, spine_sections
 from engine.topdown.spine.build import build_spine
-from engine.topdown.spine.cli_options import plan_spine
+from engine.topdown.spine.plan import plan_spine
 from engine.topdown.spine.runner import run_on_spine
-from phexplore.errors import ValidationError
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).parents[1] / "topdown" / "spine_toy.py"

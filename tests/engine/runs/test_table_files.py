@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from engine.core.errors import OutputError, ValidationError
 from engine.runs.table_files import (
     AUTO_CSV_MAX_ROWS,
     check_table,
@@ -19,8 +20,6 @@ from engine.runs.table_files import (
     table_description,
     write_table,
 )
-from phexplore.errors import ValidationError
-from phexplore.output_folder import OutputError
 
 
 def _frame(start: int, n: int) -> pd.DataFrame:

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.spark.executor import SparkCancelled, SparkExecutor, SparkTaskFailed
-from phexplore.errors import ValidationError
 
 pytestmark = pytest.mark.spark
 

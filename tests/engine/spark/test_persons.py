@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError, PHExploreError
 from engine.data.samples import samples_dir
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import load
-from phexplore.errors import PHExploreError
 
 PERRY = samples_dir() / "ppmf_perry_al" / "ppmf_perry_al_persons.csv"
 
@@ -34,7 +33,7 @@ class _Spark:
 
 
 def _spec(source: Path | str, **data: Any) -> RunSpec:
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.presets import load_topdown_preset
 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     return RunSpec(

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import DataValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
-from engine.data.errors import DataValidationError
 from engine.data.samples import get_sample
 from engine.phsafe.config import PHSafeConfig
 from engine.phsafe.join import LevelCounts

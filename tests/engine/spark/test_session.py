@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.spark.session import (
     DRIVER_MEMORY_ENV,
     check_driver_memory,
     default_local_driver_memory,
     driver_memory_setting,
 )
-from phexplore.errors import ValidationError
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from engine.data.histogram import Attribute, BlockHistogram, Schema
-from phexplore.budget import TopDownAllocation
+from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
+from engine.schema.attributes import Attribute, Schema
 
 TWO_CELL_SCHEMA = Schema("two_cell", (Attribute("A", ("a0", "a1")),))
 

@@ -6,9 +6,9 @@ import numpy as np
 
 from engine.data.geography import geography_from_block_ids
 from engine.data.histogram import BlockHistogram
-from engine.data.schemas import RI2010_SCHEMA
+from engine.dp.presets import load_topdown_preset
+from engine.schema.attributes import RI2010_SCHEMA
 from engine.topdown.spine.entities import EntitySet
-from phexplore.presets import load_topdown_preset
 
 # county 001: tract 0001 (BG 1: blocks 0-3, BG 2: 4-5), tract 0002 (BG 1: 6-8, a lone BG);
 # county 003: tract 0001 (BG 1: 9-11, BG 2: 12-13)

@@ -1,4 +1,4 @@
-"""engine/topdown/batched_qp.py's building blocks.
+"""engine/topdown/qp/batched_qp.py's building blocks.
 
 The exact active-set solve (``_kkt_solve``, used by ``polish``) against one dense KKT system per
 family solved by NumPy: cells held at 0, band rows at either bound, shared and per-child rows,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.topdown import batched_qp
-from engine.topdown.batched_qp import FamilyQP, spd_inverse
+from engine.topdown.qp import batched_qp
+from engine.topdown.qp.batched_qp import FamilyQP, spd_inverse
 
 
 def _problem(seed: int, *, per_child_rows: bool, coupled: bool = True):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.topdown.constraints import block_bounds, unconstrained_note
 from engine.topdown.feasibility import check_batch
 from engine.topdown.run import TopDownOptions, _build_batch, run_topdown
-from phexplore.errors import ValidationError
-from phexplore.presets import load_topdown_preset
 from tests.engine.topdown.helpers import ri_subset
 
 
@@ -133,7 +133,7 @@ def test_bounded_family_matches_a_cvxpy_model(ri_with_frame, ri_allocation):
     import cvxpy as cp
 
     from engine.topdown import estimation as estimation_module
-    from engine.topdown.least_squares import solve_pass
+    from engine.topdown.qp.least_squares import solve_pass
 
     batches = []
     original = estimation_module.estimate_batch

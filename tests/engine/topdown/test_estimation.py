@@ -16,9 +16,10 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from engine.topdown.batched_qp import FamilyQP, solve_family_qp
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.least_squares import Band, multipass_least_squares, solve_pass
+from engine.topdown.qp.batched_qp import FamilyQP, solve_family_qp
+from engine.topdown.qp.least_squares import multipass_least_squares, solve_pass
+from engine.topdown.qp.problem import Band
 from engine.topdown.rounding import round_batch
 
 TOTAL = QuerySpec("TOTAL", np.zeros(2, dtype=np.int64), 1)

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.topdown import export as E
 from engine.topdown.run import run_topdown
-from phexplore.errors import ValidationError
 from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
 
 
@@ -23,7 +23,7 @@ def _plain(chunks, like: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def ri_result():
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.presets import load_topdown_preset
 
     hist = ri_subset(n_tracts_per_county=1, counties=2)
     alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)

@@ -1,4 +1,4 @@
-"""The shared-factorisation ADMM + polish family solver (engine/topdown/family_admm.py) against an
+"""The shared-factorisation ADMM + polish family solver (engine/topdown/qp/family_admm.py) against an
 independent per-family cvxpy model of TDA eq. 7.5 with every constraint type: non-negativity,
 cells the parent cannot populate, structural zeros and GQ lower bounds (ChildBounds), the bands of
 an earlier pass; the KKT conditions of its answers; and the Clarabel fallback."""
@@ -9,9 +9,10 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from engine.topdown import family_admm
 from engine.topdown.family import FamilyBatch
-from engine.topdown.least_squares import Band, family_objective, solve_pass
+from engine.topdown.qp import family_admm
+from engine.topdown.qp.least_squares import family_objective, solve_pass
+from engine.topdown.qp.problem import Band
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
 
 

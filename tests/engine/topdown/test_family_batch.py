@@ -1,4 +1,4 @@
-"""Small families solved together (engine/topdown/family_batch.py: the batched interior point on
+"""Small families solved together (engine/topdown/qp/family_batch.py: the batched interior point on
 each parent's populated cells) against an independent per-family cvxpy model of TDA eq. 7.5 with
 every constraint type — non-negativity, cells the parent cannot populate, structural zeros and GQ
 lower bounds (ChildBounds), the bands of an earlier pass — and against the same families solved
@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.topdown import batched_qp, family_batch
-from engine.topdown.batched_qp import FamilyQP, solve_family_qp
 from engine.topdown.family import ChildSum, FamilyBatch
-from engine.topdown.least_squares import Band, solve_pass
+from engine.topdown.qp import batched_qp, family_batch
+from engine.topdown.qp.batched_qp import FamilyQP, solve_family_qp
+from engine.topdown.qp.least_squares import solve_pass
+from engine.topdown.qp.problem import Band
 from tests.engine.topdown.family_models import cvxpy_objective
 from tests.engine.topdown.family_models import family_batch as make_batch
 

@@ -1,4 +1,4 @@
-"""The large-family solver (engine/topdown/family_projected_cg.py: ADMM guess, projected-CG
+"""The large-family solver (engine/topdown/qp/family_projected_cg.py: ADMM guess, projected-CG
 active-set polish) against an independent per-family cvxpy model of TDA eq. 7.5 with every
 constraint type (cells the parent cannot populate, non-negativity, structural zeros, GQ lower
 bounds, bands of an earlier pass), its KKT conditions, the null-space projection, the dispatch of
@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.topdown import family_admm, family_projected_cg
 from engine.topdown.family import FamilyBatch
-from engine.topdown.family_admm import FamilyNotSolved
-from engine.topdown.least_squares import Band, solve_pass
+from engine.topdown.qp import family_admm, family_projected_cg
+from engine.topdown.qp.family_admm import FamilyNotSolved
+from engine.topdown.qp.least_squares import solve_pass
+from engine.topdown.qp.problem import Band
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
 
 PASS = [1, 2, 3]

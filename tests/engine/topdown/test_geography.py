@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.topdown.geography import GeoTree
-from phexplore.errors import ValidationError
 from tests.engine.topdown.helpers import TWO_CELL_SCHEMA, tiny_histogram
 
 

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from engine.executors import InProcessExecutor
+from engine.core.errors import ValidationError
+from engine.core.executors import InProcessExecutor
+from engine.dp.presets import load_topdown_preset
 from engine.noise.keyed import geounit_hashes
 from engine.topdown import measurement as measurement_module
 from engine.topdown import sparse_histograms
@@ -23,8 +25,6 @@ from engine.topdown.run import (
     result_of,
 )
 from engine.topdown.sparse_histograms import SparseRows, aggregate_sparse
-from phexplore.errors import ValidationError
-from phexplore.presets import load_topdown_preset
 from tests.engine.topdown.helpers import ri_subset
 
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from engine.executors import InProcessExecutor
+from engine.core.executors import InProcessExecutor
+from engine.dp.presets import load_topdown_preset
 from engine.topdown.estimation import LevelUnits
 from engine.topdown.run import TopDownOptions, run_topdown
-from phexplore.presets import load_topdown_preset
 from tests.engine.topdown.helpers import ri_subset
 
 

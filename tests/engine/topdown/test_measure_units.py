@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.executors import InProcessExecutor
+from engine.core.executors import InProcessExecutor
+from engine.dp.presets import load_topdown_preset
 from engine.topdown.measure import measure
 from engine.topdown.measurement import KeyedMeasurements
 from engine.topdown.run import TopDownOptions, measure_plan, plan_run
-from phexplore.presets import load_topdown_preset
 from tests.engine.topdown.helpers import ri_subset
 
 

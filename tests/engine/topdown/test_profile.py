@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.data.samples import load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.topdown.profile import entity_membership, spine_profile
-from phexplore.presets import load_topdown_preset
 
 
 def test_profile_of_ri_matches_the_tree_and_counts() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.data.schemas import REDISTRICTING_SCHEMA, RI2010_SCHEMA
+from engine.core.errors import ValidationError
+from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA
 from engine.topdown.queries import (
     QueryGroup,
     query_group,
     query_groups,
     rounder_chain,
 )
-from phexplore.errors import ValidationError
 
 
 def kronecker_matrix(group: QueryGroup) -> np.ndarray:

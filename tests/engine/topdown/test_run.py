@@ -8,14 +8,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.dp.budget import TopDownAllocation
+from engine.dp.presets import load_topdown_preset
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
 from engine.topdown.run import RunCancelled, TopDownOptions, estimate_batch, run_topdown
-from phexplore.budget import TopDownAllocation
-from phexplore.errors import ValidationError
-from phexplore.presets import load_topdown_preset
 from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
 
 
@@ -276,7 +276,7 @@ def test_a_bypassed_allocation_root_lends_its_query_shares_to_the_single_state()
 def test_rho_spent_leaves_out_the_invariant_shares():
     # TDA §5.2: the State TOTAL is held exact, so its share is not spent (RI: 2.56 → 1.728);
     # the engine's path sum agrees with the analytic core's number.
-    from phexplore.budget import budget_use
+    from engine.dp.budget import budget_use
 
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
     result = run_topdown(ri_subset(1, 1), allocation, seed=3)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.topdown.spine.aian import split_by_special_areas
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.osed import entity_osed
-from phexplore.errors import ValidationError
 
 # US > State {A: blocks 0-3, B: 4-5} > County {A1: 0,1; A2: 2,3; B1: 4,5} > Block
 TOY = SpineLevels.from_block_labels(

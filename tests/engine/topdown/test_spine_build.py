@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.data.histogram import BlockHistogram, Schema
-from engine.data.schemas import HHGQ, VOTINGAGE
+from engine.core.errors import ValidationError
+from engine.data.histogram import BlockHistogram
+from engine.schema.attributes import HHGQ, VOTINGAGE, Schema
 from engine.topdown.spine.build import (
     OPTIMIZED_BLOCK_GROUP_LEVEL,
     PRODUCTION_ROOT_FRACTION,
@@ -20,7 +21,6 @@ from engine.topdown.spine.build import (
 from engine.topdown.spine.bypass import path_share_sums
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.osed import entity_osed
-from phexplore.errors import ValidationError
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).with_name("spine_toy.py")

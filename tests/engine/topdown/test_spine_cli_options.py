@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.topdown.spine.cli_options import add_spine_arguments, apply_spine_options
-from phexplore.errors import ValidationError
+from engine.core.errors import ValidationError
+from phexplore.cli.spine_options import add_spine_arguments, apply_spine_options
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).with_name("spine_toy.py")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.data.errors import DataValidationError
+from engine.core.errors import DataValidationError
 from engine.data.samples import get_sample
 from engine.topdown.spine.entities import EntitySet, load_entities, read_entity_csv
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.optimized import (
     TRACT_GROUP_LEVEL,
@@ -13,7 +14,6 @@ from engine.topdown.spine.optimized import (
     tract_groups,
 )
 from engine.topdown.spine.osed import entity_osed
-from phexplore.errors import ValidationError
 
 
 def tract_spine(n_tracts: int, blocks_per_tract: int) -> SpineLevels:

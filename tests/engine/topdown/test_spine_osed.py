@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from engine.core.errors import ValidationError
 from engine.topdown.spine.bypass import bypass_geounits
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.osed import (
@@ -16,7 +17,6 @@ from engine.topdown.spine.osed import (
     reduce_osed,
     tree_osed,
 )
-from phexplore.errors import ValidationError
 
 # US > State {A, B} > County {A1: blocks 0,1; A2: 2,3; B1: 4,5} > Block
 TOY = SpineLevels.from_block_labels(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine.data.samples import load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.runs.spine import spine_report
 from engine.topdown.spine import (
     block_ids_of,
@@ -15,7 +16,6 @@ from engine.topdown.spine import (
     load_entities,
     run_on_spine,
 )
-from phexplore.presets import load_topdown_preset
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The closed-form TOTAL pass under structural bounds (engine/topdown/total_pass.py) against an
+"""The closed-form TOTAL pass under structural bounds (engine/topdown/qp/total_pass.py) against an
 independent cvxpy model of TDA eq. 7.5 (TOTAL only, structural zeros, GQ lower bounds)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.topdown import total_pass
-from engine.topdown.least_squares import solve_pass
+from engine.topdown.qp import total_pass
+from engine.topdown.qp.least_squares import solve_pass
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
 
 

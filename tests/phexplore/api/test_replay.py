@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.errors import PHExploreError
+from engine.dp.budget.fingerprint import budget_fingerprint
+from engine.dp.presets import load_phsafe_preset, load_topdown_preset
 from phexplore import api as R
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.api.replay import held_data, recorded_in_file, recorded_of, replay_work
-from phexplore.budget.fingerprint import budget_fingerprint
 from phexplore.cli import main
-from phexplore.errors import PHExploreError
-from phexplore.presets import load_phsafe_preset, load_topdown_preset
 
 TRACT = "44001030100"
 
@@ -177,7 +177,7 @@ def test_a_cli_phsafe_run_loaded_in_the_app_belongs_to_its_budget(tmp_path: Path
     run of the planner's phsafe-2020 budget (the Scenarios page and the report attach it)."""
     from engine.data.cef_writer import write_cef_extract
     from engine.data.synthetic import generate_households
-    from phexplore.scenarios import Scenario
+    from phexplore.planning.scenarios import Scenario
 
     folder = tmp_path / "cef"
     write_cef_extract(generate_households(2_000, seed=4, states=["RI"]), folder)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.dp.presets import load_topdown_preset
 from phexplore import api as R
 from phexplore.api.runs import (
     SPARK_MASTER_ENV,
@@ -15,7 +16,6 @@ from phexplore.api.runs import (
     execute_topdown,
     spark_reads_persons,
 )
-from phexplore.presets import load_topdown_preset
 
 
 def _spec(monkeypatch: pytest.MonkeyPatch, sample: str, backend: str, source: bool = True):

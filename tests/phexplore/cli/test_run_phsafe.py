@@ -62,8 +62,8 @@ def test_cli_tau_override(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spec", ["PH5=3", "PH3=x", "abc", "PH3"])
 def test_parse_tau_rejects_bad_specs(spec: str) -> None:
+    from engine.core.errors import ValidationError
     from phexplore.cli.run_phsafe import parse_tau
-    from phexplore.errors import ValidationError
 
     with pytest.raises(ValidationError, match="--tau"):
         parse_tau(spec)
@@ -159,10 +159,10 @@ def test_cli_metrics_carry_the_budget_fingerprint_the_app_records(
     the key names, value and origin rule of the app's runs, so a scenario attributes it rightly."""
     from dataclasses import replace
 
+    from engine.dp.budget.fingerprint import budget_fingerprint
+    from engine.dp.presets import load_phsafe_preset
     from phexplore.api.runs import new_run_provenance
-    from phexplore.budget.fingerprint import budget_fingerprint
-    from phexplore.presets import load_phsafe_preset
-    from phexplore.scenarios import Scenario
+    from phexplore.planning.scenarios import Scenario
 
     production = load_phsafe_preset("phsafe-2020")
     metrics = _run_cli(small_cef, tmp_path / "a", "--config", "phsafe-2020")

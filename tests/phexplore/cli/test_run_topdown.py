@@ -26,13 +26,13 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
     # Tied to its exact budget (issue 15): the fingerprint of the preset at ρ = 2.56.
-    from phexplore.budget.fingerprint import budget_fingerprint
-    from phexplore.presets import load_topdown_preset
+    from engine.dp.budget.fingerprint import budget_fingerprint
+    from engine.dp.presets import load_topdown_preset
 
     used = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
     assert metrics["budget_fingerprint"] == budget_fingerprint(used)
     # ... and its origin by the planners' rule: the preset, or "modified from" it after --rho.
-    from phexplore.scenarios import budget_origin
+    from engine.dp.origin import budget_origin
 
     assert metrics["budget_origin"] == budget_origin(used, "ri2010-production-like")
     preset_rho = float(load_topdown_preset("ri2010-production-like")["persons"].rho)

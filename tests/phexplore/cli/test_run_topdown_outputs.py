@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import pytest
 
+from engine.core.errors import OutputError
 from engine.runs.run_folder import open_run_folder
 from engine.runs.table_files import AUTO_CSV_MAX_ROWS
 from phexplore.cli import main
-from phexplore.output_folder import OutputError
 
 BASE = [
     "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",

@@ -1,0 +1,41 @@
+"""RI 2010's folded race–ethnicity schema against production's (TDA §5.1, Tables 6–7).
+
+The shipped RI samples (``ri2010``, ``pl94171_ri2018``) carry VOTINGAGE × RACEETH: eight
+race–ethnicity groups. Production measured HISPANIC × CENRACE, 2 × 63 = 126 cells, and
+``ri2010-production-like`` folds those shares (with CENRACE's and HISPANIC's) into the one 8-cell
+RACEETH query. A RACEETH group that production spread over many cells — Hispanic (63 cells) and
+non-Hispanic Two or more races (57 cells) — is measured on RI as one cell with the σ of one
+production cell, so RACEETH accuracy on RI overstates production's for those groups; the five
+one-race-alone groups and non-Hispanic White are one cell in both.
+"""
+
+from __future__ import annotations
+
+FOLDED_SCHEMAS: tuple[str, ...] = ("ri2010", "pl94171")
+"""Schemas whose RACEETH folds production's HISPANIC × CENRACE."""
+PRODUCTION_QUERY = "HISPANIC*CENRACE"
+PRODUCTION_QUERY_CELLS = 126
+CELLS_PER_GROUP: dict[str, int] = {
+    "hisp": 63,
+    "white": 1,
+    "black": 1,
+    "aian": 1,
+    "asian": 1,
+    "nhpi": 1,
+    "other": 1,
+    "two": 57,
+}
+"""HISPANIC × CENRACE cells behind each RACEETH group (CENRACE 07–63 are the 57 multi-race codes)."""
+
+NOTE = (
+    "RI's schema folds production's HISPANIC × CENRACE (126 cells) into 8 RACEETH groups: "
+    "production measured the Hispanic group as 63 cells and non-Hispanic Two or more races as 57, "
+    "each with its own noise, where RI measures each group as one cell. RACEETH accuracy on RI "
+    "therefore overstates production's for multi-race (and Hispanic) groups; the one-race-alone "
+    "groups are comparable."
+)
+
+
+def is_folded(schema: str | None) -> bool:
+    """True for the RI schemas whose RACEETH folds HISPANIC × CENRACE."""
+    return schema in FOLDED_SCHEMAS

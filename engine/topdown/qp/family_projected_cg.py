@@ -1,0 +1,447 @@
+"""Family least squares for families of large children: a guessed active set (projected
+unconstrained minimisers, else ADMM), then an exact polish by projected conjugate gradients (TDA §7.1–7.2, eq. 7.5; SPEC §4).
+
+A state's counties (≈ 200,000 persons each at 1M persons) have few children and, on the cells the
+parent populates, a well-conditioned Hessian: H = 2 Σ_q w_q A_qᵀA_q with DETAILED in the pass has
+every eigenvalue in [2 w_DETAILED, 2 Σ_q w_q |largest answer cell|] (weights normalised to a
+largest of 1: [2, 36] on the production pass 2 of a generated state). :mod:`engine.topdown.
+family_admm`'s polish inverts H on every child's free cells and factorises a Schur complement over
+all the parent's cells at each active-set step (≈ 0.1–0.7 s on such a family, and a wrong guess
+costs a dozen of them); here each step is one equality-constrained least squares solved to
+machine precision by **projected conjugate gradients** (Gould, Hribar & Nocedal 2001, "On the
+solution of equality constrained quadratic programming problems arising in optimization",
+Algorithm II): the projection onto the null space of the constraints — children's cells summing to
+the parent (Σ_c x_cj = x̂_γj over the children free at j) and the active rows (structural bounds,
+bands of an earlier pass) — has a closed form up to a small Schur complement over the active rows
+(the coupling block is diagonal: the number of children free at each cell), and H is applied as
+2 Σ_q w_q A_qᵀ(A_q v) with the query matrices stacked sparse (one non-zero per cell and query), so
+a step costs O(iterations × K × n × queries), with a few dozen iterations for H's condition
+number (≤ 18).
+
+Driver: the first guess is the children's unconstrained minimisers −H⁻¹g (CG with the sparse H)
+projected onto the cell constraints; on the state→county family of a generated 1M-person RI its
+polish verified after 6 solves, where ADMM from the diagonal start needed ≈ 50–160 iterations
+before a polish could succeed. If it does not verify, ADMM (:class:`engine.topdown.qp.family_admm.
+AdmmStepper`, the OSQP splitting with one factorisation of the dense H) runs from that point in
+rounds of :data:`CHECK_EVERY` iterations, and a polish is tried whenever the guessed active set
+settles. The polish corrects a wrong guess by primal–dual active-set steps (Hintermüller, Ito &
+Kunisch 2002) warm-started from the last solution, and returns only a point whose KKT conditions
+are verified (coupling and bounds to 1e-9 of the largest parent cell, stationarity and
+sign-correct multipliers to 1e-9 of the largest gradient entry, the same tests as
+:mod:`engine.topdown.qp.family_admm`). Otherwise :class:`~engine.topdown.qp.family_admm.FamilyNotSolved`
+is raised and the caller's Clarabel fallback takes the family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from engine.core.blas_threads import single_blas_thread
+from engine.topdown.family import FamilyBatch
+from engine.topdown.qp import family_admm
+from engine.topdown.qp.family_admm import FamilyNotSolved
+
+if TYPE_CHECKING:
+    from engine.topdown.qp.problem import Band
+
+RHO_CELL = 0.5
+"""ADMM penalty on the cell constraints (weights normalised to a largest of 1). Measured on the
+state→county family of a generated 1M-person RI (pass 2): the polish verified after 150 iterations
+at ρ = 0.1, 0.2 or 1, 100 at 0.5, 200 at 0.05 (family_admm's value) and 300 at 0.02."""
+
+CHECK_EVERY = 10
+"""ADMM iterations between two looks at the guessed active set."""
+
+SETTLED_FRACTION = 0.03
+"""A polish is tried once at most this share of the guessed active set (cells at 0, rows at a
+bound) changed over the last :data:`CHECK_EVERY` iterations: the active-set corrections of the
+polish are cheap, so it need not wait for a guess that no longer changes."""
+
+MIN_GAP = 20
+"""ADMM iterations between two polish attempts at least."""
+
+POLISH_EVERY = 200
+"""A polish is tried at least this often even while the guess still changes."""
+
+MAX_ITERATIONS = 2_000
+"""ADMM iterations after which the family goes to the fallback (the county family's polish
+verified by 200 in every measured setting)."""
+
+MAX_POLISHES = 40
+"""Polish attempts after the first at most, then the family goes to the fallback. A polish of a
+family in scope costs ≈ 50 ms; on small test families (3–7 children, 24 cells) a cap of 8 or 20
+sent 7 or 5 of 150 families to Clarabel, 40 sent 3 (no cap: 1). A generated RI tract family
+(55 children, outside this solver's scope) spent 33 s without a cap before giving up."""
+
+ACTIVE_SET_STEPS = 40
+"""Primal–dual active-set corrections per polish attempt (each one projected-CG solve)."""
+
+CG_MAX_ITERATIONS = 500
+"""Projected-CG iterations per solve at most (≈ 60 suffice for H's condition number)."""
+
+CG_TOL = 1e-13
+"""Projected-CG stops when the projected gradient's norm is below this × the gradient's scale."""
+
+MAX_WORK = 2e7
+"""Families with more than this many children × populated cells² get the first polish only (no
+ADMM fallback; Clarabel takes them if it does not verify): ADMM costs K × n² per step and a
+dense n × n factorisation (the state→county family of a 1M-person RI: 5 × 633² ≈ 2e6; a
+state of 88 counties populating 1,500 cells, ≈ 2e8, would cost seconds per hundred steps and was
+not measured against Clarabel)."""
+
+KKT_TOL = family_admm.KKT_TOL
+"""Relative tolerance of the verified KKT conditions (as in :mod:`engine.topdown.qp.family_admm`)."""
+
+
+class _Hessian:
+    """H v = 2 Σ_q w_q A_qᵀ(A_q v) on the parent's populated cells, with the query matrices as
+    one sparse stack (10 non-zeros per cell on the production pass: ≈ 1/60 of the dense
+    product's work on 633 cells), weights normalised as in
+    :func:`engine.topdown.qp.family_admm.family_problem`."""
+
+    def __init__(self, batch: FamilyBatch, f: int, pass_queries: Sequence[int], cells: np.ndarray):
+        lo = int(batch.child_ptr[f])
+        top = max(float(batch.weight[lo, q]) for q in pass_queries)
+        blocks, scale = [], []
+        for q in pass_queries:
+            w = float(batch.weight[lo, q]) / top
+            if w == 0.0:
+                continue
+            used, labels = np.unique(batch.queries[q].cell_index[cells], return_inverse=True)
+            blocks.append(
+                sp.csr_matrix(
+                    (np.ones(cells.size), (labels.reshape(-1), np.arange(cells.size))),
+                    shape=(used.size, cells.size),
+                )
+            )
+            scale.append(np.full(used.size, 2.0 * w))
+        self.matrix = sp.vstack(blocks, format="csr")
+        self.transposed = self.matrix.T.tocsr()
+        self.scale = np.concatenate(scale)[:, None]
+
+    def apply(self, v: np.ndarray) -> np.ndarray:
+        """H v for ``v`` ``(K, n)`` (each row one child)."""
+        return np.asarray(self.transposed @ (self.scale * (self.matrix @ v.T))).T
+
+    def dense(self) -> np.ndarray:
+        """H as a dense ``(n, n)`` array (for ADMM's factorisation)."""
+        return np.asarray((self.transposed @ sp.diags(self.scale[:, 0]) @ self.matrix).todense())
+
+    def minimiser(self, grad: np.ndarray) -> np.ndarray:
+        """Each child's unconstrained minimiser −H⁻¹g by conjugate gradients (H is positive
+        definite with DETAILED in the pass; its condition number is small, ≤ 18 in production)."""
+        x = np.zeros_like(grad)
+        r = -grad.copy()
+        p = r.copy()
+        rr = np.einsum("kn,kn->k", r, r)
+        target = (CG_TOL * max(1.0, float(np.abs(grad).max(initial=0.0)))) ** 2 * grad.shape[1]
+        for _ in range(CG_MAX_ITERATIONS):
+            if np.all(rr <= target):
+                break
+            hp = self.apply(p)
+            curvature = np.einsum("kn,kn->k", p, hp)
+            alpha = np.where(curvature > 0, rr / np.where(curvature > 0, curvature, 1.0), 0.0)
+            x += alpha[:, None] * p
+            r -= alpha[:, None] * hp
+            rr_new = np.einsum("kn,kn->k", r, r)
+            p = r + (rr_new / np.where(rr > 0, rr, 1.0))[:, None] * p
+            rr = rr_new
+        return x
+
+
+class _Constraints:
+    """The equality constraints of one active-set guess on the free cells and their projection.
+
+    E x = [Σ_c x_c (per cell, free cells only); C_r x_c (per active (child, row))]. E Eᵀ has a
+    diagonal coupling block D (children free at each cell), a cross block B and a block-diagonal
+    row block R; (E Eᵀ)⁺ is applied through the Schur complement S = R − Bᵀ D⁻¹ B over the active
+    rows (pseudo-inverse: rows that repeat the coupling, e.g. every child's TOTAL band, are
+    dependent)."""
+
+    def __init__(self, rows: np.ndarray, free: np.ndarray, active: np.ndarray) -> None:
+        self.free = free
+        self.freef = free.astype(np.float64)
+        self.child, self.row = np.nonzero(active)
+        self.ba = self.freef[self.child] * rows[self.row]  # (Na, n)
+        self.owner = (np.arange(free.shape[0])[:, None] == self.child[None, :]).astype(np.float64)
+        d = self.freef.sum(axis=0)
+        self.d_inv = np.where(d > 0, 1.0 / np.maximum(d, 1.0), 0.0)
+        if self.child.size:
+            same = self.child[:, None] == self.child[None, :]
+            r_block = np.where(same, self.ba @ self.ba.T, 0.0)
+            schur = r_block - (self.ba * self.d_inv[None, :]) @ self.ba.T
+            self.s_pinv = np.linalg.pinv(schur, rcond=1e-12, hermitian=True)
+        else:
+            self.s_pinv = np.zeros((0, 0))
+
+    def apply(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """E v: (coupling sums ``(n,)``, active-row values ``(Na,)``)."""
+        s = (v * self.freef).sum(axis=0)
+        t = np.einsum("an,an->a", self.ba, v[self.child]) if self.child.size else np.zeros(0)
+        return s, t
+
+    def solve(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(E Eᵀ)⁺ [s; t] = (μ ``(n,)``, λ ``(Na,)``)."""
+        if self.child.size:
+            lam = self.s_pinv @ (t - self.ba @ (self.d_inv * s))
+            mu = self.d_inv * (s - self.ba.T @ lam)
+        else:
+            lam = np.zeros(0)
+            mu = self.d_inv * s
+        return mu, lam
+
+    def transpose(self, mu: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """Eᵀ [μ; λ] ``(K, n)``."""
+        out = self.freef * mu[None, :]
+        if self.child.size:
+            out += self.owner @ (lam[:, None] * self.ba)
+        return out
+
+    def project(self, v: np.ndarray) -> np.ndarray:
+        """Orthogonal projection of ``v`` (zero off the free cells) onto the null space of E."""
+        return v * self.freef - self.transpose(*self.solve(*self.apply(v)))
+
+
+def _solve_equality(
+    fam: family_admm.Family,
+    hess: _Hessian,
+    free: np.ndarray,
+    at_lower: np.ndarray,
+    at_upper: np.ndarray,
+    start: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """min Σ_c ½x_cᵀHx_c + g_cᵀx_c on the free cells with the coupling and the active rows as
+    equalities, by projected CG: (x, full gradient ∇ + μ + λC ``(K, n)``, λ ``(K, m)``, coupling
+    residual) or ``None`` when the equalities are inconsistent."""
+    g = fam.grad
+    k, n = g.shape
+    active = at_lower | at_upper
+    cons = _Constraints(fam.rows, free, active)
+    target_rows = np.where(at_upper, fam.upper, fam.lower)[cons.child, cons.row]
+    x0 = cons.transpose(*cons.solve(fam.parent, target_rows))
+    s, t = cons.apply(x0)
+    p_tol = KKT_TOL * max(1.0, float(fam.parent.max(initial=0.0)))
+    if np.abs(s - fam.parent).max(initial=0.0) > p_tol or (
+        t.size and np.abs(t - target_rows).max() > p_tol
+    ):
+        return None
+    x = x0 if start is None else x0 + cons.project(start - x0)
+    scale = max(1.0, float(np.abs(g).max(initial=0.0)))
+    r = cons.project(hess.apply(x) + g)
+    rr = float(np.vdot(r, r))
+    p = -r
+    for _ in range(CG_MAX_ITERATIONS):
+        if np.sqrt(rr) <= CG_TOL * scale * np.sqrt(r.size):
+            break
+        hp = hess.apply(p) * cons.freef
+        curvature = float(np.vdot(p, hp))
+        if curvature <= 0:
+            break
+        alpha = rr / curvature
+        x = x + alpha * p
+        r = cons.project(r + alpha * hp)
+        rr_new = float(np.vdot(r, r))
+        p = -r + (rr_new / rr) * p
+        rr = rr_new
+    gradient = hess.apply(x) + g
+    mu, lam_a = cons.solve(*cons.apply(-gradient * cons.freef))
+    lam = np.zeros((k, fam.rows.shape[0]))
+    lam[cons.child, cons.row] = lam_a
+    full = gradient + mu[None, :] + lam @ fam.rows
+    return x * cons.freef, full, lam, np.abs(x.sum(axis=0) - fam.parent)
+
+
+def polish(
+    fam: family_admm.Family, hess: _Hessian, state: family_admm.AdmmState
+) -> np.ndarray | None:
+    """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps, each
+    solved by projected CG; the verified solution or ``None``."""
+    c = fam.rows
+    k, n = fam.grad.shape
+    zero_set = fam.zero | (state.zc <= 0.0)
+    at_lower = (state.zr <= fam.lower) & (state.yr < 0) & np.isfinite(fam.lower)
+    at_upper = (state.zr >= fam.upper) & (state.yr > 0) & np.isfinite(fam.upper)
+    p_tol = KKT_TOL * max(1.0, float(fam.parent.max(initial=0.0)))
+    d_tol = KKT_TOL * max(1.0, float(np.abs(fam.grad).max(initial=0.0)))
+    equal = fam.lower == fam.upper
+    seen: set[bytes] = set()
+    x: np.ndarray | None = None
+    cx = np.zeros_like(fam.lower)
+    kept = np.zeros(fam.lower.shape, dtype=bool)  # rows seen binding after a release
+    let_go: list[tuple[int, int]] = []  # rows released to make the equalities consistent
+    for _ in range(ACTIVE_SET_STEPS):
+        starving = zero_set.all(axis=0)
+        if starving.any():  # every populated parent cell needs a child free to hold it
+            pick = np.argmax(np.where(fam.zero, -np.inf, state.zc), axis=0)
+            cols = np.flatnonzero(starving)
+            zero_set[pick[cols], cols] = False
+        key = zero_set.tobytes() + at_lower.tobytes() + at_upper.tobytes() + kept.tobytes()
+        if key in seen:
+            return None  # cycling
+        seen.add(key)
+        at_lower, at_upper = family_admm.independent_rows(fam, zero_set, at_lower, at_upper)
+        solved = _solve_equality(fam, hess, ~zero_set, at_lower, at_upper, x)
+        if solved is None:
+            # The active rows contradict the coupling (every child's TOTAL band at a bound fixes
+            # Σ_c totals, which the parent fixes too): release the weakest row — by ADMM's
+            # multiplier, then by how far the last solution overshot it — that was not seen
+            # binding after an earlier release.
+            overshoot = np.maximum(cx - fam.upper, 0.0) + np.maximum(fam.lower - cx, 0.0)
+            strength = np.where((at_lower | at_upper) & ~kept, np.abs(state.yr) + overshoot, np.inf)
+            if not np.isfinite(strength).any():
+                return None
+            child, row = np.unravel_index(int(np.argmin(strength)), strength.shape)
+            at_lower[child, row] = at_upper[child, row] = False
+            let_go.append((int(child), int(row)))
+            continue
+        x, full, lam, coupling = solved
+        cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
+        neg = ~zero_set & (x < -p_tol)
+        released = zero_set & ~fam.zero & (full < -d_tol)
+        over = ~at_upper & (cx > fam.upper + p_tol)
+        under = ~at_lower & (cx < fam.lower - p_tol)
+        wrong_up = at_upper & ~equal & (lam < -d_tol)
+        wrong_low = at_lower & ~equal & (lam > d_tol)
+        for child, row in let_go:
+            kept[child, row] |= bool(over[child, row] or under[child, row])
+        stationary = np.abs(full[~zero_set]).max(initial=0.0) <= d_tol
+        violated = (neg, released, over, under, wrong_up, wrong_low)
+        if not any(v.any() for v in violated):
+            if stationary and coupling.max(initial=0.0) <= p_tol:
+                return np.maximum(x, 0.0)
+            return None  # CG did not reach the verified tolerance
+        zero_set = (zero_set & ~released) | neg
+        at_upper = (at_upper & ~wrong_up) | over
+        at_lower = (at_lower & ~wrong_low) | under
+    return None
+
+
+def _guess(fam: family_admm.Family, state: family_admm.AdmmState) -> np.ndarray:
+    """The active set the ADMM iterate suggests: cells at 0, rows at either bound (flat bool)."""
+    return np.concatenate(
+        [
+            (state.zc <= 0.0).reshape(-1),
+            (state.zr <= fam.lower).reshape(-1),
+            (state.zr >= fam.upper).reshape(-1),
+        ]
+    )
+
+
+def _exact_start(fam: family_admm.Family, hess: _Hessian) -> family_admm.AdmmState:
+    """The children's unconstrained minimisers projected onto the cell constraints, as an ADMM
+    state without multipliers (no row guessed active: the polish adds violated rows)."""
+    k, n = fam.grad.shape
+    m = fam.rows.shape[0]
+    z = family_admm.project_cells(hess.minimiser(fam.grad), fam.parent, fam.zero)
+    return family_admm.AdmmState(
+        x=z,
+        zc=z.copy(),
+        yc=np.zeros((k, n)),
+        zr=np.clip(z @ fam.rows.T, fam.lower, fam.upper) if m else np.zeros((k, 0)),
+        yr=np.zeros((k, m)),
+        rho=RHO_CELL,
+    )
+
+
+def solve_family(
+    batch: FamilyBatch,
+    f: int,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    *,
+    admm: bool = True,
+) -> np.ndarray:
+    """x ``(K_f, n_cells)`` of family ``f`` for one pass (TDA eq. 7.5), verified by its KKT
+    conditions; raises :class:`FamilyNotSolved` when not covered or not verified (``admm=False``:
+    when the first polish does not verify, without the ADMM fallback)."""
+    fam = family_admm.family_problem(batch, f, pass_queries, bands, hessian=False)
+    k = int(batch.child_ptr[f + 1] - batch.child_ptr[f])
+    out = np.zeros((k, batch.n_cells))
+    if fam.cells.size == 0:
+        return out
+    hess = _Hessian(batch, f, pass_queries, fam.cells)
+    state = _exact_start(fam, hess)
+    x = polish(fam, hess, state)
+    if x is not None:
+        out[:, fam.cells] = x
+        return out
+    if not admm:
+        raise FamilyNotSolved("the first polish did not verify (ADMM not allowed at this size)")
+    fam = replace(fam, hess=hess.dense())
+    stepper = family_admm.AdmmStepper(fam, RHO_CELL)
+    previous = _guess(fam, state)
+    last_polish = polishes = 0
+    for done in range(CHECK_EVERY, MAX_ITERATIONS + 1, CHECK_EVERY):
+        state = stepper.run(state, CHECK_EVERY)
+        guess = _guess(fam, state)
+        changed = int(np.count_nonzero(guess != previous))
+        previous = guess
+        settling = changed <= SETTLED_FRACTION * guess.size and done - last_polish >= MIN_GAP
+        if settling or done - last_polish >= POLISH_EVERY:
+            if polishes >= MAX_POLISHES:
+                break
+            polishes += 1
+            last_polish = done
+            x = polish(fam, hess, state)
+            if x is not None:
+                out[:, fam.cells] = x
+                return out
+    raise FamilyNotSolved(
+        f"the projected-CG polish did not verify the KKT conditions ({polishes} polishes after "
+        "the first)"
+    )
+
+
+def solve_large_families(
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band],
+    x: np.ndarray,
+    solved: np.ndarray,
+) -> None:
+    """Solve, in place in ``x`` / ``solved``, the families :mod:`engine.topdown.qp.family_admm` leaves
+    to others because their children are large (more than
+    :data:`~engine.topdown.qp.family_admm.MAX_PERSONS_PER_CHILD` persons on average: a state's
+    counties) or their dense polish is heavy (many children on many cells,
+    :func:`~engine.topdown.qp.family_admm.polish_heavy`: first polish here, then ``family_admm``);
+    families not verified stay unsolved for the caller's Clarabel fallback."""
+    if not family_admm.covered(batch, pass_queries):
+        return
+    sizes = np.diff(batch.child_ptr)
+    per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
+    work = sizes * np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64) ** 2
+    large = per_child > family_admm.MAX_PERSONS_PER_CHILD
+    heavy = family_admm.polish_heavy(batch) & ~large
+    todo = np.flatnonzero(~solved & (large | heavy))
+    if not todo.size:
+        return
+    with single_blas_thread():
+        for f in todo:
+            lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+            try:
+                if heavy[f]:
+                    x[lo:hi] = _first_polish_then_admm(batch, int(f), pass_queries, bands)
+                else:
+                    x[lo:hi] = solve_family(
+                        batch, int(f), pass_queries, bands, admm=bool(work[f] <= MAX_WORK)
+                    )
+            except FamilyNotSolved:
+                continue
+            solved[f] = True
+
+
+def _first_polish_then_admm(
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> np.ndarray:
+    """A family of many children whose dense polish is expensive
+    (:func:`engine.topdown.qp.family_admm.polish_heavy`): this module's first polish, and when it does
+    not verify, :func:`engine.topdown.qp.family_admm.solve_family` (its ADMM and dense polish)."""
+    try:
+        return solve_family(batch, f, pass_queries, bands, admm=False)
+    except FamilyNotSolved:
+        return family_admm.solve_family(batch, f, pass_queries, bands)

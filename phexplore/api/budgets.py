@@ -1,0 +1,71 @@
+"""What the pages use of the library's budgets: allocations, PHSafe budgets, presets, accounting, MOE.
+
+Pages import ``engine`` only through :mod:`phexplore.api`; this module names the budget and
+privacy-accounting pieces of :mod:`engine.dp` (and the user-facing error type) that the planner,
+Run and Results pages use, so the page code reads the same names as the library.
+"""
+
+from __future__ import annotations
+
+from engine.core.errors import PHExploreError
+from engine.core.strict_json import load_json_object
+from engine.dp.accounting import CONVERSIONS, conversions, epsilon_for_delta
+from engine.dp.budget import (
+    LEVEL_KEYS,
+    PHSafeBudget,
+    ShareProblem,
+    TopDownAllocation,
+    allowed_levels,
+    default_states,
+    format_fraction,
+    locate_share_problems,
+)
+from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
+from engine.dp.budget.invariants import (
+    HELD_EXACT,
+    SPREAD_LABEL,
+    spent_label,
+    spread_invariant_share,
+)
+from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
+from engine.dp.origin import budget_origin
+from engine.dp.presets import (
+    default_topdown_preset,
+    load_phsafe_preset,
+    load_topdown_preset,
+    phsafe_from_dict,
+)
+from engine.prediction import shipped_profile_for
+from engine.schema.query_cells import schema_mismatch
+
+__all__ = [
+    "CONVERSIONS",
+    "HELD_EXACT",
+    "LEVEL_KEYS",
+    "PHExploreError",
+    "PHSAFE_DENOMINATOR_TABLES",
+    "PHSAFE_TABLES",
+    "PHSafeBudget",
+    "SPREAD_LABEL",
+    "ShareProblem",
+    "TopDownAllocation",
+    "allowed_levels",
+    "budget_fingerprint",
+    "budget_origin",
+    "conversions",
+    "default_states",
+    "default_topdown_preset",
+    "epsilon_for_delta",
+    "format_fraction",
+    "load_json_object",
+    "load_phsafe_preset",
+    "load_topdown_preset",
+    "locate_share_problems",
+    "moe_for_rho",
+    "phsafe_from_dict",
+    "schema_mismatch",
+    "shipped_profile_for",
+    "short_fingerprint",
+    "spent_label",
+    "spread_invariant_share",
+]

@@ -1,0 +1,381 @@
+"""Session report: one self-contained HTML file for the budget meeting to take away (issue 10).
+
+Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
+conversion named (SPEC §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
+charts) and a provenance block (PHExplore version, seeds, data source and licence, timestamp).
+Plotly's JavaScript is embedded once, so the file opens offline. Figures use the explicit report
+template of :mod:`phexplore.app.charts` (distinct colours, full log-axis labels) — never the app's
+Streamlit theme, whose colours only resolve inside the app. Only runs made with the scenario's exact
+budget (same fingerprint) are reported, each once, with run number, data and seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from engine.dp.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from engine.dp.budget import budget_use
+from engine.dp.budget.fingerprint import short_fingerprint
+from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from phexplore.app.charts import for_report
+from phexplore.app.naming import display_frame
+from phexplore.planning.scenarios import Scenario
+
+CONVERSION_SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS", "gaussian": "Gaussian profile"}
+"""Short conversion names of the privacy table's columns."""
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1b1b1b;line-height:1.45}h1{margin-bottom:.2rem}h2{border-bottom:2px solid #e3e3e3;padding-bottom:.2rem;
+margin-top:2rem}table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}th,td{border:1px solid #ddd;
+padding:.25rem .5rem;text-align:right}th{background:#f4f6f8}td:first-child,th:first-child{text-align:left}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.5rem 1rem}.prov td{text-align:left}
+"""
+
+
+def phexplore_version() -> str:
+    """Installed PHExplore version (or 'unknown' in a source checkout without metadata)."""
+    try:
+        return version("phexplore")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def epsilon_delta_figure(scenario: Scenario) -> go.Figure:
+    """(ε, δ) curves of the scenario's total ρ for all three conversions, log δ axis."""
+    rho = scenario.headline()["rho"]
+    grid = delta_grid()
+    fig = go.Figure()
+    for name, eps in epsilon_curves(rho, grid).items():
+        fig.add_trace(go.Scatter(x=grid, y=eps, mode="lines", name=CONVERSION_LABELS[name]))
+    fig.add_vline(x=scenario.delta, line_dash="dot", annotation_text=f"δ = {scenario.delta:g}")
+    fig.update_layout(
+        title=f"(ε, δ) curves — {scenario.name} (ρ = {rho:.4g})",
+        xaxis={"title": "δ (probability the guarantee may fail)", "type": "log"},
+        yaxis={"title": "ε (privacy-loss parameter)"},
+        height=520,
+    )
+    fig = for_report(fig)
+    # Legend under the plot so the δ axis gets the page's width (14 decades, unrotated labels).
+    fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0})
+    return fig
+
+
+def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    if not rows:
+        return "<p><em>none</em></p>"
+    frame = pd.DataFrame(list(rows))
+    if columns:
+        frame = frame[[c for c in columns if c in frame.columns]]
+    return display_frame(frame).to_html(
+        index=False, float_format=lambda v: f"{v:.6g}", na_rep="—", border=0
+    )
+
+
+def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
+    mae = metrics.get("mae")
+    if not isinstance(mae, Mapping) or not mae:
+        return None
+    fig = go.Figure()
+    queries: list[str] = []
+    for level_vals in mae.values():
+        if isinstance(level_vals, Mapping):
+            queries.extend(q for q in level_vals if q not in queries)
+    for q in queries:
+        levels = [lv for lv, vals in mae.items() if isinstance(vals, Mapping) and q in vals]
+        fig.add_trace(go.Bar(name=q, x=levels, y=[mae[lv][q] for lv in levels]))
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        xaxis_title="Geolevel",
+        yaxis_title="Mean absolute error (persons)",
+        height=400,
+    )
+    return for_report(fig)
+
+
+def build_report_html(
+    scenario: Scenario,
+    results: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    generated_at: dt.datetime | None = None,
+    keep_unrecorded: bool = False,
+) -> str:
+    """Self-contained HTML report of a scenario and its run results (``metrics.json`` payloads).
+
+    Of ``results`` (default: the scenario's attached runs) only those made with the scenario's
+    exact budget are reported, each once (:meth:`Scenario.matching_runs`; ``keep_unrecorded``
+    also keeps runs whose ``metrics.json`` records no budget, labelled as such).
+    """
+    runs = scenario.matching_runs(
+        list(results if results is not None else scenario.results),
+        keep_unrecorded=keep_unrecorded,
+    )
+    when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    summary = scenario.summary()
+    head = scenario.headline()
+    parts: list[str] = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f'<meta name="generator" content="PHExplore {html.escape(phexplore_version())}">'
+        f"<title>PHExplore report — {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>PHExplore session report: {html.escape(scenario.name)}</h1>",
+        f"<p>{'PHSafe (S-DHC)' if scenario.kind == 'phsafe' else 'TopDown Algorithm'} scenario. "
+        f"Quoted privacy loss: <b>ε = {head['epsilon']:.2f}</b> at δ = {scenario.delta:g} from "
+        f"{html.escape(head['rho_label'])} = <b>{head['rho']:.6g}</b>, conversion "
+        f"<b>{html.escape(CONVERSION_LABELS[scenario.conversion])}</b>.</p>",
+        f"<p id='budget-origin'>Budget: <b>{html.escape(scenario.origin())}</b> (fingerprint "
+        f"{', '.join(short_fingerprint(f) for f in sorted(scenario.fingerprints()))}).</p>",
+    ]
+    if scenario.notes:
+        parts.append(f"<p>{html.escape(scenario.notes)}</p>")
+    parts.append("<h2>Privacy loss</h2>")
+    parts.append(_privacy_table(scenario))
+    parts.append(
+        "<h3 id='eps-delta-chart'>(ε, δ) curves of the scenario's total ρ (all three conversions)</h3>"
+    )
+    parts.append(epsilon_delta_figure(scenario).to_html(full_html=False, include_plotlyjs=True))
+    parts.append("<h2>Parameters and margins of error</h2>")
+    if scenario.kind == "phsafe":
+        assert scenario.phsafe is not None
+        parts.append(
+            f"<p>privacy_defn = {scenario.phsafe.privacy_defn}; state filter = "
+            f"{list(scenario.phsafe.state_filter or []) or 'all states'}; "
+            f"confidence = {scenario.phsafe.confidence:.0%}. MOE bound = ⌊1.645σ⌋, exact MOE from the "
+            "discrete-Gaussian pmf (PHSafe §7.1).</p>"
+        )
+        cols = [
+            "table",
+            "geo_level",
+            "iteration_level",
+            "tau",
+            "sensitivity",
+            "rho_unbounded",
+            "rho_bounded",
+            "sigma",
+            "moe_target",
+            "moe_bound",
+            "moe_exact",
+        ]
+    else:
+        parts.append(
+            "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
+            "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
+            "least squares, non-negativity and rounding; SPEC §7, docs/prediction.md) on the "
+            "Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
+        )
+        cols = [
+            "run",
+            "geolevel",
+            "query",
+            "cells",
+            "share_level",
+            "share_query",
+            "rho_query",
+            "sigma",
+            "moe90",
+            "post_processed_rmse",
+            "post_processed_moe",
+            "status",
+        ]
+    moe_rows = scenario.moe_rows()
+    if scenario.kind == "topdown":
+        moe_rows, notes = _with_post_processed(scenario, moe_rows)
+        parts.extend(f"<p class='note'>{html.escape(n)}.</p>" for n in notes)
+    parts.append(f"<div id='moe-table'>{_table_html(moe_rows, cols)}</div>")
+    parts.append(
+        f"<details><summary>Summary (JSON)</summary><pre>{html.escape(str(summary))}</pre></details>"
+    )
+    if runs:
+        parts.append("<h2>Run results</h2>")
+        parts.append(
+            "<p class='note'>Comparisons of DP output with the confidential truth are possible only "
+            "for non-confidential test data such as the shipped samples.</p>"
+        )
+        for metrics in runs:
+            label = run_title(metrics)
+            parts.append(f"<h3>{html.escape(label)}</h3>")
+            if metrics.get("engine") == "topdown" and metrics.get("rho") is not None:
+                spent = spent_label(float(metrics["rho"]), metrics.get("rho_spent"))
+                if metrics.get("spread_invariant_share"):
+                    spent += f". Allocation: {SPREAD_LABEL}"
+                parts.append(f"<p>{html.escape(spent)}.</p>")
+            mae_rows = [
+                {"geolevel": lv, "query": q, "mae": v}
+                for lv, qs in (metrics.get("mae") or {}).items()
+                if isinstance(qs, Mapping)
+                for q, v in qs.items()
+                if not isinstance(v, Mapping)
+            ]
+            parts.append(_table_html(mae_rows))
+            fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE by geolevel")
+            if fig is not None:
+                parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+            prediction = metrics.get("prediction")
+            if isinstance(prediction, list) and prediction:
+                parts.append(
+                    "<p>Predicted (before the run) vs measured RMSE of the published counts:</p>"
+                )
+                parts.append(_table_html(prediction))
+            parts.extend(run_notes_html(metrics))
+    elif scenario.results or results:
+        parts.append("<h2>Run results</h2>")
+        parts.append("<p><em>No run of this exact budget is attached.</em></p>")
+    parts.append("<h2>Provenance</h2>")
+    parts.append(_provenance(scenario, runs, when))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _with_post_processed(
+    scenario: Scenario, rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """MOE rows plus the predicted published-count accuracy (SPEC §7) and its notes."""
+    from engine.core.errors import PHExploreError
+    from engine.prediction import shipped_profile_for
+    from engine.prediction.tables import add_post_processed, predictions_for_runs
+
+    assert scenario.topdown is not None
+    try:
+        predictions = predictions_for_runs(scenario.topdown, shipped_profile_for(scenario.topdown))
+    except PHExploreError as exc:
+        return rows, [f"No published-count prediction: {exc}"]
+    notes = sorted({n for p in predictions.values() for n in p.notes})
+    return add_post_processed(rows, predictions), notes
+
+
+def epl_settings_text(metrics: Mapping[str, Any]) -> str:
+    """What EPL density range a run's metrics.json used, and whether PF's numbers compare.
+
+    Files written before ``epl_settings`` was recorded used ±1.5 × max(|P1|, |P99|) (PF's function
+    defaults, not their published settings).
+    """
+    settings = metrics.get("epl_settings")
+    if not isinstance(settings, Mapping):
+        return (
+            "EPL settings not recorded: this file predates them and used ±1.5 × max(|P1|, |P99|) "
+            "(the defaults of Petti & Flaxman's function, not their published settings); do not "
+            "compare these EPLs with PF's published values."
+        )
+    label = str(settings.get("label", ""))
+    if settings.get("pf_published"):
+        return f"EPL density range {label}: comparable with PF's published EPLs."
+    return (
+        f"EPL density range {label}: not comparable with PF's published EPLs, which used "
+        "±1 × max(|P5|, |P95|)."
+    )
+
+
+def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
+    """Notes beside a run's numbers: RI's folded schema (with σ), and the EPL table with its settings."""
+    parts: list[str] = []
+    note = metrics.get("schema_note")
+    if isinstance(note, Mapping) and note.get("note"):
+        parts.append(f"<p class='note'>{html.escape(str(note['note']))}</p>")
+        rows = note.get("sigma_comparison") or []
+        if rows:
+            parts.append(
+                f"<p>Noisy-measurement σ at ρ = {float(note.get('rho', 0)):g}: RI's RACEETH per "
+                f"group vs production's HISPANIC × CENRACE ({html.escape(str(note.get('production_preset')))} "
+                "shares) per cell and summed over a group's cells.</p>"
+            )
+            parts.append(_table_html(list(rows)))
+    epl = metrics.get("epl")
+    if isinstance(epl, Mapping) and epl:
+        rows = [
+            {
+                "geolevel": lv,
+                "query": q,
+                "EPL": v.get("epl"),
+                "95% low": v.get("epl_low"),
+                "95% high": v.get("epl_high"),
+                "residuals": v.get("n_residuals"),
+                "undefined because": v.get("reason") or "",
+            }
+            for lv, qs in epl.items()
+            if isinstance(qs, Mapping)
+            for q, v in qs.items()
+            if isinstance(v, Mapping)
+        ]
+        parts.append("<h4>Empirical privacy loss (PF), with its bootstrap interval</h4>")
+        parts.append(f"<p class='note'>{html.escape(epl_settings_text(metrics))}</p>")
+        parts.append(_table_html(rows))
+    return parts
+
+
+def run_title(metrics: Mapping[str, Any]) -> str:
+    """``"Run #3: PHSafe on synthetic_us [states 44], seed 2020"`` (run number, data and seed)."""
+    engine = {"phsafe": "PHSafe", "topdown": "TopDown"}.get(str(metrics.get("engine")), "run")
+    return (
+        f"Run #{metrics.get('run_id', '?')}: {engine} on {metrics.get('data', 'unnamed data')}, "
+        f"seed {metrics.get('seed', '?')}"
+    )
+
+
+def _privacy_table(scenario: Scenario) -> str:
+    from phexplore.planning.moe_tables import epsilons
+
+    rows = []
+    if scenario.kind == "phsafe":
+        assert scenario.phsafe is not None
+        pairs = [
+            ("unbounded ρ", scenario.phsafe.total_unbounded()),
+            ("bounded ρ (2×)", scenario.phsafe.total_bounded()),
+        ]
+    else:
+        assert scenario.topdown is not None
+        pairs = [(f"ρ {run}", float(a.rho)) for run, a in scenario.topdown.items()]
+        spent = [float(budget_use(a).spent) for a in scenario.topdown.values()]
+        pairs.append(("ρ total", sum(p for _, p in pairs)))
+        spent.append(sum(spent))
+    for i, (label, rho) in enumerate(pairs):
+        row: dict[str, Any] = {"quantity": label, "rho": rho}
+        if scenario.kind != "phsafe":
+            # TDA §5.2: shares of queries held exact (US/State TOTAL) buy no measurement
+            row["rho_spent"] = spent[i]
+        eps = (
+            epsilons(rho, scenario.delta)
+            if math.isfinite(rho)
+            else dict.fromkeys(CONVERSIONS, math.inf)
+        )
+        row.update({f"ε ({CONVERSION_SHORT[c]})": eps[c] for c in CONVERSIONS})
+        rows.append(row)
+    return _table_html(rows)
+
+
+def _provenance(scenario: Scenario, runs: Sequence[Mapping[str, Any]], when: str) -> str:
+    items = [
+        ("PHExplore version", phexplore_version()),
+        ("generated", when),
+        ("scenario", scenario.name),
+        ("δ", f"{scenario.delta:g}"),
+        ("conversion quoted", CONVERSION_LABELS[scenario.conversion]),
+    ]
+    if scenario.phsafe is not None and scenario.phsafe.citation:
+        items.append(("parameters from", scenario.phsafe.citation))
+    if scenario.topdown:
+        cite = next(iter(scenario.topdown.values())).citation
+        if cite:
+            items.append(("parameters from", cite))
+    for fp in sorted(scenario.fingerprints()):
+        items.append(("budget fingerprint (SHA-256)", fp))
+    for m in runs:
+        items.append(
+            (
+                f"run #{m.get('run_id', '?')}",
+                f"engine={m.get('engine')}, data={m.get('data')}, seed={m.get('seed')}, "
+                f"budget={short_fingerprint(str(m['budget_fingerprint'])) if m.get('budget_fingerprint') else 'not recorded'}, "
+                f"licence={m.get('licence', m.get('data_licence', 'see data/samples'))}",
+            )
+        )
+    body = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in items
+    )
+    return f"<table class='prov'>{body}</table>"

@@ -1,0 +1,412 @@
+"""Session-state and caching glue for the Streamlit app (no science here).
+
+The app keeps one *working scenario* in ``st.session_state``: a PHSafe budget, TopDown allocations
+per universe, the spine choice, the δ at which ε is reported and the conversion used to report it.
+Every page calls :func:`init_state` first, so each page also works when opened directly. The
+budget objects are immutable (frozen dataclasses); pages replace them with the edited copies that
+the budget API returns, so a failed edit (a :class:`~engine.core.errors.ValidationError`) never
+loses the last valid state.
+
+Heavy or repeated computations are wrapped with ``st.cache_data`` here, keyed by plain JSON-ready
+values, so that pages stay thin and reruns stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from engine.dp.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from engine.dp.budget import LEVEL_KEYS, PHSafeBudget, TopDownAllocation, allowed_levels
+from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
+from engine.dp.origin import budget_origin
+from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset
+from phexplore.app import naming
+from phexplore.app.naming import display_frame, table_label
+from phexplore.planning.moe_tables import (
+    DEFAULT_DELTA,
+    phsafe_rows,
+    phsafe_summary,
+    topdown_rows,
+    topdown_summary,
+)
+
+# Session-state keys (one place, so pages and tests agree on them).
+PHSAFE = "phsafe_budget"
+PHSAFE_DISABLED = "phsafe_disabled_levels"
+TOPDOWN = "topdown_runs"
+TOPDOWN_PRESET = "topdown_preset"
+SPINE = "spine"
+SPREAD_INVARIANT = "td_spread_invariant"
+"""Session key: spread held-exact query shares over their level (a departure from production);
+set on the TopDown planner, applied by the Run page."""
+DELTA = "delta"
+CONVERSION = "conversion"
+SCENARIO_NAME = "scenario_name"
+EDITOR_VERSION = "editor_version"
+RUNS = "run_results"
+SAVED = "saved_scenarios"
+
+DEFAULT_PHSAFE_PRESET = "phsafe-2020"
+DEFAULT_TOPDOWN_PRESET = "topdown-2020-production"
+SPINES: dict[str, str] = {
+    "conventional": "Conventional (US > state > county > tract > block group > block)",
+    "aian": "AIAN-style (split every geounit by membership in AIAN areas)",
+    "optimized": "Optimized block groups (SPN Algorithm 2)",
+}
+DELTA_CHOICES: tuple[float, ...] = tuple(10.0**-k for k in range(15, 1, -1))
+
+HELP_RHO = (
+    "ρ (rho) is the privacy-loss budget under zero-concentrated differential privacy (zCDP). "
+    "Larger ρ means less noise and more accurate statistics, but a weaker privacy guarantee. "
+    "Budgets of separate measurements add up."
+)
+HELP_MOE = (
+    "The 90% margin of error (MOE) is the half-width of the interval that contains the noise added "
+    "to a count 90% of the time: a published count is within ± MOE of the noisy measurement's "
+    "expectation 9 times out of 10. Smaller MOE needs a larger ρ."
+)
+HELP_TAU = (
+    "τ (tau) is the truncation threshold: at most τ persons per household are counted. Noise "
+    "scales with the sensitivity Δ = 2τ + 2, so a larger τ keeps more people but adds more noise."
+)
+HELP_DELTA = (
+    "δ is the small probability with which the (ε, δ) guarantee may fail. The Census Bureau "
+    "reports ε at δ = 10⁻¹⁰."
+)
+HELP_CONVERSION = (
+    "How ρ is translated into the more familiar (ε, δ) scale. All three are shown; this choice "
+    "decides which ε is reported in headline numbers."
+)
+
+
+def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[str, Any]:
+    """Fill in missing session-state entries with the shipped defaults; return the state."""
+    s = st.session_state if state is None else state
+    if PHSAFE not in s:
+        s[PHSAFE] = load_phsafe_preset(DEFAULT_PHSAFE_PRESET)
+    if PHSAFE_DISABLED not in s:
+        s[PHSAFE_DISABLED] = []
+    if TOPDOWN not in s:
+        s[TOPDOWN] = load_topdown_preset(DEFAULT_TOPDOWN_PRESET)
+        s[TOPDOWN_PRESET] = DEFAULT_TOPDOWN_PRESET
+    s.setdefault(TOPDOWN_PRESET, DEFAULT_TOPDOWN_PRESET)
+    s.setdefault(SPINE, "conventional")
+    s.setdefault(SPREAD_INVARIANT, False)
+    s.setdefault(DELTA, DEFAULT_DELTA)
+    s.setdefault(CONVERSION, "cks")
+    s.setdefault(SCENARIO_NAME, "Working scenario")
+    s.setdefault(EDITOR_VERSION, 0)
+    s.setdefault(RUNS, [])
+    s.setdefault(SAVED, {})
+    return s
+
+
+def phsafe_origin(state: Mapping[str, Any] | None = None) -> str:
+    """ "phsafe-2020" or "modified from phsafe-2020" for the working PHSafe budget (by fingerprint)."""
+    return budget_origin(effective_phsafe(state))
+
+
+def topdown_origin(state: Mapping[str, Any] | None = None) -> str:
+    """The working TopDown allocations' preset, or "modified from <preset>" after an edit."""
+    s = st.session_state if state is None else state
+    return budget_origin(s[TOPDOWN], s.get(TOPDOWN_PRESET))
+
+
+def bump_editor_version(state: MutableMapping[str, Any] | None = None) -> None:
+    """Give every data editor a fresh key (after a preset/file load replaces the data)."""
+    s = st.session_state if state is None else state
+    s[EDITOR_VERSION] = int(s.get(EDITOR_VERSION, 0)) + 1
+
+
+def effective_phsafe(state: Mapping[str, Any] | None = None) -> PHSafeBudget:
+    """The working PHSafe budget with the globally disabled population-group levels removed."""
+    s = st.session_state if state is None else state
+    budget: PHSafeBudget = s[PHSAFE]
+    disabled = s.get(PHSAFE_DISABLED) or []
+    return budget.without_levels(disabled) if disabled else budget
+
+
+# ------------------------------------------------------------------ cached tables
+
+
+def phsafe_frames(
+    budget: PHSafeBudget, delta: float = DEFAULT_DELTA, confidence: float | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-(table, level) rows of :func:`phexplore.planning.targets.moe_tables.phsafe_rows` as a frame, and totals."""
+    return pd.DataFrame(phsafe_rows(budget, confidence)), phsafe_summary(budget, delta)
+
+
+def phsafe_grid_frame(
+    budget: PHSafeBudget, mode: str, rows: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Planner grid: one row per table, τ and one column per level (ρ, or the MOE it targets).
+
+    Cells of skipped or non-existent levels are empty. In ``"moe"`` mode a cell shows its MOE
+    target, or else the MOE bound of its ρ — taken from ``rows`` (the output of
+    :func:`phexplore.planning.targets.moe_tables.phsafe_rows` for ``budget``) when given, so nothing is recomputed.
+    """
+    bounds: dict[tuple[str, str], float] = {}
+    if mode == "moe":
+        if rows is None:
+            rows = pd.DataFrame(phsafe_rows(budget))
+        if not rows.empty:
+            bounds = {
+                (t, k): float(m)
+                for t, k, m in zip(rows["table"], rows["level_key"], rows["moe_bound"], strict=True)
+            }
+    out = []
+    for table in PHSAFE_TABLES:
+        tau = None if table in PHSAFE_DENOMINATOR_TABLES else budget.tau.get(table)
+        row: dict[str, Any] = {"τ": tau}
+        targets = budget.moe_targets.get(table, {})
+        for level in LEVEL_KEYS:
+            rho = budget.rho(table, level)
+            if level not in allowed_levels(table) or rho <= 0:
+                row[level] = None
+            elif mode == "rho":
+                row[level] = rho
+            elif level in targets:
+                row[level] = float(targets[level])
+            else:
+                row[level] = bounds.get((table, level))
+        out.append(row)
+    return pd.DataFrame(out, index=pd.Index([table_label(t) for t in PHSAFE_TABLES], name="Table"))
+
+
+def phsafe_display(rows: pd.DataFrame) -> pd.DataFrame:
+    """The MOE-table columns for display, named by :func:`phexplore.app.naming.display_frame`."""
+    if rows.empty:
+        return rows
+    columns = [
+        "table",
+        "geo_level",
+        "iteration_level",
+        "moe_exact",
+        "moe_bound",
+        "moe_target",
+        "sigma",
+        "rho_unbounded",
+        "rho_bounded",
+        "tau",
+        "sensitivity",
+    ]
+    return display_frame(rows[columns])
+
+
+def topdown_frames(
+    runs: Mapping[str, TopDownAllocation],
+    delta: float = DEFAULT_DELTA,
+    confidence: float = 0.90,
+    n_states: int | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Per-(run, geolevel, query) rows of :func:`phexplore.planning.targets.moe_tables.topdown_rows`, and totals
+    (with ``rho_spent``), for a geography of ``n_states`` states (default: by allocation)."""
+    return (
+        pd.DataFrame(topdown_rows(runs, confidence, n_states)),
+        topdown_summary(runs, delta, n_states),
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _post_processed_cached(
+    runs_json: str, confidence: float, n_states: int | None = None
+) -> dict[str, Any]:
+    import json
+
+    from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
+    from engine.prediction.tables import add_post_processed, predictions_for_runs
+
+    runs = {
+        name: TopDownAllocation.from_dict(data, name=data.get("name"))
+        for name, data in json.loads(runs_json).items()
+    }
+    predictions = predictions_for_runs(
+        runs,
+        shipped_profile_for(runs),
+        confidence=confidence,
+        max_units=PLANNER_MAX_UNITS,
+        max_families=PLANNER_MAX_FAMILIES,
+    )
+    notes = sorted({n for p in predictions.values() for n in p.notes})
+    rows = topdown_rows(runs, confidence, n_states)
+    return {"rows": add_post_processed(rows, predictions), "notes": notes}
+
+
+def topdown_post_processed(
+    runs: Mapping[str, TopDownAllocation], confidence: float = 0.90, n_states: int | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """:func:`topdown_frames` rows plus the predicted accuracy of the published counts (SPEC §7:
+    ``post_processed_rmse``, ``post_processed_moe``) on the shipped RI 2010 profile (cached), and
+    the prediction's notes."""
+    import json
+
+    payload = json.dumps({k: a.to_dict() for k, a in runs.items()}, sort_keys=True)
+    out = _post_processed_cached(payload, confidence, n_states)
+    return pd.DataFrame(out["rows"]), list(out["notes"])
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def moe_curve(sensitivity: float, confidence: float = 0.90) -> pd.DataFrame:
+    """MOE bound ⌊zσ⌋ over a log grid of ρ for one sensitivity Δ (cached per Δ and confidence)."""
+    grid = np.logspace(-5, 1, 160)
+    moes = [moe_for_rho(float(r), sensitivity, confidence) for r in grid]
+    return pd.DataFrame({"rho": grid, "moe_bound": moes})
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def epsilon_curve_frame(rho: float, lo: float = 1e-15, hi: float = 1e-2) -> pd.DataFrame:
+    """Long frame (delta, epsilon, conversion) of the (ε, δ) curves of one ρ (cached)."""
+    grid = delta_grid(lo, hi, 120)
+    curves = epsilon_curves(rho, grid)
+    parts = [
+        pd.DataFrame({"delta": grid, "epsilon": np.asarray(curves[c]), "conversion": c})
+        for c in CONVERSIONS
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+def describe_bad_input(exc: BaseException) -> str:
+    """A readable reason for an uploaded file's wrong-shaped content (a KeyError names the field)."""
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}" if exc.args else "a required field is missing"
+    text = str(exc)
+    return text or type(exc).__name__
+
+
+def fmt_delta(delta: float) -> str:
+    """δ as the pickers show it: ``1e-10`` (a power of ten), else a compact number."""
+    exponent = math.log10(delta)
+    return f"1e{round(exponent)}" if abs(exponent - round(exponent)) < 1e-9 else f"{delta:.1e}"
+
+
+def conversion_label(name: str) -> str:
+    """Readable label of a ρ → (ε, δ) conversion."""
+    return CONVERSION_LABELS.get(name, name)
+
+
+def level_label(key: str) -> str:
+    """``"state_A-G"`` → ``"State · A-G"`` (:func:`phexplore.app.naming.level_label`)."""
+    return naming.level_label(key)
+
+
+def preset_options(kind: str) -> dict[str, str]:
+    """``{preset name: "name — title"}`` for a select box."""
+    return {p.name: f"{p.name} — {p.title}" for p in list_presets(kind)}
+
+
+def sync_widget(widget_key: str, canonical_key: str) -> None:
+    """Show the canonical session value in a keyed widget (call just before drawing it).
+
+    The canonical copy is what the pages compute with; the widget's ``on_change`` callback copies
+    user edits into it before the script runs, so setting the widget from it on every run keeps
+    the two identical — also after a page change, when Streamlit has forgotten the widget.
+    """
+    s = st.session_state
+    s[widget_key] = s[canonical_key]
+
+
+def json_bytes(data: Any) -> bytes:
+    """Pretty UTF-8 JSON for downloads (∞ written as ``Infinity`` like the official config)."""
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def saved_rhos(state: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """Headline total ρ of every saved scenario, labelled ``"name (kind)"``."""
+    s = st.session_state if state is None else state
+    out: dict[str, float] = {}
+    for name, scenario in (s.get(SAVED) or {}).items():
+        out[f"{name} ({scenario.kind})"] = float(scenario.headline()["rho"])
+    return out
+
+
+# Widget keys of the pages start with these prefixes; their values are kept across pages.
+PAGE_KEY_PREFIXES: tuple[str, ...] = (
+    "ps_",
+    "td_",
+    "pl_",
+    "run_",
+    "res_",
+    "sc_",
+    "bs_",
+    "epl_",
+    "sw_",
+)
+# Buttons, uploads and data editors cannot be assigned through the Session State API.
+_UNASSIGNABLE_SUFFIXES: tuple[str, ...] = (
+    "_go",
+    "_upload",
+    "_files",
+    "_validate",
+    "_build",
+    "_download",
+    "_editor",
+)
+_UNASSIGNABLE_PREFIXES: tuple[str, ...] = (
+    "ps_grid_",
+    "td_levels_",
+    "td_queries_",
+    "run_cancel",
+    "res_open_folder",
+    "bs_pub_use",
+)
+
+
+def is_kept_key(key: object) -> bool:
+    """Whether :func:`keep_widget_state` re-assigns ``key`` (a page widget's value kept across
+    pages). A button, upload or data editor must never be one: Streamlit refuses such a widget
+    whose key was assigned, and the page fails (tests/pages/test_widget_keys.py checks them)."""
+    return (
+        isinstance(key, str)
+        and key.startswith(PAGE_KEY_PREFIXES)
+        and not key.endswith(_UNASSIGNABLE_SUFFIXES)
+        and not key.startswith(_UNASSIGNABLE_PREFIXES)
+    )
+
+
+def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
+    """Keep the pages' widget values while their page is not shown.
+
+    Streamlit forgets a widget's value when a run does not draw it (i.e. on every other page);
+    re-assigning the value at the start of each run makes it ordinary session state, so a user
+    who leaves the Run page and comes back finds their seed, subset and sweep settings again.
+    """
+    s = st.session_state if state is None else state
+    for key in list(s.keys()):
+        if is_kept_key(key):
+            s[key] = s[key]
+
+
+# ------------------------------------------------------------------ errors in callbacks and pages
+
+
+def show_failure(exc: BaseException, what: str) -> None:
+    """Show one readable line for ``exc`` (traceback to the log file, never on the page)."""
+    from phexplore.failures import describe_failure
+
+    st.error(describe_failure(exc, what))
+
+
+def guarded(callback: Any, what: str) -> Any:
+    """``callback`` for ``on_click``/``on_change`` that turns any escaping error into one line.
+
+    A user error (PHExploreError) is shown as is; anything else as "<what> failed: …" with the
+    traceback appended to the log file (:mod:`phexplore.failures`).
+    """
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except Exception as exc:  # Streamlit's control-flow exceptions are BaseException
+            show_failure(exc, what)
+            return None
+
+    run.__name__ = getattr(callback, "__name__", "callback")
+    return run
