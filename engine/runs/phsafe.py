@@ -38,7 +38,7 @@ from engine.runs.topdown import noise_record
 def load(spec: RunSpec, *, max_bytes: int | None = None) -> CefExtract:
     """Read and validate the CEF extract of ``spec.data["source"]`` for the config's states."""
     from engine.data.cef import load_cef_extract
-    from engine.data.validate import DEFAULT_MAX_BYTES
+    from engine.data.sources import DEFAULT_MAX_BYTES
     from engine.phsafe.inputs import resolve_data_dir
 
     config = config_of(spec)

@@ -95,7 +95,7 @@ def load(spec: RunSpec, executor: Executor | None = None) -> BlockHistogram:
     executors (:func:`engine.spark.persons.read_person_records`; no size limit): the driver
     receives only the non-zero block cells. Every other input is loaded here."""
     from engine.data.inputs import load_topdown_input, person_records_input
-    from engine.data.validate import DEFAULT_MAX_BYTES
+    from engine.data.sources import DEFAULT_MAX_BYTES
 
     data = spec.data
     block_filter = data.get("filter")
