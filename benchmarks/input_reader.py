@@ -184,8 +184,8 @@ def main() -> int:
         }
     print(f"code: {args.root}; medians of {args.runs} runs, one fresh process per load")
     print(
-        f"| case | MB | pyarrow read_csv s | loader s | ratio | loader peak MB | growth MB | "
-        f"kept MB | growth/kept | result |"
+        "| case | MB | pyarrow read_csv s | loader s | ratio | loader peak MB | growth MB | "
+        "kept MB | growth/kept | result |"
     )
     print("|" + "---|" * 10)
     for case in cases:

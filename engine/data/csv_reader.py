@@ -27,6 +27,8 @@ with the table, so a loader adds its own checks and raises everything at once.
 from __future__ import annotations
 
 import array
+import contextlib
+import contextvars
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,6 +70,22 @@ BLOCK_BYTES = 8 << 20
 
 Kind = Integers | Codes
 """How a column is typed; a column without a kind is text."""
+
+_RECORDS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
+    "records_read", default=None
+)
+
+
+@contextlib.contextmanager
+def records_read() -> Iterator[dict[str, int]]:
+    """The records every file read inside the ``with`` block held, by file name (what
+    ``phexplore data check`` reports; a file read twice counts once, its last read)."""
+    counts: dict[str, int] = {}
+    token = _RECORDS.set(counts)
+    try:
+        yield counts
+    finally:
+        _RECORDS.reset(token)
 
 
 @dataclass
@@ -497,6 +515,9 @@ class _Batches:
 
     def _finish(self) -> None:
         reader = self.reader
+        counts = _RECORDS.get()
+        if counts is not None:
+            counts[reader.label] = self.kept
         if not reader.stream.has_content and self.kept == 0 and not len(self.invalid_lines):
             raise DataValidationError([Problem(reader.label, "the file is empty")])
         if self.kept == 0 and not reader.problems and reader.require_rows:

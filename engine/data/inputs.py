@@ -86,7 +86,9 @@ def load_topdown_files(
     if kind == "pl94171":
         from engine.data.pl94171 import file_set, load_pl94171_histogram
 
-        geo, part1, part2, part3 = file_set(files, max_bytes=max_bytes)
+        folders = {str(Path(f).parent) for f in files if isinstance(f, str | os.PathLike)}
+        where = folders.pop() if len(folders) == 1 else "uploaded files"
+        geo, part1, part2, part3 = file_set(files, max_bytes=max_bytes, where=where)
         return load_pl94171_histogram(geo, part1, part2, part3, max_bytes=max_bytes)
     raise _error(f"unknown input format {kind!r}; formats: {', '.join(FORMATS)}")
 

@@ -331,13 +331,17 @@ def segment_number(source: DataSource, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
 
 
 def file_set(
-    files: Sequence[object], *, max_bytes: int = DEFAULT_MAX_BYTES
+    files: Sequence[object], *, max_bytes: int = DEFAULT_MAX_BYTES, where: str = "input"
 ) -> tuple[object, object, object, object]:
     """The geographic header and segments 1, 2, 3 among ``files`` (paths or named uploads): the
     header by its name (``geo``), a segment by the number it holds (or its name); two files for
     one role, a missing role or a stray file is refused naming them
     (:func:`engine.data.folders.pl94171_roles`)."""
-    return pl94171_roles(files, lambda f: segment_number(f, max_bytes=max_bytes))  # type: ignore[arg-type]
+    return pl94171_roles(
+        files,
+        lambda f: segment_number(f, max_bytes=max_bytes),  # type: ignore[arg-type]
+        where=where,
+    )
 
 
 def _read_segment(source: DataSource, number: int, max_bytes: int) -> CsvTable:

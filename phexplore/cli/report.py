@@ -11,7 +11,7 @@ from engine.core.manifest import check_result_file
 from engine.core.output_folder import atomic_file, check_target
 from engine.core.strict_json import load_json_object
 from phexplore.app.report import build_report_html
-from phexplore.planning.scenarios import Scenario, scenario_from_preset
+from phexplore.planning.scenarios import Scenario, names_a_run, scenario_from_preset
 
 
 def register(subparsers: Any) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
     mine = scenario.fingerprints()
     for path in results:
-        metrics = load_json_object(path)
+        metrics = names_a_run(load_json_object(path), f"--results {path}")
         recorded = metrics.get("budget_fingerprint")
         if metrics.get("engine") not in (None, scenario.kind):
             raise ValidationError(

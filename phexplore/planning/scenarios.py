@@ -180,8 +180,8 @@ class Scenario:
         return replace(self, name=new_name, results=())
 
     def with_result(self, metrics: Mapping[str, Any]) -> Scenario:
-        """Attach a run's ``metrics.json`` payload."""
-        return replace(self, results=(*self.results, dict(metrics)))
+        """Attach a run's ``metrics.json`` payload (refused when it names no run)."""
+        return replace(self, results=(*self.results, dict(names_a_run(metrics, "result"))))
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
@@ -239,7 +239,12 @@ class Scenario:
             conversion=str(data.get("conversion", "cks")),
             spine=str(data.get("spine", "conventional")),
             notes=str(data.get("notes", "")),
-            results=tuple(as_mapping(r, where="scenario: results[]") for r in results),
+            results=tuple(
+                names_a_run(
+                    as_mapping(r, where=f"scenario: results[{i}]"), f"scenario: results[{i}]"
+                )
+                for i, r in enumerate(results)
+            ),
         )
 
     def to_json(self) -> str:
@@ -271,6 +276,26 @@ class Scenario:
         """Read a scenario JSON file."""
         p = Path(path)
         return cls.from_json(read_input_bytes(p, label=str(p)), source=str(p))
+
+
+RUN_ENGINES = ("topdown", "phsafe")
+"""The engines a run's ``metrics.json`` names (its required ``engine`` key)."""
+
+
+def names_a_run(metrics: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``metrics``, when it is a run's ``metrics.json`` payload: valid JSON that names no run (no
+    ``engine`` of a run, e.g. ``{}``, a config or a scenario given as results) is refused, never
+    reported as an empty run."""
+    engine = metrics.get("engine")
+    if engine not in RUN_ENGINES:
+        found = ", ".join(sorted(map(str, metrics))[:8]) or "no keys"
+        what = f"engine {engine!r}" if engine is not None else f"no 'engine' (it has {found})"
+        raise ValidationError(
+            f"{where}: valid JSON, but it names no run: {what}; a run's metrics.json names its "
+            "engine ('topdown' or 'phsafe') — give the metrics.json (or the folder) that "
+            "'phexplore run' wrote"
+        )
+    return metrics
 
 
 def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scenario:

@@ -128,8 +128,6 @@ def test_generated_histogram_from_records_or_counts_equals_the_batched_read(popu
     for other in (counted, per_record):
         assert (other.sparse_counts != loaded.sparse_counts).nnz == 0
         assert other.geography.equals(loaded.geography)
-        np.testing.assert_array_equal(
-            other.extra["gq_facilities"], loaded.extra["gq_facilities"]
-        )
+        np.testing.assert_array_equal(other.extra["gq_facilities"], loaded.extra["gq_facilities"])
     with pytest.raises(DataValidationError, match="which blocks.csv lacks"):
         generated_histogram(population, manifest, np.array(["449999999999999"]), [0], [0])
