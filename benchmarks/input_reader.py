@@ -17,6 +17,11 @@ reader on the same machine in the same run (docs/reliability.md, "Limits"):
 * ``block-csv``  — the same file without the bad value, loaded: peak memory growth over the
   imports against the bytes the histogram keeps (counts + geography; target ≤ 3×).
 
+"kept" is what the loaded data hold (a histogram's counts and geography, a CEF extract's three
+tables as pandas reports them, deep); for PPMF person records it is the sparse histogram, far
+smaller than the batches a reader holds while reading (its growth is bounded by the batch size,
+not the file).
+
 Every load runs in a fresh subprocess (its own peak RSS, ``ru_maxrss``), ``--runs`` times,
 alternating reader and baseline; the table prints medians and the same-run ratios. ``--root``
 runs another checkout's code (e.g. a copy of the branch point, for the "before" column) with
@@ -103,7 +108,9 @@ else:
         out["problem"] = str(problem)[:200]
         out["row"] = problem.row
     elif case == "cef":
-        out["digest"] = digest_frames([loaded.persons, loaded.units, loaded.geo])
+        frames = [loaded.persons, loaded.units, loaded.geo]
+        out["kept_mb"] = sum(int(f.memory_usage(deep=True).sum()) for f in frames) / 2**20
+        out["digest"] = digest_frames(frames)
         out["rows"] = len(loaded.persons) + len(loaded.units) + len(loaded.geo)
     else:
         if loaded.is_sparse:

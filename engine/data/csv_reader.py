@@ -312,6 +312,12 @@ class _Batches:
         self.shift = reader.first_row - 1  # row of line 1 (Spark splits start mid-file)
 
     def run(self) -> Iterator[CsvBatch]:
+        try:
+            yield from self._run()
+        finally:
+            self.reader.stream.close()
+
+    def _run(self) -> Iterator[CsvBatch]:
         reader, layout = self.reader, self.layout
         names = [f"f{i}" for i in range(len(layout.header))]
         keep = sorted({names[i] for i in layout.wanted.values()}, key=names.index)
@@ -332,7 +338,7 @@ class _Batches:
                     column_types={n: pa.string() for n in keep},
                     strings_can_be_null=False,
                     quoted_strings_can_be_null=False,
-                    check_utf8=False,
+                    check_utf8=False,  # the stream has checked (or transcoded) every byte
                 ),
             )
         except pa.ArrowInvalid as exc:
@@ -354,15 +360,18 @@ class _Batches:
         self._finish()
 
     def _unreadable(self, exc: Exception) -> DataValidationError:
+        """Arrow stopped (a line longer than a batch, a stray quote): the problems so far and
+        where reading stopped."""
         row = self.records + len(self.invalid_lines) + 1 + self.shift
         return DataValidationError(
             [
+                *self.reader.problems.result(),
                 Problem(
                     self.reader.label,
                     f"cannot read the file from this row on ({exc}); a line may be longer than "
                     f"{self.reader.block_bytes:,} bytes or hold a stray quote",
                     row,
-                )
+                ),
             ]
         )
 

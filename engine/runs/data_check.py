@@ -130,7 +130,9 @@ def input_format(source: str, *, data_format: str | None = None, mapping: str | 
         names = {p.name.lower() for p in path.iterdir()}
         if any(n.startswith("persons") for n in names):
             return "CEF extract"
-        return "P.L. 94-171 file set"
+        if any(n.endswith(".pl") for n in names):
+            return "P.L. 94-171 file set"
+        return "folder"
     if path.is_file():
         if data_format:
             return data_format

@@ -1,4 +1,4 @@
-"""The PHSafe run's stages: load → measure and estimate → metrics (PHS §3–§7; SPEC §3, §5, §8).
+"""The PHSafe run's stages: load → measure and estimate → metrics (PHS §3–§7; docs/science.md §3, §5, §8).
 
 * :func:`load` — the CEF extract of ``spec.data`` (a sample name or a folder of the three CEF
   files), read for the configuration's ``state_filter``.
@@ -8,7 +8,7 @@
 * :func:`error_analysis` — the metrics stage: the engine's truth before and after truncation (a
   diagnostic), its noisy estimates and the analytic noise of each level handed to
   :mod:`engine.metrics.phsafe_errors` (noise vs truncation error, empirical vs analytic MOE,
-  truncation at scale; PHS §7.1, SPEC §5);
+  truncation at scale; PHS §7.1, docs/science.md §5);
 * :func:`metrics_payload` — metrics.json from that error analysis (MAE by table and
   population-group level, noise variance and MOE, truncation; schema in docs/phsafe.md).
 """

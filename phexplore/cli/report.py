@@ -1,4 +1,4 @@
-"""``phexplore report``: write the self-contained HTML session report (issue 10)."""
+"""``phexplore report``: write the self-contained HTML session report (docs/app.md)."""
 
 from __future__ import annotations
 

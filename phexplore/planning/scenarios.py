@@ -4,7 +4,7 @@ A scenario holds either PHSafe parameters (:class:`~engine.dp.budget.PHSafeBudge
 allocations by universe (:class:`~engine.dp.budget.TopDownAllocation`), plus the reporting choices
 (δ, which ρ → ε conversion is quoted, spine) and the ``metrics.json`` payloads of runs attached to it.
 JSON schema (``"schema": "phexplore-scenario/1"``) is documented in the README; comparisons of two
-scenarios are rows of ρ, ε and MOE side by side (SPEC §1–§2).
+scenarios are rows of ρ, ε and MOE side by side (docs/science.md §1–§2).
 """
 
 from __future__ import annotations
@@ -278,16 +278,12 @@ class Scenario:
         return cls.from_json(read_input_bytes(p, label=str(p)), source=str(p))
 
 
-RUN_ENGINES = ("topdown", "phsafe")
-"""The engines a run's ``metrics.json`` names (its required ``engine`` key)."""
-
-
 def names_a_run(metrics: Mapping[str, Any], where: str) -> Mapping[str, Any]:
-    """``metrics``, when it is a run's ``metrics.json`` payload: valid JSON that names no run (no
-    ``engine`` of a run, e.g. ``{}``, a config or a scenario given as results) is refused, never
-    reported as an empty run."""
+    """``metrics``, when it is a run's ``metrics.json`` payload, which names the engine that ran
+    (its required ``engine`` key: ``topdown`` or ``phsafe``); valid JSON that names no run (e.g.
+    ``{}``, a config or a scenario given as results) is refused, never reported as an empty run."""
     engine = metrics.get("engine")
-    if engine not in RUN_ENGINES:
+    if not isinstance(engine, str) or not engine:
         found = ", ".join(sorted(map(str, metrics))[:8]) or "no keys"
         what = f"engine {engine!r}" if engine is not None else f"no 'engine' (it has {found})"
         raise ValidationError(

@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 14: bad (and a few good) inputs across every format and option.
+"""The hostile-input corpus (docs/reliability.md): bad (and a few good) inputs across every format and option.
 
 Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry point
 (:func:`phexplore.cli.main`) in-process with its argv, and states the exact class of outcome:
@@ -8,7 +8,7 @@ Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry 
 
 ``check`` (optional) asserts what must hold on disk afterwards (e.g. an earlier output left intact,
 no stale file beside a new one). ``run_case`` is also used by ``run_corpus.py``, which replays the
-corpus against another checkout (e.g. the commit before issue 14) in subprocesses with a timeout.
+corpus against another checkout (e.g. the commit before the input checks) in subprocesses with a timeout.
 """
 
 from __future__ import annotations
@@ -298,7 +298,12 @@ SUM_ROWS = "GEOID,a,b\n" + "".join(f"4400103010010{k:02d},{BIG},{BIG}\n" for k i
 
 
 def _scenario_with_result(result: dict[str, object]) -> str:
-    return _scenario(results=[result])
+    """A valid saved scenario (the phsafe-2020 budget) with ``result`` attached."""
+    from phexplore.planning.scenarios import scenario_from_preset
+
+    data = scenario_from_preset("phsafe-2020").to_dict()
+    data["results"] = [result]
+    return json.dumps(data)
 
 
 def _altered_population(d: Path) -> None:
