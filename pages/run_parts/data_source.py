@@ -76,7 +76,7 @@ def _checked(key: str) -> None:
     held = st.session_state.get(UPLOAD_CHECK)
     if held is not None and held[0] == key:
         _, lines, seconds = held
-        st.caption(" · ".join(lines[1:] or lines) + f" — read and checked in {seconds:.2f} s")
+        st.caption(" · ".join(lines) + f" — read and checked in {seconds:.2f} s")
 
 
 def _problems(key: str) -> None:
