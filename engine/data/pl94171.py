@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from engine.core.errors import DataValidationError, Problem
 from engine.data.columns import Codes, Integers, convert_integers, duplicate_problems, texts_at
+from engine.data.csv_layout import split_fields
 from engine.data.csv_reader import CsvReader, CsvTable
 from engine.data.folders import pl94171_roles
 from engine.data.geography import (
@@ -321,12 +322,15 @@ def segment_number(source: DataSource, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     """The segment (1–3) a P.L. 94-171 file says it is (CIFSN, its first record's fourth
     field); None for the geographic header or anything else."""
     try:
-        first = TextStream(source, source_name(source), max_bytes).first_line()
+        stream = TextStream(source, source_name(source), max_bytes)
     except DataValidationError:
         return None
-    fields = first.split(b"|")
-    if len(fields) > 3 and fields[3].strip() in (b"01", b"02", b"03"):
-        return int(fields[3].strip())
+    try:
+        fields = split_fields(stream.first_line(), "|") or []
+    finally:
+        stream.close()
+    if len(fields) > 3 and fields[3] in ("01", "02", "03"):
+        return int(fields[3])
     return None
 
 
@@ -355,14 +359,15 @@ def _read_segment(source: DataSource, number: int, max_bytes: int) -> CsvTable:
         max_bytes=max_bytes,
         name=label,
     )
-    first = reader.stream.first_line().split(b"|")
+    first = split_fields(reader.stream.first_line(), "|") or []
     expected = f"{number:02d}"
-    if len(first) > 3 and first[3].strip().decode("latin-1") != expected:
+    if len(first) > 3 and first[3] != expected:
+        reader.close()
         raise DataValidationError(
             [
                 Problem(
                     label,
-                    f"this is not segment {number} (CIFSN {first[3].strip().decode('latin-1')!r}); "
+                    f"this is not segment {number} (CIFSN {first[3]!r}); "
                     "pass the files in the order geo, segment 1, segment 2, segment 3",
                     1,
                     "CIFSN",
