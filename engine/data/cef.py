@@ -198,7 +198,7 @@ def _kept(
     geo_keep = np.asarray(
         pc.is_in(geo.text["TABBLKST"], value_set=wanted).to_numpy(zero_copy_only=False), bool
     )
-    state_mafids = pa.array(geo.values["MAFID"][geo_keep & geo.ok("MAFID")])
+    state_mafids = geo.values["MAFID"][geo_keep & geo.ok("MAFID")]
     return {
         "geo": geo_keep,
         "units": _in(tables["units"].values["MAFID"], state_mafids),
@@ -206,10 +206,15 @@ def _kept(
     }
 
 
-def _in(values: np.ndarray, value_set: pa.Array) -> np.ndarray:
-    """Whether each of ``values`` is in ``value_set`` (Arrow's hash lookup)."""
-    found = pc.is_in(pa.array(values), value_set=value_set)
-    return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+def _in(values: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is among ``others`` (binary search in the sorted MAFIDs: an
+    extract's are sorted already, and then nothing is sorted)."""
+    if others.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if not bool(np.all(others[1:] >= others[:-1])):
+        others = np.sort(others)
+    position = np.minimum(np.searchsorted(others, values), others.size - 1)
+    return others[position] == values
 
 
 def _cross_file_problems(
@@ -239,7 +244,7 @@ def _cross_file_problems(
     for kind, other in (("persons", "units"), ("units", "geo"), ("geo", "units")):
         t = tables[kind]
         mafid = t.values["MAFID"]
-        others = pa.array(tables[other].values["MAFID"][tables[other].ok("MAFID")])
+        others = tables[other].values["MAFID"][tables[other].ok("MAFID")]
         missing = np.flatnonzero(usable[kind] & ~_in(mafid, others))
         problems.add(
             ("MAFID", f"link {kind} {other}"),

@@ -11,6 +11,7 @@ a first line without that delimiter is refused with the delimiter it does hold.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,14 @@ def key_of(spec: ColumnSpec) -> str:
 def split_fields(line: bytes, delimiter: str) -> list[str] | None:
     """The fields of one line as Arrow's CSV parser splits them (quotes honoured), stripped;
     None when the line does not parse."""
+    fields = _split(line, delimiter)
+    return None if fields is None else list(fields)
+
+
+@functools.lru_cache(maxsize=64)
+def _split(line: bytes, delimiter: str) -> tuple[str, ...] | None:
+    """:func:`split_fields`, remembered: a header is split once to find its delimiter and once
+    more to read it (and the files of one extract share their headers)."""
     if not line.strip():
         return None
     try:
@@ -49,7 +58,7 @@ def split_fields(line: bytes, delimiter: str) -> list[str] | None:
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
-    return [name.strip() for name in table.column_names]
+    return tuple(name.strip() for name in table.column_names)
 
 
 def detect_delimiter(header_line: str, wanted: Sequence[str]) -> str:
@@ -59,7 +68,9 @@ def detect_delimiter(header_line: str, wanted: Sequence[str]) -> str:
     line = header_line.encode("utf-8")
 
     def score(delimiter: str) -> tuple[int, int]:
-        fields = split_fields(line, delimiter) or [header_line]
+        # a delimiter absent from the line splits nothing: no need to ask the parser
+        split = split_fields(line, delimiter) if delimiter in header_line else None
+        fields = split or [header_line.strip()]
         return (sum(f.strip('"').lower() in wanted_lower for f in fields), len(fields))
 
     return max(DELIMITERS, key=score)
