@@ -132,7 +132,9 @@ def cef_files(path_or_dir: CefSource) -> tuple[dict[str, DataSource], dict[str, 
 
 
 def _read(kind: str, source: DataSource, label: str, max_bytes: int) -> CsvTable:
-    reader = CsvReader(source, list(_COLUMNS[kind]), max_bytes=max_bytes, name=label)
+    reader = CsvReader(
+        source, list(_COLUMNS[kind]), max_bytes=max_bytes, name=label, large_text=True
+    )
     return reader.read(KINDS[kind])
 
 

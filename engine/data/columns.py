@@ -178,6 +178,8 @@ def _invalid(valid: np.ndarray | None, n: int, index: np.ndarray) -> np.ndarray:
 def convert_codes(raw: Texts, spec: Codes) -> Converted:
     """Code indices of one batch (one hash lookup; blanks stripped only when a value misses)."""
     accepted, index = spec.accepted
+    if accepted.type != raw.type:  # large_string text
+        accepted = accepted.cast(raw.type)
     text = raw
     found = pc.index_in(raw, value_set=accepted)
     if found.null_count:

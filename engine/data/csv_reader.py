@@ -158,7 +158,9 @@ class CsvReader:
     (the lines a Spark task reads, numbered from ``first_row``). ``encodings`` lists what the
     file may be in (``"utf-8"``, ``"latin-1"``): the next is tried when a byte is not the first.
     ``block_bytes`` is the text of a batch (default :data:`BLOCK_BYTES`); with ``require_rows``
-    False a file without records is not refused (a Spark task's lines may all be blank).
+    False a file without records is not refused (a Spark task's lines may all be blank). With
+    ``large_text`` text is read as Arrow ``large_string`` (what pandas' Arrow-backed strings hold:
+    handed over without a copy).
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class CsvReader:
         first_row: int = 1,
         block_bytes: int | None = None,
         require_rows: bool = True,
+        large_text: bool = False,
     ) -> None:
         self.label = (
             layout.file if layout is not None and name is None else source_name(source, name)
@@ -185,6 +188,7 @@ class CsvReader:
         self.block_bytes = int(block_bytes or BLOCK_BYTES)
         self.first_row = int(first_row)
         self.require_rows = require_rows
+        self.text_type = pa.large_string() if large_text else pa.string()
         self.problems = Problems()
         self._columns, self._optional = list(columns), list(optional)
         self._field_names, self._delimiter = field_names, delimiter
@@ -289,7 +293,7 @@ class CsvReader:
             header=self.layout.header,
             found=dict(self.layout.found),
             rows=np.concatenate(rows) if rows else empty_int,
-            text={k: pa.chunked_array(v, pa.string()) for k, v in text.items()},
+            text={k: pa.chunked_array(v, self.text_type) for k, v in text.items()},
             values={
                 k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64)
                 for k, v in values.items()
@@ -335,7 +339,7 @@ class _Batches:
                 ),
                 convert_options=pacsv.ConvertOptions(
                     include_columns=keep,
-                    column_types={n: pa.string() for n in keep},
+                    column_types={n: reader.text_type for n in keep},
                     strings_can_be_null=False,
                     quoted_strings_can_be_null=False,
                     check_utf8=False,  # the stream has checked (or transcoded) every byte
