@@ -212,10 +212,14 @@ class TextStream(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         want = PIECE if size is None or size < 0 else max(size, 1)
         while self._held < want and not self._eof:
-            self._more()
-        text = b"".join(self._pieces)
-        piece, rest = (text, b"") if len(text) <= want else (text[:want], text[want:])
-        self._pieces, self._held = ([rest], len(rest)) if rest else ([], 0)
+            self._more(want - self._held)
+        if len(self._pieces) == 1 and self._held <= want:  # the usual case: no copy
+            piece = self._pieces[0]
+            self._pieces, self._held = [], 0
+        else:
+            text = b"".join(self._pieces)
+            piece, rest = (text, b"") if len(text) <= want else (text[:want], text[want:])
+            self._pieces, self._held = ([rest], len(rest)) if rest else ([], 0)
         self._scan(piece)
         return piece
 
@@ -235,8 +239,8 @@ class TextStream(io.RawIOBase):
 
     # ------------------------------------------------------------------ internals
 
-    def _more(self) -> None:
-        piece = self._source.read(PIECE)
+    def _more(self, size: int = PIECE) -> None:
+        piece = self._source.read(max(size, PIECE))
         if not piece:
             self._eof = True
         self._receive(piece, final=not piece)
@@ -297,7 +301,7 @@ class TextStream(io.RawIOBase):
         self._lines += n
         self._file_lines += n
         self._offset += len(piece)
-        self._tail = (self._tail + piece)[-2:]
+        self._tail = (self._tail + piece[-2:])[-2:]
 
 
 class UnicodeLocated(DataValidationError):
