@@ -43,7 +43,8 @@ from outputs import in_child  # noqa: E402  (the forked-child measurement of ben
 
 def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
     """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
-    from engine.metrics import epl_table, mae_table
+    from engine.metrics.epl import epl_table
+    from engine.metrics.errors import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.runs import topdown as stages
@@ -98,8 +99,9 @@ def one_size(
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
     from engine.dp.presets import load_topdown_preset
-    from engine.runs import RunSpec, execute
     from engine.runs import topdown as stages
+    from engine.runs.pipeline import execute
+    from engine.runs.spec import RunSpec
     from engine.topdown.queries import query_group
     from phexplore.api.limits import APP_MAX_ROWS
 

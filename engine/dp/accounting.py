@@ -20,20 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
 
 import numpy as np
 from scipy.special import log_ndtr
 
 from engine.core.errors import ValidationError
-
-Conversion = Literal["bun_steinke", "cks", "gaussian"]
-CONVERSIONS: tuple[Conversion, ...] = ("bun_steinke", "cks", "gaussian")
-CONVERSION_LABELS: dict[str, str] = {
-    "bun_steinke": "Bun–Steinke 2016 (the conversion the TDA paper quotes)",
-    "cks": "Canonne–Kamath–Steinke 2020 (tight; used by the production privacy-loss certificates)",
-    "gaussian": "Gaussian-mechanism profile (approximate for discrete Gaussian noise)",
-}
+from engine.dp.conversions import CONVERSIONS
 
 # Golden-section search over t = ln(α − 1) ∈ [T_LO, T_HI] for the CKS infimum (α ∈ (1 + 1e-9, 1 + e^25)).
 _T_LO, _T_HI = -20.0, 25.0

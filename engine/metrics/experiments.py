@@ -35,7 +35,8 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.dp.distributions import discrete_gaussian_moe, geometric_moe
 from engine.dp.moe import z_for_confidence
-from engine.metrics.epl import EPLSettings, epl_table
+from engine.metrics.epl import epl_table
+from engine.metrics.epl_settings import EPLSettings
 from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
 
 MOE_Z = z_for_confidence(0.90)

@@ -40,7 +40,8 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
-from engine.metrics.epl import EPLSettings, epl_details_counted, epl_table, settings_of
+from engine.metrics.epl import epl_details_counted, epl_table
+from engine.metrics.epl_settings import EPLSettings, settings_of
 from engine.metrics.errors import mae_table
 
 SCHEMA_VERSION = 1
@@ -280,10 +281,10 @@ def epl_settings_of_metrics(payload: Mapping[str, Any]) -> EPLSettings | None:
     """The EPL settings a metrics.json was computed with.
 
     Files written before ``epl_settings`` existed used p = 99, m = 1.5 (the old default), so a
-    file with an ``epl`` section but no settings reads as :data:`~engine.metrics.epl.PF_FUNCTION_DEFAULT`;
+    file with an ``epl`` section but no settings reads as :data:`~engine.metrics.epl_settings.PF_FUNCTION_DEFAULT`;
     ``None`` when the file has no EPL at all.
     """
-    from engine.metrics.epl import PF_FUNCTION_DEFAULT
+    from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT
 
     if "epl_settings" in payload:
         return EPLSettings.from_dict(dict(payload["epl_settings"]))

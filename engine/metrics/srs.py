@@ -23,7 +23,8 @@ import pandas as pd
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.metrics.epl import EPLSettings, epl_table
+from engine.metrics.epl import epl_table
+from engine.metrics.epl_settings import EPLSettings
 from engine.metrics.errors import mae_table
 from engine.schema.attributes import Schema
 

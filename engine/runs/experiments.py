@@ -30,7 +30,7 @@ from engine.metrics.blau import (
     homogeneity_index_from_histogram,
     raceeth_counts_from_histogram,
 )
-from engine.metrics.epl import EPLSettings, settings_of
+from engine.metrics.epl_settings import EPLSettings, settings_of
 from engine.metrics.experiments import (
     ExperimentGrid,
     ExperimentResult,
@@ -397,7 +397,7 @@ def write_experiment(
     """Write an experiment's tables (and ``extra`` ones, e.g. ``tradeoff``) plus experiment.json.
 
     ``output_format``: ``csv``, ``parquet``, or ``auto`` = CSV unless a table has more than
-    :data:`engine.runs.table_files.AUTO_CSV_MAX_ROWS` rows, then Parquet for every table
+    :data:`engine.runs.output_options.AUTO_CSV_MAX_ROWS` rows, then Parquet for every table
     (:func:`engine.runs.table_files.write_table`); experiment.json records the format.
     """
     import json

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
+
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -34,10 +36,6 @@ import pandas as pd
 
 from engine.core.errors import OutputError, ValidationError
 
-FORMATS: tuple[str, ...] = ("auto", "csv", "parquet")
-"""Values of ``--output-format``."""
-AUTO_CSV_MAX_ROWS = 1_000_000
-"""``auto`` writes CSV when the dense estimates table has at most this many rows, else Parquet."""
 SUFFIX = {"csv": ".csv", "parquet": ".parquet"}
 METADATA_KEY = b"phexplore"
 """Key of a PHExplore Parquet table's description in the file's key-value metadata."""

@@ -26,7 +26,7 @@ from engine.core.errors import ValidationError
 from engine.core.executors import Executor
 from engine.data.histogram import BlockHistogram, keep_blocks
 from engine.dp.budget import TopDownAllocation
-from engine.metrics.epl import EPLSettings
+from engine.metrics.epl_settings import EPLSettings
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
 from engine.topdown.measure import Measurements
@@ -331,7 +331,7 @@ def estimate(
 def epl_settings_of(spec: RunSpec) -> EPLSettings:
     """The EPL density-range settings of a spec (options ``epl_percentile``/``epl_multiplier``;
     default Petti & Flaxman's published p = 95, m = 1.0; SPEC §5)."""
-    from engine.metrics.epl import PF_MULTIPLIER, PF_PERCENTILE
+    from engine.metrics.epl_settings import PF_MULTIPLIER, PF_PERCENTILE
 
     return EPLSettings(
         percentile=float(spec.options.get("epl_percentile", PF_PERCENTILE)),

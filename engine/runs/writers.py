@@ -31,6 +31,7 @@ import pandas as pd
 
 from engine.core.errors import ValidationError
 from engine.core.strict_json import json_default
+from engine.runs.output_options import ESTIMATE_CHOICES
 
 
 def strict(value: Any, *, infinity: str | None = None) -> Any:
@@ -69,8 +70,6 @@ def _folder(out_dir: str | Path) -> Path:
     return out
 
 
-ESTIMATE_CHOICES: tuple[str, ...] = ("auto", "dense", "sparse")
-"""Values of ``--estimates``: ``auto`` = sparse for Parquet, dense for CSV."""
 SPARSE_NOTE = (
     "rows whose true and estimated counts are both 0 are left out; every geounit (geounits table) "
     "× every cell of every query (cells table) not listed has true = estimate = 0"

@@ -7,7 +7,7 @@ Pages import this package, never :mod:`phexplore.cli` or ``engine`` (tests/test_
 
 Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
 in a thread with the pipeline's progress and cancel, the runs kept in the session),
-:mod:`~phexplore.api.runs` (a RunSpec from the widgets, executed by :func:`engine.runs.execute`),
+:mod:`~phexplore.api.runs` (a RunSpec from the widgets, executed by :func:`engine.runs.pipeline.execute`),
 :mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads),
 :mod:`~phexplore.api.replay` (a recorded run again through the same pipeline). Pages use them as
 ``from phexplore import api as R`` and ``R.topdown_work(...)``.

@@ -4,7 +4,7 @@ Part of the app-facing API (:mod:`phexplore.api`); the app's face on what ``phex
 does. Every run's ``metrics.json`` holds its :class:`~engine.runs.spec.RunSpec` under ``run``
 (engine, data, budget, seed, options). A replay takes that description from a run of the session,
 an uploaded ``metrics.json`` or a result attached to a saved scenario, and runs it again through
-:func:`engine.runs.execute` in a :class:`~phexplore.api.jobs.RunJob` (progress and Cancel as every
+:func:`engine.runs.pipeline.execute` in a :class:`~phexplore.api.jobs.RunJob` (progress and Cancel as every
 run). With the keyed noise (SPEC §8: every noisy value keyed by seed, level, geounit and query) the
 same description gives the same numbers whatever the workers or backend; the new run records
 ``replay_of`` (the original's run fingerprint, number, data and seed, and whether its MAE table came
@@ -253,7 +253,7 @@ def replay_work(
                 spec, job, data, label, spine, provenance, extra={"replay_of": repeated}
             )
         else:
-            from engine.runs import execute
+            from engine.runs.pipeline import execute
 
             output = execute(
                 spec,

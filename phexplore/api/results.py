@@ -71,10 +71,10 @@ def epl_curves(
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
     Residuals are estimate − true over the group's cells (SPEC §5);
-    :func:`engine.metrics.epl_details` gives the value, the bootstrap interval, the KDE and the
+    :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
     EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
-    from engine.metrics import epl_details
+    from engine.metrics.epl import epl_details
 
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)

@@ -2,7 +2,7 @@
 
 Part of the app-facing API (:mod:`phexplore.api`). :func:`topdown_work` and :func:`phsafe_work`
 build the run description the CLI would build from the same choices and return the work a
-:class:`~phexplore.api.jobs.RunJob` runs in its thread: :func:`engine.runs.execute` (load →
+:class:`~phexplore.api.jobs.RunJob` runs in its thread: :func:`engine.runs.pipeline.execute` (load →
 measure → estimate → metrics) with the job's :class:`~engine.runs.control.RunControl`, plus an
 optional ρ sweep through :func:`engine.runs.experiments.run_experiment`. No science here.
 """
@@ -19,7 +19,12 @@ from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
-from engine.metrics.epl import MULTIPLIER_RANGE, PERCENTILE_RANGE, PF_MULTIPLIER, PF_PERCENTILE
+from engine.metrics.epl_settings import (
+    MULTIPLIER_RANGE,
+    PERCENTILE_RANGE,
+    PF_MULTIPLIER,
+    PF_PERCENTILE,
+)
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
@@ -287,7 +292,7 @@ def execute_topdown(
     metrics.json and the tables come from the sparse residuals; the dense tidy table keeps at
     most :data:`phexplore.api.limits.APP_MAX_ROWS` rows, by the rule of opened run folders
     (smallest queries first, TOTAL first; the others in ``output.extra["queries_left_out"]``)."""
-    from engine.runs import execute
+    from engine.runs.pipeline import execute
     from engine.topdown.queries import SCHEMA_QUERIES
 
     queries = SCHEMA_QUERIES.get(hist.schema.name)
@@ -449,7 +454,7 @@ def phsafe_work(
     )
 
     def work(job: RunJob) -> RunRecord:
-        from engine.runs import execute
+        from engine.runs.pipeline import execute
 
         output = execute(spec, control=job.control, data=extract, extra_metrics=provenance)
         return phsafe_record(
@@ -588,8 +593,8 @@ def sample_scale(name: str) -> float | None:
 
 
 def epl_settings(percentile: float = EPL_PERCENTILE, multiplier: float = EPL_MULTIPLIER) -> Any:
-    """The checked :class:`engine.metrics.epl.EPLSettings` (a ValidationError names a bad value)."""
-    from engine.metrics.epl import EPLSettings
+    """The checked :class:`engine.metrics.epl_settings.EPLSettings` (a ValidationError names a bad value)."""
+    from engine.metrics.epl_settings import EPLSettings
 
     return EPLSettings(percentile=float(percentile), multiplier=float(multiplier))
 

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.dp.accounting import CONVERSION_LABELS
+from engine.dp.conversions import CONVERSION_LABELS, DEFAULT_DELTA
 from phexplore.app.naming import cell_label, level_label
-from phexplore.planning.moe_tables import DEFAULT_DELTA, epsilons
+from phexplore.planning.moe_tables import epsilons
 
 GLOSSARY: dict[str, str] = {
     "ρ (rho)": "The privacy-loss budget in zero-concentrated differential privacy (zCDP), the "

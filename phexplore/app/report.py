@@ -21,10 +21,11 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.dp.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from engine.dp.accounting import delta_grid, epsilon_curves
 from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS
 from phexplore.app.charts import for_report
 from phexplore.app.naming import display_frame
 from phexplore.planning.scenarios import Scenario

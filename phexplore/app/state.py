@@ -21,20 +21,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from engine.dp.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
+from engine.dp.accounting import delta_grid, epsilon_curves
 from engine.dp.budget import LEVEL_KEYS, PHSafeBudget, TopDownAllocation, allowed_levels
+from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS, DEFAULT_DELTA
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
 from engine.dp.origin import budget_origin
 from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset
 from phexplore.app import naming
 from phexplore.app.naming import display_frame, table_label
-from phexplore.planning.moe_tables import (
-    DEFAULT_DELTA,
-    phsafe_rows,
-    phsafe_summary,
-    topdown_rows,
-    topdown_summary,
-)
+from phexplore.planning.moe_tables import phsafe_rows, phsafe_summary, topdown_rows, topdown_summary
 
 # Session-state keys (one place, so pages and tests agree on them).
 PHSAFE = "phsafe_budget"

@@ -9,9 +9,8 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.numbers import option_type
 from engine.core.strict_json import load_json_object
-from engine.dp.presets import load_phsafe_preset, load_topdown_preset, phsafe_from_dict, preset_info
 from phexplore.cli._output import add_format_option, print_rows
-from phexplore.planning.targets import OBJECTIVES, plan_phsafe, plan_topdown, sigma_targets_of
+from phexplore.planning.objectives import OBJECTIVES
 
 
 def register(subparsers: Any) -> None:
@@ -98,6 +97,10 @@ def _read_targets(spec: str) -> dict[str, Any] | None:
 
 def run_phsafe(args: argparse.Namespace) -> int:
     """Print the PHSafe plan."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import load_phsafe_preset, phsafe_from_dict
+    from phexplore.planning.targets import plan_phsafe
+
     data = _read_targets(args.targets)
     if data is None:
         budget = load_phsafe_preset(args.targets)
@@ -113,7 +116,8 @@ def run_phsafe(args: argparse.Namespace) -> int:
 
 def run_topdown_published(args: argparse.Namespace) -> int:
     """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
-    from engine.dp.presets import topdown_from_dict
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import load_topdown_preset, topdown_from_dict
     from engine.prediction import shipped_profile_for
     from phexplore.planning.targets import parse_published_targets, plan_topdown_published
 
@@ -143,7 +147,10 @@ def run_topdown_published(args: argparse.Namespace) -> int:
 
 def run_topdown(args: argparse.Namespace) -> int:
     """Print the TopDown plan."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.moe import z_for_confidence
+    from engine.dp.presets import load_topdown_preset, preset_info
+    from phexplore.planning.targets import plan_topdown, sigma_targets_of
 
     if args.published:
         if args.targets:

@@ -10,8 +10,6 @@ from engine.core.errors import ValidationError
 from engine.core.manifest import check_result_file
 from engine.core.output_folder import atomic_file, check_target
 from engine.core.strict_json import load_json_object
-from phexplore.app.report import build_report_html
-from phexplore.planning.scenarios import Scenario, scenario_from_preset
 
 
 def register(subparsers: Any) -> None:
@@ -46,6 +44,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build and write the report (temp file + rename; results checked against their manifest)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from phexplore.app.report import build_report_html
+    from phexplore.planning.scenarios import Scenario, scenario_from_preset
+
     results = [check_result_file(path) for path in args.results]
     inputs = {"scenario": args.scenario, "results": [str(p) for p in results]}
     # Check --out before the (slow) build, then write it atomically under the lock.

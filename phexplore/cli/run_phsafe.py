@@ -13,8 +13,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from engine.core.numbers import RANGES, option_type, parse_whole
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._options import add_max_bytes_option, add_noise_method_option, add_seed_option
@@ -161,6 +159,9 @@ def summary_lines(
 
 def run(args: argparse.Namespace) -> int:
     """Check the options and --out, then load, run and write atomically; print the summary."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    import numpy as np
+
     RANGES["trials"].check(args.trials, "--trials")
     tau = parse_tau(args.tau) if args.tau else None
     seed = args.seed
@@ -204,7 +205,7 @@ def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> 
 
 def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
     """Run the description through the one pipeline and write into the staging folder."""
-    from engine.runs import execute, write
+    from engine.runs.pipeline import execute, write
 
     spec = spec_of(args, tau, seed)
     staging.settings.update(

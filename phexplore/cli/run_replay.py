@@ -4,7 +4,7 @@ Every metrics.json written by ``phexplore run topdown`` / ``run phsafe`` (and ev
 keeps) holds its :class:`~engine.runs.spec.RunSpec` under ``run``: engine, data source,
 allocation or configuration, seed and options, with a SHA-256 fingerprint. ``--spec`` takes that
 metrics.json (or a JSON file holding only the spec); the run goes through the same pipeline
-(:func:`engine.runs.execute`) and is written, atomically with a manifest, to ``--out``. With the
+(:func:`engine.runs.pipeline.execute`) and is written, atomically with a manifest, to ``--out``. With the
 keyed noise the replay reproduces the original numbers exactly — on any number of ``--workers``.
 Runs with ``noise_method: exact`` (OpenDP, OS randomness) cannot be reproduced and are refused.
 """
@@ -98,7 +98,8 @@ def _run(
 ) -> int:
     """Run the description through the one pipeline with the original's budget provenance; say
     whether the same seed gave the same numbers (``replay_of`` in metrics.json, as in the app)."""
-    from engine.runs import RunControl, execute, write
+    from engine.runs.control import RunControl
+    from engine.runs.pipeline import execute, write
 
     staging.settings.update({"engine": spec.engine, "run_fingerprint": spec.fingerprint()})
 

@@ -1,7 +1,7 @@
 """``phexplore run topdown``: run the TopDown engine (TDA §6–§7) and write its outputs.
 
 The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`), run by the one run
-pipeline (:func:`engine.runs.execute`, :func:`engine.runs.write`) the app and experiments use,
+pipeline (:func:`engine.runs.pipeline.execute`, :func:`engine.runs.pipeline.write`) the app and experiments use,
 written into the atomic output folder (:mod:`engine.core.output_folder`).
 
 Writes to ``--out`` (see docs/topdown.md "Outputs"): ``estimates`` (tidy: geolevel, geounit,
@@ -21,11 +21,8 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import parse_exact
-from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
-from engine.runs.schema_note import note_lines
-from engine.runs.table_files import AUTO_CSV_MAX_ROWS as AUTO_ROWS
-from engine.runs.table_files import FORMATS
-from engine.runs.writers import ESTIMATE_CHOICES
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS as AUTO_ROWS
+from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -249,7 +246,11 @@ def spec_of(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace, staging: Any) -> int:
     """Parse into a run description, run it through the one pipeline, write into the staging folder."""
-    from engine.runs import RunControl, execute, write
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+    from engine.runs.control import RunControl
+    from engine.runs.pipeline import execute, write
+    from engine.runs.schema_note import note_lines
 
     spec = spec_of(args)
     staging.settings.update(

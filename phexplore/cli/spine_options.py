@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.topdown.spine.plan import SpinePlan, plan_spine
-
 if TYPE_CHECKING:
     from engine.data.histogram import BlockHistogram
     from engine.dp.budget import TopDownAllocation
+    from engine.topdown.spine.plan import SpinePlan
 
 import argparse
 
@@ -99,6 +98,9 @@ def apply_spine_options(
     args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
 ) -> SpinePlan:
     """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan` (see :func:`plan_spine`)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.topdown.spine.plan import plan_spine
+
     return plan_spine(
         hist,
         allocation,

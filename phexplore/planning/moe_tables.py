@@ -11,8 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from engine.dp.accounting import CONVERSIONS, epsilon_for_delta
+from engine.dp.accounting import epsilon_for_delta
 from engine.dp.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
+from engine.dp.conversions import CONVERSIONS, DEFAULT_DELTA
 from engine.dp.distributions import geometric_variance
 from engine.dp.moe import (
     moe_bound,
@@ -21,8 +22,6 @@ from engine.dp.moe import (
     sigma2_for_rho,
     z_for_confidence,
 )
-
-DEFAULT_DELTA = 1e-10
 
 
 def epsilons(rho: float, delta: float = DEFAULT_DELTA) -> dict[str, float]:

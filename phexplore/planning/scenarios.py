@@ -18,9 +18,9 @@ from engine.core.errors import ValidationError
 from engine.core.files import read_input_bytes
 from engine.core.numbers import as_float
 from engine.core.strict_json import as_mapping, check_keys, loads_strict_json
-from engine.dp.accounting import CONVERSIONS
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.dp.budget.fingerprint import budget_fingerprint
+from engine.dp.conversions import CONVERSIONS, DEFAULT_DELTA
 from engine.dp.origin import budget_origin
 from engine.dp.presets import (
     load_phsafe_preset,
@@ -29,7 +29,6 @@ from engine.dp.presets import (
     topdown_from_dict,
 )
 from phexplore.planning.moe_tables import (
-    DEFAULT_DELTA,
     epsilons,
     phsafe_rows,
     phsafe_summary,

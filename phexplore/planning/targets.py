@@ -24,11 +24,10 @@ from engine.core.errors import ValidationError
 from engine.core.numbers import as_float
 from engine.core.strict_json import as_mapping
 from engine.dp.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
+from engine.dp.conversions import DEFAULT_DELTA
 from engine.dp.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
-from phexplore.planning.moe_tables import DEFAULT_DELTA, epsilons, phsafe_rows, topdown_rows
-
-OBJECTIVES = ("max-ratio", "weighted")
-
+from phexplore.planning.moe_tables import epsilons, phsafe_rows, topdown_rows
+from phexplore.planning.objectives import OBJECTIVES
 
 # ---------------------------------------------------------------------------- PHSafe
 

@@ -8,12 +8,12 @@ import pytest
 import scipy.sparse as sp
 
 from engine.core.errors import ValidationError
-from engine.metrics import mae_table
 from engine.metrics.counted import (
     counted_error_table,
     counted_residuals,
     counted_rmse_table,
 )
+from engine.metrics.errors import mae_table
 from engine.metrics.prediction import rmse_table
 
 

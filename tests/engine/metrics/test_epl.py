@@ -12,14 +12,8 @@ from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
 from engine.core.errors import ValidationError
-from engine.metrics import (
-    PF_FUNCTION_DEFAULT,
-    PF_PUBLISHED,
-    EPLSettings,
-    empirical_privacy_loss,
-    epl_details,
-    epl_table,
-)
+from engine.metrics.epl import empirical_privacy_loss, epl_details, epl_table
+from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, PF_PUBLISHED, EPLSettings
 
 
 def reference_epl(e: np.ndarray, p: float = 95.0, m: float = 1.0) -> float:

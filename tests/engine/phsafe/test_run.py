@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics import validate_metrics_json
+from engine.metrics.metrics_json import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
 from engine.phsafe.run import PHSafeCancelled, run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload

@@ -12,8 +12,10 @@ from engine.core.errors import ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
-from engine.runs import RunCancelled, RunControl, RunSpec, execute, write
 from engine.runs import topdown as stages
+from engine.runs.control import RunCancelled, RunControl
+from engine.runs.pipeline import execute, write
+from engine.runs.spec import RunSpec
 from engine.topdown.run import TopDownOptions, run_topdown
 
 TRACTS = ["44007001000", "44007001100"]

@@ -18,8 +18,9 @@ import scipy.sparse as sp
 from engine.dp.presets import load_topdown_preset
 from engine.metrics.counted import counted_error_summary, counted_residuals
 from engine.metrics.epl import epl_details, epl_details_counted
-from engine.runs import RunSpec, execute
 from engine.runs import topdown as stages
+from engine.runs.pipeline import execute
+from engine.runs.spec import RunSpec
 from engine.topdown.result import TopDownResult
 
 TRACTS = ["44007001000", "44007001100"]
@@ -40,7 +41,8 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
     """The old dense path (before issue 17's app change): metrics.json and the app's tables
     computed from the whole tidy table ``result.to_tidy()``."""
-    from engine.metrics import epl_table, mae_table
+    from engine.metrics.epl import epl_table
+    from engine.metrics.errors import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
@@ -213,7 +215,7 @@ def test_the_cli_path_never_densifies_the_block_histogram(generated, monkeypatch
     """Load (sparse), measure, estimate, metrics.json and the output files of a production run
     with any dense block histogram refused (issue 17: blocks × 2,016 never held dense)."""
     from engine.data import histogram as histogram_module
-    from engine.runs import write
+    from engine.runs.pipeline import write
 
     assert generated.is_sparse
     monkeypatch.setattr(histogram_module, "MAX_DENSE_BLOCK_CELLS", 0)

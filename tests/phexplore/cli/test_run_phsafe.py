@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.metrics import validate_metrics_json
+from engine.metrics.metrics_json import validate_metrics_json
 from phexplore.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"

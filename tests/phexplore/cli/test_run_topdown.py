@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from engine.data.samples import get_sample
-from engine.metrics import validate_metrics_json
+from engine.metrics.metrics_json import validate_metrics_json
 from phexplore.cli import main
 
 

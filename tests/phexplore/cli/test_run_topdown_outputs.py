@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from engine.core.errors import OutputError
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS
 from engine.runs.run_folder import open_run_folder
-from engine.runs.table_files import AUTO_CSV_MAX_ROWS
 from phexplore.cli import main
 
 BASE = [
