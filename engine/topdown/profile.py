@@ -48,7 +48,7 @@ def tree_profile(
         # profile's count arrays are.
         truth = aggregate_sparse(tree, hist.sparse_counts)
         counts = tuple(truth[o].toarray() for o in order)
-    attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
+    attributes = hist.schema.attribute_levels
     zero_query, zero_answers = "", None
     frame = block_bounds(hist) if with_counts else None
     if frame is not None:  # the unit frame's structural zeros, held by the engine (plan.py)
