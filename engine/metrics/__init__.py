@@ -2,7 +2,7 @@
 
 Pure functions on the tidy comparison table (geolevel, geounit, query, cell, true, estimate):
 
-- :mod:`engine.metrics.errors` — MAE, median AE, relative error, share within ±k, size classes;
+- :mod:`engine.metrics.error_tables` — MAE, median AE, relative error, share within ±k, size classes;
 - :mod:`engine.metrics.blau` — Blau index, quintile bias (TDA Table 13), homogeneity index (PF Fig. 3);
 - :mod:`engine.metrics.epl` — empirical privacy loss with its bootstrap interval (PF);
 - :mod:`engine.metrics.srs` — the simple-random-sampling baseline (PF Fig. 2);
@@ -40,7 +40,7 @@ from engine.metrics.epl import (
     epl_details,
     epl_table,
 )
-from engine.metrics.errors import (
+from engine.metrics.error_tables import (
     BLOCK_SIZE_CLASSES,
     COUNTY_SIZE_CLASSES,
     TIDY_COLUMNS,

@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.metrics.errors import check_tidy
+from engine.metrics.error_tables import check_tidy
 from engine.schema.attributes import RACEETH
 
 RACEETH_GROUPS: tuple[str, ...] = RACEETH.levels

@@ -4,7 +4,7 @@ At production scale a TopDown run's residuals (estimate − true, per geounit ×
 almost all 0: both the true and the estimated count are 0 in most of the 2,016 cells of most
 blocks. Those zeros are counted here, never stored. A residual set is a :class:`CountedResiduals`:
 its sorted distinct values and how many residuals take each value (the zero's count included).
-From it follow, with the same numbers as :func:`engine.metrics.errors.mae_table` on the dense
+From it follow, with the same numbers as :func:`engine.metrics.error_tables.mae_table` on the dense
 table (residuals are integers, so every sum is exact):
 
 * MAE (TDA §9) = Σ |r| over the non-zero residuals / number of cells;
@@ -88,7 +88,7 @@ def counted_error_summary(residuals: CountedResiduals) -> dict[str, float | int]
 def counted_error_table(
     residuals: Mapping[tuple[str, ...], CountedResiduals], by: Sequence[str]
 ) -> pd.DataFrame:
-    """:func:`engine.metrics.errors.mae_table` of counted residual sets, one row per key.
+    """:func:`engine.metrics.error_tables.mae_table` of counted residual sets, one row per key.
 
     Columns ``[*by, n_cells, mae, median_ae, mean_error, p95_ae, max_ae]``, keys sorted as the
     dense table's sorted groupby sorts them, with the same numbers: residuals are integers, so

@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import RANGES
-from engine.metrics.errors import check_tidy
+from engine.metrics.error_tables import check_tidy
 
 BANDWIDTH_FACTOR = 0.1
 """KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""

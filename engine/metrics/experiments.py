@@ -36,7 +36,7 @@ from engine.core.errors import ValidationError
 from engine.dp.distributions import discrete_gaussian_moe, geometric_moe
 from engine.dp.moe import z_for_confidence
 from engine.metrics.epl import EPLSettings, epl_table
-from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
+from engine.metrics.error_tables import SIGNED_ERROR_QUANTILES, error_table, mae_table
 
 MOE_Z = z_for_confidence(0.90)
 """z of the analytic 90% MOE z·σ (SPEC §2)."""

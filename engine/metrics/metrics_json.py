@@ -41,7 +41,7 @@ from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
 from engine.metrics.epl import EPLSettings, epl_details_counted, epl_table, settings_of
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS: tuple[str, ...] = ("engine", "rho", "seed", "runtime_s", "mae")

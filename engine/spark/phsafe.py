@@ -46,7 +46,7 @@ from engine.phsafe.join import (
     truncation_stats,
     with_occurrence,
 )
-from engine.phsafe.run import PHSafeCancelled, run_levels
+from engine.phsafe.release import PHSafeCancelled, run_levels
 from engine.phsafe.tables import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -342,14 +342,14 @@ def tabulate_all(
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
 ) -> dict[str, TableTabulation]:
-    """Every measured table at the run's levels (:func:`engine.phsafe.run.run_levels`): the same
-    :class:`TableTabulation` as :func:`engine.phsafe.run.tabulate_all` on the same extract; a
-    ``tabulate`` for :func:`engine.phsafe.run.run_phsafe`.
+    """Every measured table at the run's levels (:func:`engine.phsafe.release.run_levels`): the same
+    :class:`TableTabulation` as :func:`engine.phsafe.release.tabulate_all` on the same extract; a
+    ``tabulate`` for :func:`engine.phsafe.release.run_phsafe`.
 
     All tables in one pass: one window ranks each household's persons for every table (the first
     τ by record hash), one window finds non-unique units, one join, one counting job and one
     household-size job. ``cancel()`` is checked between jobs (then
-    :class:`~engine.phsafe.run.PHSafeCancelled`)."""
+    :class:`~engine.phsafe.release.PHSafeCancelled`)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F

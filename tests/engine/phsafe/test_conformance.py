@@ -14,7 +14,7 @@ import pytest
 from engine.data.cef import load_cef_extract
 from engine.phsafe.config import PHSafeConfig
 from engine.phsafe.outputs import read_official, write_official
-from engine.phsafe.run import run_phsafe
+from engine.phsafe.release import run_phsafe
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
 CASES = {"e2e_test1": True, "e2e_test2": False}  # case → non_private

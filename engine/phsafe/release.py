@@ -1,6 +1,7 @@
-"""Run PHSafe end to end on a CEF extract: the Python API the app and the CLI call.
+"""PHSafe's release on a CEF extract — truncate and join, count, measure, post-process — as the
+Python API the run pipeline (and so the app and the CLI) calls.
 
-Pipeline (PHS §3, Algorithms 1–5; SPEC §3): prepare the extract for the configured states →
+Pipeline (PHS §3, Algorithms 1–5; docs/science.md §3): prepare the extract for the configured states →
 for each of the nine measured tables, filter → truncate-and-join → map to population groups and
 basis cells → count (once) → discrete Gaussian (zcdp) or two-sided geometric (puredp) noise per
 enabled population-group level, redrawn ``trials`` times → PH5_num and PH8_num derived → official
