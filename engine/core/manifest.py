@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,8 +207,3 @@ _RUN_OUTPUT_NAMES = frozenset(
         "summary.txt",
     }
 )
-
-
-def inputs_of(values: Sequence[str | os.PathLike[str] | None]) -> list[str]:
-    """The non-empty values of ``values`` as strings (helper for building ``inputs``)."""
-    return [str(v) for v in values if v]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from engine.core.errors import DataValidationError, Problem
 from engine.core.sniff import GZIP_MAGIC, check_content, check_path
@@ -30,14 +30,6 @@ FORMATS: dict[str, str] = {
     "ppmf": "PPMF / MDF person records (CSV)",
     "pl94171": "P.L. 94-171 2020-style file set (geo header + 3 segments)",
 }
-
-
-class NamedSource(Protocol):
-    """A file-like upload with a ``name`` (e.g. Streamlit's ``UploadedFile``)."""
-
-    name: str
-
-    def read(self, size: int = -1) -> bytes: ...
 
 
 def _name(source: Any) -> str:
@@ -178,11 +170,6 @@ def load_topdown_input(
         f"{spec!r} is neither a file, a folder nor a TopDown sample; samples: {', '.join(known)}",
         "--data",
     )
-
-
-PERSON_RECORD_FORMATS = ("ppmf", "generated")
-"""Inputs of person records (one row per person): what a Spark backend can read on its executors
-(:mod:`engine.spark.persons`) instead of loading here; every other format is one row per block."""
 
 
 def person_records_input(

@@ -65,11 +65,6 @@ class SampleInfo:
     full_scale_persons: int | None = None
     """Persons of that full population, when declared."""
 
-    @property
-    def projection_factor(self) -> float | None:
-        """1 / scale: the factor that projects a count that grows with population to full scale."""
-        return None if self.scale is None else 1.0 / self.scale
-
     def file_paths(self) -> tuple[Path, ...]:
         """Absolute paths of the data files, in manifest order."""
         return tuple(self.path / f for f in self.files)

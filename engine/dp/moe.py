@@ -96,13 +96,3 @@ def phsafe_sensitivity(table: str, tau: int | None) -> int:
             f"{table} needs a truncation threshold τ ≥ 1 (whole number); got {tau!r}"
         )
     return 2 * int(tau) + 2
-
-
-def topdown_sigma2(rho: float, level_share: float, query_share: float) -> float:
-    """σ² = 1/(ρ·c·d) of a TopDown noisy query (TDA App. B, Thm 2)."""
-    budget = float(rho) * float(level_share) * float(query_share)
-    if not math.isfinite(budget) or budget <= 0:
-        raise ValidationError(
-            f"the query budget ρ·c·d must be positive; got ρ={rho}, c={level_share}, d={query_share}"
-        )
-    return 1.0 / budget

@@ -179,10 +179,6 @@ class EPLResult:
     density: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     epl_curve: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
-    @property
-    def defined(self) -> bool:
-        return not math.isnan(self.value)
-
     def summary(self) -> dict[str, float | int | str | None]:
         """The scalar fields (for metrics.json and tables); NaN stays NaN."""
         return {

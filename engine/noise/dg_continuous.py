@@ -38,17 +38,6 @@ def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:
     return (1.0 + np.sqrt(1.0 + 16.0 * np.asarray(sigma2, dtype=np.float64))) / 8.0
 
 
-def acceptance_rate(sigma2: float) -> float:
-    """Probability that one proposal is accepted, (σ/s)·e^{−1/(8d)}·(normaliser ratio)."""
-    from engine.dp.distributions import discrete_gaussian_normaliser
-
-    d = float(proposal_gap(sigma2))
-    s = np.sqrt(sigma2 + d)
-    return float(
-        discrete_gaussian_normaliser(sigma2) / (s * np.sqrt(2.0 * np.pi)) * np.exp(-1.0 / (8.0 * d))
-    )
-
-
 def sample(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n draws from N_Z(0, σ²); ``sigma2`` is a 0-d array or a length-n array of validated σ²."""
     out = np.empty(n, dtype=np.int64)

@@ -17,8 +17,6 @@ from engine.dp.budget import TopDownAllocation
 from engine.prediction.predict import DEFAULT_INVARIANTS, Prediction, predict_topdown
 from engine.prediction.spine import SpineProfile
 
-POST_PROCESSED_KEYS = ("post_processed_rmse", "post_processed_moe", "post_processed_holds")
-
 
 def predictions_for_runs(
     runs: Mapping[str, TopDownAllocation],

@@ -50,11 +50,6 @@ class CountBounds:
     upper: np.ndarray
     source: str
 
-    @property
-    def n_structural_zero_rows(self) -> int:
-        """Rows whose every answer is bounded by 0 (e.g. blocks with no unit at all)."""
-        return int(np.sum(np.all(self.upper == 0, axis=1)))
-
 
 def _frame_facts(hist: BlockHistogram) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, str]:
     """(housing units or None, occupied units, GQ facilities (n, 7)) and a description."""

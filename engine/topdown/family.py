@@ -147,12 +147,6 @@ class FamilyBatch:
         )
         return sp.kron(pick, a_q, format="csr")
 
-    def query_position(self, name: str) -> int:
-        for k, q in enumerate(self.queries):
-            if q.name == name:
-                return k
-        raise KeyError(name)
-
     def subset(self, families: Sequence[int] | np.ndarray) -> FamilyBatch:
         """The batch restricted to ``families`` (in the given order)."""
         families = np.asarray(families, dtype=np.int64)

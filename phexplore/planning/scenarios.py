@@ -26,7 +26,6 @@ from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
     preset_info,
-    topdown_from_dict,
 )
 from phexplore.planning.moe_tables import (
     DEFAULT_DELTA,
@@ -260,12 +259,6 @@ class Scenario:
                 raise
             raise ValidationError(f"{source}: {exc}") from None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the scenario as JSON."""
-        p = Path(path)
-        p.write_text(self.to_json() + "\n", encoding="utf-8")
-        return p
-
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
         """Read a scenario JSON file."""
@@ -279,11 +272,6 @@ def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scen
     if info.kind == "phsafe":
         return Scenario(name=scenario_name or name, kind="phsafe", phsafe=load_phsafe_preset(name))
     return Scenario(name=scenario_name or name, kind="topdown", topdown=load_topdown_preset(name))
-
-
-def scenario_from_allocation_json(data: Mapping[str, Any], *, name: str) -> Scenario:
-    """A TopDown scenario from an allocation JSON (single allocation or ``runs``)."""
-    return Scenario(name=name, kind="topdown", topdown=topdown_from_dict(data))
 
 
 def compare(a: Scenario, b: Scenario) -> dict[str, list[dict[str, Any]]]:

@@ -256,24 +256,6 @@ def sigma_targets_of(
     }
 
 
-def shares_from_weights(
-    weights: Mapping[str, float], denominator: int | None = None
-) -> dict[str, Fraction]:
-    """Shares proportional to non-negative weights (exact, or rounded to ``denominator``)."""
-    bad = {k: w for k, w in weights.items() if not (w >= 0 and math.isfinite(w))}
-    if bad:
-        raise ValidationError(f"weights must be finite and ≥ 0; got {bad}")
-    positive = {k: float(w) for k, w in weights.items() if w > 0}
-    if not positive:
-        raise ValidationError("at least one weight must be positive")
-    if denominator:
-        out = round_shares(positive, denominator)
-    else:
-        total = sum(Fraction(w).limit_denominator(10**9) for w in positive.values())
-        out = {k: Fraction(w).limit_denominator(10**9) / total for k, w in positive.items()}
-    return {k: out.get(k, Fraction(0)) for k in weights}
-
-
 # ---------------------------------------------------------------------------- trade-off curves
 
 
@@ -324,32 +306,6 @@ def tradeoff_scale_topdown(
                 }
             )
     return out
-
-
-def move_share(
-    alloc: TopDownAllocation, source: str, target: str, amount: Fraction
-) -> TopDownAllocation:
-    """Move ``amount`` of level share from ``source`` to ``target`` (total ρ unchanged)."""
-    if source == target:
-        raise ValidationError("source and target levels must differ")
-    shares = dict(alloc.level_shares)
-    for lv in (source, target):
-        if lv not in shares:
-            raise ValidationError(
-                f"unknown geolevel {lv!r}; levels are {', '.join(alloc.geolevels)}"
-            )
-    if amount < 0 or amount > shares[source]:
-        raise ValidationError(
-            f"can move between 0 and {float(shares[source]):.4f} of {source}'s share; got {float(amount):.4f}"
-        )
-    if not alloc.queries(target):
-        raise ValidationError(f"level {target} measures no queries; give it query shares first")
-    shares[source] -= amount
-    shares[target] += amount
-    query_shares = dict(alloc.query_shares)
-    if shares[source] == 0:
-        query_shares[source] = {}
-    return replace(alloc, level_shares=shares, query_shares=query_shares)
 
 
 # ---------------------------------------------------------------- published-count targets (SPEC §7)

@@ -17,6 +17,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.numbers import as_float, as_int
 from engine.core.strict_json import as_mapping, check_keys
+from engine.dp.accounting import bounded_from_unbounded
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
 
 LEVEL_KEYS: tuple[str, ...] = ("usa_*", "usa_A-G", "usa_H,I", "state_*", "state_A-G", "state_H,I")
@@ -131,7 +132,7 @@ class PHSafeBudget:
 
     def total_bounded(self) -> float:
         """Bounded-neighbour total: exactly twice the unbounded total (PHS Thm 3–4)."""
-        return 2.0 * self.total_unbounded()
+        return bounded_from_unbounded(self.total_unbounded())
 
     # ------------------------------------------------------------------ edits (return new budgets)
     def with_rho(self, table: str, level: str, rho: float) -> PHSafeBudget:

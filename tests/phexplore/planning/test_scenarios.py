@@ -16,7 +16,8 @@ def test_round_trip_and_duplicate(tmp_path: Path) -> None:
         s = scenario_from_preset(preset).with_result(
             {"engine": "x", "mae": {"County": {"TOTAL": 1}}}
         )
-        path = s.save(tmp_path / f"{preset}.json")
+        path = tmp_path / f"{preset}.json"
+        path.write_text(s.to_json() + "\n", encoding="utf-8")
         again = Scenario.load(path)
         assert again.to_dict() == s.to_dict()
         dup = again.duplicate("copy")
