@@ -1,7 +1,7 @@
 """One entry point for TopDown inputs: a shipped sample, a file of a known format, or uploads.
 
 The CLI (``phexplore run topdown --data``) and the app's Run page both resolve their data here, so
-they accept the same formats with the same validation (issue 4; formats in docs/data.md):
+they accept the same formats with the same validation (formats in docs/data.md):
 
 * ``ri2010``   — block CSV in the ALARM/RI 2010 layout (``GEOID, pop, pop_<group>…, vap…``);
 * ``block_csv`` — any one-row-per-block CSV plus a mapping JSON (:mod:`engine.data.block_csv`);

@@ -163,9 +163,9 @@ def raceeth_group(race: np.ndarray, hisp: np.ndarray) -> np.ndarray:
 def all_two_or_more_races() -> tuple[np.ndarray, np.ndarray]:
     """Every CENRACE code 07–63 with a 2010 probability among multiracial persons.
 
-    Codes in the shipped table (:func:`engine.data.census2010_tables.load_two_or_more_races`, the largest
-    combinations) keep their 2010 counts; each other code gets an equal share of what is left of
-    its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
+    Codes in the shipped table (:func:`engine.data.census2010_tables.load_two_or_more_races`, the
+    largest combinations) keep their 2010 counts; each other code gets an equal share of what is
+    left of its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
     """
     frame = pd.read_csv(
         Path(CALIBRATION_DIR) / "census2010_two_or_more_races.csv", dtype={"cenrace": str}

@@ -77,7 +77,8 @@ _FAMILY, _ALONE, _NONFAMILY_MULTI = range(3)
 
 
 def _cell_table(cal: AcsCalibration) -> dict[str, np.ndarray]:
-    """Household cells with their household-draw probabilities (see the module docstring, step 2)."""
+    """Household cells with their household-draw probabilities (see the module docstring, step
+    2)."""
     cells = cal.family_cells
     family = cells[cells["npf"] >= 2]
     nonfamily_share = float(cells.loc[cells["npf"] == 0, "person_share"].sum())

@@ -1,4 +1,5 @@
-"""Privacy accounting for zCDP: composition, neighbour conversion and ρ → (ε, δ) (SPEC §1).
+"""Privacy accounting for zCDP: composition, neighbour conversion and ρ → (ε, δ) (docs/science.md
+§1).
 
 - Composition: ρ adds over sequentially composed mechanisms (TDA Def. 2, PHS Def. 4).
 - Neighbours: PHSafe's guarantees are stated for *unbounded* neighbours; the bounded guarantee is

@@ -1,6 +1,7 @@
 """Empirical privacy loss (EPL) of a set of exchangeable residuals (Petti & Flaxman 2020, Methods).
 
-Definition, to the letter of SPEC §5 (PF Methods "Empirical Privacy Loss" and their published code):
+Definition, to the letter of docs/science.md §5 (PF Methods "Empirical Privacy Loss" and their
+published code):
 
 1. ``e`` = residuals (estimate − true) over exchangeable queries, e.g. every county's total population;
 2. ``bnd = m · max(|P(100−p)(e)|, |P(p)(e)|)`` with NumPy's default (linear) percentiles;
@@ -51,7 +52,7 @@ from engine.core.numbers import RANGES
 from engine.metrics.error_tables import check_tidy
 
 BANDWIDTH_FACTOR = 0.1
-"""KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""
+"""KDE bandwidth as a multiple of the residuals' sample standard deviation (docs/science.md §5)."""
 PERCENTILE_RANGE: tuple[float, float] = (
     float(RANGES["epl_percentile"].low or 0),
     float(RANGES["epl_percentile"].high or 100),
@@ -68,7 +69,7 @@ MULTIPLIER_RANGE: tuple[float, float] = (
 class EPLSettings:
     """Density range of the EPL grid: ±``multiplier`` × max(|P(100−p)|, |P(p)|) of the residuals.
 
-    ``percentile`` p must satisfy 50 < p ≤ 100 and ``multiplier`` m 0 < m ≤ 10 (SPEC §5).
+    ``percentile`` p must satisfy 50 < p ≤ 100 and ``multiplier`` m 0 < m ≤ 10 (docs/science.md §5).
     """
 
     percentile: float = 95.0
@@ -137,7 +138,7 @@ PF_PERCENTILE = 95.0
 PF_MULTIPLIER = 1.0
 """Multiplier of every EPL Petti & Flaxman published (``est_range_multiplier=1.0``)."""
 PF_PUBLISHED = EPLSettings(PF_PERCENTILE, PF_MULTIPLIER)
-"""The default: Petti & Flaxman's published settings (SPEC §5)."""
+"""The default: Petti & Flaxman's published settings (docs/science.md §5)."""
 PF_FUNCTION_DEFAULT = EPLSettings(99.0, 1.5)
 """The defaults of PF's function signature (p = 99, m = 1.5); never used for their results."""
 
@@ -350,7 +351,8 @@ def _percentiles(e: np.ndarray, settings: EPLSettings) -> tuple[float, float] | 
 
 
 def empirical_privacy_loss(residuals: ArrayLike, *, settings: EPLSettings | None = None) -> float:
-    """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`).
+    """EPL of ``residuals`` exactly as docs/science.md §5 defines it; NaN when undefined (see
+    :func:`epl_details`).
 
     ``settings`` default: :data:`PF_PUBLISHED` (p = 95, m = 1.0).
     """

@@ -1,4 +1,4 @@
-"""Predicted against measured accuracy of a run's published counts (SPEC §7).
+"""Predicted against measured accuracy of a run's published counts (docs/science.md §7).
 
 :func:`rmse_table` measures the RMSE of the published counts per geolevel × query (over geounits and
 answer cells); :func:`prediction_table` puts the analytic prediction of

@@ -1,4 +1,5 @@
-"""Simple-random-sampling baseline of Petti & Flaxman 2020 (Methods, Fig. 2, Table 1; SPEC §5).
+"""Simple-random-sampling baseline of Petti & Flaxman 2020 (Methods, Fig. 2, Table 1;
+docs/science.md §5).
 
 Sample a fraction ``f`` of the persons without replacement, scale the sampled counts by ``1/f`` and
 compute the same error and EPL metrics as for TopDown. On a block histogram the sample of

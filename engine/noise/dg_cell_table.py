@@ -1,7 +1,8 @@
 """Discrete Gaussian by rounding N(0, σ²) and accepting with a per-integer probability table.
 
-Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) (SPEC §1; Canonne, Kamath & Steinke 2020, Def. 1).
-Proposal: K = round(σZ), Z ~ N(0, 1), whose pmf is the Gaussian mass of the cell [k − ½, k + ½],
+Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) (docs/science.md §1; Canonne, Kamath & Steinke
+2020, Def. 1). Proposal: K = round(σZ), Z ~ N(0, 1), whose pmf is the Gaussian mass of the cell [k −
+½, k + ½],
 
     q(k) = Φ((k + ½)/σ) − Φ((k − ½)/σ).
 

@@ -1,8 +1,8 @@
 """Discrete Gaussian by rounding a wider N(0, s²) and accepting with a continuous test.
 
-Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) on the integers (SPEC §1; Canonne, Kamath &
-Steinke 2020, Def. 1). CKS Algorithm 3 uses a discrete-Laplace proposal; here the proposal is a
-*continuous* Gaussian, which NumPy draws far faster (ziggurat), rounded to the nearest integer.
+Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) on the integers (docs/science.md §1; Canonne,
+Kamath & Steinke 2020, Def. 1). CKS Algorithm 3 uses a discrete-Laplace proposal; here the proposal
+is a *continuous* Gaussian, which NumPy draws far faster (ziggurat), rounded to the nearest integer.
 
 Construction (rejection sampling on the real line). Draw X ~ N(0, s²) with s² = σ² + d, d > 0, put
 K = round(X) and accept with probability
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# Draws are generated this many at a time to bound memory (temporaries stay in cache: 2^16 was
-# fastest of 2^14 … 2^20 on the development machine).
 CHUNK = 1 << 16
+"""Draws generated at a time, to bound memory (why this size: docs/noise.md, the continuous
+test)."""
 
 
 def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:

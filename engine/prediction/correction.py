@@ -1,5 +1,5 @@
 """Correction of the predicted error for non-negativity and rounding, from a count profile
-(SPEC §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
+(docs/science.md §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
 
 The least-squares error d of a cell is Gaussian with the variance of
 :mod:`engine.prediction.least_squares`; the published count is non-negative. We model the
@@ -46,7 +46,8 @@ ROUNDING_VARIANCE = 1.0 / 6.0
 """Variance added by rounding a non-integral cell (uniform fraction f rounded up w.p. f: E f(1−f))."""
 
 MIN_MEAN_COUNT = 1.0
-"""Below this mean count per answer cell the prediction is flagged (the issue's validated range)."""
+"""Below this mean count per answer cell the prediction is flagged: it is validated on rows with a
+mean count ≥ 1 per answer cell (docs/prediction.md §3)."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 

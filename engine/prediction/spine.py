@@ -1,4 +1,5 @@
-"""The shape of a geographic spine as the prediction needs it: levels and fan-outs (SPEC §7; SPN §3).
+"""The shape of a geographic spine as the prediction needs it: levels and fan-outs (docs/science.md
+§7; SPN §3).
 
 A :class:`SpineProfile` lists the levels root first and, for every level below the root, the number
 of children of each geounit of the level above (children of one parent consecutive, parents in

@@ -1,4 +1,5 @@
-"""Published-count accuracy beside the noisy-measurement σ in the TopDown MOE table (SPEC §2, §7).
+"""Published-count accuracy beside the noisy-measurement σ in the TopDown MOE table (docs/science.md
+§2, §7).
 
 :func:`add_post_processed` extends the rows of :func:`phexplore.planning.targets.moe_tables.topdown_rows` (one per
 run × geolevel × query) with ``post_processed_rmse`` and ``post_processed_moe`` (90% by default:

@@ -17,8 +17,8 @@ the objects declared here; nothing else lists attributes or levels.
   Native alone, Asian alone, Native Hawaiian and Other Pacific Islander alone, Some Other Race
   alone, Two or more races. :mod:`engine.schema.ri_fold` states how they fold HISPANIC × CENRACE.
 * :data:`HOUSING_UNITS_SCHEMA` — the housing-unit histogram of TDA §5.1: OCCUPANCY (2).
-* :data:`HHINSTLEVELS_RECODE` — the one recode of the shipped queries: HHGQ collapsed into household /
-  institutional / non-institutional group quarters (docs/science.md §4; TDA §6.4).
+* :data:`HHINSTLEVELS_RECODE` — the one recode of the shipped queries: HHGQ collapsed into household
+  / institutional / non-institutional group quarters (docs/science.md §4; TDA §6.4).
 
 Cells are the C-order product of the attribute levels: a geounit's histogram is the flattened
 (C-order) array of counts over them (:class:`Schema`; :mod:`engine.data.histogram` holds the blocks).
@@ -136,7 +136,8 @@ query without its levels; these are the production code's (docs/science.md §4).
 
 RI2010_SCHEMA = Schema("ri2010", (VOTINGAGE, RACEETH))
 PL94171_SCHEMA = Schema("pl94171", (VOTINGAGE, RACEETH))
-"""VOTINGAGE × RACEETH derived from P.L. 94-171 tables P2 and P4 (see :mod:`engine.data.pl94171`)."""
+"""VOTINGAGE × RACEETH derived from P.L. 94-171 tables P2 and P4 (see
+:mod:`engine.data.pl94171`)."""
 REDISTRICTING_SCHEMA = Schema("redistricting2020", (HHGQ, VOTINGAGE, HISPANIC, CENRACE))
 HOUSING_UNITS_SCHEMA = Schema("units2020", (OCCUPANCY,))
 

@@ -34,7 +34,8 @@ DETAILED = "DETAILED"
 HHINSTLEVELS = HHINSTLEVELS_RECODE.name
 
 AttributeLevels = tuple[tuple[str, tuple[str, ...]], ...]
-"""A schema as ``(attribute, level labels)`` pairs in cell order (:attr:`Schema.attribute_levels`)."""
+"""A schema as ``(attribute, level labels)`` pairs in cell order
+(:attr:`Schema.attribute_levels`)."""
 
 
 def _distinct_attribute_lists() -> dict[str, AttributeLevels]:
@@ -132,7 +133,8 @@ def parse_marginal(
         elif part not in names:
             raise ValidationError(
                 f"query {name!r}: schema {schema_name!r} has no attribute {part!r}; "
-                f"known attributes: {', '.join(names)} (or {', '.join((TOTAL, DETAILED, *RECODES))})"
+                f"known attributes: {', '.join(names)} "
+                f"(or {', '.join((TOTAL, DETAILED, *RECODES))})"
             )
         if attr in kept:
             raise ValidationError(f"query {name!r} names attribute {attr!r} twice")

@@ -1,7 +1,7 @@
 """PHSafe's truncate-and-join and grouped counts as Spark DataFrame operations (PHS §3, Algs. 1–4).
 
 The same steps as :mod:`engine.phsafe.join`, with the data in Spark and the engine's own code for
-everything that decides a number (SPEC §8: any backend gives the same numbers):
+everything that decides a number (docs/science.md §8: any backend gives the same numbers):
 
 1. :func:`prepare` (PHSafe reader and preprocessing, PHS §6.2.1, §6.3): keep the configured states,
    drop group-quarters geography (geo RTYPE 4 or 5), join units to their state, cast every code to

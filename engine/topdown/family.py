@@ -1,4 +1,4 @@
-"""The data of a batch of parent→children estimation problems (TDA §6, eq. 7.2; SPEC §4).
+"""The data of a batch of parent→children estimation problems (TDA §6, eq. 7.2; docs/science.md §4).
 
 TopDown estimates the children of each fixed parent jointly (TDA eq. 7.2, 7.4); the families of one
 depth of the spine are independent, so the engine batches many of them into one problem (a

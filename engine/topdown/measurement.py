@@ -1,4 +1,5 @@
-"""The measurement phase of a planned TopDown run (TDA §6.1; SPEC §8; issue 17).
+"""The measurement phase of a planned TopDown run (TDA §6.1; docs/science.md §8; docs/topdown.md,
+"Sparse histograms and lazy keyed measurements").
 
 :func:`measure_plan` fixes the noisy answers of every (node, query) of a
 :class:`~engine.topdown.plan.TopDownPlan`. With keyed ``fast`` noise (the default) nothing is drawn
@@ -47,7 +48,7 @@ DRAW_CELLS = 2_000_000
 
 @dataclass(frozen=True)
 class KeyedMeasurements:
-    """The measurements of a run with keyed noise, drawn on demand (SPEC §8).
+    """The measurements of a run with keyed noise, drawn on demand (docs/science.md §8).
 
     Same attributes as :class:`~engine.topdown.measure.Measurements` (``noisy`` is drawn in full
     when first read — only for runs small enough to hold it), plus ``truth`` (the true histograms,
@@ -140,7 +141,7 @@ RunMeasurements = Measurements | KeyedMeasurements
 def keyed_measurements(
     plan: TopDownPlan, truth: np.ndarray | sp.spmatrix, seed: int
 ) -> KeyedMeasurements:
-    """The plan's measurements with keyed noise, nothing drawn yet (TDA §6.1, SPEC §8).
+    """The plan's measurements with keyed noise, nothing drawn yet (TDA §6.1, docs/science.md §8).
 
     Budgets, invariants and variances are those :func:`~engine.topdown.measure.measure` sets.
     """
@@ -189,12 +190,12 @@ def measure_plan(
 ) -> RunMeasurements:
     """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan.
 
-    ``fast`` noise is keyed by (seed, level, geounit, query) (SPEC §8, :mod:`engine.noise.keyed`)
-    and drawn lazily (:class:`KeyedMeasurements`): each batch of families draws its own answers
-    in its unit of work, on whatever ``executor`` estimates it, with the numbers a whole draw
-    gives. ``exact`` noise comes from OpenDP, drawn here for every answer at once (it needs this
-    process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS` answers. ``executor``
-    is accepted for compatibility: no measurement work is dispatched.
+    ``fast`` noise is keyed by (seed, level, geounit, query) (docs/science.md §8,
+    :mod:`engine.noise.keyed`) and drawn lazily (:class:`KeyedMeasurements`): each batch of families
+    draws its own answers in its unit of work, on whatever ``executor`` estimates it, with the
+    numbers a whole draw gives. ``exact`` noise comes from OpenDP, drawn here for every answer at
+    once (it needs this process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS`
+    answers. ``executor`` is accepted for compatibility: no measurement work is dispatched.
     """
     del executor  # keyed draws happen in the estimation's units of work
     method = plan.options.noise_method

@@ -1,4 +1,5 @@
-"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (SPEC §7).
+"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (docs/science.md
+§7).
 
 :func:`spine_profile` turns the engine's conventional spine of a histogram
 (:func:`engine.topdown.run.default_tree`) into a :class:`engine.prediction.SpineProfile`: per

@@ -1,4 +1,4 @@
-"""Marginal query groups on a histogram schema (SPEC §4; SPN §2.3; TDA §5.1, §7).
+"""Marginal query groups on a histogram schema (docs/science.md §4; SPN §2.3; TDA §5.1, §7).
 
 A query group is a marginal of the histogram: the attributes it keeps (optionally collapsed into
 coarser groups, e.g. HHINSTLEVELS collapses HHGQ into household / institutional / non-institutional)

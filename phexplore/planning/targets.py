@@ -1,6 +1,6 @@
 """Target-driven planning: the least privacy loss that meets accuracy targets (TDA §2.1, §6.3; PHS §7).
 
-PHSafe (PHS §7.1, SPEC §2): a 90% MOE target T for a table with sensitivity Δ needs
+PHSafe (PHS §7.1, docs/science.md §2): a 90% MOE target T for a table with sensitivity Δ needs
 ρ = z²Δ²/(2T²) (closed form). Under a total cap R, the allocation minimising the worst ratio of
 achieved to target MOE scales every target-meeting ρ* by k = R/Σρ* (all ratios equal 1/√k); the
 weighted objective Σ wᵢ·ratioᵢ with ratioᵢ ∝ ρᵢ^{-1/2} is minimised by ρᵢ ∝ (wᵢ·aᵢ)^{2/3}
@@ -308,7 +308,8 @@ def tradeoff_scale_topdown(
     return out
 
 
-# ---------------------------------------------------------------- published-count targets (SPEC §7)
+# ---------------------------------------------------------------- published-count targets
+# (docs/science.md §7)
 PUBLISHED_MEASURES = ("rmse", "moe90")
 
 
@@ -326,7 +327,7 @@ def plan_topdown_published(
 ) -> dict[str, Any]:
     """The least total ρ, keeping ``alloc``'s shares, at which every targeted published count
     (geolevel → query → RMSE, or 90% MOE with ``measure="moe90"``) is predicted to meet its target
-    (:func:`engine.prediction.predict_topdown`, SPEC §7).
+    (:func:`engine.prediction.predict_topdown`, docs/science.md §7).
 
     The least-squares error scales exactly as 1/√ρ; the non-negativity and rounding correction
     does not (rounding leaves a floor of about √(1/6) person per non-zero cell), so ρ is found by

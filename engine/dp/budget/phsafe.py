@@ -1,10 +1,11 @@
-"""PHSafe budgets: ρ (or ε) per table × population-group level, with τ per table (PHS §2.3, §7; SPEC §3).
+"""PHSafe budgets: ρ (or ε) per table × population-group level, with τ per table (PHS §2.3, §7;
+docs/science.md §3).
 
 Population-group levels are {Nation, State} × {Unattributed, A-G, H-I}, keyed as in the official
 ``config.json`` (``usa_*``, ``usa_A-G``, ``usa_H,I``, ``state_*``, ``state_A-G``, ``state_H,I``). A
 budget of 0 (or an absent key) skips that level. PH2 and PH6 exist only at the Unattributed levels.
 Accounting (PHS Thm 1–4): the unbounded ρ is the sum over tables and levels; bounded = 2× unbounded.
-MOE targets, when given, determine ρ through ρ = z²Δ²/(2·MOE²) (PHS §7.1, SPEC §2).
+MOE targets, when given, determine ρ through ρ = z²Δ²/(2·MOE²) (PHS §7.1, docs/science.md §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests of engine.dp.moe and the MOE tables: PHSafe Table 10 and the TopDown σ of SPEC §4."""
+"""Tests of engine.dp.moe and the MOE tables: PHSafe Table 10 and the TopDown σ of docs/science.md
+§4."""
 
 from __future__ import annotations
 

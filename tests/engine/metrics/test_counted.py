@@ -1,4 +1,4 @@
-"""Counted residuals give the dense error and RMSE tables to the bit (issue 17)."""
+"""Counted residuals give the dense error and RMSE tables to the bit."""
 
 from __future__ import annotations
 

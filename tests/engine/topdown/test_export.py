@@ -1,4 +1,4 @@
-"""The chunk iterators of a TopDown result (issue 17): same rows as the whole tables, bounded chunks."""
+"""The chunk iterators of a TopDown result: same rows as the whole tables, bounded chunks."""
 
 from __future__ import annotations
 

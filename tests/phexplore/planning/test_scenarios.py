@@ -133,7 +133,7 @@ def _run(scenario: Scenario, **extra: object) -> dict[str, object]:
 
 
 def test_report_keeps_only_runs_of_this_budget_once_with_number_data_and_seed() -> None:
-    """Issue 15: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
+    """The report: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
     mine = scenario_from_preset("phsafe-2020")
     other_budget = mine.phsafe.with_tau("PH3", 4)  # type: ignore[union-attr]
     other = Scenario(name="other", kind="phsafe", phsafe=other_budget)

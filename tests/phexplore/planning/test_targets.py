@@ -1,4 +1,4 @@
-"""Target-driven planning (issue 10): Table 10 from its targets, production shares from their σ."""
+"""Target-driven planning: Table 10 from its targets, production shares from their σ."""
 
 from __future__ import annotations
 
