@@ -14,6 +14,7 @@ Every loader raises :class:`~engine.core.errors.DataValidationError` with locate
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,13 @@ from typing import Any
 
 from engine.core.errors import DataValidationError, Problem
 from engine.core.sniff import GZIP_MAGIC, check_content, check_path
+from engine.data.block_csv import load_block_csv
+from engine.data.generated import is_generated_population, load_generated_population
 from engine.data.histogram import BlockHistogram
+from engine.data.pl94171 import load_pl94171_histogram
+from engine.data.ppmf import load_ppmf
+from engine.data.ri2010 import load_ri2010
+from engine.data.samples import list_samples, load_topdown_sample
 from engine.data.validate import DEFAULT_MAX_BYTES
 
 FORMATS: dict[str, str] = {
@@ -61,13 +68,9 @@ def load_topdown_files(
     if not files:
         raise _error("no file given; choose the file(s) to load first")
     if kind == "ri2010":
-        from engine.data.ri2010 import load_ri2010
-
         one = _one(kind, files)
         return load_ri2010(one, name=_name(one), max_bytes=max_bytes)
     if kind == "block_csv":
-        from engine.data.block_csv import load_block_csv
-
         mappings = [f for f in files if _name(f).lower().endswith(".json")]
         data = [f for f in files if not _name(f).lower().endswith(".json")]
         if len(mappings) != 1 or len(data) != 1:
@@ -77,13 +80,9 @@ def load_topdown_files(
             )
         return load_block_csv(data[0], mappings[0], name=_name(data[0]), max_bytes=max_bytes)
     if kind == "ppmf":
-        from engine.data.ppmf import load_ppmf
-
         one = _one(kind, files)
         return load_ppmf(one, name=_name(one), max_bytes=max_bytes)
     if kind == "pl94171":
-        from engine.data.pl94171 import load_pl94171_histogram
-
         named = {_name(f).lower(): f for f in files}
         geo = [f for n, f in named.items() if "geo" in n]
         parts = [f for _, f in sorted((n, f) for n, f in named.items() if "geo" not in n)]
@@ -98,7 +97,6 @@ def load_topdown_files(
 
 def sniff_format(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Guess the format of one CSV file (plain or gzip) from its header line."""
-    import gzip
 
     check_path(path, str(path), max_bytes)
     try:
@@ -140,12 +138,10 @@ def load_topdown_input(
     ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``; a generated population
     is our own output and is read in columns without that limit).
     """
-    from engine.data.samples import list_samples, load_topdown_sample
 
     path = Path(spec)
     if mapping is not None:
         return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
-    from engine.data.generated import is_generated_population, load_generated_population
 
     if is_generated_population(path):
         return load_generated_population(path)
@@ -185,8 +181,6 @@ def person_records_input(
     P.L. 94-171, …) and for anything it cannot resolve (the loader then says why).
 
     A file is sniffed without the size limit: the Spark backend reads it in parallel."""
-    from engine.data.generated import is_generated_population
-    from engine.data.samples import list_samples
 
     if mapping is not None:
         return None

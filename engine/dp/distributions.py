@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import erfinv
 
 from engine.core.errors import ValidationError
 
@@ -96,8 +97,6 @@ def discrete_gaussian_moe(sigma2: float, confidence: float = 0.90) -> int:
     _check_confidence(confidence)
     sigma = math.sqrt(s2)
     if sigma >= _SIGMA_NORMAL_MASS:
-        from scipy.special import erfinv
-
         m = int(math.ceil(float(erfinv(confidence)) * sigma * math.sqrt(2.0) - 0.5))
         while m > 0 and discrete_gaussian_central_mass(m - 1, s2) >= confidence:
             m -= 1

@@ -42,7 +42,14 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
-from engine.metrics.epl import EPLSettings, epl_details_counted, epl_table, settings_of
+from engine.metrics.epl import (
+    PF_FUNCTION_DEFAULT,
+    EPLSettings,
+    bootstrap_generator,
+    epl_details_counted,
+    epl_table,
+    settings_of,
+)
 from engine.metrics.error_tables import mae_table
 
 SCHEMA_VERSION = 1
@@ -215,7 +222,6 @@ def counted_metric_tables(
         return errors, None
     if epl_rng is None:
         epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
-    from engine.metrics.epl import bootstrap_generator
 
     generator = bootstrap_generator(epl_rng)
     chosen = settings_of(epl_settings)
@@ -286,7 +292,6 @@ def epl_settings_of_metrics(payload: Mapping[str, Any]) -> EPLSettings | None:
     file with an ``epl`` section but no settings reads as :data:`~engine.metrics.epl.PF_FUNCTION_DEFAULT`;
     ``None`` when the file has no EPL at all.
     """
-    from engine.metrics.epl import PF_FUNCTION_DEFAULT
 
     if "epl_settings" in payload:
         return EPLSettings.from_dict(dict(payload["epl_settings"]))

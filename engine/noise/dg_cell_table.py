@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import erf, log_ndtr
 
+from engine.dp.distributions import discrete_gaussian_normaliser
+
 # Proposals are tabulated out to |Z| ≤ 39 standard deviations (see module docstring).
 _Z_REACH = 39.0
 CHUNK = 1 << 16
@@ -72,7 +74,6 @@ def acceptance_table(sigma2: float) -> np.ndarray:
 
 def acceptance_rate(sigma2: float) -> float:
     """P(one proposal is accepted) = Σ_k q(k)·a(k) = Z_σ·q(0)."""
-    from engine.dp.distributions import discrete_gaussian_normaliser
 
     q0 = math.erf(0.5 / math.sqrt(2.0 * sigma2))
     return discrete_gaussian_normaliser(sigma2) * q0

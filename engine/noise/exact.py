@@ -83,7 +83,7 @@ def _per_distinct_value(scale: ScaleArray, build: Callable[[float], Any]) -> np.
 
 
 def _opendp() -> ModuleType:
-    try:
+    try:  # optional dependency (the exact extra): imported when an exact draw is asked for
         import opendp.prelude as dp
     except ImportError:
         raise ExactSamplerUnavailable(

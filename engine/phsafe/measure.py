@@ -29,6 +29,7 @@ from engine.noise import (
     keyed_two_sided_geometric,
     two_sided_geometric,
 )
+from engine.noise.keyed import geounit_hashes, unit_keys
 from engine.phsafe.join import LevelCounts
 
 DISCRETE_GAUSSIAN = "Discrete Gaussian"
@@ -183,7 +184,6 @@ def keyed_noise(spec: NoiseSpec, counts: LevelCounts, trials: int, seed: int) ->
     population group (level) of one region and iteration code (geounit ``region/iteration``), and
     the value's position inside the unit is ``trial × cells + cell``. A level's noise therefore does
     not depend on which other tables or levels are measured, nor in which order or process."""
-    from engine.noise.keyed import geounit_hashes, unit_keys
 
     n_r, n_i, n_c = counts.true_truncated.shape
     shape = (trials, n_r, n_i, n_c)

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from engine.core.errors import PHExploreError, ValidationError
 from engine.core.executors import ExecutionCancelled, check_backend_options
+from engine.spark.session import get_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -94,6 +95,7 @@ def check_slice_bytes(value: object) -> int:
 
 
 def _dumps(value: Any) -> bytes:
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark import cloudpickle
 
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -429,7 +431,6 @@ def spark_executor(
     (reused if this process already has one; a new classic one with ``driver_memory``, see
     :func:`engine.spark.session.get_session`), the optional ``checkpoint`` folder, and slices of
     :data:`SLICE_BYTES_ENV` bytes when that variable is set."""
-    from engine.spark.session import get_session
 
     options = check_backend_options("spark", backend_options)
     slice_bytes = DEFAULT_SLICE_BYTES

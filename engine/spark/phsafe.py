@@ -147,6 +147,7 @@ def read_cef(spark: SparkSession, source: str | Path | CefExtract) -> SparkCef:
 
 def _integers(frame: DataFrame, names: Mapping[str, str], label: str) -> DataFrame:
     """Cast the named string columns to bigint; a located error for any value that is not a number."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     cast = frame.select(
@@ -221,6 +222,7 @@ def prepare(spark: SparkSession, cef: SparkCef, state_filter: Sequence[str]) -> 
 
     Lazy apart from three small jobs (the states present, and the numbers of persons and units):
     the hashing and filters run when :func:`tabulate_all` asks for counts."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -350,6 +352,7 @@ def tabulate_all(
     τ by record hash), one window finds non-unique units, one join, one counting job and one
     household-size job. ``cancel()`` is checked between jobs (then
     :class:`~engine.phsafe.release.PHSafeCancelled`)."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -460,6 +463,7 @@ def _any(columns: Iterable[Column]) -> Column:
 
 
 def _sum_counts(counted: DataFrame) -> list:
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     return (

@@ -210,6 +210,7 @@ def get_session(
     if reason is not None:
         raise SparkUnavailable(reason)
     memory = driver_memory_setting(master, remote, driver_memory)
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import SparkSession
 
     settings: dict[str, Any] = {

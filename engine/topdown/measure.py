@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from engine import noise
 from engine.core.errors import ValidationError
 from engine.dp.budget import TopDownAllocation
+from engine.noise.keyed import unit_keys
 from engine.topdown.batch_answers import DrawnAnswers
 from engine.topdown.geography import GeoTree
 from engine.topdown.queries import QueryGroup
@@ -339,8 +340,6 @@ def measure(
             b = budget[measured, j][:, None]
             shape = (measured.size, group.size)
             if keyed:
-                from engine.noise.keyed import unit_keys
-
                 keys = unit_keys(int(seed), group.name, geounit_hash[measured])[:, None]  # type: ignore[arg-type, index]
                 cells = np.arange(group.size, dtype=np.uint64)[None, :]
             if keyed and mechanism == "zcdp":

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from engine import noise
 from engine.core.errors import ValidationError
 from engine.core.executors import Executor
+from engine.noise.keyed import check_seed, geounit_hashes, unit_keys
 from engine.topdown.batch_answers import KeyedAnswers
 from engine.topdown.measure import (
     Measurements,
@@ -92,8 +93,6 @@ class KeyedMeasurements:
         scale = self.scale[nodes, j]
         rows = np.flatnonzero(scale > 0)
         if rows.size:
-            from engine.noise.keyed import unit_keys
-
             keys = unit_keys(self.seed, group.name, self.geounit_hash[nodes[rows]])[:, None]
             cells = np.arange(group.size, dtype=np.uint64)[None, :]
             s = scale[rows][:, None]
@@ -145,7 +144,6 @@ def keyed_measurements(
 
     Budgets, invariants and variances are those :func:`~engine.topdown.measure.measure` sets.
     """
-    from engine.noise.keyed import check_seed, geounit_hashes
 
     tree, queries, budget = plan.tree, plan.queries, plan.budget
     mechanism = plan.allocation.mechanism
@@ -201,7 +199,6 @@ def measure_plan(
     method = plan.options.noise_method
     if method == "fast":
         return keyed_measurements(plan, truth, seed)
-    from engine.noise.keyed import geounit_hashes
 
     tree = plan.tree
     answers = tree.n_nodes * sum(q.size for q in plan.queries)

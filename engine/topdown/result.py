@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.schema.attributes import Schema
+from engine.topdown import export
 from engine.topdown.constraints import CountBounds, unconstrained_note
 from engine.topdown.estimation import Estimation
 from engine.topdown.family import QuerySpec
@@ -87,7 +88,6 @@ class TopDownResult:
         docs/science.md §8), so the whole table never has to be in memory
         (:func:`engine.topdown.export.iter_measurement_frames`).
         """
-        from engine.topdown import export
 
         yield from export.iter_measurement_frames(
             self, chunk_rows=export.DEFAULT_CHUNK_ROWS if rows is None else rows
@@ -104,7 +104,6 @@ class TopDownResult:
         """:meth:`to_tidy` in frames of at most ``rows`` rows (query by query, nodes in order):
         geolevel, geounit, query, cell, true, estimate; with ``sparse`` only the rows where either
         count is non-zero (:func:`engine.topdown.export.iter_estimate_frames`)."""
-        from engine.topdown import export
 
         yield from export.iter_estimate_frames(
             self,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.dp.accounting import CONVERSION_LABELS
+from engine.dp.moe import moe_for_rho
+from engine.dp.presets import load_phsafe_preset
 from phexplore.app.naming import cell_label, level_label
 from phexplore.planning.moe_tables import DEFAULT_DELTA, epsilons
 
@@ -116,8 +118,6 @@ def worked_example(
     total ρ and ε before and after, computed like the planner (bounded ρ = 2 × unbounded, PHS
     Thm 3–4).
     """
-    from engine.dp.moe import moe_for_rho
-    from engine.dp.presets import load_phsafe_preset
 
     table, level = "PH3", "state_A-G"
     before = load_phsafe_preset("phsafe-2020")

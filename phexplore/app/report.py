@@ -22,12 +22,16 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.core.errors import PHExploreError
 from engine.dp.accounting import CONVERSION_LABELS, CONVERSIONS, delta_grid, epsilon_curves
 from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from engine.prediction import shipped_profile_for
+from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import for_report
 from phexplore.app.naming import display_frame
+from phexplore.planning.moe_tables import epsilons
 from phexplore.planning.scenarios import Scenario
 
 CONVERSION_SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS", "gaussian": "Gaussian profile"}
@@ -239,9 +243,6 @@ def _with_post_processed(
     scenario: Scenario, rows: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """MOE rows plus the predicted published-count accuracy (docs/science.md §7) and its notes."""
-    from engine.core.errors import PHExploreError
-    from engine.prediction import shipped_profile_for
-    from engine.prediction.tables import add_post_processed, predictions_for_runs
 
     assert scenario.topdown is not None
     try:
@@ -321,8 +322,6 @@ def run_title(metrics: Mapping[str, Any]) -> str:
 
 
 def _privacy_table(scenario: Scenario) -> str:
-    from phexplore.planning.moe_tables import epsilons
-
     rows = []
     if scenario.kind == "phsafe":
         assert scenario.phsafe is not None

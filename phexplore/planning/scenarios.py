@@ -17,7 +17,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.files import read_input_bytes
 from engine.core.numbers import as_float
-from engine.core.strict_json import as_mapping, check_keys, loads_strict_json
+from engine.core.strict_json import as_mapping, check_keys, dumps_json, loads_strict_json
 from engine.dp.accounting import CONVERSIONS
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.dp.budget.fingerprint import budget_fingerprint
@@ -243,7 +243,6 @@ class Scenario:
 
     def to_json(self) -> str:
         """Pretty JSON text."""
-        from engine.core.strict_json import dumps_json
 
         return dumps_json(self.to_dict())
 

@@ -25,6 +25,8 @@ from engine.core.numbers import as_float
 from engine.core.strict_json import as_mapping
 from engine.dp.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
 from engine.dp.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
+from engine.prediction import predict_topdown
+from engine.prediction.predict import SUPPORT_MAX_FAMILIES
 from phexplore.planning.moe_tables import DEFAULT_DELTA, epsilons, phsafe_rows, topdown_rows
 
 OBJECTIVES = ("max-ratio", "weighted")
@@ -336,8 +338,6 @@ def plan_topdown_published(
     ``{"rows", "summary", "allocation"}``; a target the prediction cannot reach below ``rho_max``
     (under the rounding floor, say) is a :class:`ValidationError` naming it.
     """
-    from engine.prediction import predict_topdown
-    from engine.prediction.predict import SUPPORT_MAX_FAMILIES
 
     if measure not in PUBLISHED_MEASURES:
         raise ValidationError(f"measure must be one of {PUBLISHED_MEASURES}; got {measure!r}")

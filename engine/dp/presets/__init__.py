@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +24,7 @@ from engine.core.strict_json import as_mapping, check_keys, loads_strict_json
 from engine.dp.budget import PHSafeBudget, TopDownAllocation, parse_fraction
 from engine.dp.budget.phsafe import PHSAFE_KEYS, allowed_levels, parse_moe_targets, parse_tau
 from engine.dp.moe import PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
+from engine.schema.query_cells import allocation_schema
 
 PRESET_DIR = Path(__file__).resolve().parent
 
@@ -209,7 +210,6 @@ def load_phsafe_preset(name: str) -> PHSafeBudget:
     if "derived_from" in data:
         spec = data["derived_from"]
         base = load_phsafe_preset(spec["preset"]).without_levels(spec.get("drop_levels", ()))
-        from dataclasses import replace
 
         return replace(
             base,
@@ -228,7 +228,6 @@ def default_topdown_preset(schema: str) -> str | None:
     is preferred (``ri2010`` → ``ri2010-production-like``, ``redistricting2020`` →
     ``topdown-2020-production``); None when no preset fits the schema.
     """
-    from engine.schema.query_cells import allocation_schema
 
     fitting = []
     for info in list_presets("topdown"):
