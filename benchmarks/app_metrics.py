@@ -44,7 +44,7 @@ from outputs import in_child  # noqa: E402  (the forked-child measurement of ben
 def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
     """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
     from engine.metrics.epl import epl_table
-    from engine.metrics.errors import mae_table
+    from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.runs import topdown as stages

@@ -86,7 +86,7 @@ def bench_phsafe(
     """PHSafe, one trial of ``phsafe-2020``, local engine against Spark on the files in ``folder``."""
     from engine.data.cef import load_cef_extract
     from engine.phsafe.config import preset
-    from engine.phsafe.run import run_phsafe
+    from engine.phsafe.release import run_phsafe
     from engine.spark import phsafe as spark_phsafe
 
     config = preset("phsafe-2020")

@@ -1,19 +1,21 @@
-"""Where a stage's independent units of work run: in this process or in worker processes (SPEC §8).
+"""Where a stage's independent units of work run: in this process or in worker processes
+(docs/science.md §8).
 
 An engine cuts a stage into independent units — for TopDown a batch of parent families of one
-geolevel (a :class:`~engine.topdown.family.FamilyBatch` of arrays, TDA §7; SCALE-NOTES: hand a task
-a batch of families as arrays, not one family), for PHSafe one measured table (PHS §3) — and hands
-them to an :class:`Executor` with a top-level function. The executor decides where they run; the
-engine never does. Results come back in the order of the units whatever order they finish in, and
-the noise is keyed by (seed, level, geounit, query) (:mod:`engine.noise.keyed`), so every executor
-and every number of workers gives the same numbers.
+geolevel (a :class:`~engine.topdown.family.FamilyBatch` of arrays, TDA §7: a task gets a batch of
+families as arrays, not one family, docs/spark.md "Settings that matter"), for PHSafe one measured
+table (PHS §3) — and hands them to an :class:`Executor` with a top-level function. The executor
+decides where they run; the engine never does. Results come back in the order of the units whatever
+order they finish in, and the noise is keyed by (seed, level, geounit, query)
+(:mod:`engine.noise.keyed`), so every executor and every number of workers gives the same numbers.
 
 * :class:`InProcessExecutor` — one after the other in the calling process (default; no pickling).
 * :class:`ProcessExecutor` — a *spawn* process pool (a fork pool deadlocked after Clarabel had run in
-  the parent, SCALE-NOTES). Units and the function must be picklable.
+  the parent). Units and the function must be picklable.
 
-A Spark executor (a later issue) implements the same :class:`Executor` protocol: ``map`` over a
-sequence of picklable units, in order, with ``cancel`` polled and ``done`` called per unit.
+The Spark executor (:mod:`engine.spark.executor`) implements the same :class:`Executor` protocol:
+``map`` over a sequence of picklable units, in order, with ``cancel`` polled and ``done`` called per
+unit.
 
 This module imports nothing from the engines, so every engine can take an executor as a parameter.
 """
@@ -65,9 +67,10 @@ class Executor(Protocol):
     ) -> list[Any]:
         """``[fn(u) for u in units]``; ``done(i, result)`` after each unit, ``cancel()`` polled.
 
-        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, issue 18; building
-        may raise): take them in order and drop them once sent rather than listing them all,
-        where the executor can. Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
+        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, so that the driver
+        never holds a whole level's units: docs/spark.md, "Driver memory"; building may raise): take
+        them in order and drop them once sent rather than listing them all, where the executor can.
+        Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
         """
         ...
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from engine.core.errors import OutputError, ValidationError
+from engine.core.strict_json import loads_strict_json
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "phexplore-output/1"
@@ -69,7 +70,6 @@ def describe_input(value: str | os.PathLike[str]) -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     """Versions of PHExplore, Python and the numerical libraries, for the manifest."""
-    from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
     for name in ("phexplore", *_VERSIONED_PACKAGES):
@@ -118,7 +118,6 @@ def read_manifest(folder: str | os.PathLike[str], *, verify: bool = True) -> Man
             f"{base}: no {MANIFEST_NAME}; not a complete PHExplore output (an interrupted run, or "
             "files written by something else)"
         )
-    from engine.core.strict_json import loads_strict_json
 
     try:
         data = loads_strict_json(manifest_path.read_bytes(), label=str(manifest_path))
@@ -208,8 +207,3 @@ _RUN_OUTPUT_NAMES = frozenset(
         "summary.txt",
     }
 )
-
-
-def inputs_of(values: Sequence[str | os.PathLike[str] | None]) -> list[str]:
-    """The non-empty values of ``values`` as strings (helper for building ``inputs``)."""
-    return [str(v) for v in values if v]

@@ -46,17 +46,15 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engine.core.errors import ValidationError
-from engine.data.synthetic import (
-    DEFAULT_VACANCY_RATE,
-    StateTable,
-    _draw_group_quarters,
-    _draw_households,
-    _expand_household_persons,
-    _household_types,
-    load_state_table,
-    select_states,
-)
+from engine.data.census2010_tables import StateTable, load_state_table, select_states
+from engine.data.synthetic import DEFAULT_VACANCY_RATE
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
+from engine.data.synthetic_households import (
+    draw_group_quarters,
+    draw_households,
+    expand_household_persons,
+    household_types,
+)
 
 MIN_PERSONS = 1_000
 MAX_PERSONS = 400_000_000
@@ -165,9 +163,9 @@ def raceeth_group(race: np.ndarray, hisp: np.ndarray) -> np.ndarray:
 def all_two_or_more_races() -> tuple[np.ndarray, np.ndarray]:
     """Every CENRACE code 07–63 with a 2010 probability among multiracial persons.
 
-    Codes in the shipped table (:func:`engine.data.synthetic.load_two_or_more_races`, the largest
-    combinations) keep their 2010 counts; each other code gets an equal share of what is left of
-    its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
+    Codes in the shipped table (:func:`engine.data.census2010_tables.load_two_or_more_races`, the
+    largest combinations) keep their 2010 counts; each other code gets an equal share of what is
+    left of its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
     """
     frame = pd.read_csv(
         Path(CALIBRATION_DIR) / "census2010_two_or_more_races.csv", dtype={"cenrace": str}
@@ -341,9 +339,9 @@ def _chunk(
     total_share = hu_share + float(gq_shares.sum())
     n_inst = int(round(n_persons * gq_shares["institutional"] / total_share))
     n_noninst = int(round(n_persons * gq_shares["noninstitutional"] / total_share))
-    hh = _draw_households(n_persons - n_inst - n_noninst, cal, rng)
-    persons = _expand_household_persons(hh, cal, two[0], two[1], rng)
-    gq = _draw_group_quarters(n_inst, n_noninst, cal, two[0], two[1], rng)
+    hh = draw_households(n_persons - n_inst - n_noninst, cal, rng)
+    persons = expand_household_persons(hh, cal, two[0], two[1], rng)
+    gq = draw_group_quarters(n_inst, n_noninst, cal, two[0], two[1], rng)
     n_hh, n_gq = hh["size"].size, gq["size"].size
     n_vacant = int(round(n_hh * vacancy_rate / (1.0 - vacancy_rate)))
     # GQ facility types: institutional 1–4, non-institutional 5–7, by 2010 national shares.
@@ -403,7 +401,7 @@ def _chunk(
     block_geo = pa.table(geo_arrays)
 
     # Units, geo (CEF).
-    hht, hht2, cplt = _household_types(hh)
+    hht, hht2, cplt = household_types(hh)
     hh_of = np.where(is_hh, unit_order, 0)
 
     def hh_field(values: np.ndarray) -> np.ndarray:

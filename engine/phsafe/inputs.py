@@ -18,6 +18,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
+from engine.data.samples import get_sample
 from engine.data.validate import DEFAULT_MAX_BYTES
 from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
 
@@ -36,7 +37,6 @@ def resolve_data_dir(data: str | os.PathLike[str]) -> Path:
             f"--data {text}: {reason}; give a folder with persons.csv, units.csv and geo.csv "
             "or a sample name (see 'phexplore samples list')"
         )
-    from engine.data.samples import get_sample
 
     return get_sample(str(data)).path
 

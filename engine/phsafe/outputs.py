@@ -28,7 +28,6 @@ from engine.dp.distributions import discrete_gaussian_moe
 from engine.phsafe.measure import MeasuredLevel
 from engine.phsafe.tables import OUTPUT_SHELLS, OUTPUT_TABLES, PH8_NUM_FROM_PH7
 
-NON_PRIVATE_LABEL = "non-private (true tabulation, no noise)"
 NO_ITERATION_TABLES = ("PH2", "PH6")
 KEY_COLUMNS = ["table", "level", "region_type", "region_id", "iteration_code", "cell"]
 
@@ -199,8 +198,3 @@ def write_official(
         frame.to_csv(path, sep="|", index=False, lineterminator="\n")
         paths.append(path)
     return paths
-
-
-def read_official(path: str | Path) -> pd.DataFrame:
-    """Read one official output file back as strings (for conformance checks)."""
-    return pd.read_csv(path, sep="|", dtype=str, keep_default_na=False)

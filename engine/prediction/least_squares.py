@@ -1,4 +1,5 @@
-"""Exact error covariance of TopDown's least-squares stage, level by level (SPEC §7; TDA §7.1–7.2).
+"""Exact error covariance of TopDown's least-squares stage, level by level (docs/science.md §7; TDA
+§7.1–7.2).
 
 Without the non-negativity constraint the least-squares estimate is linear in the noise. For a
 family — a parent with estimate error D_p and n children measured with the same query matrices and

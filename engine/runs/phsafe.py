@@ -2,7 +2,7 @@
 
 * :func:`load` — the CEF extract of ``spec.data`` (a sample name or a folder of the three CEF
   files), read for the configuration's ``state_filter``.
-* :func:`measure_and_estimate` — :func:`engine.phsafe.run.run_phsafe`: join and count the nine
+* :func:`measure_and_estimate` — :func:`engine.phsafe.release.run_phsafe`: join and count the nine
   measured tables (one unit of work each, handed to the run's executor), noise keyed by
   (seed, level, geounit, query), post-processing into the official outputs.
 * :func:`error_analysis` — the metrics stage: the engine's truth before and after truncation (a
@@ -28,7 +28,7 @@ from engine.data.cef_types import CefExtract
 from engine.metrics import phsafe_errors
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.measure import MeasuredLevel
-from engine.phsafe.run import PHSafeResult
+from engine.phsafe.release import PHSafeResult
 from engine.phsafe.truncation_report import truncation_summary
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
@@ -72,12 +72,12 @@ def measure_and_estimate(
     *,
     prepared: Any = None,
 ) -> PHSafeResult:
-    """Join, count, add noise and post-process (:func:`engine.phsafe.run.run_phsafe`).
+    """Join, count, add noise and post-process (:func:`engine.phsafe.release.run_phsafe`).
 
     On the Spark backend (``executor.name == "spark"``) the join and counts run on Spark
     (:mod:`engine.spark.phsafe`), which reads ``extract`` when the caller holds one and else the
     files of ``spec.data["source"]`` itself; noise and outputs are the same code either way."""
-    from engine.phsafe.run import run_phsafe
+    from engine.phsafe.release import run_phsafe
 
     config = config_of(spec)
     tabulate = None
@@ -109,7 +109,7 @@ def measure_and_estimate(
 
 
 @dataclass(frozen=True)
-class PHSafeErrors:
+class PHSafeErrorAnalysis:
     """The error analysis of one PHSafe run against the truth (the metrics stage's frames)."""
 
     cells: pd.DataFrame
@@ -142,7 +142,7 @@ def level_truth(level: MeasuredLevel) -> phsafe_errors.LevelTruth:
     )
 
 
-def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeErrors:
+def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeErrorAnalysis:
     """Noise vs truncation error of ``result`` (:mod:`engine.metrics.phsafe_errors`, PHS §7.1).
 
     ``scale``: the fraction of a full population the data hold (the sample's declared scale, e.g.
@@ -155,7 +155,7 @@ def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeEr
     )
     levels = phsafe_errors.level_summary(level_truth(level) for level in result.levels)
     at_scale = phsafe_errors.truncation_at_scale(levels, max(int(result.n_persons), 1), scale)
-    return PHSafeErrors(cells, levels, at_scale, time.perf_counter() - started)
+    return PHSafeErrorAnalysis(cells, levels, at_scale, time.perf_counter() - started)
 
 
 def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
@@ -175,7 +175,7 @@ def metrics_payload(
     *,
     scale: float | None = None,
     noise_method: str = "fast",
-    errors: PHSafeErrors | None = None,
+    errors: PHSafeErrorAnalysis | None = None,
 ) -> dict[str, Any]:
     """metrics.json for a PHSafe run (documented in docs/phsafe.md); ``noise`` records the sampler.
 

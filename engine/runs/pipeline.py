@@ -44,7 +44,7 @@ class RunOutput:
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Engine-specific leftovers a face may show (TopDown's spine sections; PHSafe's error
-    analysis, :class:`engine.runs.phsafe.PHSafeErrors`, under ``"errors"``)."""
+    analysis, :class:`engine.runs.phsafe.PHSafeErrorAnalysis`, under ``"errors"``)."""
 
     @property
     def runtime_s(self) -> float:
@@ -163,7 +163,7 @@ def _phsafe(
     prepared: Any,
     with_metrics: bool,
 ) -> RunOutput:
-    from engine.phsafe.run import PHSafeCancelled
+    from engine.phsafe.release import PHSafeCancelled
     from engine.runs import phsafe as stages
 
     # Spark reads (and casts) the files itself: the extract never has to fit in this process

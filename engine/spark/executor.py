@@ -1,8 +1,9 @@
-"""An executor that runs a stage's independent units of work as Spark tasks (SPEC §8).
+"""An executor that runs a stage's independent units of work as Spark tasks (docs/science.md §8).
 
 The run pipeline cuts a stage into independent units — for TopDown a batch of parent families of
-one geolevel, as arrays, with their parents' estimates (TDA §7; SCALE-NOTES: hand a task a batch
-of families, not one family) — and hands them to an executor with a top-level function.
+one geolevel, as arrays, with their parents' estimates (TDA §7; a task gets a batch of families,
+not one family: docs/spark.md, "Settings that matter") — and hands them to an executor with a
+top-level function.
 :class:`SparkExecutor` is that executor on Spark: the units, pickled, become the rows of a
 DataFrame with one partition per unit; ``mapInArrow`` unpickles each on an executor, calls the
 function (the same family solver the local backend calls) and returns the pickled result. Only the
@@ -15,9 +16,9 @@ slice, at most ``jobs_in_flight`` jobs at a time (the next slice is pickled and 
 previous one runs, so the cluster does not idle between slices). A level's units are pickled one
 slice at a time, so the driver's memory for them — the Python process, the JVM that builds the
 DataFrame and collects the results and, over Spark Connect, the server — is bounded by
-``jobs_in_flight × slice_bytes`` plus their results, whatever the number of families. (A 10⁷-person
-national TopDown run has ≈ 1.7 GB of block-level units; sent at once they overflowed Spark's
-default 1 GB driver heap.) Slicing does not change the numbers: every unit is still solved alone.
+``jobs_in_flight × slice_bytes`` plus their results, whatever the number of families (a large
+run's block level holds more units than Spark's default driver heap: docs/spark.md, "What runs
+where"). Slicing does not change the numbers: every unit is still solved alone.
 
 Checkpoints: with ``checkpoint_dir`` every finished slice is saved as a Parquet file named by the
 SHA-256 of the function and the slice's pickled units. A run that failed or was stopped, started
@@ -44,6 +45,7 @@ import pyarrow.parquet as pq
 
 from engine.core.errors import PHExploreError, ValidationError
 from engine.core.executors import ExecutionCancelled, check_backend_options
+from engine.spark.session import get_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -93,6 +95,7 @@ def check_slice_bytes(value: object) -> int:
 
 
 def _dumps(value: Any) -> bytes:
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark import cloudpickle
 
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -428,7 +431,6 @@ def spark_executor(
     (reused if this process already has one; a new classic one with ``driver_memory``, see
     :func:`engine.spark.session.get_session`), the optional ``checkpoint`` folder, and slices of
     :data:`SLICE_BYTES_ENV` bytes when that variable is set."""
-    from engine.spark.session import get_session
 
     options = check_backend_options("spark", backend_options)
     slice_bytes = DEFAULT_SLICE_BYTES

@@ -1,10 +1,10 @@
-"""Getting a Spark session for the Spark backend: a master URL or a Spark Connect address (SPEC §8).
+"""Getting a Spark session for the Spark backend: a master URL or a Spark Connect address
+(docs/science.md §8).
 
-Both production systems run on Apache Spark (SCALE-NOTES, "How the production systems distribute
-work"). The backend uses the DataFrame API only (``mapInArrow``, ``groupBy``, joins, Parquet), so
-the same code runs on a classic session (``--spark-master local[2]``, ``spark://host:7077``,
-``yarn``, ``k8s://…``) and over Spark Connect (``--spark-remote sc://host:15002``), which has no
-RDD or SparkContext API.
+Both production systems run on Apache Spark (docs/science.md §8). The backend uses the DataFrame API
+only (``mapInArrow``, ``groupBy``, joins, Parquet), so the same code runs on a classic session
+(``--spark-master local[2]``, ``spark://host:7077``, ``yarn``, ``k8s://…``) and over Spark Connect
+(``--spark-remote sc://host:15002``), which has no RDD or SparkContext API.
 
 pyspark is an optional dependency (``pip install 'phexplore[spark]'``); Spark 4 needs a Java 17+
 runtime on the driver for a classic session. :func:`spark_unavailable_reason` says in one sentence
@@ -210,6 +210,7 @@ def get_session(
     if reason is not None:
         raise SparkUnavailable(reason)
     memory = driver_memory_setting(master, remote, driver_memory)
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import SparkSession
 
     settings: dict[str, Any] = {

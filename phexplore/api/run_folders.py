@@ -93,7 +93,7 @@ def _blau_frame(metrics: dict[str, Any]) -> pd.DataFrame | None:
 
 def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete)."""
-    from engine.metrics.errors import mae_table
+    from engine.metrics.error_tables import mae_table
     from engine.runs.run_folder import open_run_folder
 
     text = str(path).strip()

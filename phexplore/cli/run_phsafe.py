@@ -108,8 +108,8 @@ def summary_lines(
 
     ``scale`` (the data's fraction of the full population) adds truncation error per 1,000 persons
     and projected to full scale, beside the noise MOE (which does not grow with population).
-    ``errors``: the run's error analysis (:class:`engine.runs.phsafe.PHSafeErrors`, the pipeline's
-    metrics stage, ``RunOutput.extra["errors"]``) at ``scale``; computed here when None.
+    ``errors``: the run's error analysis (:class:`engine.runs.phsafe.PHSafeErrorAnalysis`, the
+    pipeline's metrics stage, ``RunOutput.extra["errors"]``) at ``scale``; computed here when None.
     """
     if errors is None:
         from engine.runs.phsafe import error_analysis

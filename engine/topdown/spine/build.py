@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 
@@ -51,8 +50,6 @@ from engine.topdown.spine.optimized import (
     tract_groups,
 )
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
-
-SpineKind = Literal["conventional", "aian", "optimized"]
 
 OPTIMIZED_BLOCK_GROUP_LEVEL = "Optimized_Block_Group"
 PRODUCTION_ROOT_FRACTION = Fraction(104, 104 + 1440)

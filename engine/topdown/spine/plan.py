@@ -40,6 +40,8 @@ class SpinePlan:
         self, allocation: TopDownAllocation, options: TopDownOptions | None = None
     ) -> dict[str, Any]:
         """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.run.run_topdown`."""
+        # Imported on use: the CLI imports this module to parse the spine options, without the
+        # numerical stack (NumPy, SciPy) that building and running a spine need.
         from engine.topdown.spine.runner import run_query_names, spine_options
 
         run_options = spine_options(self.built, options)
@@ -77,6 +79,7 @@ def plan_spine(
     ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
     branches only for areas the user names; required for the AIAN-style spine).
     """
+    # Imported on use: the CLI imports this module to parse the spine options (see run_kwargs).
     import numpy as np
 
     from engine.topdown.spine.build import build_spine
@@ -123,7 +126,7 @@ def plan_spine(
 
 
 def _load_all(sources: Sequence[str], block_ids: np.ndarray) -> list[EntitySet]:
-    from engine.topdown.spine.entities import load_entities
+    from engine.topdown.spine.entities import load_entities  # on use (see run_kwargs)
 
     out: list[EntitySet] = []
     for source in sources:

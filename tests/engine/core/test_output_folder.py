@@ -1,4 +1,4 @@
-"""Atomic output folders/files with a manifest (issue 14): writing, refusing, verifying, locking."""
+"""Atomic output folders/files with a manifest: writing, refusing, verifying, locking."""
 
 from __future__ import annotations
 

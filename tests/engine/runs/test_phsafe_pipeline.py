@@ -7,7 +7,7 @@ import pytest
 
 from engine.core.executors import ProcessExecutor
 from engine.phsafe.join import prepare_extract
-from engine.phsafe.run import measure_all, run_phsafe, tabulate_all
+from engine.phsafe.release import measure_all, run_phsafe, tabulate_all
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 

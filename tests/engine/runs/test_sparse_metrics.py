@@ -42,7 +42,7 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
     """The old dense path (before issue 17's app change): metrics.json and the app's tables
     computed from the whole tidy table ``result.to_tidy()``."""
     from engine.metrics.epl import epl_table
-    from engine.metrics.errors import mae_table
+    from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile

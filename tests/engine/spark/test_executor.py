@@ -1,4 +1,5 @@
-"""The Spark executor runs units of work on Spark with the results of the in-process loop (SPEC §8).
+"""The Spark executor runs units of work on Spark with the results of the in-process loop
+(docs/science.md §8).
 
 Units are arrays (as TopDown's family batches are); results come back in unit order; a finished
 ``map`` is checkpointed to Parquet and found again by a new executor with the same inputs; an error

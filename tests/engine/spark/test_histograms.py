@@ -1,4 +1,4 @@
-"""Spark's true histograms equal the tree's sums (TDA §5; issue 18: sparse block histograms in a
+"""Spark's true histograms equal the tree's sums (TDA §5; sparse block histograms in a
 DataFrame, upper levels by ``groupBy``).
 
 On a county of the shipped RI sample (conventional spine) and on a hand-made spine with a bypassed

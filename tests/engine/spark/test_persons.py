@@ -1,4 +1,4 @@
-"""Person records read and recoded on the Spark executors (issue 18, ``engine.spark.persons``).
+"""Person records read and recoded on the Spark executors (``engine.spark.persons``).
 
 The histogram the driver builds from the executors' ``groupBy(block, cell)`` counts equals the
 local loader's (PPMF sample, generated population, with and without ``--filter``), Spark's true

@@ -60,3 +60,22 @@ def ri_subset(n_tracts_per_county: int = 2, counties: int = 2) -> BlockHistogram
         hist.counts[keep],
         source=hist.source,
     )
+
+
+def path_share_sums(parent: np.ndarray, share: np.ndarray, leaves: np.ndarray) -> list:
+    """Σ γ along the root-to-leaf path of each of ``leaves``: the accounting that SPN Theorem 3
+    says bypassing preserves (each path's shares still sum to 1)."""
+    parent = np.asarray(parent, dtype=np.int64)
+    sums = []
+    for leaf in np.asarray(leaves, dtype=np.int64).tolist():
+        total = share[leaf] * 0
+        node = leaf
+        for _ in range(parent.size + 1):
+            total = total + share[node]
+            node = int(parent[node])
+            if node < 0:
+                break
+        else:
+            raise ValueError("the parent array has a cycle")
+        sums.append(total)
+    return sums

@@ -1,4 +1,4 @@
-"""Structural zeros and GQ bounds held in least squares and rounding (issue 13 item 10; SPEC §6)."""
+"""Structural zeros and GQ bounds held in least squares and rounding (docs/science.md §6)."""
 
 from __future__ import annotations
 

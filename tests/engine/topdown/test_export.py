@@ -1,4 +1,4 @@
-"""The chunk iterators of a TopDown result (issue 17): same rows as the whole tables, bounded chunks."""
+"""The chunk iterators of a TopDown result: same rows as the whole tables, bounded chunks."""
 
 from __future__ import annotations
 
@@ -47,6 +47,17 @@ def test_sparse_estimates_are_the_rows_with_a_non_zero_count(ri_result):
     expected = tidy[(tidy["true"] != 0) | (tidy["estimate"] != 0)].reset_index(drop=True)
     pd.testing.assert_frame_equal(sparse, expected)
     assert 0 < len(sparse) < len(tidy)
+
+
+def test_level_histograms_are_the_level_rows_of_the_estimates(ri_result):
+    """The dense reader the "spine stops above the block level" error points to."""
+    for level in ri_result.tree.levels:
+        nodes = ri_result.tree.nodes_at_level(level)
+        ids = ri_result.level_ids(level)
+        assert ids == tuple(ri_result.tree.node_id[i] for i in nodes) and len(ids) == len(nodes)
+        np.testing.assert_array_equal(ri_result.level_histogram(level), ri_result.estimates[nodes])
+    blocks = ri_result.level_histogram(ri_result.tree.levels[-1])
+    assert blocks.sum() == ri_result.estimates[0].sum()
 
 
 def test_other_queries_and_measurement_chunks(ri_result):

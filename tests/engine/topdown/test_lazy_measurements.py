@@ -1,4 +1,4 @@
-"""Issue 17: lazy keyed measurements, sparse histograms and streamed outputs give the numbers of
+"""Lazy keyed measurements, sparse histograms and streamed outputs give the numbers of
 the whole-draw, dense path — and the run holds no ``(n_nodes × n_cells)`` array (asserted on sizes).
 """
 

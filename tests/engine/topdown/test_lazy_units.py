@@ -1,4 +1,4 @@
-"""A level's units of work are built one at a time, as the executor takes them (issue 18).
+"""A level's units of work are built one at a time, as the executor takes them.
 
 :class:`~engine.topdown.estimation.LevelUnits` builds chunk ``k``'s batch on ``units[k]``; a run
 whose executor first builds every unit (the old behaviour) gives the same estimates, and the
@@ -70,7 +70,7 @@ def test_in_process_executor_holds_one_built_unit_at_a_time() -> None:
 
 
 class EagerExecutor(InProcessExecutor):
-    """The behaviour before issue 18: every unit of a level built before the first runs."""
+    """The behaviour without lazy units: every unit of a level built before the first runs."""
 
     def __init__(self) -> None:
         self.levels: list[int] = []

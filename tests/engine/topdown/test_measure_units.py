@@ -1,5 +1,6 @@
 """Keyed measurements drawn on demand (any subset of nodes, in any order) equal the measurements
-drawn at once: keyed noise depends only on (seed, level, geounit, query, cell) (SPEC §8)."""
+drawn at once: keyed noise depends only on (seed, level, geounit, query, cell) (docs/science.md
+§8)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """State totals stay invariant on every spine (TDA §5.2, §7.4): with an AIAN-style branch in only
 some states, every whole state's total is held and a split state's two branches are measured with
-noise but hold their sum (the issue's two-state case: one county relabelled as a second state)."""
+noise but hold their sum (a two-state case: one county relabelled as a second state)."""
 
 from __future__ import annotations
 

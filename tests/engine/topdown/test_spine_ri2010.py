@@ -10,12 +10,9 @@ import pytest
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.runs.spine import spine_report
-from engine.topdown.spine import (
-    block_ids_of,
-    build_spine,
-    load_entities,
-    run_on_spine,
-)
+from engine.topdown.spine.build import build_spine
+from engine.topdown.spine.entities import block_ids_of, load_entities
+from engine.topdown.spine.runner import run_on_spine
 
 
 @pytest.mark.slow

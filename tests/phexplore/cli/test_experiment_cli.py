@@ -106,7 +106,7 @@ def _no_engine_runs(monkeypatch) -> None:
         raise AssertionError("the engine ran before the options were validated")
 
     monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
-    monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
+    monkeypatch.setattr("engine.phsafe.release.run_phsafe", boom)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
-"""Run PHSafe end to end on a CEF extract: the Python API the app and the CLI call.
+"""PHSafe's release on a CEF extract — truncate and join, count, measure, post-process — as the
+Python API the run pipeline (and so the app and the CLI) calls.
 
-Pipeline (PHS §3, Algorithms 1–5; SPEC §3): prepare the extract for the configured states →
-for each of the nine measured tables, filter → truncate-and-join → map to population groups and
+Pipeline (PHS §3, Algorithms 1–5; docs/science.md §3): prepare the extract for the configured states
+→ for each of the nine measured tables, filter → truncate-and-join → map to population groups and
 basis cells → count (once) → discrete Gaussian (zcdp) or two-sided geometric (puredp) noise per
 enabled population-group level, redrawn ``trials`` times → PH5_num and PH8_num derived → official
 outputs, tidy frames, published tables (:mod:`engine.phsafe.postprocess`) and the truncation
@@ -175,8 +176,8 @@ def measure_all(
 ) -> list[MeasuredLevel]:
     """Noise for every enabled level, ``trials`` times (the cheap part; reuses the counts).
 
-    With ``seed`` the noise is keyed by (seed, level, geounit, table) (SPEC §8), so it does not
-    depend on which tables are measured or in which order; else it comes from ``rng``.
+    With ``seed`` the noise is keyed by (seed, level, geounit, table) (docs/science.md §8), so it
+    does not depend on which tables are measured or in which order; else it comes from ``rng``.
     """
     measured: list[MeasuredLevel] = []
     for table, tab in tabulations.items():
@@ -286,8 +287,8 @@ def run_phsafe(
     else:
         if progress is not None:
             progress(f"adding noise ({trials} trial{'s' if trials > 1 else ''})", 0.9)
-        # A seed keys the noise by (seed, level, geounit, table) (SPEC §8); without one the noise
-        # comes from fresh OS entropy; "exact" uses OpenDP's samplers.
+        # A seed keys the noise by (seed, level, geounit, table) (docs/science.md §8); without one
+        # the noise comes from fresh OS entropy; "exact" uses OpenDP's samplers.
         rng = np.random.default_rng(seed) if seed is None else None
         levels = measure_all(
             tabulations,

@@ -11,7 +11,7 @@ import pytest
 from engine.core.errors import ValidationError
 from engine.metrics.metrics_json import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
-from engine.phsafe.run import PHSafeCancelled, run_phsafe
+from engine.phsafe.release import PHSafeCancelled, run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json
 
