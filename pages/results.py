@@ -606,6 +606,10 @@ def _folder_section(record: R.RunRecord) -> None:
         )
         + "."
     )
+    changed = R.folder_changed(record)
+    if changed:
+        st.error(changed, icon=":material/folder_off:")
+        return
     with st.expander("Files of this run folder"):
         files = R.folder_files(record)
         cols = st.columns(3)

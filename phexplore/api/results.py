@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.core.csv_cells import frame_to_csv
 from phexplore.api.jobs import RunRecord
 from phexplore.api.runs import (
     EPL_BOOT,
@@ -160,7 +161,7 @@ def headline_error(record: RunRecord) -> tuple[str, float | None, str]:
 def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """A table as CSV or Parquet bytes for ``st.download_button``."""
     if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
+        return frame_to_csv(frame).encode("utf-8")  # formula-like text made inert
     import io
 
     buffer = io.BytesIO()
