@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engine.core.errors import ValidationError
+from engine.core.numbers import RANGES
 from engine.data.synthetic import (
     DEFAULT_VACANCY_RATE,
     StateTable,
@@ -58,8 +59,12 @@ from engine.data.synthetic import (
 )
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
 
-MIN_PERSONS = 1_000
-MAX_PERSONS = 400_000_000
+MIN_PERSONS = int(RANGES["population_persons"].low or 0)
+MAX_PERSONS = int(RANGES["population_persons"].high or 0)
+"""Valid population sizes (``engine.core.numbers.RANGES["population_persons"]``: 1,000 – 400M)."""
+MIN_CHUNK_PERSONS = int(RANGES["chunk_persons"].low or 0)
+MAX_CHUNK_PERSONS = int(RANGES["chunk_persons"].high or 0)
+"""Valid ``chunk_persons`` (``RANGES["chunk_persons"]``: 10,000 – 50,000,000)."""
 DEFAULT_CHUNK_PERSONS = 2_000_000
 NEIGHBOURHOOD_PERSONS = 30_000
 SEGREGATION_ALPHA = 0.3
@@ -619,8 +624,10 @@ def generate_population(
         )
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValidationError(f"seed must be a non-negative whole number, got {seed!r}")
-    if not 10_000 <= chunk_persons <= 50_000_000:
-        raise ValidationError("chunk_persons must be between 10,000 and 50,000,000")
+    if not MIN_CHUNK_PERSONS <= chunk_persons <= MAX_CHUNK_PERSONS:
+        raise ValidationError(
+            f"chunk_persons must be between {MIN_CHUNK_PERSONS:,} and {MAX_CHUNK_PERSONS:,}"
+        )
     report = progress or (lambda message, fraction: None)
     started = time.perf_counter()
     out = Path(out_dir)

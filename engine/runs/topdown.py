@@ -24,7 +24,7 @@ import pandas as pd
 
 from engine.core.errors import ValidationError
 from engine.core.executors import Executor
-from engine.data.histogram import BlockHistogram, keep_blocks
+from engine.data.histogram import BlockHistogram, check_count_magnitude, keep_blocks
 from engine.dp.budget import TopDownAllocation
 from engine.metrics.epl_settings import EPLSettings
 from engine.runs.control import RunControl
@@ -216,6 +216,7 @@ def measure(
     from engine.topdown.run import measure_plan, plan_run
 
     started = time.perf_counter()
+    check_count_magnitude(hist, str(spec.data.get("source", "the input")))
     allocation = run_allocation(spec, hist)
     options = _options(spec)
     levels = spec.options.get("levels")
