@@ -1,4 +1,4 @@
-"""Block-level histograms: the input of the TopDown engine (TDA §5.1, SPEC §4).
+"""Block-level histograms: the input of the TopDown engine (TDA §5.1, docs/science.md §4).
 
 A :class:`Schema` is a list of (attribute, levels); the histogram of a geounit is the flattened
 (C-order) array of counts over the Cartesian product of the attributes' levels, so a marginal query
@@ -38,7 +38,7 @@ class BlockHistogram:
 
     The counts are ``(n_blocks, schema.size)`` int64, held either dense (a NumPy array: the shipped
     samples, block CSVs, P.L. 94-171) or sparse (a SciPy CSR matrix of the non-zero cells: PPMF
-    persons and generated populations, whose 2,016-cell blocks are almost all zeros — issue 17).
+    persons and generated populations, whose 2,016-cell blocks are almost all zeros — docs/science.md §8).
     :attr:`sparse_counts` is the CSR form either way (what the engine reads: SciPy CSR, sorted
     indices, no stored zeros); :attr:`counts` the dense form, built on each use from a sparse
     histogram and refused above :data:`MAX_DENSE_BLOCK_CELLS` cells — for small data (samples,

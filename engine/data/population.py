@@ -1,4 +1,4 @@
-"""A synthetic population at any scale, one set of persons for both engines (issue 17, SPEC §6, §8).
+"""A synthetic population at any scale, one set of persons for both engines (docs/synthetic.md; docs/science.md §6, §8).
 
 :func:`generate_population` writes, from the same persons, into one folder:
 
@@ -78,7 +78,7 @@ TRACT_PERSONS = 4_000
 TRACT_LOG_SD = 0.35
 BLOCK_GROUPS_PER_TRACT_MEAN = 3.0
 EMPTY_BLOCK_SHARE = 1.0 - 6.2 / 11.0
-"""US 2010: ≈ 11.0 M blocks, ≈ 6.2 M with population (SCALE-NOTES) → 44% empty."""
+"""US 2010: ≈ 11.0 M blocks, ≈ 6.2 M with population (docs/science.md §8) → 44% empty."""
 RI_EMPTY_BLOCK_SHARE = 7_537 / 25_181
 """Rhode Island 2010 (the shipped sample): 7,537 of 25,181 blocks have no persons."""
 VACANT_ONLY_SHARE = 0.2

@@ -1,4 +1,4 @@
-"""Which budget a run used: its fingerprint and origin from the run description (issue 15).
+"""Which budget a run used: its fingerprint and origin from the run description (docs/reliability.md).
 
 A run's ``metrics.json`` names the exact budget it was made with — ``budget_fingerprint``, the
 SHA-256 of the budget's canonical numbers (:func:`engine.dp.budget.fingerprint.budget_fingerprint`;

@@ -1,4 +1,4 @@
-"""``phexplore plan phsafe|topdown``: the least ρ that meets accuracy targets (issue 10, TDA §6.3, PHS §7)."""
+"""``phexplore plan phsafe|topdown``: the least ρ that meets accuracy targets (TDA §6.3, PHS §7)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def run_phsafe(args: argparse.Namespace) -> int:
 
 
 def run_topdown_published(args: argparse.Namespace) -> int:
-    """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
+    """Least ρ meeting published-count targets with fixed shares (docs/science.md §7)."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.presets import load_topdown_preset, topdown_from_dict
     from engine.prediction import shipped_profile_for

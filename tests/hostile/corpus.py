@@ -8,7 +8,7 @@ Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry 
 
 ``check`` (optional) asserts what must hold on disk afterwards (e.g. an earlier output left intact,
 no stale file beside a new one). ``run_case`` is also used by ``run_corpus.py``, which replays the
-corpus against another checkout (e.g. the commit before issue 14) in subprocesses with a timeout.
+corpus against another checkout (e.g. a commit before these guarantees) in subprocesses with a timeout.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """TopDown allocations: total ρ split over geolevels and, within each level, over query groups.
 
-TDA App. B, Thm 2 and SPEC §1: with total ρ, level proportion c and query proportion d, a query is
+TDA App. B, Thm 2 and docs/science.md §1: with total ρ, level proportion c and query proportion d, a query is
 answered with σ² = 1/(ρ·c·d); the levels' c sum to 1 along every root-to-block path and each level's
 d sum to 1. Shares are exact :class:`fractions.Fraction` so that presets transcribed from TDA
-Tables 3–8 can be checked to sum to exactly 1 (SPEC §4 lists three transcription typos a validator
+Tables 3–8 can be checked to sum to exactly 1 (docs/science.md §4 lists three transcription typos a validator
 must catch). Pure-DP allocations (the 2018 E2E test, PF) use ε in place of ρ and two-sided geometric
 noise with z = ε·c·d/2 (bounded neighbours: L1 sensitivity 2).
 """
@@ -107,7 +107,7 @@ class TopDownAllocation:
         return value
 
     def geometric_z(self, level: str, query: str) -> float:
-        """Two-sided geometric scale z = ε·c·d / 2 (pure DP; SPEC §4, PF 'TopDown options')."""
+        """Two-sided geometric scale z = ε·c·d / 2 (pure DP; docs/science.md §4, PF 'TopDown options')."""
         if self.mechanism != "puredp":
             raise ValidationError(f"{self.name} is a zCDP allocation; it has no geometric scale")
         return self.query_budget(level, query) / 2.0
@@ -269,7 +269,7 @@ class ShareProblem:
 def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
     """Every offending share of a draft allocation dict, located for the planner to mark it.
 
-    Checks what :func:`validate_topdown` checks on shares (SPEC §4: level shares sum to exactly 1
+    Checks what :func:`validate_topdown` checks on shares (docs/science.md §4: level shares sum to exactly 1
     along the spine, each measured level's query shares sum to exactly 1, no negative or unreadable
     share), but collects all problems with their (level, query) instead of stopping at the first.
     """
