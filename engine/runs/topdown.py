@@ -553,7 +553,8 @@ def metrics(
             out["blau_bias"] = blau_bias
         out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
         conventional = (spec.options.get("spine") or "conventional") == "conventional"
-        if measured.spine_plan is None or conventional:  # the prediction's spine (docs/science.md §7)
+        # the prediction's spine (docs/science.md §7)
+        if measured.spine_plan is None or conventional:
             predicted = _prediction(
                 result,
                 hist,
