@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
 from engine.dp.distributions import discrete_gaussian_moe, geometric_moe
 from engine.dp.moe import z_for_confidence
@@ -163,7 +164,7 @@ class ExperimentResult:
         written = []
         for stem, table in self.tables().items():
             path = folder / f"{stem}.csv"
-            table.to_csv(path, index=False)
+            frame_to_csv(table, path)  # formula-like text made inert
             written.append(path)
         path = folder / "experiment.json"
         path.write_text(

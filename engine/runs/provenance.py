@@ -1,4 +1,4 @@
-"""Which budget a run used: its fingerprint and origin from the run description (issue 15).
+"""Which budget a run used: its fingerprint and origin from the run description (docs/reliability.md).
 
 A run's ``metrics.json`` names the exact budget it was made with — ``budget_fingerprint``, the
 SHA-256 of the budget's canonical numbers (:func:`engine.dp.budget.fingerprint.budget_fingerprint`;
@@ -107,6 +107,59 @@ def provenance_of(spec: RunSpec, recorded: Mapping[str, Any] | None = None) -> d
         "budget_fingerprint": spec_budget_fingerprint(spec),
         "budget_origin": budget_origin_of(spec),
     }
+
+
+ENGINES = ("topdown", "phsafe")
+
+
+def check_reported_run(metrics: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``metrics`` if it is a run's metrics.json whose budget is what it says; else refused.
+
+    For a report (``phexplore report --results``, a scenario's attached runs): the payload must
+    name a run — its ``engine`` is TopDown or PHSafe (an empty object, or any JSON naming no run,
+    is refused) — and a ``budget_fingerprint`` must be one its own run description's budget gives
+    (:func:`accepted_fingerprints` of the ``run`` section's config; a ×50 budget claiming
+    ``phsafe-2020``'s fingerprint is refused). A fingerprint without a run description to check it
+    against is refused too; a metrics.json from before budgets were recorded (neither) passes, and
+    the report labels it "budget not recorded". ``where`` names the input in messages.
+    """
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise ValidationError(
+            f"{where}: names no run (an empty JSON object); give the metrics.json a run wrote"
+        )
+    engine = metrics.get("engine")
+    if engine not in ENGINES:
+        raise ValidationError(
+            f"{where}: names no run (no 'engine' of {' or '.join(ENGINES)}"
+            f"{'' if engine is None else f'; it says {engine!r}'}); give the metrics.json written "
+            "by 'phexplore run topdown' / 'run phsafe' or downloaded from the app"
+        )
+    stated = metrics.get("budget_fingerprint")
+    section = metrics.get("run")
+    if section is None:
+        if stated:
+            raise ValidationError(
+                f"{where}: claims budget {str(stated)[:12]} but holds no run description ('run') "
+                "to check it against; give the metrics.json the run wrote"
+            )
+        return metrics
+    if not isinstance(section, Mapping) or section.get("engine") != engine:
+        raise ValidationError(
+            f"{where}: its run description is not a {engine} run (altered?); give the "
+            "metrics.json the run wrote"
+        )
+    try:
+        spec = RunSpec.from_dict(dict(section))
+        accepted = accepted_fingerprints(spec)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: its run description is not valid: {exc}") from None
+    if stated and stated not in accepted:
+        raise ValidationError(
+            f"{where}: claims budget {str(stated)[:12]} ({metrics.get('budget_origin', '?')}) but "
+            f"its run was configured with budget {spec_budget_fingerprint(spec)[:12]}; the file "
+            "was edited after the run — report the metrics.json the run wrote"
+        )
+    return metrics
 
 
 def recorded_run(

@@ -1,4 +1,4 @@
-"""The TopDown run's stages: load → measure → estimate → metrics (TDA §6–§9; SPEC §4–§5, §8).
+"""The TopDown run's stages: load → measure → estimate → metrics (TDA §6–§9; docs/science.md §4–§5, §8).
 
 * :func:`load` — the block histogram of ``spec.data`` (a sample, a file or folder, with an
   optional block filter), or the histogram the caller already holds (the app's cache, uploads).
@@ -24,7 +24,7 @@ import pandas as pd
 
 from engine.core.errors import ValidationError
 from engine.core.executors import Executor
-from engine.data.histogram import BlockHistogram, keep_blocks
+from engine.data.histogram import BlockHistogram, check_count_magnitude, keep_blocks
 from engine.dp.budget import TopDownAllocation
 from engine.metrics.epl_settings import EPLSettings
 from engine.runs.control import RunControl
@@ -211,11 +211,12 @@ def measure(
 ) -> Measured:
     """Spine, budgets, true answers and noisy measurements of a TopDown run (TDA §6).
 
-    On the Spark backend the keyed noise is drawn on the executors (same numbers, SPEC §8)."""
+    On the Spark backend the keyed noise is drawn on the executors (same numbers, docs/science.md §8)."""
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import measure_plan, plan_run
 
     started = time.perf_counter()
+    check_count_magnitude(hist, str(spec.data.get("source", "the input")))
     allocation = run_allocation(spec, hist)
     options = _options(spec)
     levels = spec.options.get("levels")
@@ -255,7 +256,7 @@ def measure(
 
 def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> Any:
     """Every spine geounit's true histogram, int64 CSR ``(n_nodes, n_cells)`` (TDA §5: sums of
-    its blocks; non-zero cells only, issue 17).
+    its blocks; non-zero cells only: docs/science.md §8).
 
     On the Spark backend (``spark``: a :class:`~engine.spark.executor.SparkExecutor`) Spark sums
     the block histogram's non-zero cells, as a long sparse DataFrame, by ``groupBy`` on every
@@ -330,7 +331,7 @@ def estimate(
 # ------------------------------------------------------------------ metrics
 def epl_settings_of(spec: RunSpec) -> EPLSettings:
     """The EPL density-range settings of a spec (options ``epl_percentile``/``epl_multiplier``;
-    default Petti & Flaxman's published p = 95, m = 1.0; SPEC §5)."""
+    default Petti & Flaxman's published p = 95, m = 1.0; docs/science.md §5)."""
     from engine.metrics.epl_settings import PF_MULTIPLIER, PF_PERCENTILE
 
     return EPLSettings(
@@ -377,7 +378,7 @@ def noise_record(method: str) -> dict[str, Any]:
         }
     return {
         "method": "fast",
-        "sampler": "counter-based generator keyed by (seed, level, geounit, query) (SPEC §8)",
+        "sampler": "counter-based generator keyed by (seed, level, geounit, query) (docs/science.md §8)",
     }
 
 
@@ -444,7 +445,7 @@ def metrics_payload(
 def sparse_residuals(
     result: TopDownResult, queries: Sequence[str] | None = None
 ) -> dict[tuple[str, str], Any]:
-    """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms (issue 17).
+    """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms (docs/science.md §8).
 
     Per query the residuals (estimate − true) of every geounit are one CSR product
     ``(estimates − truth) @ A`` (``A`` maps each histogram cell to its answer cell), so only
@@ -506,13 +507,13 @@ def metrics(
     max_tidy_rows: int | None = None,
 ) -> TopDownMetrics:
     """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
-    (SPEC §5, §7) the app shows (their prediction rows are added to metrics.json too).
+    (docs/science.md §5, §7) the app shows (their prediction rows are added to metrics.json too).
 
     ``queries`` (default: the run's query groups) are the queries the metrics cover.
 
     metrics.json and the tables come from the sparse histograms (:func:`sparse_residuals`): the
     zeros of the geounit × cell residuals are counted, never stored, with the same numbers as the
-    dense table (issue 17). Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
+    dense table (docs/science.md §8). Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
     None; with ``tables`` (the app) ``tidy`` is the dense comparison table of the queries whose
     rows fit in ``max_tidy_rows`` (all when None; :func:`engine.runs.dense_rows.chosen_queries`, the
     rule of run folders opened in the app), the others listed in ``queries_left_out``.
@@ -552,7 +553,8 @@ def metrics(
             out["blau_bias"] = blau_bias
         out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
         conventional = (spec.options.get("spine") or "conventional") == "conventional"
-        if measured.spine_plan is None or conventional:  # the prediction's spine (SPEC §7)
+        # the prediction's spine (docs/science.md §7)
+        if measured.spine_plan is None or conventional:
             predicted = _prediction(
                 result,
                 hist,

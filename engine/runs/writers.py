@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
 from engine.core.strict_json import json_default
 from engine.runs.output_options import ESTIMATE_CHOICES
@@ -266,7 +267,7 @@ def write_phsafe(
     for stem, frame in frames.items():
         if frame is not None:
             paths[f"details/{stem}"] = details / f"{stem}.csv"
-            frame.to_csv(paths[f"details/{stem}"], index=False)
+            frame_to_csv(frame, paths[f"details/{stem}"])  # formula-like text made inert
     paths["summary"] = out / "summary.txt"
     paths["summary"].write_text("\n".join(summary) + "\n", encoding="utf-8")
     return paths

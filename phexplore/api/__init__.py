@@ -56,6 +56,7 @@ from phexplore.api.results import (
 )
 from phexplore.api.run_folders import (
     FolderFile,
+    folder_changed,
     folder_files,
     folder_record,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "APP_MAX_ROWS",
     "CSV_CONVERSION_MAX_ROWS",
     "FolderFile",
+    "folder_changed",
     "folder_files",
     "folder_record",
     "GENERATED_PERSONS_RANGE",

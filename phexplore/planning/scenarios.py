@@ -27,6 +27,7 @@ from engine.dp.presets import (
     load_topdown_preset,
     preset_info,
 )
+from engine.runs.provenance import check_reported_run
 from phexplore.planning.moe_tables import (
     epsilons,
     phsafe_rows,
@@ -228,6 +229,10 @@ class Scenario:
         results = data.get("results", [])
         if not isinstance(results, list):
             raise ValidationError("scenario: 'results' must be a list of metrics.json objects")
+        attached = tuple(as_mapping(r, where="scenario: results[]") for r in results)
+        for i, result in enumerate(attached, start=1):
+            if result.get("budget_fingerprint"):  # a run claiming a budget must be that budget's
+                check_reported_run(result, f"scenario: attached run {i}")
         return cls(
             name=str(data.get("name", "")),
             kind=str(kind),
@@ -237,7 +242,7 @@ class Scenario:
             conversion=str(data.get("conversion", "cks")),
             spine=str(data.get("spine", "conventional")),
             notes=str(data.get("notes", "")),
-            results=tuple(as_mapping(r, where="scenario: results[]") for r in results),
+            results=attached,
         )
 
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.strict_json import check_keys
-from engine.dp.budget.fractions_io import format_fraction, parse_fraction
+from engine.dp.budget.fractions_io import format_fraction, parse_fraction, parse_share, sum_text
 from engine.dp.distributions import MAX_SIGMA2, geometric_variance
 
 MECHANISMS = ("zcdp", "puredp")
@@ -164,7 +164,7 @@ class TopDownAllocation:
         if not isinstance(levels_raw, Mapping) or not isinstance(queries_raw, Mapping):
             raise ValidationError(f"{label}: level_shares and query_shares must be JSON objects")
         level_shares = {
-            str(lv): parse_fraction(v, where=f"{label}: level share of {lv}")
+            str(lv): parse_share(v, where=f"{label}: level share of {lv}")
             for lv, v in levels_raw.items()
         }
         query_shares: dict[str, dict[str, Fraction]] = {}
@@ -172,7 +172,7 @@ class TopDownAllocation:
             if not isinstance(qs, Mapping):
                 raise ValidationError(f"{label}: query_shares[{lv!r}] must be an object")
             query_shares[str(lv)] = {
-                str(q): parse_fraction(v, where=f"{label}: share of query {q} at {lv}")
+                str(q): parse_share(v, where=f"{label}: share of query {q} at {lv}")
                 for q, v in qs.items()
             }
         budget = data.get("rho", data.get("epsilon"))
@@ -232,7 +232,7 @@ def validate_topdown(alloc: TopDownAllocation) -> None:
     if total != 1:
         raise ValidationError(
             f"{name}: geolevel shares must sum to exactly 1 along the spine; they sum to "
-            f"{format_fraction(total)} (≈ {float(total):.6f})"
+            f"{sum_text(total)}"
         )
     extra = [lv for lv in alloc.query_shares if lv not in alloc.geolevels]
     if extra:
@@ -250,7 +250,7 @@ def validate_topdown(alloc: TopDownAllocation) -> None:
         if qtotal != 1:
             raise ValidationError(
                 f"{name}: query shares at level {lv} must sum to exactly 1; they sum to "
-                f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})"
+                f"{sum_text(qtotal)}"
             )
 
 
@@ -279,7 +279,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
     levels: dict[str, Fraction] = {}
     for lv, raw in (data.get("level_shares") or {}).items():
         try:
-            levels[str(lv)] = parse_fraction(raw, where=f"level share of {lv}")
+            levels[str(lv)] = parse_share(raw, where=f"level share of {lv}")
         except ValidationError as exc:
             problems.append(ShareProblem("levels", str(lv), None, str(exc)))
             continue
@@ -295,8 +295,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
                     "levels",
                     None,
                     None,
-                    f"geolevel shares must sum to exactly 1; they sum to "
-                    f"{format_fraction(total)} (≈ {float(total):.6f})",
+                    f"geolevel shares must sum to exactly 1; they sum to {sum_text(total)}",
                 )
             )
     for lv, qs in (data.get("query_shares") or {}).items():
@@ -304,7 +303,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
         bad = False
         for q, raw in (qs or {}).items():
             try:
-                parsed[q] = parse_fraction(raw, where=f"share of query {q} at {lv}")
+                parsed[q] = parse_share(raw, where=f"share of query {q} at {lv}")
             except ValidationError as exc:
                 problems.append(ShareProblem("queries", str(lv), str(q), str(exc)))
                 bad = True
@@ -325,7 +324,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
                     str(lv),
                     None,
                     f"query shares at level {lv} must sum to exactly 1; they sum to "
-                    f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})",
+                    f"{sum_text(qtotal)}",
                 )
             )
     return problems
