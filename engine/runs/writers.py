@@ -238,7 +238,7 @@ def write_phsafe(
 ) -> dict[str, Path]:
     """Write the official files, metrics.json, summary.txt and details/ into ``out_dir``.
 
-    ``errors``: the run's :class:`engine.runs.phsafe.PHSafeErrors` (the metrics stage's error
+    ``errors``: the run's :class:`engine.runs.phsafe.PHSafeErrorAnalysis` (the metrics stage's error
     analysis, written to ``details/errors_by_level.csv`` and ``details/truncation_at_scale.csv``);
     when None it is computed here with ``scale`` (the data's fraction of the full population).
     """

@@ -1,7 +1,7 @@
 """What the Results and Run pages show of a kept run: EPL curves, headline numbers, downloads.
 
 Part of the app-facing API (:mod:`phexplore.api`). Numbers come from :mod:`engine.metrics`
-(EPL, SPEC §5) and from the run's own tables; this module only selects and formats them.
+(EPL, docs/science.md §5) and from the run's own tables; this module only selects and formats them.
 """
 
 from __future__ import annotations
@@ -13,14 +13,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.jobs import RunRecord
-from phexplore.api.runs import (
-    EPL_BOOT,
-    EPL_MULTIPLIER,
-    EPL_PERCENTILE,
-    bootstrap_rng,
-    epl_settings,
-)
+from phexplore.api.run_choices import EPL_BOOT, EPL_MULTIPLIER, EPL_PERCENTILE, epl_settings
 
 
 def run_epl_settings(record: RunRecord) -> dict[str, Any]:

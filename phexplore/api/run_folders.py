@@ -27,9 +27,10 @@ import pandas as pd
 
 from engine.core.errors import ValidationError
 from engine.runs.dense_rows import chosen_queries
+from engine.runs.provenance import Provenance
 from phexplore.api import limits
 from phexplore.api.jobs import RunRecord
-from phexplore.api.runs import run_label, run_provenance
+from phexplore.api.run_records import run_label
 
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
@@ -115,19 +116,24 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     what = "ε" if mechanism == "puredp" else "ρ"
     budget_text = f"{what}={float(rho or 0):.4g}"
     fingerprint = metrics.get("budget_fingerprint")
-    provenance: dict[str, Any] = {}
+    provenance: Provenance | None = None
     if fingerprint:
         # The CLI records the budget it ran (issue 15): label and attach the run like an app run.
-        provenance = run_provenance(
+        provenance = Provenance(
+            budget_fingerprint=str(fingerprint),
+            budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
             run_id=run_id,
-            token=uuid.uuid4().hex,
-            data_label=data,
+            run_token=uuid.uuid4().hex,
+            data=data,
             seed=int(metrics.get("seed") or 0),
-            fingerprint=str(fingerprint),
-            origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
         )
         label = run_label(
-            run_id, "TopDown", f"folder {run.folder}", budget_text, provenance["seed"], provenance
+            run_id,
+            "TopDown",
+            f"folder {run.folder}",
+            budget_text,
+            int(provenance.seed or 0),
+            provenance,
         )
     else:  # folders written before budgets were recorded
         label = (
@@ -140,7 +146,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
         label=label,
         engine="topdown",
         scenario=scenario,
-        **({"token": provenance["run_token"]} if provenance else {}),
+        **({"token": str(provenance.run_token)} if provenance else {}),
         settings={
             "data": data,
             "allocation": metrics.get("allocation"),
@@ -156,7 +162,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
             "folder": str(run.folder),
             "outputs": run.outputs,
             "queries_left_out": left_out,
-            **provenance,
+            **(provenance.as_dict() if provenance else {}),
         },
         metrics=metrics,
         tidy=tidy,

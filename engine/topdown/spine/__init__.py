@@ -7,9 +7,9 @@
 * :mod:`.bypass` — bypassing single-child parents (§5, Algorithm 3, Theorem 3);
 * :mod:`.entities` — off-spine entity sets by block (shipped Providence wards, uploaded CSVs);
 * :mod:`.build` — the spine of a run as a GeoTree with per-node budget proportions;
-* :mod:`.runner` — TopDown on a built spine (its MAE by geography is a metric of the run
-  pipeline: :mod:`engine.runs.spine`, :mod:`engine.metrics.spine`);
-* :mod:`.cli_options` — the ``--spine`` / ``--entities`` options of ``phexplore run topdown``.
+* :mod:`.plan` — what a run's spine options resolve to (the built spine, its entity sets; the
+  run's MAE by geography is a metric of the run pipeline: :mod:`engine.runs.spine`,
+  :mod:`engine.metrics.spine`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ _EXPORTS: dict[str, str] = {
     "EntitySet": "engine.topdown.spine.entities",
     "block_ids_of": "engine.topdown.spine.entities",
     "load_entities": "engine.topdown.spine.entities",
-    "run_on_spine": "engine.topdown.spine.runner",
 }
 """Public names, imported on first use so that the CLI can parse options without NumPy/SciPy."""
 

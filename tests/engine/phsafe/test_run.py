@@ -11,7 +11,8 @@ import pytest
 from engine.core.errors import ValidationError
 from engine.metrics.metrics_json import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
-from engine.phsafe.run import PHSafeCancelled, run_phsafe
+from engine.core.errors import RunCancelled
+from engine.phsafe.run import run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json
 
@@ -112,7 +113,7 @@ def test_progress_and_cancel(cef) -> None:
         calls["n"] += 1
         return calls["n"] > 3
 
-    with pytest.raises(PHSafeCancelled):
+    with pytest.raises(RunCancelled):
         run_phsafe(_small(cef), _config(), seed=1, cancel=cancel)
 
 

@@ -105,7 +105,7 @@ def _no_engine_runs(monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the engine ran before the options were validated")
 
-    monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
+    monkeypatch.setattr("engine.runs.experiments.execute", boom)
     monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
 
 
