@@ -42,7 +42,6 @@ from engine.runs.topdown_metrics import tidy_queries
 from engine.runs.writers import write_phsafe, write_topdown
 from engine.spark.executor import spark_executor
 
-
 OUTPUTS: tuple[str, ...] = ("metrics", "tidy", "result")
 """What :func:`execute` computes after the engine: metrics.json, the tidy table, or nothing."""
 

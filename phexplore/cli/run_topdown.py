@@ -25,9 +25,9 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.numbers import parse_exact
 from engine.runs.options import TopDownRunOptions
-from engine.runs.typed import FieldError
 from engine.runs.output_options import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
+from engine.runs.typed import FieldError
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -234,7 +234,9 @@ def as_flags(message: str) -> str:
     """An option record's message with its field names (a name before ``:``, ``,`` or ``)``)
     spelt as this command's flags."""
     names = "|".join(sorted(TopDownRunOptions.__dataclass_fields__, key=len, reverse=True))
-    return re.sub(rf"\b({names})\b(?=[:,)])", lambda m: "--" + m.group(1).replace("_", "-"), message)
+    return re.sub(
+        rf"\b({names})\b(?=[:,)])", lambda m: "--" + m.group(1).replace("_", "-"), message
+    )
 
 
 def spec_of(args: argparse.Namespace) -> Any:

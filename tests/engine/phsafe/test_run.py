@@ -8,10 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.metrics.metrics_json import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
-from engine.core.errors import RunCancelled
 from engine.phsafe.run import run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json

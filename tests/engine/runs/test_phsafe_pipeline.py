@@ -36,7 +36,11 @@ def test_pipeline_run_records_the_noise_and_the_spec(extract) -> None:
     assert out.metrics["engine"] == "phsafe" and out.metrics["noise"]["method"] == "fast"
     assert out.metrics["run"]["fingerprint"] == out.spec.fingerprint()
     assert out.spec.replace(data=_spec().data) == _spec()  # the spec, with its inputs' hashes
-    assert set(out.spec.data.inputs) == {"data/persons.csv.gz", "data/units.csv.gz", "data/geo.csv.gz"}
+    assert set(out.spec.data.inputs) == {
+        "data/persons.csv.gz",
+        "data/units.csv.gz",
+        "data/geo.csv.gz",
+    }
     again = execute(_spec(), data=extract)
     assert out.result.measurements.equals(again.result.measurements)
 

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.runs import topdown as stages
-from engine.core.errors import RunCancelled
 from engine.runs.control import RunControl
 from engine.runs.data_source import BlockFilter, DataSource
 from engine.runs.options import TopDownRunOptions

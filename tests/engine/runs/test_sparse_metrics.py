@@ -96,7 +96,9 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
         _assert_same(dense, payload)
     pd.testing.assert_frame_equal(  # NaN ratios where the measured RMSE is 0
         pd.DataFrame(app.payload["prediction"]),
-        pd.DataFrame(dense_tables["prediction"][metrics_stage.PREDICTION_COLUMNS].to_dict("records")),
+        pd.DataFrame(
+            dense_tables["prediction"][metrics_stage.PREDICTION_COLUMNS].to_dict("records")
+        ),
         check_exact=True,
     )
     return dense, sparse.payload, result

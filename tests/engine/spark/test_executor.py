@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
-from engine.core.errors import RunCancelled
+from engine.core.errors import RunCancelled, ValidationError
 from engine.spark.executor import SparkExecutor, SparkTaskFailed
 
 pytestmark = pytest.mark.spark

@@ -116,7 +116,12 @@ def engine_run(
 
 
 def spine_run(
-    hist: BlockHistogram, allocation: TopDownAllocation, built: Any, *, seed: int, options: Any = None
+    hist: BlockHistogram,
+    allocation: TopDownAllocation,
+    built: Any,
+    *,
+    seed: int,
+    options: Any = None,
 ) -> Any:
     """:func:`engine_run` on a built spine: its tree, per-node budgets and invariants
     (:meth:`engine.topdown.spine.plan.SpinePlan.run_kwargs`), with the spine's summary in the

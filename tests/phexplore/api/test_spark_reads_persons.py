@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from engine.dp.presets import load_topdown_preset
-from phexplore import api as R
 from engine.runs.options import BackendOptions
 from engine.runs.provenance import Provenance
+from phexplore import api as R
 from phexplore.api.run_choices import SPARK_MASTER_ENV, SPARK_REMOTE_ENV
 from phexplore.api.runs import execute_topdown, spark_reads_persons
 
