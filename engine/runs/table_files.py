@@ -24,17 +24,14 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engine.core.errors import OutputError, ValidationError
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet"}
 METADATA_KEY = b"phexplore"
@@ -101,15 +98,11 @@ def text_type() -> pa.DataType:
     pandas categoricals and the file as dictionaries: cheap to write and to read; pandas reads
     them back as categoricals (:func:`read_table` gives plain text unless asked).
     """
-    import pyarrow as pa
-
     return pa.dictionary(pa.int32(), pa.string())
 
 
 def _arrow_schema(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Schema:
     """The explicit ``schema``, or text for object columns and pandas' types for the rest."""
-    import pyarrow as pa
-
     if schema is not None:
         return schema
     fields = []
@@ -139,9 +132,6 @@ def write_table(
     text for object columns, pandas' types otherwise, from the first chunk). ``description`` is
     stored in the Parquet metadata (:data:`METADATA_KEY`) and returned in the :class:`TableFile`.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if fmt not in SUFFIX:
         raise ValidationError(f"table format must be csv or parquet; got {fmt!r}")
     started = time.perf_counter()
@@ -210,9 +200,6 @@ class _nothing:
 
 def _parquet(path: Path) -> pq.ParquetFile:
     """The opened Parquet file, or an :class:`OutputError` saying it is truncated or damaged."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
@@ -247,8 +234,6 @@ def check_table(path: str | Path, *, rows: int | None = None) -> int:
     description; every row group is read, so a damaged page is found here, not halfway through a
     reader. CSV: the file must exist and its row count (lines after the header) is returned.
     """
-    import pyarrow as pa
-
     p = Path(path)
     if not p.is_file():
         raise OutputError(f"{p}: missing; the run folder is incomplete — rerun the command")
@@ -295,8 +280,6 @@ def read_table(
 ) -> pd.DataFrame:
     """A whole table file (CSV or Parquet) as a frame; identifiers and labels as text
     (``categorical=True``: Parquet text columns stay categoricals, much smaller in memory)."""
-    import pyarrow as pa
-
     p = Path(path)
     if p.suffix == ".parquet":
         handle = _parquet(p)
@@ -320,8 +303,6 @@ def iter_table(
     path: str | Path, *, chunk_rows: int = 500_000, columns: Sequence[str] | None = None
 ) -> Iterator[pd.DataFrame]:
     """A table file in frames of at most ``chunk_rows`` rows (bounded memory for large runs)."""
-    import pyarrow as pa
-
     p = Path(path)
     if p.suffix == ".parquet":
         handle = _parquet(p)

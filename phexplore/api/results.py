@@ -6,6 +6,9 @@ Part of the app-facing API (:mod:`phexplore.api`). Numbers come from :mod:`engin
 
 from __future__ import annotations
 
+import io
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +16,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from engine.metrics.epl import epl_details
+from engine.metrics.reference import load_petti_flaxman_tradeoff
 from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.jobs import RunRecord
 from phexplore.api.run_choices import EPL_BOOT, EPL_MULTIPLIER, EPL_PERCENTILE, epl_settings
@@ -38,7 +44,6 @@ def pf_reference_epl(settings: Mapping[str, Any]) -> tuple[pd.DataFrame | None, 
             "±1 × max(|P5|, |P95|) (percentile 95, multiplier 1.0). EPLs under different "
             "density ranges are not comparable (up to ~10× apart on the same residuals)."
         )
-    from engine.metrics.reference import load_petti_flaxman_tradeoff
 
     ref = load_petti_flaxman_tradeoff()
     part = ref[
@@ -69,8 +74,6 @@ def epl_curves(
     :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
     EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
-    from engine.metrics.epl import epl_details
-
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
     result = epl_details(
@@ -97,8 +100,6 @@ def epl_curves(
 
 def budget_caption(record: RunRecord) -> str | None:
     """ "ρ = 2.56 nominal, ρ spent on noisy measurements = 1.728 …" of a TopDown run, else None."""
-    from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
-
     if record.engine != "topdown" or record.rho is None:
         return None
     what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
@@ -156,7 +157,6 @@ def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """A table as CSV or Parquet bytes for ``st.download_button``."""
     if fmt == "csv":
         return frame.to_csv(index=False).encode("utf-8")
-    import io
 
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
@@ -165,8 +165,6 @@ def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
 
 def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
     """metrics.json bytes (NaN and ∞ written as null so any JSON reader accepts them)."""
-    import json
-    import math
 
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):

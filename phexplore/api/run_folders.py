@@ -26,8 +26,11 @@ from typing import Any
 import pandas as pd
 
 from engine.core.errors import ValidationError
+from engine.metrics.errors import mae_table
 from engine.runs.dense_rows import chosen_queries
 from engine.runs.provenance import Provenance
+from engine.runs.run_folder import dense_estimates, open_run_folder
+from engine.runs.table_files import read_table
 from phexplore.api import limits
 from phexplore.api.jobs import RunRecord
 from phexplore.api.run_records import run_label
@@ -35,8 +38,6 @@ from phexplore.api.run_records import run_label
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
     """The dense tidy estimates the app keeps and the queries left out."""
-    from engine.runs.run_folder import dense_estimates
-
     dense_rows = int(run.outputs.get("files", {}).get("estimates", {}).get("dense_rows") or 0)
     if not run.sparse:
         if dense_rows and dense_rows > limit:
@@ -94,9 +95,6 @@ def _blau_frame(metrics: dict[str, Any]) -> pd.DataFrame | None:
 
 def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete)."""
-    from engine.metrics.errors import mae_table
-    from engine.runs.run_folder import open_run_folder
-
     text = str(path).strip()
     if not text:
         raise ValidationError("give the path of a run folder written by 'phexplore run topdown'")
@@ -221,6 +219,4 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
 
 
 def _csv_bytes(path: Path) -> bytes:
-    from engine.runs.table_files import read_table
-
     return read_table(path).to_csv(index=False).encode("utf-8")
