@@ -147,9 +147,11 @@ def test_a_legacy_scenario_loads_and_each_attached_run_replays(
 def test_a_legacy_file_with_an_unknown_key_is_refused_by_both_faces(
     edit: Any, words: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Edited by hand (its fingerprint left as it was): the key is named, never dropped."""
+    """Edited by hand, its fingerprint removed (as the old refusal of an edited file suggested):
+    the key is named, never dropped (the previous version dropped it and ran with defaults)."""
     recorded = json.loads((LEGACY / "td-perry.metrics.json").read_text(encoding="utf-8"))
     edit(recorded["run"])
+    del recorded["run"]["fingerprint"]
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(recorded), encoding="utf-8")
     out = tmp_path / "never"
