@@ -82,7 +82,7 @@ def _mae_section(record: R.RunRecord) -> None:
 
 
 def _prediction_section(record: R.RunRecord) -> None:
-    """Predicted RMSE of the published counts (SPEC §7, before the run) beside the measured one."""
+    """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the measured one."""
     pred = record.tables.get("prediction")
     st.subheader("Predicted vs measured RMSE of the published counts")
     if pred is None or pred.empty:
@@ -411,7 +411,7 @@ def _epl_bars(part: pd.DataFrame) -> dict[str, object]:
 def _budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:
     """x of the EPL-vs-budget chart: ε itself for pure DP, else ε at the session's δ of each ρ.
 
-    EPL is comparable to ε, not ρ (SPEC §5): a zCDP run's ρ is converted with the session's δ and
+    EPL is comparable to ε, not ρ (docs/science.md §5): a zCDP run's ρ is converted with the session's δ and
     conversion so the diagonal is the same reference in both cases.
     """
     if mechanism == "puredp":

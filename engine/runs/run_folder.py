@@ -5,7 +5,7 @@
 hash (:func:`engine.core.manifest.read_output_folder`), metrics.json must parse, and every table
 its ``outputs`` section lists must be readable with the row count recorded when it was written
 (:func:`engine.runs.table_files.check_table`; a truncated Parquet file is refused by name). Folders
-written before issue 17 (``estimates.csv`` etc., no ``outputs`` section) are read as dense CSV.
+written before the sparse and Parquet outputs (``estimates.csv`` etc., no ``outputs`` section) are read as dense CSV.
 
 :meth:`RunFolder.estimates` returns the dense tidy table (geolevel, geounit, query, cell, true,
 estimate), re-expanding a sparse one with :func:`dense_estimates` (every geounit × every cell, the
@@ -159,7 +159,7 @@ def dense_estimates(
 
 
 def _legacy_outputs(files: dict[str, Any]) -> dict[str, Any]:
-    """The ``outputs`` section of a folder written before issue 17: dense CSV files."""
+    """The ``outputs`` section of a folder written before the sparse and Parquet outputs: dense CSV files."""
     found = {
         name: {"file": f"{name}.csv", "format": "csv"} for name in TABLES if f"{name}.csv" in files
     }

@@ -1,4 +1,4 @@
-"""Run tables as CSV or Parquet files, written from chunks and read back with checks (issue 17).
+"""Run tables as CSV or Parquet files, written from chunks and read back with checks (docs/topdown.md "Outputs").
 
 A run's large tables (TopDown estimates, measurements, microdata) are written from an *iterator of
 chunks* (:mod:`engine.topdown.export`), one chunk at a time, so a production-scale run never holds

@@ -70,7 +70,7 @@ def epl_curves(
 ) -> dict[str, Any]:
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
-    Residuals are estimate − true over the group's cells (SPEC §5);
+    Residuals are estimate − true over the group's cells (docs/science.md §5);
     :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
     EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
@@ -181,7 +181,7 @@ def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
 def prediction_sample_sentence(table: pd.DataFrame) -> str | None:
     """What a run's predicted-vs-measured rows were evaluated on, when some level used a sample
     of its families (``units_evaluated`` below ``units``); None when every geounit was used or
-    the table predates the columns (SPEC §7; ``engine.runs.topdown.prediction_sampling_note``)."""
+    the table predates the columns (docs/science.md §7; ``engine.runs.topdown_metrics.prediction_sampling_note``)."""
     if "units_evaluated" not in table or "units" not in table:
         return None
     levels = table.drop_duplicates("geolevel")

@@ -1,4 +1,4 @@
-"""A TopDown run folder written by the command line, opened on the Results page (issue 17).
+"""A TopDown run folder written by the command line, opened on the Results page (docs/app.md).
 
 Part of the app-facing API (:mod:`phexplore.api`). :func:`folder_record` reads a folder written
 by ``phexplore run topdown`` / ``run replay`` — CSV or Parquet, dense or sparse — through the
@@ -116,7 +116,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     fingerprint = metrics.get("budget_fingerprint")
     provenance: Provenance | None = None
     if fingerprint:
-        # The CLI records the budget it ran (issue 15): label and attach the run like an app run.
+        # The CLI records the budget it ran (budget_fingerprint, budget_origin): label and attach the run like an app run.
         provenance = Provenance(
             budget_fingerprint=str(fingerprint),
             budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),

@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 14: bad (and a few good) inputs across every format and option.
+"""The hostile-input corpus (docs/reliability.md): bad (and a few good) inputs across every format and option.
 
 Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry point
 (:func:`phexplore.cli.main`) in-process with its argv, and states the exact class of outcome:
@@ -8,7 +8,7 @@ Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry 
 
 ``check`` (optional) asserts what must hold on disk afterwards (e.g. an earlier output left intact,
 no stale file beside a new one). ``run_case`` is also used by ``run_corpus.py``, which replays the
-corpus against another checkout (e.g. the commit before issue 14) in subprocesses with a timeout.
+corpus against another checkout (e.g. a commit before the reliability work) in subprocesses with a timeout.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run pipeline: predicted vs measured RMSE tables for TopDown runs (SPEC §7, issue 19)."""
+"""Run pipeline: predicted vs measured RMSE tables for TopDown runs (docs/science.md §7)."""
 
 from __future__ import annotations
 

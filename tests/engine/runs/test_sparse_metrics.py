@@ -43,7 +43,7 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 
 
 def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
-    """The old dense path (before issue 17's app change): metrics.json and the app's tables
+    """The old dense path (before the metrics were computed from sparse histograms): metrics.json and the app's tables
     computed from the whole tidy table ``result.to_tidy()``."""
     from engine.metrics.epl import epl_table
     from engine.metrics.errors import mae_table
@@ -219,7 +219,7 @@ def test_counted_residuals_match_the_dense_statistics() -> None:
 
 def test_the_cli_path_never_densifies_the_block_histogram(generated, monkeypatch, tmp_path):
     """Load (sparse), measure, estimate, metrics.json and the output files of a production run
-    with any dense block histogram refused (issue 17: blocks × 2,016 never held dense)."""
+    with any dense block histogram refused (blocks × 2,016 cells are never held dense)."""
     from engine.data import histogram as histogram_module
     from engine.runs.pipeline import write
 

@@ -175,7 +175,7 @@ def test_the_cli_replays_an_app_run(app_run: RunRecord, tmp_path: Path) -> None:
 
 
 def test_a_cli_phsafe_run_loaded_in_the_app_belongs_to_its_budget(tmp_path: Path) -> None:
-    """Issue 15's leftover end to end: a PHSafe run saved by the CLI, replayed in the app, is a
+    """End to end: a PHSafe run saved by the CLI, replayed in the app, is a
     run of the planner's phsafe-2020 budget (the Scenarios page and the report attach it)."""
     from engine.data.cef_writer import write_cef_extract
     from engine.data.synthetic import generate_households

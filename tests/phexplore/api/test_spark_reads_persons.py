@@ -1,5 +1,5 @@
 """The Run page's TopDown runs on Spark read person records on the executors, as the CLI does
-(issue 18): a shipped PPMF sample or a generated folder is read again by Spark, never an upload."""
+(docs/spark.md): a shipped PPMF sample or a generated folder is read again by Spark, never an upload."""
 
 from __future__ import annotations
 

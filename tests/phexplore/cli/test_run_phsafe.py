@@ -155,7 +155,7 @@ def _run_cli(data: Path, out: Path, *extra: str) -> dict:
 def test_cli_metrics_carry_the_budget_fingerprint_the_app_records(
     small_cef: Path, tmp_path: Path
 ) -> None:
-    """Issue 15's leftover: a PHSafe run saved from the CLI names the exact budget it used, with
+    """A PHSafe run saved from the CLI names the exact budget it used, with
     the key names, value and origin rule of the app's runs, so a scenario attributes it rightly."""
     from dataclasses import replace
 
