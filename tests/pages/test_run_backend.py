@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.core.errors import ValidationError
-from phexplore import api as R
 from engine.runs.options import BackendOptions
+from phexplore import api as R
 from phexplore.api.run_choices import SPARK_MASTER_ENV, SPARK_REMOTE_ENV, app_backend
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
