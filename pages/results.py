@@ -639,6 +639,7 @@ def render() -> None:
             "`phexplore run topdown` above; results stay in this session."
         )
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        replay.replay_controls()
         replay.replay_from_file()
         replay.replay_progress()
         return
@@ -652,6 +653,7 @@ def render() -> None:
         help="Runs of this session, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)
+    replay.replay_controls()
     replay.replay_session_run(record)
     replay.replay_from_file()
     replay.replay_progress()

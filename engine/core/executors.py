@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, TimeoutError
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from engine.core.errors import PHExploreError, ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.core.numbers import RANGES
 
 U = TypeVar("U")
@@ -44,10 +44,6 @@ MAX_WORKERS = int(RANGES["workers"].high or 256)
 """Upper bound on worker processes: the shared range of ``--workers`` (1–256, engine.core.strict_json)."""
 POLL_S = 0.2
 """Seconds between two checks of ``cancel()`` while waiting for a worker."""
-
-
-class ExecutionCancelled(PHExploreError):
-    """``cancel()`` returned True while units were running; nothing of the stage is kept."""
 
 
 @runtime_checkable
@@ -67,10 +63,10 @@ class Executor(Protocol):
     ) -> list[Any]:
         """``[fn(u) for u in units]``; ``done(i, result)`` after each unit, ``cancel()`` polled.
 
-        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, so that the driver
-        never holds a whole level's units: docs/spark.md, "Driver memory"; building may raise): take
-        them in order and drop them once sent rather than listing them all, where the executor can.
-        Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
+        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, so the driver never holds a whole level's units: docs/spark.md, "Driver memory"; building
+        may raise): take them in order and drop them once sent rather than listing them all,
+        where the executor can. Raises :class:`~engine.core.errors.RunCancelled` when ``cancel()``
+        returns True (nothing of the stage is kept).
         """
         ...
 
@@ -96,7 +92,7 @@ class InProcessExecutor:
         out: list[R] = []
         for i, unit in enumerate(units):
             if cancel is not None and cancel():
-                raise ExecutionCancelled("cancelled")
+                raise RunCancelled("cancelled")
             result = fn(unit)
             out.append(result)
             if done is not None:
@@ -140,7 +136,7 @@ class ProcessExecutor:
         if not units:
             return []
         if cancel is not None and cancel():
-            raise ExecutionCancelled("cancelled")
+            raise RunCancelled("cancelled")
         # A lazy sequence's units are all built (and any error raised) before one is submitted;
         # the pool holds them all anyway.
         ready = list(units)
@@ -152,7 +148,7 @@ class ProcessExecutor:
             for i, fut in enumerate(futures):
                 while True:
                     if cancel is not None and cancel():
-                        raise ExecutionCancelled("cancelled")
+                        raise RunCancelled("cancelled")
                     try:
                         result = fut.result(timeout=POLL_S)
                         break

@@ -33,9 +33,12 @@ def resolve_data_dir(data: str | os.PathLike[str]) -> Path:
     text = str(data)
     if path.exists() or "/" in text or os.sep in text:
         reason = "not a folder" if path.exists() else "no such folder"
+        from engine.data.samples import list_samples
+
+        names = ", ".join(s.name for s in list_samples() if s.kind == "phsafe")
         raise ValidationError(
             f"--data {text}: {reason}; give a folder with persons.csv, units.csv and geo.csv "
-            "or a sample name (see 'phexplore samples list')"
+            f"or the name of a PHSafe sample ({names})"
         )
 
     return get_sample(str(data)).path

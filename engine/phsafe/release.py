@@ -22,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from engine.core.errors import PHExploreError, ValidationError
-from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.core.errors import RunCancelled, ValidationError
+from engine.core.executors import Executor, InProcessExecutor
 from engine.data.cef_types import CefExtract
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.join import (
@@ -63,10 +63,6 @@ Tabulator = Callable[..., "dict[str, TableTabulation]"]
 MAX_TRIALS = 1_000
 """Upper bound on noise trials: the noise of every trial is kept (≈ 85 MB at 1,000 trials of the
 production US configuration, 10,608 cells per trial)."""
-
-
-class PHSafeCancelled(PHExploreError):
-    """The caller's ``cancel()`` returned True; the run stopped between two tables."""
 
 
 @dataclass(frozen=True)
@@ -155,12 +151,7 @@ def tabulate_all(
 
     if units and progress is not None:
         progress(f"joining and counting {units[0][1]}", 0.0)
-    try:
-        tabs = (executor or InProcessExecutor()).map(
-            _tabulate_unit, units, cancel=cancel, done=done
-        )
-    except ExecutionCancelled:
-        raise PHSafeCancelled("PHSafe run cancelled while joining and counting") from None
+    tabs = (executor or InProcessExecutor()).map(_tabulate_unit, units, cancel=cancel, done=done)
     return {unit[1]: tab for unit, tab in zip(units, tabs, strict=True)}
 
 
@@ -182,7 +173,7 @@ def measure_all(
     measured: list[MeasuredLevel] = []
     for table, tab in tabulations.items():
         if cancel is not None and cancel():
-            raise PHSafeCancelled(f"PHSafe run cancelled while adding noise to {table}")
+            raise RunCancelled(f"PHSafe run cancelled while adding noise to {table}")
         tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
         for level, counts in tab.levels.items():
             spec = noise_spec(table, level, config.budget(table, level), config.privacy_defn, tau)
@@ -236,7 +227,7 @@ def run_phsafe(
     ``seed`` seeds the noise generator (``None``: fresh OS entropy); ``trials`` ≥ 1 noise draws reuse
     one join (trial 0 is the published run; all trials feed the pipeline's error analysis). ``progress`` is
     called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
-    :class:`PHSafeCancelled` when it returns True. ``prepared`` (from
+    :class:`~engine.core.errors.RunCancelled` when it returns True. ``prepared`` (from
     :func:`~engine.phsafe.join.prepare_extract` for the same extract and ``state_filter``) skips the
     preparation step, so an app can re-run new budgets or τ on a cached extract. ``tabulate``
     replaces the join-and-count step (:func:`tabulate_all`) by another backend's — the Spark

@@ -1,4 +1,4 @@
-"""Run tables as CSV or Parquet files, written from chunks and read back with checks (docs/topdown.md, outputs).
+"""Run tables as CSV or Parquet files, written from chunks and read back with checks (docs/topdown.md "Outputs").
 
 A run's large tables (TopDown estimates, measurements, microdata) are written from an *iterator of
 chunks* (:mod:`engine.topdown.export`), one chunk at a time, so a production-scale run never holds
@@ -27,18 +27,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+from typing import IO, Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import OutputError, ValidationError
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet"}
 METADATA_KEY = b"phexplore"
@@ -105,15 +102,11 @@ def text_type() -> pa.DataType:
     pandas categoricals and the file as dictionaries: cheap to write and to read; pandas reads
     them back as categoricals (:func:`read_table` gives plain text unless asked).
     """
-    import pyarrow as pa
-
     return pa.dictionary(pa.int32(), pa.string())
 
 
 def _arrow_schema(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Schema:
     """The explicit ``schema``, or text for object columns and pandas' types for the rest."""
-    import pyarrow as pa
-
     if schema is not None:
         return schema
     fields = []
@@ -143,9 +136,6 @@ def write_table(
     text for object columns, pandas' types otherwise, from the first chunk). ``description`` is
     stored in the Parquet metadata (:data:`METADATA_KEY`) and returned in the :class:`TableFile`.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if fmt not in SUFFIX:
         raise ValidationError(f"table format must be csv or parquet; got {fmt!r}")
     started = time.perf_counter()
@@ -214,9 +204,6 @@ class _nothing:
 
 def _parquet(path: Path, source: IO[bytes] | None = None) -> pq.ParquetFile:
     """The opened Parquet file, or an :class:`OutputError` saying it is truncated or damaged."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
         return pq.ParquetFile(source if source is not None else path)
     except (pa.ArrowException, OSError) as exc:
@@ -253,8 +240,6 @@ def check_table(
     description; every row group is read, so a damaged page is found here, not halfway through a
     reader. CSV: the file must exist and its row count (lines after the header) is returned.
     """
-    import pyarrow as pa
-
     p = Path(path)
     if source is None and not p.is_file():
         raise OutputError(f"{p}: missing; the run folder is incomplete — rerun the command")
@@ -313,8 +298,6 @@ def read_table(
     """A whole table file (CSV or Parquet) as a frame; identifiers and labels as text
     (``categorical=True``: Parquet text columns stay categoricals, much smaller in memory).
     ``source``: the file already opened (and verified) — read instead of ``path``."""
-    import pyarrow as pa
-
     p = Path(path)
     if p.suffix == ".parquet":
         handle = _parquet(p, source)
@@ -343,8 +326,6 @@ def iter_table(
 ) -> Iterator[pd.DataFrame]:
     """A table file in frames of at most ``chunk_rows`` rows (bounded memory for large runs);
     ``source``: the file already opened (and verified) — read instead of ``path``."""
-    import pyarrow as pa
-
     p = Path(path)
     if p.suffix == ".parquet":
         handle = _parquet(p, source)

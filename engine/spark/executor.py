@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.core.errors import PHExploreError, ValidationError
-from engine.core.executors import ExecutionCancelled, check_backend_options
+from engine.core.errors import PHExploreError, RunCancelled, ValidationError
+from engine.core.executors import check_backend_options
 from engine.spark.session import fail_fast, get_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -79,10 +79,6 @@ whole number of bytes in the valid range; larger slices give a big cluster more 
 DEFAULT_JOBS_IN_FLIGHT = 2
 MAX_JOBS_IN_FLIGHT = 16
 """Spark jobs (slices) of one ``map`` running at once: 1–16, default 2."""
-
-
-class SparkCancelled(ExecutionCancelled):
-    """``cancel()`` returned True while a Spark job ran; the job was interrupted."""
 
 
 class SparkTaskFailed(PHExploreError):
@@ -260,11 +256,11 @@ class SparkExecutor:
     ) -> list[Any]:
         """``[fn(u) for u in units]`` on Spark, sent in slices; ``done(i, result)`` per unit once
         its slice's job ended (in unit order), ``cancel()`` polled while jobs run (then every
-        running job is interrupted and :class:`SparkCancelled` raised)."""
+        running job is interrupted and :class:`~engine.core.errors.RunCancelled` raised)."""
         if not units:
             return []
         if cancel is not None and cancel():
-            raise SparkCancelled("cancelled before the Spark job started")
+            raise RunCancelled("cancelled before the Spark job started")
         results: list[Any] = []
         running: deque[_SliceJob] = deque()
         slices = self._slices(units)
@@ -425,7 +421,7 @@ class _SliceJob:
             if cancel is not None and self.thread.is_alive() and cancel():
                 stop_all()
                 self.thread.join(CANCEL_WAIT_S)
-                raise SparkCancelled("cancelled; the Spark job was interrupted")
+                raise RunCancelled("cancelled; the Spark job was interrupted")
 
     def result(self) -> pa.Table:
         if "error" in self.outcome:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from engine.core.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, RunCancelled
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig
 from engine.phsafe.join import (
@@ -46,7 +46,7 @@ from engine.phsafe.join import (
     truncation_stats,
     with_occurrence,
 )
-from engine.phsafe.release import PHSafeCancelled, run_levels
+from engine.phsafe.release import run_levels
 from engine.phsafe.tables import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -351,7 +351,7 @@ def tabulate_all(
     All tables in one pass: one window ranks each household's persons for every table (the first
     τ by record hash), one window finds non-unique units, one join, one counting job and one
     household-size job. ``cancel()`` is checked between jobs (then
-    :class:`~engine.phsafe.release.PHSafeCancelled`)."""
+    :class:`~engine.core.errors.RunCancelled`)."""
     # optional dependency (the spark extra): imported where Spark runs
     from pyspark import StorageLevel
     from pyspark.sql import Window
@@ -366,7 +366,7 @@ def tabulate_all(
 
     def check(step: str, fraction: float) -> None:
         if cancel is not None and cancel():
-            raise PHSafeCancelled(f"PHSafe run on Spark cancelled before {step}")
+            raise RunCancelled(f"PHSafe run on Spark cancelled before {step}")
         if progress is not None:
             progress(step, fraction)
 

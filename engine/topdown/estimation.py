@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.core.errors import RunCancelled
+from engine.core.executors import Executor, InProcessExecutor
 from engine.topdown.batch_answers import BatchAnswers, with_answers
 from engine.topdown.constraints import CountBounds, child_bounds
 from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
@@ -30,7 +31,7 @@ from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
 from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
-from engine.topdown.options import Progress, RunCancelled, unit_variables
+from engine.topdown.options import Progress, unit_variables
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.qp.least_squares import multipass_least_squares
 from engine.topdown.rounding import round_batch
@@ -320,10 +321,7 @@ def estimate(
             ),
             chain,
         )
-        try:
-            results = runner.map(_unit, units, cancel=is_cancelled, done=done)
-        except ExecutionCancelled:
-            raise RunCancelled("TopDown run cancelled") from None
+        results = runner.map(_unit, units, cancel=is_cancelled, done=done)
         del units
         done_children += int(ends[-1]) if len(ends) else 0
         for chunk, res in zip(chunks, results, strict=True):

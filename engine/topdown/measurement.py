@@ -24,7 +24,6 @@ import scipy.sparse as sp
 
 from engine import noise
 from engine.core.errors import ValidationError
-from engine.core.executors import Executor
 from engine.noise.keyed import check_seed, geounit_hashes, unit_keys
 from engine.topdown.batch_answers import KeyedAnswers
 from engine.topdown.measure import (
@@ -183,19 +182,15 @@ def measure_plan(
     plan: TopDownPlan,
     truth: np.ndarray | sp.spmatrix,
     seed: int,
-    *,
-    executor: Executor | None = None,
 ) -> RunMeasurements:
     """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan.
 
-    ``fast`` noise is keyed by (seed, level, geounit, query) (docs/science.md §8,
-    :mod:`engine.noise.keyed`) and drawn lazily (:class:`KeyedMeasurements`): each batch of families
-    draws its own answers in its unit of work, on whatever ``executor`` estimates it, with the
-    numbers a whole draw gives. ``exact`` noise comes from OpenDP, drawn here for every answer at
-    once (it needs this process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS`
-    answers. ``executor`` is accepted for compatibility: no measurement work is dispatched.
+    ``fast`` noise is keyed by (seed, level, geounit, query) (docs/science.md §8, :mod:`engine.noise.keyed`)
+    and drawn lazily (:class:`KeyedMeasurements`): each batch of families draws its own answers
+    in its unit of work, on whatever executor estimates it, with the numbers a whole draw
+    gives. ``exact`` noise comes from OpenDP, drawn here for every answer at once (it needs this
+    process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS` answers.
     """
-    del executor  # keyed draws happen in the estimation's units of work
     method = plan.options.noise_method
     if method == "fast":
         return keyed_measurements(plan, truth, seed)

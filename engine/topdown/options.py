@@ -3,8 +3,8 @@
 :class:`TopDownOptions` holds the estimation settings, whose defaults follow production: the
 least-squares passes of TDA §8.1–8.2, the rounder's nested marginals (TDA eq. 7.7), the invariants
 (TDA §5.2) and invariant sums of sibling nodes (TDA §7.4), the noise method and the size of the
-units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run;
-:class:`RunCancelled` is what a ``True`` answer of its ``cancel()`` raises.
+units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run; a ``True``
+answer of its ``cancel()`` raises :class:`engine.core.errors.RunCancelled`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.core.errors import PHExploreError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
 
 Progress = Callable[[str, float], None]
-
-
-class RunCancelled(PHExploreError):
-    """The user cancelled a TopDown run (raised between chunks; no partial result)."""
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def default_tree(hist: BlockHistogram, allocation: TopDownAllocation) -> GeoTree
 
 def run_query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
     """Query order of a run's per-node budget arrays: the allocation's queries, then the
-    invariant-only ones in the order the invariants name them (one copy, used by the spine runner)."""
+    invariant-only ones in the order the invariants name them (one copy, used by every spine)."""
     names = list(allocation.all_queries())
     for level_names in options.invariants.values():
         for name in level_names:

@@ -2,7 +2,7 @@
 §7).
 
 :func:`spine_profile` turns the engine's conventional spine of a histogram
-(:func:`engine.topdown.run.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
+(:func:`engine.topdown.plan.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
 level the number of children of every geounit above, and each geounit's true counts (the count
 profile of the non-negativity correction). The core never imports the engine; callers (CLI, app
 API, benchmarks) build the profile here and hand it to :func:`engine.prediction.predict_topdown`.
@@ -26,7 +26,7 @@ from engine.dp.budget import TopDownAllocation
 from engine.prediction.spine import SpineProfile
 from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import GeoTree
-from engine.topdown.run import default_tree
+from engine.topdown.plan import default_tree
 from engine.topdown.sparse_histograms import aggregate_sparse
 
 

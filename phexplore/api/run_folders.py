@@ -32,18 +32,21 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
 from engine.core.manifest import Manifest, unlisted_entries
+from engine.metrics.error_tables import mae_table
 from engine.runs.dense_rows import chosen_queries
+from engine.runs.provenance import Provenance
+from engine.runs.run_folder import dense_estimates, open_run_folder
+from engine.runs.table_files import read_table
 from phexplore.api import limits
 from phexplore.api.jobs import RunRecord
-from phexplore.api.runs import run_label, run_provenance
+from phexplore.api.run_records import run_label
 
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
     """The dense tidy estimates the app keeps and the queries left out."""
-    from engine.runs.run_folder import dense_estimates
-
     dense_rows = int(run.outputs.get("files", {}).get("estimates", {}).get("dense_rows") or 0)
     if not run.sparse:
         if dense_rows and dense_rows > limit:
@@ -101,9 +104,6 @@ def _blau_frame(metrics: dict[str, Any]) -> pd.DataFrame | None:
 
 def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete)."""
-    from engine.metrics.error_tables import mae_table
-    from engine.runs.run_folder import open_run_folder
-
     text = str(path).strip()
     if not text:
         raise ValidationError("give the path of a run folder written by 'phexplore run topdown'")
@@ -123,19 +123,24 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     what = "ε" if mechanism == "puredp" else "ρ"
     budget_text = f"{what}={float(rho or 0):.4g}"
     fingerprint = metrics.get("budget_fingerprint")
-    provenance: dict[str, Any] = {}
+    provenance: Provenance | None = None
     if fingerprint:
-        # The CLI records the budget it ran (its budget fingerprint): label and attach the run like an app run.
-        provenance = run_provenance(
+        # The CLI records the budget it ran (budget_fingerprint, budget_origin): label and attach the run like an app run.
+        provenance = Provenance(
+            budget_fingerprint=str(fingerprint),
+            budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
             run_id=run_id,
-            token=uuid.uuid4().hex,
-            data_label=data,
+            run_token=uuid.uuid4().hex,
+            data=data,
             seed=int(metrics.get("seed") or 0),
-            fingerprint=str(fingerprint),
-            origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
         )
         label = run_label(
-            run_id, "TopDown", f"folder {run.folder}", budget_text, provenance["seed"], provenance
+            run_id,
+            "TopDown",
+            f"folder {run.folder}",
+            budget_text,
+            int(provenance.seed or 0),
+            provenance,
         )
     else:  # folders written before budgets were recorded
         label = (
@@ -148,7 +153,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
         label=label,
         engine="topdown",
         scenario=scenario,
-        **({"token": provenance["run_token"]} if provenance else {}),
+        **({"token": str(provenance.run_token)} if provenance else {}),
         settings={
             "data": data,
             "allocation": metrics.get("allocation"),
@@ -166,7 +171,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
             "manifest_files": run.manifest.files,
             "folder_state": _folder_state(run.folder, run.manifest.files),
             "queries_left_out": left_out,
-            **provenance,
+            **(provenance.as_dict() if provenance else {}),
         },
         metrics=metrics,
         tidy=tidy,
@@ -277,9 +282,6 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
 
 
 def _csv_bytes(manifest: Manifest, name: str) -> bytes:
-    from engine.core.csv_cells import frame_to_csv
-    from engine.runs.table_files import read_table
-
     with manifest.open(name) as source:
         frame = read_table(manifest.folder / name, source=source)
     return frame_to_csv(frame).encode("utf-8")

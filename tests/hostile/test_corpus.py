@@ -22,6 +22,7 @@ def test_corpus_is_large_and_covers_every_group() -> None:
     assert len(corpus.CASES) >= 60
     assert set(groups) == {
         "number", "json", "file", "output", "run-folder", "report", "spreadsheet", "message",
+        "replay",
     }  # fmt: skip
     assert len({c.id for c in corpus.CASES}) == len(corpus.CASES)
 

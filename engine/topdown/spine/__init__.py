@@ -8,9 +8,9 @@
 * :mod:`.entities` — off-spine entity sets by block (shipped Providence wards, uploaded CSVs);
 * :mod:`.build` — the spine of a run as a GeoTree with per-node budget proportions;
 * :mod:`.options` — the spine kinds and defaults, importable without the numerical stack;
-* :mod:`.plan` — what a run's spine options resolve to (the built spine and its entity sets);
-* :mod:`.runner` — TopDown on a built spine (its MAE by geography is a metric of the run
-  pipeline: :mod:`engine.runs.spine`, :mod:`engine.metrics.spine`).
+* :mod:`.plan` — what a run's spine options resolve to (the built spine, its entity sets; the
+  run's MAE by geography is a metric of the run pipeline: :mod:`engine.runs.spine`,
+  :mod:`engine.metrics.spine`).
 
 Import the names from their modules (the package itself imports nothing).
 """

@@ -64,7 +64,7 @@ BORROWED_LEVEL: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class BuiltSpine:
-    """A spine ready for :func:`engine.topdown.run.run_topdown`.
+    """A spine ready for :func:`engine.topdown.plan.plan_run` (its tree, per-node budgets, invariants).
 
     ``levels`` is the spine before bypassing (OSEDs are computed on it; bypassing a single-child
     parent does not change any OSED); ``tree`` the spine the run measures on; ``share[n]`` the

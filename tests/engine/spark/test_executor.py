@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
-from engine.spark.executor import SparkCancelled, SparkExecutor, SparkTaskFailed
+from engine.core.errors import RunCancelled, ValidationError
+from engine.spark.executor import SparkExecutor, SparkTaskFailed
 
 pytestmark = pytest.mark.spark
 
@@ -66,7 +66,7 @@ def test_task_error_is_named_and_cancel_interrupts(spark) -> None:
         executor.map(fails_on_three, [1, 2, 3])
     started = time.perf_counter()
     deadline = started + 2.0
-    with pytest.raises(SparkCancelled):
+    with pytest.raises(RunCancelled):
         executor.map(sleeps, [60.0, 60.0], cancel=lambda: time.perf_counter() > deadline)
     assert time.perf_counter() - started < 20
 

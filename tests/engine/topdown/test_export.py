@@ -8,8 +8,7 @@ import pytest
 
 from engine.core.errors import ValidationError
 from engine.topdown import export as E
-from engine.topdown.run import run_topdown
-from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
+from tests.engine.topdown.helpers import engine_run, ri_subset, tiny_allocation, tiny_histogram
 
 
 def _plain(chunks, like: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +26,7 @@ def ri_result():
 
     hist = ri_subset(n_tracts_per_county=1, counties=2)
     alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
-    return run_topdown(hist, alloc, seed=3)
+    return engine_run(hist, alloc, seed=3)
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 7, 100, 10**9])
@@ -96,7 +95,7 @@ def test_microdata_chunks_hold_whole_blocks(ri_result):
 def test_microdata_of_an_empty_run_has_its_columns():
     hist = tiny_histogram()
     hist = type(hist)(hist.schema, hist.levels, hist.geography, np.zeros_like(hist.counts))
-    result = run_topdown(hist, tiny_allocation("1e6"), seed=0)
+    result = engine_run(hist, tiny_allocation("1e6"), seed=0)
     chunks = list(E.iter_microdata_frames(result))
     assert len(chunks) == 1 and chunks[0].empty and "GEOID" in chunks[0].columns
 

@@ -18,8 +18,8 @@ import pytest
 from engine.core.executors import InProcessExecutor
 from engine.dp.presets import load_topdown_preset
 from engine.topdown.estimation import LevelUnits
-from engine.topdown.run import TopDownOptions, run_topdown
-from tests.engine.topdown.helpers import ri_subset
+from engine.topdown.options import TopDownOptions
+from tests.engine.topdown.helpers import engine_run, ri_subset
 
 
 class Payload:
@@ -99,8 +99,8 @@ def test_lazy_units_give_the_estimates_of_units_built_up_front() -> None:
     allocation = load_topdown_preset("ri2010-production-like")["persons"]
     options = TopDownOptions(chunk_cells=16 * 7)
     eager, lazy = EagerExecutor(), LazyCounting()
-    a = run_topdown(hist, allocation, seed=11, options=options, executor=eager)
-    b = run_topdown(hist, allocation, seed=11, options=options, executor=lazy)
+    a = engine_run(hist, allocation, seed=11, options=options, executor=eager)
+    b = engine_run(hist, allocation, seed=11, options=options, executor=lazy)
     assert eager.levels == lazy.levels and sum(lazy.levels) > len(lazy.levels)  # several a level
     assert (a.estimates_sparse != b.estimates_sparse).nnz == 0
 
