@@ -23,19 +23,24 @@ smaller than the batches a reader holds while reading (its growth is bounded by 
 not the file).
 
 Every load runs in a fresh subprocess (its own peak RSS, ``ru_maxrss``), ``--runs`` times,
-alternating reader and baseline; the table prints medians and the same-run ratios. ``--root``
-runs another checkout's code (e.g. a copy of the branch point, for the "before" column) with
-this machine's interpreter; the loaded data's digest shows both checkouts read the same numbers.
+interleaving pyarrow, this checkout's loader and (with ``--before``) another checkout's loader;
+the table prints medians and the same-run ratios. ``--before`` names the baseline's code — a copy
+of ``main`` before the one reader, exported with ``git archive`` so that nothing is written into a
+working tree — run with this machine's interpreter; each child reports which ``engine`` package it
+imported, and the loaded data's digest shows both checkouts read the same numbers. On a shared
+machine run it under ``nice`` and quote the ratios, not the seconds.
 
-    .venv/bin/phexplore generate population --persons 1000000 --seed 1 --states RI --out /tmp/pop1m
-    .venv/bin/python benchmarks/input_reader.py --population /tmp/pop1m --runs 3
-    .venv/bin/python benchmarks/input_reader.py --population /tmp/pop1m --root /tmp/before --runs 3
+    .venv/bin/phexplore generate population --persons 1000000 --seed 1 --out /tmp/pop1m
+    mkdir /tmp/before && git archive main | tar -x -C /tmp/before
+    nice -n 10 .venv/bin/python benchmarks/input_reader.py --population /tmp/pop1m \
+        --before /tmp/before --runs 3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -124,6 +129,9 @@ else:
         out["rows"] = loaded.n_blocks
 out.setdefault("peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 out["base_mb"] = base
+if what != "pyarrow":
+    import engine
+    out["engine"] = str(Path(engine.__file__).parent)
 print(json.dumps(out))
 """
 
@@ -156,22 +164,35 @@ def make_block_csv(path: Path, megabytes: float, *, bad_last_row: bool) -> int:
 
 def measure(root: Path, case: str, what: str, path: Path) -> dict[str, object]:
     code = CHILD.format(root=str(root), case=case, what=what, path=str(path))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{case}/{what} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _median(rows: list[dict[str, object]], key: str) -> float:
+    return statistics.median(float(r[key]) for r in rows)  # type: ignore[arg-type]
+
+
+def _result(first: dict[str, object]) -> str:
+    if "problem" in first:
+        return f"row {first['row']}: {str(first['problem'])[:60]}"
+    return f"{first.get('rows', '')} rows, digest {first.get('digest', '')}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--population", type=Path, required=True, help="generated folder")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout whose code is timed")
+    parser.add_argument("--before", type=Path, help="the baseline's code (same run, interleaved)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each (median)")
     parser.add_argument("--mb", type=float, default=200.0, help="block CSV size in MB")
     parser.add_argument("--cases", default="cef,ppmf,generated,bad-block-csv,block-csv")
     parser.add_argument("--json", action="store_true", help="print every run as JSON too")
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c]
+    roots = {"loader": args.root, **({"before": args.before} if args.before else {})}
     every: dict[str, dict[str, list[dict[str, object]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         paths: dict[str, Path] = {c: args.population for c in ("cef", "ppmf", "generated")}
@@ -182,39 +203,48 @@ def main() -> int:
             paths["block-csv"] = Path(tmp) / "blocks.csv"
             make_block_csv(paths["block-csv"], args.mb, bad_last_row=False)
         for case in cases:
-            every[case] = {"pyarrow": [], "loader": []}
+            every[case] = {"pyarrow": [], **{name: [] for name in roots}}
             for _ in range(args.runs):
-                for what in ("pyarrow", "loader"):
-                    every[case][what].append(measure(args.root, case, what, paths[case]))
+                every[case]["pyarrow"].append(measure(ROOT, case, "pyarrow", paths[case]))
+                for name, root in roots.items():
+                    every[case][name].append(measure(root, case, "loader", paths[case]))
         sizes = {
             c: sum(p.stat().st_size for p in _files(c, paths[c])) / 1e6 for c in cases if c in paths
         }
-    print(f"code: {args.root}; medians of {args.runs} runs, one fresh process per load")
+    code = ", ".join(f"{name}: {every[cases[0]][name][0]['engine']}" for name in roots)
+    print(f"code ({code}); medians of {args.runs} runs, one fresh process per load")
     print(
-        "| case | MB | pyarrow read_csv s | loader s | ratio | loader peak MB | growth MB | "
+        "| case | MB | code | pyarrow read_csv s | loader s | × pyarrow | peak MB | growth MB | "
         "kept MB | growth/kept | result |"
     )
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 11)
     for case in cases:
-        base = every[case]["pyarrow"]
-        load = every[case]["loader"]
-        b = statistics.median(float(r["seconds"]) for r in base)
-        s = statistics.median(float(r["seconds"]) for r in load)
-        peak = statistics.median(float(r["peak_mb"]) for r in load)
-        growth = statistics.median(float(r["peak_mb"]) - float(r["base_mb"]) for r in load)
-        kept = [float(r["kept_mb"]) for r in load if "kept_mb" in r]
-        kept_mb = statistics.median(kept) if kept else None
-        first = load[0]
-        result = (
-            f"row {first['row']}: {first['problem'][:60]}"
-            if "problem" in first
-            else f"{first.get('rows', '')} rows, digest {first.get('digest', '')}"
-        )
+        b = _median(every[case]["pyarrow"], "seconds")
+        for name in roots:
+            load = every[case][name]
+            s = _median(load, "seconds")
+            peak = _median(load, "peak_mb")
+            growth = statistics.median(float(r["peak_mb"]) - float(r["base_mb"]) for r in load)
+            kept = [float(r["kept_mb"]) for r in load if "kept_mb" in r]
+            kept_mb = statistics.median(kept) if kept else None
+            print(
+                f"| {case} | {sizes[case]:.0f} | {name} | {b:.2f} | {s:.2f} | {s / b:.1f}× | "
+                f"{peak:.0f} | {growth:.0f} | {'' if kept_mb is None else f'{kept_mb:.0f}'} | "
+                f"{'' if kept_mb is None else f'{growth / kept_mb:.1f}×'} | {_result(load[0])} |"
+            )
+    if "before" in roots:
+        print()
         print(
-            f"| {case} | {sizes[case]:.0f} | {b:.2f} | {s:.2f} | {s / b:.1f}× | {peak:.0f} | "
-            f"{growth:.0f} | {'' if kept_mb is None else f'{kept_mb:.0f}'} | "
-            f"{'' if kept_mb is None else f'{growth / kept_mb:.1f}×'} | {result} |"
+            "| case | before s | after s | after / before (same run) | peak before MB | after MB |"
         )
+        print("|" + "---|" * 6)
+        for case in cases:
+            before, after = every[case]["before"], every[case]["loader"]
+            sb, sa = _median(before, "seconds"), _median(after, "seconds")
+            print(
+                f"| {case} | {sb:.2f} | {sa:.2f} | {sa / sb:.2f} | {_median(before, 'peak_mb'):.0f} "
+                f"| {_median(after, 'peak_mb'):.0f} |"
+            )
     if args.json:
         print(json.dumps(every, indent=1))
     return 0

@@ -56,6 +56,16 @@ def one_file(directory: Path, stem: str, *, what: str, fix: str) -> Path:
     raise ambiguous(directory, stem, [p.name for p in found])
 
 
+def file_if_any(directory: Path, stem: str) -> Path | None:
+    """The one data file of ``directory`` for role ``stem``, None when there is none; several are
+    refused as :func:`one_file` refuses them (what a run records as its inputs is what its loader
+    reads)."""
+    found = candidates(directory, stem)
+    if len(found) > 1:
+        raise ambiguous(directory, stem, [p.name for p in found])
+    return found[0] if found else None
+
+
 def ambiguous(where: Path | str, role: str, names: Sequence[str]) -> DataValidationError:
     """The refusal of several files that could each be the ``role`` file."""
     listed = " and ".join(names) if len(names) == 2 else ", ".join(names)

@@ -17,13 +17,19 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from engine.core.errors import DataValidationError, Problem
 from engine.core.sniff import check_path
+from engine.data.block_csv import load_block_csv
 from engine.data.csv_layout import detect_delimiter, split_fields
 from engine.data.folders import is_data_file
+from engine.data.generated import is_generated_population, load_generated_population
 from engine.data.histogram import BlockHistogram
+from engine.data.pl94171 import file_set, load_pl94171_histogram
+from engine.data.ppmf import load_ppmf
+from engine.data.ri2010 import load_ri2010
+from engine.data.samples import list_samples, load_topdown_sample
 from engine.data.sources import DEFAULT_MAX_BYTES, TextStream
 
 FORMATS: dict[str, str] = {
@@ -32,14 +38,6 @@ FORMATS: dict[str, str] = {
     "ppmf": "PPMF / MDF person records (CSV)",
     "pl94171": "P.L. 94-171 2020-style file set (geo header + 3 segments)",
 }
-
-
-class NamedSource(Protocol):
-    """A file-like upload with a ``name`` (e.g. Streamlit's ``UploadedFile``)."""
-
-    name: str
-
-    def read(self, size: int = -1) -> bytes: ...
 
 
 def _name(source: Any) -> str:
@@ -71,21 +69,15 @@ def load_topdown_files(
     if not files:
         raise _error("no file given; choose the file(s) to load first")
     if kind == "ri2010":
-        from engine.data.ri2010 import load_ri2010
-
         one = _one(kind, files)
         return load_ri2010(one, name=_name(one), max_bytes=max_bytes)
     if kind == "block_csv":
         data, mapping = block_csv_pair(files)
         return load_block_csv_files(data, mapping, max_bytes=max_bytes)
     if kind == "ppmf":
-        from engine.data.ppmf import load_ppmf
-
         one = _one(kind, files)
         return load_ppmf(one, name=_name(one), max_bytes=max_bytes)
     if kind == "pl94171":
-        from engine.data.pl94171 import file_set, load_pl94171_histogram
-
         folders = {str(Path(f).parent) for f in files if isinstance(f, str | os.PathLike)}
         where = folders.pop() if len(folders) == 1 else "uploaded files"
         geo, part1, part2, part3 = file_set(files, max_bytes=max_bytes, where=where)
@@ -126,8 +118,6 @@ def load_block_csv_files(
 ) -> BlockHistogram:
     """A block CSV and its mapping, each given as what it is (``--data``, ``--mapping``): a
     mapping that is not ``.json`` or data that is ``.json`` is refused (swapped by mistake?)."""
-    from engine.data.block_csv import load_block_csv
-
     problems: list[Problem] = []
     if not _name(mapping).lower().endswith(".json"):
         problems.append(
@@ -185,12 +175,10 @@ def load_topdown_input(
     ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``; a generated population
     is our own output and is read in columns without that limit).
     """
-    from engine.data.samples import list_samples, load_topdown_sample
 
     path = Path(spec)
     if mapping is not None:
         return load_block_csv_files(path, Path(mapping), max_bytes=max_bytes)
-    from engine.data.generated import is_generated_population, load_generated_population
 
     if is_generated_population(path):
         return load_generated_population(path)
@@ -222,11 +210,6 @@ def pl94171_files(folder: Path) -> list[Path]:
     return files
 
 
-PERSON_RECORD_FORMATS = ("ppmf", "generated")
-"""Inputs of person records (one row per person): what a Spark backend can read on its executors
-(:mod:`engine.spark.persons`) instead of loading here; every other format is one row per block."""
-
-
 def person_records_input(
     spec: str | os.PathLike[str],
     *,
@@ -240,8 +223,6 @@ def person_records_input(
     P.L. 94-171, …) and for anything it cannot resolve (the loader then says why).
 
     A file is sniffed without the size limit: the Spark backend reads it in parallel."""
-    from engine.data.generated import is_generated_population
-    from engine.data.samples import list_samples
 
     if mapping is not None:
         return None

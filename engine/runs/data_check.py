@@ -25,9 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import DataValidationError, PHExploreError, Problem
+import numpy as np
+
+from engine.core.errors import DataValidationError, PHExploreError, Problem, ValidationError
+from engine.core.sniff import assign_by_name
+from engine.data.cef import load_cef_extract
 from engine.data.csv_reader import records_read
+from engine.data.generated import is_generated_population
+from engine.data.inputs import load_topdown_files, load_topdown_input, sniff_format
+from engine.data.samples import declared_scale, list_samples
 from engine.data.sources import DEFAULT_MAX_BYTES
+from engine.phsafe.inputs import resolve_config, resolve_data_dir
+from engine.phsafe.join import prepare_extract
+from engine.topdown.constraints import block_bounds
 
 ENGINES = ("topdown", "phsafe")
 
@@ -117,9 +127,6 @@ def _fact(key: str, value: Any) -> str:
 
 def input_format(source: str, *, data_format: str | None = None, mapping: str | None = None) -> str:
     """What ``source`` is, in words the CLI and the app print."""
-    from engine.data.generated import is_generated_population
-    from engine.data.inputs import sniff_format
-    from engine.data.samples import list_samples
 
     path = Path(source)
     if mapping is not None:
@@ -149,9 +156,6 @@ def input_format(source: str, *, data_format: str | None = None, mapping: str | 
 def engines_for(source: str) -> tuple[str, ...]:
     """The engines an input is for: a generated population feeds both; a CEF extract (or a
     PHSafe sample) PHSafe; anything else TopDown."""
-    from engine.data.generated import is_generated_population
-    from engine.data.samples import list_samples
-
     path = Path(source)
     if is_generated_population(path):
         return ENGINES
@@ -210,17 +214,12 @@ def check_files(
     check = DataCheck(path=names, format=kind or "CEF extract", engines=(engine,))
     with records_read() as rows:
         if engine == "topdown":
-            from engine.data.inputs import load_topdown_files
-
             hist = _attempt(
                 check, "topdown", lambda: load_topdown_files(kind or "", files, max_bytes=max_bytes)
             )
             if hist is not None:
                 _topdown_facts(check, hist, None)
         else:
-            from engine.core.sniff import assign_by_name
-            from engine.data.cef import load_cef_extract
-
             extract = _attempt(
                 check,
                 "phsafe",
@@ -254,7 +253,6 @@ def _topdown(
     mapping: str | os.PathLike[str] | None,
     max_bytes: int,
 ) -> None:
-    from engine.data.inputs import load_topdown_input
 
     hist = _attempt(
         check,
@@ -272,8 +270,6 @@ def _topdown(
 
 def _topdown_facts(check: DataCheck, hist: Any, source: str | None) -> None:
     """What a TopDown run would read, and the unit frame checked against the persons."""
-    from engine.core.errors import ValidationError
-    from engine.topdown.constraints import block_bounds
 
     check.data["topdown"] = hist
     bounds = None
@@ -292,7 +288,7 @@ def _topdown_facts(check: DataCheck, hist: Any, source: str | None) -> None:
         "states": sorted(str(s) for s in geography[hist.levels[0]].unique()),
         "unit_frame": "housing_units" in hist.extra or hist.units is not None,
         "structural_zeros": (
-            f"held from the {bounds.source} ({bounds.n_structural_zero_rows:,} blocks at 0)"
+            f"held from the {bounds.source} ({_zero_blocks(bounds.upper):,} blocks at 0)"
             if bounds is not None
             else "none: the data carry no housing units or group quarters"
         ),
@@ -300,9 +296,12 @@ def _topdown_facts(check: DataCheck, hist: Any, source: str | None) -> None:
     }
 
 
+def _zero_blocks(upper: np.ndarray) -> int:
+    """Blocks whose every count is bounded by 0 (no housing unit and no group quarters)."""
+    return int(np.sum(np.all(upper == 0, axis=1)))
+
+
 def _phsafe(check: DataCheck, source: str, config: Any, max_bytes: int) -> None:
-    from engine.data.cef import load_cef_extract
-    from engine.phsafe.inputs import resolve_config, resolve_data_dir
 
     folder = _attempt(check, "phsafe", lambda: resolve_data_dir(source))
     if folder is None:
@@ -326,8 +325,6 @@ def _phsafe_facts(
     """What a PHSafe run would read, and the state filter checked against the extract."""
     check.data["phsafe"] = extract
     if state_filter is not None:
-        from engine.phsafe.join import prepare_extract
-
         _attempt(check, "phsafe", lambda: prepare_extract(extract, state_filter))
     units, geo = extract.units, extract.geo
     rtype = units["RTYPE"].astype(str)
@@ -346,7 +343,6 @@ def _scale(source: str | None) -> float | None:
     """The scale a sample or folder declares (None: a whole population)."""
     if source is None:
         return None
-    from engine.data.samples import declared_scale
 
     try:
         return declared_scale(source)

@@ -41,7 +41,12 @@ import pyarrow.compute as pc
 
 from engine.core.errors import DataValidationError, Problem
 from engine.data.csv_layout import CsvLayout
+from engine.data.csv_reader import CsvReader
+from engine.data.generated import find_file, generated_histogram
+from engine.data.geography import ID_LENGTHS
 from engine.data.histogram import BlockHistogram
+from engine.data.population import read_manifest
+from engine.data.ppmf import COLUMNS, not_usable, ppmf_cells, ppmf_histogram
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -152,9 +157,6 @@ def _recode(
     counted from the batch's split)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from engine.data.csv_reader import CsvReader
-        from engine.data.ppmf import not_usable, ppmf_cells
-
         for item in _split_batches(batches):
             if isinstance(item, tuple):
                 yield _one_row(LINES, item[0], 0, item[1], None)
@@ -188,6 +190,7 @@ def _recode(
 
 def _text_frame(spark: SparkSession, path: Path | str) -> DataFrame:
     """The file's lines with the start of the split each was read from."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     text = str(path)
@@ -201,9 +204,6 @@ def _text_frame(spark: SparkSession, path: Path | str) -> DataFrame:
 def _layout(path: Path) -> CsvLayout:
     """The layout of a local PPMF/MDF file (plain or gzip) as the local loader reads it: its
     header checked (a missing column refused) on the driver."""
-    from engine.data.csv_reader import CsvReader
-    from engine.data.ppmf import COLUMNS
-
     reader = CsvReader(path, COLUMNS, max_bytes=1 << 62)
     reader.close()
     return reader.layout
@@ -217,6 +217,7 @@ def _recoded(
     The sums are one row per (block, cell) with persons (kind :data:`CELLS`), one per batch with
     problems and one per file split with its number of lines: the batches are added up by
     ``groupBy``. Only the few rows of problems and split lengths are collected here."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     lines = _text_frame(spark, path)
@@ -293,9 +294,8 @@ def _block_cells(cells: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 def _block_filter(frame: DataFrame, block_filter: Mapping[str, Any] | None) -> DataFrame:
     """Keep the block cells inside ``--filter LEVEL=ID,…`` (ids as full geocodes), in Spark."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
-
-    from engine.data.geography import ID_LENGTHS
 
     if not block_filter:
         return frame
@@ -328,8 +328,6 @@ def read_person_records(
     Raises the local loader's errors for bad input.
     """
     if kind == "ppmf":
-        from engine.data.ppmf import ppmf_histogram
-
         grouped, table = _recoded(spark, path, _recode(_layout(path)))
         _raise_problems(table, path.name)
         if SparkBlockCells(grouped).cells().limit(1).count() == 0:  # as the local reader says
@@ -340,9 +338,6 @@ def read_person_records(
         blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = ppmf_histogram(blocks, index, cell, count)
     elif kind == "generated":
-        from engine.data.generated import find_file, generated_histogram
-        from engine.data.population import read_manifest
-
         manifest = read_manifest(path)
         persons = find_file(path, "ppmf")
         grouped, table = _recoded(spark, persons, _recode(_layout(persons)))
@@ -367,6 +362,7 @@ class SparkBlockCells:
     block_filter: Mapping[str, Any] | None = None
 
     def cells(self) -> DataFrame:
+        # optional dependency (the spark extra): imported where Spark runs
         from pyspark.sql import functions as F
 
         cells = self.frame.filter(F.col("kind") == CELLS).select("block", "cell", "count")
@@ -382,6 +378,7 @@ def block_node_cells(
     """The long block cells ``(block, cell, count)`` as ``(node, cell, count)``, ``node`` the
     block's leaf geounit in ``tree`` (``block_ids``: the tree's blocks in order, 15-digit ids);
     cells of blocks outside the tree (a filtered run) are dropped by the join."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     ids = pc.cast(pa.array(np.asarray(block_ids, dtype=object), pa.string()), pa.int64())

@@ -25,7 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "samples",
     "data",
     "generate",
-    "run",
+    "run_commands",
     "experiment",
     "plan",
     "report",

@@ -13,10 +13,10 @@ from phexplore.planning.scenarios import Scenario, compare, scenario_from_preset
 
 def test_round_trip_and_duplicate(tmp_path: Path) -> None:
     for preset in ("phsafe-2020", "topdown-2020-production", "e2e-2018-1940"):
-        s = scenario_from_preset(preset).with_result(
-            {"engine": "x", "mae": {"County": {"TOTAL": 1}}}
-        )
-        path = s.save(tmp_path / f"{preset}.json")
+        base = scenario_from_preset(preset)
+        s = base.with_result({"engine": base.kind, "mae": {"County": {"TOTAL": 1}}})
+        path = tmp_path / f"{preset}.json"
+        path.write_text(s.to_json() + "\n", encoding="utf-8")
         again = Scenario.load(path)
         assert again.to_dict() == s.to_dict()
         dup = again.duplicate("copy")
@@ -132,7 +132,7 @@ def _run(scenario: Scenario, **extra: object) -> dict[str, object]:
 
 
 def test_report_keeps_only_runs_of_this_budget_once_with_number_data_and_seed() -> None:
-    """Issue 15: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
+    """The report: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
     mine = scenario_from_preset("phsafe-2020")
     other_budget = mine.phsafe.with_tau("PH3", 4)  # type: ignore[union-attr]
     other = Scenario(name="other", kind="phsafe", phsafe=other_budget)
@@ -164,3 +164,13 @@ def test_budget_origin_says_modified_after_any_edit() -> None:
     assert budget_origin(changed, "topdown-2020-production") == (
         "modified from topdown-2020-production"
     )
+
+
+def test_an_attached_result_must_name_a_run() -> None:
+    base = scenario_from_preset("phsafe-2020")
+    for result in ({}, {"seed": 1}, {"engine": "x"}):
+        with pytest.raises(ValidationError, match="names no run"):
+            base.with_result(result)
+        data = {**base.to_dict(), "results": [result]}
+        with pytest.raises(ValidationError, match=r"attached run 1 \(results\[0\]\).*names no run"):
+            Scenario.from_dict(data)
