@@ -1,4 +1,4 @@
-"""The TopDown run's stages: load → measure → estimate → metrics (TDA §6–§9; SPEC §4–§5, §8).
+"""The TopDown run's stages: load → measure → estimate → metrics (TDA §6–§9; docs/science.md §4–§5, §8).
 
 * :func:`load` — the block histogram of ``spec.data`` (a sample, a file or folder, with an
   optional block filter), or the histogram the caller already holds (the app's cache, uploads).
@@ -27,8 +27,10 @@ from engine.core.executors import Executor
 from engine.data.histogram import BlockHistogram, keep_blocks
 from engine.dp.budget import TopDownAllocation
 from engine.metrics.epl_settings import EPLSettings
+from engine.metrics.universe import HOUSED, block_universe
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
+from engine.runs.tabulation import tda_sections
 from engine.topdown.measure import Measurements
 from engine.topdown.measurement import KeyedMeasurements
 from engine.topdown.run import TopDownPlan, TopDownResult
@@ -211,7 +213,7 @@ def measure(
 ) -> Measured:
     """Spine, budgets, true answers and noisy measurements of a TopDown run (TDA §6).
 
-    On the Spark backend the keyed noise is drawn on the executors (same numbers, SPEC §8)."""
+    On the Spark backend the keyed noise is drawn on the executors (same numbers, docs/science.md §8)."""
     from engine.topdown.geography import GeoTree
     from engine.topdown.run import measure_plan, plan_run
 
@@ -255,7 +257,7 @@ def measure(
 
 def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> Any:
     """Every spine geounit's true histogram, int64 CSR ``(n_nodes, n_cells)`` (TDA §5: sums of
-    its blocks; non-zero cells only, issue 17).
+    its blocks; non-zero cells only).
 
     On the Spark backend (``spark``: a :class:`~engine.spark.executor.SparkExecutor`) Spark sums
     the block histogram's non-zero cells, as a long sparse DataFrame, by ``groupBy`` on every
@@ -330,7 +332,7 @@ def estimate(
 # ------------------------------------------------------------------ metrics
 def epl_settings_of(spec: RunSpec) -> EPLSettings:
     """The EPL density-range settings of a spec (options ``epl_percentile``/``epl_multiplier``;
-    default Petti & Flaxman's published p = 95, m = 1.0; SPEC §5)."""
+    default Petti & Flaxman's published p = 95, m = 1.0; docs/science.md §5)."""
     from engine.metrics.epl_settings import PF_MULTIPLIER, PF_PERCENTILE
 
     return EPLSettings(
@@ -340,32 +342,32 @@ def epl_settings_of(spec: RunSpec) -> EPLSettings:
 
 
 def blau_bias_of(
-    result: TopDownResult, tidy: pd.DataFrame, hist: BlockHistogram | None
+    result: TopDownResult,
+    tidy: pd.DataFrame,
+    hist: BlockHistogram | None,
+    universe: Any = None,
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """``(blau table, blau_bias report)`` of a run whose schema has the eight RACEETH groups.
+    """``(blau table, blau_bias report)`` of a run whose schema has the eight Blau groups
+    (RACEETH, or HISPANIC × CENRACE folded: :func:`engine.metrics.blau.raceeth_fold`).
 
     With ``hist`` (the true blocks and their tabulation geography) the report covers the spine's
     levels and the tabulation geographies summed from the estimated blocks (block groups, tracts…)
-    whatever the spine (:func:`engine.metrics.blau.blau_bias_report`, TDA Table 13); without it,
-    the Blau table of the spine's levels. ``(None, None)`` for other schemas.
+    whatever the spine, blocks ranked within ``universe`` (:func:`engine.metrics.blau.blau_bias_report`,
+    TDA Table 13); without it, the Blau table of the spine's levels. ``(None, None)`` for other
+    schemas.
     """
-    if "RACEETH" not in result.schema.names:
-        return None, None
-    from engine.metrics.blau import (
-        RACEETH_GROUPS,
-        blau_bias_report,
-        blau_table,
-        raceeth_counts_from_tidy,
-    )
+    from engine.metrics.blau import blau_bias_report, blau_table, raceeth_counts_of_rows
 
-    attribute = result.schema.attributes[result.schema.axis("RACEETH")]
-    if tuple(attribute.levels) != tuple(RACEETH_GROUPS):
+    tree = result.tree
+    counts = raceeth_counts_of_rows(
+        tree.level_names, tree.node_id, result.truth_sparse, result.schema
+    )
+    if counts is None:
         return None, None
-    counts = raceeth_counts_from_tidy(result.to_tidy(("RACEETH",)))
     if hist is None:
         return blau_table(counts), None
-    estimated = result.block_histogram().sum(axis=1)
-    return None, blau_bias_report(tidy, hist, estimated, spine_counts=counts)
+    estimated = np.asarray(result.block_histogram_sparse().sum(axis=1)).reshape(-1)
+    return None, blau_bias_report(tidy, hist, estimated, spine_counts=counts, universe=universe)
 
 
 def noise_record(method: str) -> dict[str, Any]:
@@ -377,7 +379,7 @@ def noise_record(method: str) -> dict[str, Any]:
         }
     return {
         "method": "fast",
-        "sampler": "counter-based generator keyed by (seed, level, geounit, query) (SPEC §8)",
+        "sampler": "counter-based generator keyed by (seed, level, geounit, query) (docs/science.md §8)",
     }
 
 
@@ -391,11 +393,17 @@ def metrics_payload(
     epl_settings: EPLSettings | None = None,
     hist: BlockHistogram | None = None,
     residuals: Mapping[tuple[str, str], Any] | None = None,
+    universe: Any = None,
+    tda_mae: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
 
     ``residuals`` (:func:`sparse_residuals`): the counted residuals of every geolevel × query,
-    used instead of a tidy table (the sparse path; the same numbers, no dense table built).
+    used instead of a tidy table (the sparse path; the same numbers, no dense table built), already
+    restricted to ``universe`` (:class:`engine.metrics.universe.BlockUniverse`: the blocks the
+    block-level figures average over; default with ``hist``: TDA's, housed blocks). ``tda_mae``:
+    the section on the tabulation geographies (:func:`engine.runs.tabulation.tda_sections`;
+    default: from the residuals of the spine's levels).
 
     ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
     top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
@@ -419,11 +427,15 @@ def metrics_payload(
     if pure:
         extra["epsilon"] = result.rho
         extra["epsilon_spent"] = result.rho_spent
+    if universe is None and hist is not None:
+        universe = block_universe(hist)
     if residuals is None:
         tidy = result.to_tidy() if tidy is None else tidy
-        blau, blau_bias = blau_bias_of(result, tidy, hist)
+        if universe is not None and hist is not None:
+            tidy = universe.restrict(tidy, hist.geography[hist.levels[-1]].to_numpy())
+        blau, blau_bias = blau_bias_of(result, tidy, hist, universe)
     else:
-        blau, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
+        blau, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist, universe)
     return build_metrics_json(
         engine="topdown",
         tidy=tidy,
@@ -438,19 +450,23 @@ def metrics_payload(
         blau=blau,
         blau_bias=blau_bias,
         extra=extra,
+        error_universe=None if universe is None else universe.section(),
+        tda_mae=tda_mae,
     )
 
 
 def sparse_residuals(
-    result: TopDownResult, queries: Sequence[str] | None = None
+    result: TopDownResult, queries: Sequence[str] | None = None, universe: Any = None
 ) -> dict[tuple[str, str], Any]:
-    """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms (issue 17).
+    """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms.
 
     Per query the residuals (estimate − true) of every geounit are one CSR product
     ``(estimates − truth) @ A`` (``A`` maps each histogram cell to its answer cell), so only
     the cells where the true or the estimated answer is non-zero are ever held; the zeros of
     each geolevel are counted (:func:`engine.metrics.counted.counted_residuals`). The same
-    residuals as the rows of :meth:`TopDownResult.to_tidy`, grouped by geolevel and query.
+    residuals as the rows of :meth:`TopDownResult.to_tidy`, grouped by geolevel and query; at the
+    block level only the blocks of ``universe`` (:class:`engine.metrics.universe.BlockUniverse`;
+    None: every block).
     """
     from engine.metrics.counted import counted_residuals
     from engine.topdown.export import answer_matrix
@@ -464,8 +480,10 @@ def sparse_residuals(
         group = query_group(result.schema, name)
         answers = (difference @ answer_matrix(group)).tocsr()
         for level in tree.levels:
-            rows = answers[tree.nodes_at_level(level)]
-            out[(str(level), str(name))] = counted_residuals(rows)
+            nodes = tree.nodes_at_level(level)
+            if universe is not None:
+                nodes = universe.level_nodes(str(level), nodes, tree.block_node)
+            out[(str(level), str(name))] = counted_residuals(answers[nodes])
     return out
 
 
@@ -492,6 +510,9 @@ class TopDownMetrics:
     spine_sections: dict[str, Any] | None
     queries_left_out: tuple[str, ...] = ()
     """Queries of the metrics left out of ``tidy`` (over the app's row limit)."""
+    universe: Any = None
+    """The :class:`engine.metrics.universe.BlockUniverse` of the block-level figures (``tidy``
+    keeps every block; its block rows outside the universe are left out of the figures)."""
 
 
 def metrics(
@@ -506,18 +527,20 @@ def metrics(
     max_tidy_rows: int | None = None,
 ) -> TopDownMetrics:
     """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
-    (SPEC §5, §7) the app shows (their prediction rows are added to metrics.json too).
+    (docs/science.md §5, §7) the app shows (their prediction rows are added to metrics.json too).
 
     ``queries`` (default: the run's query groups) are the queries the metrics cover.
 
     metrics.json and the tables come from the sparse histograms (:func:`sparse_residuals`): the
     zeros of the geounit × cell residuals are counted, never stored, with the same numbers as the
-    dense table (issue 17). Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
+    dense table. Without ``tables`` (the CLI) no dense table is built and ``tidy`` is
     None; with ``tables`` (the app) ``tidy`` is the dense comparison table of the queries whose
     rows fit in ``max_tidy_rows`` (all when None; :func:`engine.runs.dense_rows.chosen_queries`, the
     rule of run folders opened in the app), the others listed in ``queries_left_out``.
     """
-    residuals = sparse_residuals(result, queries)
+    universe = block_universe(hist, str(spec.options.get("error_universe", HOUSED)))
+    residuals = sparse_residuals(result, queries, universe)
+    tda = tda_sections(result, hist, residuals, universe, queries)
     tidy = None
     left_out: list[str] = []
     if tables:
@@ -527,7 +550,7 @@ def metrics(
     if measured.spine_plan is not None:
         from engine.runs.spine import spine_sections as spine_metrics
 
-        spine_sections = spine_metrics(measured.spine_plan, result, hist)
+        spine_sections = spine_metrics(measured.spine_plan, result, hist, universe)
     from engine.dp.budget.invariants import budget_use
     from engine.runs.schema_note import schema_note_section
 
@@ -537,6 +560,7 @@ def metrics(
     schema_note = schema_note_section(hist.schema.name, measured.allocation)
     if schema_note:
         sections["schema_note"] = schema_note
+    sections.update({k: v for k, v in tda.items() if k != "tda_mae"})
     sections["spread_invariant_share"] = bool(spec.options.get("spread_invariant_share"))
     use = budget_use(measured.allocation, n_states(hist))
     sections["held_exact"] = [f"{level} {query}" for level, query in use.held]
@@ -547,17 +571,25 @@ def metrics(
         from engine.metrics.counted import counted_error_table, counted_rmse_table
 
         out["mae"] = _as_tidy_levels(counted_error_table(residuals, ("geolevel", "query")), result)
-        _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
+        _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist, universe)
         if blau_bias is not None:
             out["blau_bias"] = blau_bias
         out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
         conventional = (spec.options.get("spine") or "conventional") == "conventional"
-        if measured.spine_plan is None or conventional:  # the prediction's spine (SPEC §7)
+        if (
+            measured.spine_plan is None or conventional
+        ):  # the prediction's spine (docs/science.md §7)
             predicted = _prediction(
                 result,
                 hist,
                 measured.allocation,
-                _as_tidy_levels(counted_rmse_table(residuals), result),
+                # the prediction covers every block of the spine: measured over every block too
+                _as_tidy_levels(
+                    counted_rmse_table(
+                        residuals if universe.inside is None else sparse_residuals(result, queries)
+                    ),
+                    result,
+                ),
             )
             if predicted is not None:
                 out["prediction"] = predicted
@@ -578,8 +610,10 @@ def metrics(
         epl_settings=settings,
         hist=hist,
         residuals=residuals,
+        universe=universe,
+        tda_mae=tda["tda_mae"],
     )
-    return TopDownMetrics(payload, tidy, out, spine_sections, tuple(left_out))
+    return TopDownMetrics(payload, tidy, out, spine_sections, tuple(left_out), universe)
 
 
 def tidy_queries(

@@ -1,4 +1,4 @@
-"""The sparse metrics stage (issue 17): metrics.json from the sparse histograms, zeros counted.
+"""The sparse metrics stage: metrics.json from the sparse histograms, zeros counted.
 
 The sparse path (the CLI's, ``tables=False``, and the app's, ``tables=True``) must give the old
 dense path's metrics.json and app tables (built on ``result.to_tidy()``): MAE, median AE and n_cells exactly, EPL and its
@@ -39,19 +39,24 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 
 
 def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
-    """The old dense path (before issue 17's app change): metrics.json and the app's tables
-    computed from the whole tidy table ``result.to_tidy()``."""
+    """The dense path (before the sparse metrics): metrics.json and the app's tables computed from
+    the whole tidy table ``result.to_tidy()``, its block rows restricted to the error universe
+    (the blocks with housing units or GQ where the data carry a unit frame); the prediction's
+    measured RMSE over every block."""
     from engine.metrics.epl import epl_table
     from engine.metrics.errors import mae_table
     from engine.metrics.prediction import prediction_table
+    from engine.metrics.universe import block_universe
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
 
-    tidy = result.to_tidy()
+    every_block = result.to_tidy()
+    universe = block_universe(hist)
+    tidy = universe.restrict(every_block, hist.geography["Block"].to_numpy())
     epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
     settings = stages.epl_settings_of(spec)
     tables = {"mae": mae_table(tidy)}
-    _, blau_bias = stages.blau_bias_of(result, tidy, hist)
+    _, blau_bias = stages.blau_bias_of(result, tidy, hist, universe)
     if blau_bias is not None:
         tables["blau_bias"] = blau_bias
     tables["epl"] = epl_table(
@@ -59,13 +64,15 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
     )
     profile, _ = tree_profile(result.tree, hist, "run")
     # the app's sample of families per level (RUN_TABLE_MAX_UNITS), so the tables compare
-    predicted = prediction_table(profile, measured.allocation, tidy, max_units=RUN_TABLE_MAX_UNITS)
+    predicted = prediction_table(
+        profile, measured.allocation, every_block, max_units=RUN_TABLE_MAX_UNITS
+    )
     if predicted is not None:
         tables["prediction"] = predicted
     payload = stages.metrics_payload(
         result,
         {},
-        tidy=tidy,
+        tidy=every_block,
         noise_method=spec.noise_method,
         epl_boot=epl_boot,
         epl_settings=settings,
@@ -100,6 +107,8 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
 
 STANDARD = (
     "mae",
+    "tda_mae",
+    "error_universe",
     "median_ae",
     "n_cells",
     "epl",
@@ -213,7 +222,7 @@ def test_counted_residuals_match_the_dense_statistics() -> None:
 
 def test_the_cli_path_never_densifies_the_block_histogram(generated, monkeypatch, tmp_path):
     """Load (sparse), measure, estimate, metrics.json and the output files of a production run
-    with any dense block histogram refused (issue 17: blocks × 2,016 never held dense)."""
+    with any dense block histogram refused (blocks × 2,016 are never held dense)."""
     from engine.data import histogram as histogram_module
     from engine.runs.pipeline import write
 
