@@ -23,6 +23,7 @@ from phexplore.api.budgets import (
     TopDownAllocation,
     default_states,
     format_fraction,
+    held_exact_notes,
     load_topdown_preset,
     locate_share_problems,
     spent_label,
@@ -456,6 +457,9 @@ def render() -> None:
             ),
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
         )
+        if alloc.universe == "persons":
+            for note in held_exact_notes(alloc, n_states):
+                st.caption(f"Held exact: {note}.")
         with st.expander("All queries (table)"):
             measured = sub["status"] == "measured"
             st.dataframe(

@@ -24,6 +24,7 @@ from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
 from engine.dp.budget.invariants import (
     HELD_EXACT,
     SPREAD_LABEL,
+    held_exact_notes,
     spent_label,
     spread_invariant_share,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "default_topdown_preset",
     "epsilon_for_delta",
     "format_fraction",
+    "held_exact_notes",
     "load_json_object",
     "load_phsafe_preset",
     "load_topdown_preset",

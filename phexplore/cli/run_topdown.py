@@ -9,7 +9,8 @@ query, cell, true, estimate), ``measurements`` (noisy answers and variances, unl
 ``--no-measurements``), ``microdata`` (PPMF-like person records of the estimated blocks, unless
 ``--no-microdata``) as ``.csv`` or ``.parquet`` (``--output-format auto|csv|parquet``; sparse
 Parquet estimates come with ``geounits`` and ``cells`` tables) and ``metrics.json`` (``mae`` by
-geolevel and query, ``runtime_s``, ``rho``, ``seed``, ``allocation``, ``timings``, ``outputs`` …).
+geolevel and query, ``tda_mae``, ``error_universe``, ``runtime_s``, ``rho``, ``seed``, ``allocation``,
+``timings``, ``outputs`` …).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from phexplore.cli._output import (
     progress_line,
 )
 from phexplore.cli.spine_options import add_spine_arguments, spine_options_given
+from phexplore.cli.tda_lines import error_lines
 
 
 def register(engines: Any) -> None:
@@ -74,10 +76,20 @@ def register(engines: Any) -> None:
         "topdown-2021-04, e2e-2018-1940)",
     )
     source.add_argument("--config", help="allocation JSON file (see docs/topdown.md)")
-    parser.add_argument(
+    rho = parser.add_mutually_exclusive_group()
+    rho.add_argument(
         "--rho",
         default=None,
-        help="total ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the allocation's",
+        help="the PERSONS run's ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the "
+        "allocation's. This command runs the persons allocation only: a preset's units run "
+        "(occupancy) is not run, so --rho is not a total to split (topdown-2021-04's published "
+        "ρ = 1.095 is persons 1.05 + units 0.045: give --rho 1.05). Same as --rho-persons",
+    )
+    rho.add_argument(
+        "--rho-persons",
+        default=None,
+        metavar="RHO",
+        help="the persons run's ρ (ε for pure DP), e.g. 1.05; the same as --rho, named plainly",
     )
     add_seed_option(parser, "noise seed, 0 – 2^63-1 (default 0)", default=0)
     add_backend_arguments(parser)
@@ -133,6 +145,14 @@ def register(engines: Any) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
+    parser.add_argument(
+        "--error-universe",
+        choices=("housed", "all"),
+        default="housed",
+        help="blocks the block-level figures (MAE, EPL, Blau bias) average over: housed "
+        "(default) = blocks with housing units or group quarters where the data carry a unit "
+        "frame, as TDA (every block otherwise, said so); all = every block in the data",
+    )
     add_spine_arguments(parser)
     add_epl_arguments(parser)
     parser.set_defaults(func=run)
@@ -167,16 +187,25 @@ def _load_allocation(args: argparse.Namespace) -> Any:
         elif "persons" in data and isinstance(data["persons"], dict):
             data = data["persons"]
         allocation = TopDownAllocation.from_dict(data, name=str(data.get("name", path.stem)))
-    if args.rho is not None:
+    rho, option = persons_rho(args)
+    if rho is not None:
         unit = "epsilon" if allocation.mechanism == "puredp" else "rho"
-        allocation = allocation.with_rho(parse_exact(args.rho, where="--rho", range_name=unit))
+        allocation = allocation.with_rho(parse_exact(rho, where=option, range_name=unit))
     return allocation
+
+
+def persons_rho(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The persons ρ given (``--rho`` or ``--rho-persons``) and the option that gave it."""
+    if getattr(args, "rho_persons", None) is not None:
+        return args.rho_persons, "--rho-persons"
+    return args.rho, "--rho"
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options and --out, then load, run and write atomically; print a short summary."""
-    if args.rho is not None:
-        parse_exact(args.rho, where="--rho", range_name="rho")  # fail before loading anything
+    rho, option = persons_rho(args)
+    if rho is not None:
+        parse_exact(rho, where=option, range_name="rho")  # fail before loading anything
     epl_settings_from_args(args)
     inputs = {
         "data": input_location(args.data),
@@ -220,6 +249,8 @@ def spec_of(args: argparse.Namespace) -> Any:
         options["estimates"] = args.estimates
     if args.levels:
         options["levels"] = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
+    if getattr(args, "error_universe", "housed") != "housed":
+        options["error_universe"] = args.error_universe
     if spine_options_given(args):
         if args.levels:
             raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
@@ -266,7 +297,7 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
 
     from engine.runs.provenance import budget_origin_of, spec_budget_fingerprint
 
-    # The allocation's fingerprint ties this metrics.json to its exact budget (issue 15): a
+    # The allocation's fingerprint ties this metrics.json to its exact budget: a
     # scenario's report accepts only runs of its own allocations. The origin names the preset
     # ("modified from <preset>" after --rho changed it), as the app's budget_origin does.
     provenance = {
@@ -288,9 +319,8 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
     print(f"  {spent_label(result.rho, result.rho_spent, what)}")
     if args.spread_invariant_share:
         print(f"  allocation: {SPREAD_LABEL}")
-    for level, per_query in payload["mae"].items():
-        cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
-        print(f"  MAE {level}: {cells}")
+    for line in error_lines(payload):
+        print(line)
     for line in epl_summary_lines(payload):
         print(line)
     for line in note_lines(payload.get("schema_note")):
