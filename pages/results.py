@@ -53,11 +53,7 @@ def _csv(frame: pd.DataFrame, name: str, key: str) -> None:
     )
 
 
-def _mae_section(record: R.RunRecord) -> None:
-    mae = record.tables["mae"]
-    order = list(dict.fromkeys(record.tidy["geolevel"]))
-    pivot = mae.pivot_table(index="geolevel", columns="query", values="mae", sort=False)
-    pivot = pivot.reindex([lv for lv in order if lv in pivot.index])
+def _heatmap(pivot: pd.DataFrame, colour_title: str, title: str) -> go.Figure:
     fig = go.Figure(
         go.Heatmap(
             z=pivot.to_numpy(float),
@@ -66,23 +62,101 @@ def _mae_section(record: R.RunRecord) -> None:
             text=[[f"{v:,.2f}" for v in row] for row in pivot.to_numpy(float)],
             texttemplate="%{text}",
             colorscale="Blues",
-            colorbar={"title": {"text": "MAE (persons)"}},
+            colorbar={"title": {"text": colour_title}},
         )
     )
     fig.update_yaxes(autorange="reversed", title="Geolevel")
     fig.update_xaxes(title="Query group")
-    fig.update_layout(
-        title=f"{record.scenario}: mean absolute error by geolevel × query (run #{record.id})",
-        **LAYOUT,
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def _ordered(pivot: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    known = [lv for lv in order if lv in pivot.index]
+    return pivot.reindex(known + [lv for lv in pivot.index if lv not in known])
+
+
+def _mae_section(record: R.RunRecord) -> None:
+    view = R.tda_view(record.metrics or {})
+    order = list(dict.fromkeys([*(record.settings.get("levels") or []), *record.tidy["geolevel"]]))
+    st.subheader("Absolute error, TDA's definition")
+    st.caption(R.TDA_DEFINITION + " " + view.note + ".")
+    st.caption(R.universe_caption(record))
+    if not view.tda_mae.empty:
+        pivot = view.tda_mae.pivot_table(
+            index="geolevel", columns="query", values="tda_mae", sort=False
+        )
+        _chart(
+            _heatmap(
+                _ordered(pivot, order),
+                "Absolute error (persons)",
+                f"{record.scenario}: absolute error per geounit (summed over a query's cells; "
+                f"TDA Tables 9–10) by geolevel × query (run #{record.id})",
+            ),
+            f"run{record.id}_tda_mae",
+        )
+        st.dataframe(display_frame(view.tda_mae), hide_index=True, width="stretch")
+        _csv(view.tda_mae, f"run{record.id}_tda_mae", f"tda_{record.id}")
+    _tda_reference_section(record, view)
+    mae = record.tables["mae"]
+    st.subheader("Per-cell error")
+    st.caption(R.PER_CELL_DEFINITION)
+    pivot = mae.pivot_table(index="geolevel", columns="query", values="mae", sort=False)
+    _chart(
+        _heatmap(
+            _ordered(pivot, order),
+            "MAE per cell (persons)",
+            f"{record.scenario}: mean absolute error PER CELL by geolevel × query "
+            f"(run #{record.id})",
+        ),
+        f"run{record.id}_mae",
     )
-    _chart(fig, f"run{record.id}_mae")
     st.dataframe(display_frame(mae), hide_index=True, width="stretch")
     _csv(mae, f"run{record.id}_mae", f"mae_{record.id}")
     _prediction_section(record)
 
 
+def _tda_reference_section(record: R.RunRecord, view: R.TDAView) -> None:
+    """TDA Tables 9–12 beside the run, for production's persons allocation only."""
+    st.subheader("Beside TDA's published tables (production settings, 2010 CEF)")
+    if not view.comparable:
+        st.caption(f"TDA Tables 9–12 are not drawn beside this run: {view.why}.")
+        return
+    comparison = view.comparison
+    if comparison.empty:
+        st.caption("This run has none of the levels and queries of TDA Tables 9–10.")
+        return
+    fig = go.Figure()
+    x = comparison["query"] + " · " + comparison["geolevel"]
+    fig.add_trace(go.Bar(x=x, y=comparison["this_run"], name=f"this run (#{record.id})"))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=comparison["tda"],
+            name="TDA published (baseline1)",
+            marker={"color": "#969696"},
+        )
+    )
+    fig.update_xaxes(title="Query group · geolevel")
+    fig.update_layout(
+        title=f"{record.scenario}: absolute error per geounit, this run vs TDA Tables 9–10 "
+        f"(run #{record.id})",
+        barmode="group",
+        yaxis={"title": "Absolute error (persons; log scale)", "type": "log"},
+        **LAYOUT,
+    )
+    _chart(fig, f"run{record.id}_tda_reference")
+    st.caption(view.caption)
+    st.dataframe(display_frame(comparison), hide_index=True, width="stretch")
+    _csv(comparison, f"run{record.id}_vs_tda", f"vs_tda_{record.id}")
+    if not view.size_classes.empty:
+        st.markdown("**TOTAL error by size class of the true count (TDA Tables 11–12)**")
+        st.dataframe(display_frame(view.size_classes), hide_index=True, width="stretch")
+
+
 def _prediction_section(record: R.RunRecord) -> None:
-    """Predicted RMSE of the published counts (SPEC §7, before the run) beside the measured one."""
+    """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the
+    measured one."""
     pred = record.tables.get("prediction")
     st.subheader("Predicted vs measured RMSE of the published counts")
     if pred is None or pred.empty:
@@ -169,7 +243,7 @@ def _blau_section(record: R.RunRecord) -> None:
 
 
 def _epl_section(record: R.RunRecord) -> None:
-    tidy = record.tidy
+    tidy = R.universe_tidy(record)
     c1, c2 = st.columns(2)
     levels = list(dict.fromkeys(tidy["geolevel"]))
     default_level = _most_residuals(record.tidy)
@@ -199,6 +273,8 @@ def _epl_section(record: R.RunRecord) -> None:
         float(settings["multiplier"]),
     )
     st.caption(f"EPL density range: {settings['label']} (set on the Run page).")
+    if geolevel == str((record.metrics or {}).get("error_universe", {}).get("level", "Block")):
+        st.caption(R.universe_caption(record))
     m = st.columns(3)
     m[0].metric(
         "EPL",
@@ -411,7 +487,7 @@ def _epl_bars(part: pd.DataFrame) -> dict[str, object]:
 def _budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:
     """x of the EPL-vs-budget chart: ε itself for pure DP, else ε at the session's δ of each ρ.
 
-    EPL is comparable to ε, not ρ (SPEC §5): a zCDP run's ρ is converted with the session's δ and
+    EPL is comparable to ε, not ρ (docs/science.md §5): a zCDP run's ρ is converted with the session's δ and
     conversion so the diagonal is the same reference in both cases.
     """
     if mechanism == "puredp":

@@ -166,8 +166,8 @@ def comparability(payload: Mapping[str, Any]) -> tuple[bool, str]:
 
 def tda_comparison(payload: Mapping[str, Any], run: str = REFERENCE_RUN) -> pd.DataFrame:
     """A run's TDA figure beside TDA Tables 9–10, one row per (geolevel, query) both have:
-    geolevel, query, this_run, tda (the published ``run``), ratio (this_run / tda; NaN where TDA
-    prints 0). A one-state run's ``US`` row (the state itself) is left out."""
+    geolevel, query, this_run, tda (the published ``run``), ratio_to_tda (this_run / tda; NaN
+    where TDA prints 0). A one-state run's ``US`` row (the state itself) is left out."""
     ours, _ = tda_mae_of_metrics(payload)
     reference = load_tda_absolute_error()
     one_state = (payload.get("n_geounits") or {}).get("State", 1) == 1
@@ -186,10 +186,10 @@ def tda_comparison(payload: Mapping[str, Any], run: str = REFERENCE_RUN) -> pd.D
                 "query": query,
                 "this_run": float(value),
                 "tda": tda,
-                "ratio": float(value) / tda if tda else float("nan"),
+                "ratio_to_tda": float(value) / tda if tda else float("nan"),
             }
         )
-    frame = pd.DataFrame(rows, columns=["geolevel", "query", "this_run", "tda", "ratio"])
+    frame = pd.DataFrame(rows, columns=["geolevel", "query", "this_run", "tda", "ratio_to_tda"])
     frame["_l"] = frame["geolevel"].map({lv: i for i, lv in enumerate(LEVEL_ORDER)})
     frame["_q"] = frame["query"].map({q: i for i, q in enumerate(COMPARED_QUERIES)})
     return frame.sort_values(["_q", "_l"]).drop(columns=["_l", "_q"]).reset_index(drop=True)

@@ -1,4 +1,4 @@
-"""The one run pipeline: load → measure → estimate → metrics → write, for every face (SPEC §8).
+"""The one run pipeline: load → measure → estimate → metrics → write, for every face (docs/science.md §8).
 
 :func:`execute` takes a :class:`~engine.runs.spec.RunSpec` and a
 :class:`~engine.runs.control.RunControl` (progress and cancel) and returns a :class:`RunOutput`;
@@ -43,8 +43,9 @@ class RunOutput:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    """Engine-specific leftovers a face may show (TopDown's spine sections; PHSafe's error
-    analysis, :class:`engine.runs.phsafe.PHSafeErrors`, under ``"errors"``)."""
+    """Engine-specific leftovers a face may show (TopDown's spine sections and error universe,
+    :class:`engine.metrics.universe.BlockUniverse`, under ``"universe"``; PHSafe's error analysis,
+    :class:`engine.runs.phsafe.PHSafeErrors`, under ``"errors"``)."""
 
     @property
     def runtime_s(self) -> float:
@@ -150,6 +151,7 @@ def _topdown(
             "spine_sections": computed.spine_sections,
             "queries": queries,
             "queries_left_out": list(computed.queries_left_out),
+            "universe": computed.universe,
         },
     )
 

@@ -82,8 +82,22 @@ from phexplore.api.runs import (
     topdown_spec,
     topdown_work,
 )
+from phexplore.api.tda_view import (
+    PER_CELL_DEFINITION,
+    TDA_DEFINITION,
+    TDAView,
+    tda_view,
+    universe_caption,
+    universe_tidy,
+)
 
 __all__ = [
+    "PER_CELL_DEFINITION",
+    "TDA_DEFINITION",
+    "TDAView",
+    "tda_view",
+    "universe_caption",
+    "universe_tidy",
     "SAME_SEED_NOTE",
     "RecordedRun",
     "data_source",

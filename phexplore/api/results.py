@@ -1,7 +1,7 @@
 """What the Results and Run pages show of a kept run: EPL curves, headline numbers, downloads.
 
 Part of the app-facing API (:mod:`phexplore.api`). Numbers come from :mod:`engine.metrics`
-(EPL, SPEC §5) and from the run's own tables; this module only selects and formats them.
+(EPL, docs/science.md §5) and from the run's own tables; this module only selects and formats them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def epl_curves(
 ) -> dict[str, Any]:
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
-    Residuals are estimate − true over the group's cells (SPEC §5);
+    Residuals are estimate − true over the group's cells (docs/science.md §5);
     :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
     EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
@@ -137,7 +137,8 @@ def headline_error(record: RunRecord) -> tuple[str, float | None, str]:
             f"MAE of TOTAL ({level})",
             float(row["mae"].iloc[0]) if not row.empty else None,
             f"Mean absolute error of the total population over the {level} geounits, the finest "
-            "geolevel of the run.",
+            "geolevel of the run (blocks: those with housing units or group quarters where the "
+            "data carry a unit frame, as TDA; metrics.json error_universe).",
         )
     le = record.tables.get("level_errors")
     value = None
@@ -188,7 +189,7 @@ def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
 def prediction_sample_sentence(table: pd.DataFrame) -> str | None:
     """What a run's predicted-vs-measured rows were evaluated on, when some level used a sample
     of its families (``units_evaluated`` below ``units``); None when every geounit was used or
-    the table predates the columns (SPEC §7; ``engine.runs.topdown.prediction_sampling_note``)."""
+    the table predates the columns (docs/science.md §7; ``engine.runs.topdown.prediction_sampling_note``)."""
     if "units_evaluated" not in table or "units" not in table:
         return None
     levels = table.drop_duplicates("geolevel")

@@ -33,7 +33,7 @@ from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
 
 EPL_BOOT = RUN_EPL_BOOT
-"""Bootstrap resamples behind every EPL interval the app shows (SPEC §5)."""
+"""Bootstrap resamples behind every EPL interval the app shows (docs/science.md §5)."""
 EPL_PERCENTILE = PF_PERCENTILE
 """Default EPL percentile p: Petti & Flaxman's published setting (valid 50 < p ≤ 100)."""
 EPL_MULTIPLIER = PF_MULTIPLIER
@@ -48,7 +48,7 @@ NOISE_METHODS: dict[str, str] = {
 NOISE_HELP = (
     "Keyed: every noisy value comes from a counter-based generator keyed by (seed, level, "
     "geounit, query), so the same seed gives the same numbers however the work is split "
-    "(SPEC §8). Exact: OpenDP's exact discrete Gaussian / geometric samplers with OS randomness, "
+    "(docs/science.md §8). Exact: OpenDP's exact discrete Gaussian / geometric samplers with OS randomness, "
     "for release-grade noise; the seed then does not reproduce the run."
 )
 SRS_HELP = (
@@ -207,7 +207,7 @@ def topdown_work(
 
     The run is tied to its exact budget: ``metrics.json`` and the record carry the allocation's
     fingerprint (:func:`engine.dp.budget.fingerprint.budget_fingerprint`), ``origin`` (the preset it
-    is, or "modified from <preset>"), the run number, the data label and the seed (issue 15).
+    is, or "modified from <preset>"), the run number, the data label and the seed, so a saved scenario attaches exactly its own runs.
 
     ``special_areas`` names the areas of an AIAN-style branch (None: no branch, SPN §6);
     ``spread_invariant_share`` spreads the held-exact shares first (departure from production).
@@ -372,6 +372,7 @@ def topdown_record(
             "blocks": hist.n_blocks,
             "levels": [str(lv) for lv in result.tree.levels],
             "queries_left_out": list(output.extra.get("queries_left_out") or []),
+            "universe_left_out": universe_left_out(output),
             "runtime_s": result.runtime_s,
             "epl_settings": epl_settings(
                 float(options.get("epl_percentile", EPL_PERCENTILE)),
@@ -379,6 +380,17 @@ def topdown_record(
             ).as_dict(),
         },
     )
+
+
+def universe_left_out(output: Any) -> list[str]:
+    """The ids of the blocks a TopDown run's block figures leave out (outside its error universe,
+    :mod:`engine.metrics.universe`), so the app's charts of the dense table leave them out too."""
+    universe = output.extra.get("universe")
+    hist = output.data
+    if universe is None or universe.inside is None or hist is None:
+        return []
+    ids = hist.geography[hist.levels[-1]].astype(str).to_numpy()
+    return [str(b) for b in universe.outside_ids(ids)]
 
 
 def phsafe_spec(
@@ -557,7 +569,7 @@ def new_run_provenance(
 def run_provenance(
     *, run_id: int, token: str, data_label: str, seed: int, fingerprint: str, origin: str
 ) -> dict[str, Any]:
-    """The metrics.json fields that tie a run to its budget and data (issue 15)."""
+    """The metrics.json fields that tie a run to its budget and data (budget fingerprint and origin)."""
     return {
         "run_id": int(run_id),
         "run_token": token,

@@ -23,9 +23,7 @@ PER_CELL_HEADING = (
 
 
 def _cells(per_query: Mapping[str, Any]) -> str:
-    return ", ".join(
-        f"{q} {v:.3g}" for q, v in per_query.items() if isinstance(v, int | float)
-    )
+    return ", ".join(f"{q} {v:.3g}" for q, v in per_query.items() if isinstance(v, int | float))
 
 
 def error_lines(payload: Mapping[str, Any]) -> list[str]:
