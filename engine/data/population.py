@@ -1,4 +1,4 @@
-"""A synthetic population at any scale, one set of persons for both engines (issue 17, SPEC §6, §8).
+"""A synthetic population at any scale, one set of persons for both engines (docs/science.md §6, §8).
 
 :func:`generate_population` writes, from the same persons, into one folder:
 
@@ -7,6 +7,8 @@
 * ``blocks.csv`` — the block frame: every block (empty ones too) with its housing units, occupied
   units and GQ facilities by type, which TopDown holds as structural zeros and bounds
   (:mod:`engine.topdown.constraints`);
+* ``places.csv`` — every block's incorporated-place-like entity (``PLACEFP``, ``99999`` for none;
+  also in ``geo.csv``), the targets of production's optimized spine (:mod:`engine.data.places`);
 * ``population.json`` — what was generated, written last (readers refuse a folder without it).
 
 Households, GQ persons, ages and race/ethnicity come from the ACS-calibrated household generator
@@ -26,7 +28,10 @@ Households, GQ persons, ages and race/ethnicity come from the ACS-calibrated hou
    small populations);
 4. empty blocks are added so that they are :data:`EMPTY_BLOCK_SHARE` of all blocks (RI's own share
    for RI), a share :data:`VACANT_ONLY_SHARE` of them holding one vacant housing unit, the rest no
-   unit at all (structural zeros); GQ facilities get a major type 1–7 with the 2010 national shares.
+   unit at all (structural zeros); GQ facilities get a major type 1–7 with the 2010 national shares;
+5. places: intervals of each county's population line (:mod:`engine.data.places`), drawn from a
+   generator of their own, so the persons, units and blocks of a seed are the same with or without
+   them.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engine.core.errors import ValidationError
+from engine.data.places import draw_places, place_codes, place_rng
 from engine.data.synthetic import (
     DEFAULT_VACANCY_RATE,
     StateTable,
@@ -99,7 +105,7 @@ CENRACE_CODES_BY_RACE_COUNT = {
 }
 """CENRACE codes 07–63 grouped by the number of races (P.L. 94-171 CENRACE order)."""
 RACEETH_GROUPS = ("hispanic", "white", "black", "aian", "asian", "nhpi", "other", "two")
-FILES = ("ppmf.csv", "persons.csv", "units.csv", "geo.csv", "blocks.csv")
+FILES = ("ppmf.csv", "persons.csv", "units.csv", "geo.csv", "blocks.csv", "places.csv")
 MANIFEST = "population.json"
 KIND = "phexplore-generated-population"
 
@@ -153,6 +159,8 @@ class PopulationSummary:
     compressed: bool
     files: list[str]
     seconds: float
+    places: int = 0
+    place_persons: int = 0
 
 
 def raceeth_group(race: np.ndarray, hisp: np.ndarray) -> np.ndarray:
@@ -221,6 +229,7 @@ class _Chunk:
     geo: pa.Table
     blocks: pa.Table
     counts: dict[str, int]
+    places: pa.Table
 
 
 def _labels(values: np.ndarray, width: int | None = None) -> pa.Array:
@@ -312,6 +321,9 @@ def _geography(
             "bg": all_bg,
             "block": (all_bg + 1) * 1000 + rank,
             "empty": is_empty,
+            # each block's midpoint on the population line (an empty block: its template's), for
+            # the places (engine.data.places); drawn from no generator
+            "midpoint": np.concatenate([block_mid, block_mid[empty_template]]),
         }
     )
     unit_block = np.empty(unit_pop.size, dtype=np.int64)
@@ -334,6 +346,7 @@ def _chunk(
     two: tuple[np.ndarray, np.ndarray],
     block_sizes: tuple[np.ndarray, np.ndarray],
     vacancy_rate: float,
+    place_offset: int = 0,
 ) -> _Chunk:
     rng = np.random.default_rng([int(seed), int(state_fips), int(chunk_no)])
     gq_shares = cal.group_quarters.set_index("gq_type")["person_share"]
@@ -383,6 +396,16 @@ def _chunk(
     if n_move:
         movers = n_hh + n_gq + rng.choice(n_vacant, size=n_move, replace=False)
         unit_block[movers] = rng.choice(empty_blocks, size=n_move, replace=False)
+    # Places from their own generator (engine.data.places): the persons' draws are untouched.
+    n_blocks = len(blocks)
+    block_persons = np.bincount(unit_block, weights=unit_pop, minlength=n_blocks).astype(np.int64)
+    place_of_block = draw_places(
+        blocks["county"].to_numpy(),
+        blocks["midpoint"].to_numpy(),
+        block_persons,
+        place_rng(seed, state_fips, chunk_no),
+    )
+    placefp = place_codes(place_of_block, place_offset)
     # Units in MAFID order: by block, then by the neighbourhood order.
     unit_order = np.lexsort((unit_key, unit_block))
     mafid = np.empty(n_units, dtype=np.int64)
@@ -437,7 +460,7 @@ def _chunk(
             "TABBLKGRPCE": block_geo["TABBLKGRPCE"].take(take),
             "REGIONCE": pa.array(np.full(n_units, region, dtype=object), pa.string()),
             "DIVISIONCE": pa.array(np.full(n_units, division, dtype=object), pa.string()),
-            "PLACEFP": pa.array(np.full(n_units, "99999", dtype=object), pa.string()),
+            "PLACEFP": pa.array(placefp[blk], pa.string()),
             "AIANNHCE": pa.array(np.full(n_units, "9999", dtype=object), pa.string()),
         }
     )
@@ -482,13 +505,11 @@ def _chunk(
     )
 
     # Block frame.
-    n_blocks = len(blocks)
     hu = np.bincount(unit_block[np.r_[0:n_hh, n_hh + n_gq : n_units]], minlength=n_blocks)
     occupied = np.bincount(unit_block[:n_hh], minlength=n_blocks)
     gq_blocks = unit_block[n_hh : n_hh + n_gq]
     facilities = np.zeros((n_blocks, 7), dtype=np.int64)
     np.add.at(facilities, (gq_blocks, gq_type - 1), 1)
-    block_persons = np.bincount(unit_block, weights=unit_pop, minlength=n_blocks).astype(np.int64)
     frame = dict(geo_arrays)
     frame["HOUSING_UNITS"] = _labels(hu)
     frame["OCCUPIED_UNITS"] = _labels(occupied)
@@ -518,8 +539,13 @@ def _chunk(
         "tracts": n_tracts,
         "counties": int(blocks["county"].nunique()),
         "units": n_units,
+        "places": int(np.unique(place_of_block[place_of_block >= 0]).size),
+        "place_persons": int(block_persons[place_of_block >= 0].sum()),
     }
-    return _Chunk(ppmf, cef_persons, units, geo, block_table.take(block_sort), counts)
+    places = pa.table({**geo_arrays, "PLACEFP": pa.array(placefp, pa.string())})
+    return _Chunk(
+        ppmf, cef_persons, units, geo, block_table.take(block_sort), counts, places.take(block_sort)
+    )
 
 
 # ------------------------------------------------------------------------------ the writer
@@ -640,6 +666,7 @@ def generate_population(
     totals: dict[str, int] = {}
     mafid = 100_000_001
     done = 0
+    places_before: dict[str, int] = {}  # places written so far per state: PLACEFP offsets
     try:
         for postal, fips, region, division, n, k, offset, n_counties in plan:
             report(f"Generating {postal} ({n:,} persons)", done / n_persons)
@@ -659,7 +686,9 @@ def generate_population(
                 two,
                 block_sizes,
                 vacancy_rate,
+                place_offset=places_before.get(fips, 0),
             )
+            places_before[fips] = places_before.get(fips, 0) + chunk.counts["places"]
             mafid += chunk.counts["units"]
             if mafid > 999_999_999:
                 raise ValidationError("too many units for nine-digit MAFIDs")
@@ -668,6 +697,7 @@ def generate_population(
             sinks["units.csv"].write(chunk.units)
             sinks["geo.csv"].write(chunk.geo)
             sinks["blocks.csv"].write(chunk.blocks)
+            sinks["places.csv"].write(chunk.places)
             for key, value in chunk.counts.items():
                 totals[key] = totals.get(key, 0) + value
             done += n
@@ -694,6 +724,8 @@ def generate_population(
         compressed=bool(compress),
         files=names,
         seconds=round(time.perf_counter() - started, 3),
+        places=totals["places"],
+        place_persons=totals["place_persons"],
     )
     (tmp / MANIFEST).write_text(json.dumps(asdict(summary), indent=2) + "\n", encoding="utf-8")
     if atomic:

@@ -96,7 +96,9 @@ def tda_mae_section(
     section: dict[str, dict[str, float]] = {}
     geography: dict[str, str] = {}
     same = set(map(str, spine_equals_tabulation))
-    order = [lv for lv in dict.fromkeys([*spine_equals_tabulation, *tabulation_levels])]
+    tabulation = [str(lv) for lv in tabulation_levels]
+    # root to block: the tabulation levels in their order, a root the tabulation lacks (US) first
+    order = [lv for lv in map(str, spine_equals_tabulation) if lv not in tabulation] + tabulation
     for level in order:
         level = str(level)
         source = spine_residuals if level in same else tabulation_residuals

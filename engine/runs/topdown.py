@@ -30,6 +30,7 @@ from engine.metrics.epl_settings import EPLSettings
 from engine.metrics.universe import HOUSED, block_universe
 from engine.runs.control import RunControl
 from engine.runs.spec import RunSpec
+from engine.runs.spine_choice import resolve_spine
 from engine.runs.tabulation import tda_sections
 from engine.topdown.measure import Measurements
 from engine.topdown.measurement import KeyedMeasurements
@@ -187,6 +188,8 @@ class Measured:
     seconds: float
     allocation: TopDownAllocation
     """The allocation measured with (the spec's, or its spread form)."""
+    spine: Any = None
+    """The :class:`engine.runs.spine_choice.SpineChoice` the run measured on."""
 
 
 def _options(spec: RunSpec) -> Any:
@@ -223,14 +226,15 @@ def measure(
     levels = spec.options.get("levels")
     kwargs: dict[str, Any] = {"options": options}
     spine_plan = None
-    if spine_given(spec):
+    spine = resolve_spine(spec.options, allocation, hist)  # the run's, else the preset's spine
+    if spine.given:
         if levels:
             raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
         from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF
         from engine.topdown.spine.plan import plan_spine
 
         control.progress("Building the spine", 0.0)
-        o = spec.options
+        o = spine.options
         cutoff = o.get("fanout_cutoff")
         spine_plan = plan_spine(
             hist,
@@ -252,7 +256,9 @@ def measure(
     truth = true_histograms(plan, hist, on_executors)
     measured = measure_plan(plan, truth, spec.seed, executor=on_executors)
     control.progress("Measured noisy query answers", 0.02)
-    return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
+    return Measured(
+        plan, truth, measured, spine_plan, time.perf_counter() - started, allocation, spine
+    )
 
 
 def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> Any:
@@ -561,6 +567,8 @@ def metrics(
     if schema_note:
         sections["schema_note"] = schema_note
     sections.update({k: v for k, v in tda.items() if k != "tda_mae"})
+    if measured.spine is not None:
+        sections["spine_used"] = measured.spine.section()
     sections["spread_invariant_share"] = bool(spec.options.get("spread_invariant_share"))
     use = budget_use(measured.allocation, n_states(hist))
     sections["held_exact"] = [f"{level} {query}" for level, query in use.held]
@@ -575,7 +583,7 @@ def metrics(
         if blau_bias is not None:
             out["blau_bias"] = blau_bias
         out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
-        conventional = (spec.options.get("spine") or "conventional") == "conventional"
+        conventional = measured.spine is None or measured.spine.kind == "conventional"
         if (
             measured.spine_plan is None or conventional
         ):  # the prediction's spine (docs/science.md §7)

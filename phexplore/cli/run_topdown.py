@@ -317,6 +317,11 @@ def _run(args: argparse.Namespace, staging: Any) -> int:
         f"seed {args.seed}): {output.runtime_s:.1f} s"
     )
     print(f"  {spent_label(result.rho, result.rho_spent, what)}")
+    used = payload.get("spine_used") or {}
+    if used.get("label"):
+        print(f"  spine: {used['label']}")
+        if used.get("note"):
+            print(f"    {used['note']}")
     if args.spread_invariant_share:
         print(f"  allocation: {SPREAD_LABEL}")
     for line in error_lines(payload):

@@ -9,7 +9,10 @@ the index of the entity containing block ``b`` or ``-1``. Entity sets come from
   ``entity_sets``;
 * a user's block → entity CSV: a block id column (``GEOID``, ``block`` or ``Block``; 15-digit
   2010/2020 tabulation block ids), an ``entity`` column and optionally an ``entity_set`` column
-  (one set per distinct value; without it the file is one set named after the file).
+  (one set per distinct value; without it the file is one set named after the file);
+* the data's own places (:data:`DATA_PLACES`, ``--entities places``): the incorporated-place-like
+  entities a generated population carries (:mod:`engine.data.places`), one set ``places`` —
+  the entities production's optimized block groups were built around (SPN §6).
 
 Problems in a CSV (malformed or repeated blocks, empty entity names, blocks absent from the data)
 are collected and raised as one :class:`~engine.core.errors.DataValidationError`.
@@ -27,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.data.histogram import BlockHistogram
+from engine.data.places import NO_PLACE
 from engine.data.samples import get_sample
 from engine.data.validate import (
     MAX_PROBLEMS_PER_CHECK,
@@ -41,6 +46,8 @@ SHIPPED_ENTITY_SAMPLES: dict[str, str] = {
 }
 """Names accepted for the shipped entity samples → sample folder."""
 
+DATA_PLACES = "places"
+"""The entity source naming the data's own places (``extra["places"]`` of a generated population)."""
 BLOCK_COLUMNS = ("GEOID", "block", "Block", "GEOID20", "GEOID10")
 ENTITY_COLUMNS = ("entity", "entity_id", "name")
 SET_COLUMN = "entity_set"
@@ -96,6 +103,41 @@ class EntitySet:
             weights=np.asarray(block_totals, dtype=np.float64)[inside],
             minlength=self.n_entities,
         )
+
+
+def has_places(hist: BlockHistogram) -> bool:
+    """Whether the data carry places (a generated population written with ``places.csv``) with at
+    least one block in a place."""
+    codes = hist.extra.get("places")
+    return isinstance(codes, np.ndarray) and bool(np.any(codes.astype(str) != NO_PLACE))
+
+
+def places_entity_set(hist: BlockHistogram) -> EntitySet:
+    """The data's places as one entity set ``places`` (entities ``place <PLACEFP>``)."""
+    codes = hist.extra.get("places")
+    if not has_places(hist):
+        raise DataValidationError(
+            [
+                Problem(
+                    DATA_PLACES,
+                    "the data carry no places: only generated populations written with "
+                    "places.csv have them (generate the folder again with 'phexplore generate "
+                    "population'); give a block → entity CSV instead",
+                )
+            ]
+        )
+    assert isinstance(codes, np.ndarray)
+    text = codes.astype(str)
+    inside = text != NO_PLACE
+    factor, ids = pd.factorize(pd.Series(text[inside]), sort=True)
+    out = np.full(text.size, -1, dtype=np.int64)
+    out[inside] = factor
+    return EntitySet(
+        DATA_PLACES,
+        tuple(f"place {code}" for code in ids),
+        out,
+        source="the data's places (generated population, places.csv)",
+    )
 
 
 def block_ids_of(geography: pd.DataFrame, block_level: str = "Block") -> np.ndarray:
