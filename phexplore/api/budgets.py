@@ -36,6 +36,7 @@ from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
     phsafe_from_dict,
+    preset_spine,
 )
 from engine.prediction import shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
@@ -66,6 +67,7 @@ __all__ = [
     "locate_share_problems",
     "moe_for_rho",
     "phsafe_from_dict",
+    "preset_spine",
     "schema_mismatch",
     "shipped_profile_for",
     "short_fingerprint",

@@ -154,14 +154,13 @@ def topdown_spec(
     """
     settings = epl_settings(epl_percentile, epl_multiplier)
     options: dict[str, Any] = {
+        **app_spine_options(spine, entities, special_areas, allocation, hist),
         "epl_boot": int(epl_boot),
         "epl_percentile": settings.percentile,
         "epl_multiplier": settings.multiplier,
         "spread_invariant_share": bool(spread_invariant_share),
         "noise_method": noise_method,
     }
-    if spine != "conventional" or entities or special_areas is not None:
-        options.update(spine=spine, entities=list(entities), special_areas=special_areas)
     return RunSpec(
         engine="topdown",
         data={
@@ -176,6 +175,51 @@ def topdown_spec(
         workers=int(workers),
         **where(backend),
     )
+
+
+PRESET_SPINE = "preset"
+"""The Run page's spine choice meaning "the allocation's own" (:mod:`engine.runs.spine_choice`)."""
+
+
+def app_spine_options(
+    spine: str,
+    entities: Sequence[str],
+    special_areas: str | None,
+    allocation: TopDownAllocation,
+    hist: BlockHistogram,
+) -> dict[str, Any]:
+    """The spine options of a Run-page run. ``preset`` with nothing else asked: none, so the run
+    takes the allocation's own spine and metrics.json says so (``spine_used``); ``preset`` with
+    entities to report: the spine it resolves to, with them; any other spine: as chosen (the
+    conventional spine with nothing else: no option, as before)."""
+    if spine == PRESET_SPINE:
+        if not entities and special_areas is None:
+            return {}
+        from engine.runs.spine_choice import resolve_spine
+
+        chosen = resolve_spine({}, allocation, hist)
+        merged = list(dict.fromkeys([*(chosen.options.get("entities") or ()), *entities]))
+        return {"spine": chosen.kind, "entities": merged, "special_areas": special_areas}
+    if spine != "conventional" or entities or special_areas is not None:
+        return {"spine": spine, "entities": list(entities), "special_areas": special_areas}
+    return {}
+
+
+def spine_label(spine: str, allocation: TopDownAllocation, hist: BlockHistogram | None) -> str:
+    """What the Run page's spine choice means for this allocation and data (the preset's spine
+    resolved: :func:`engine.runs.spine_choice.resolve_spine`)."""
+    if spine != PRESET_SPINE or hist is None:
+        return spine
+    from engine.runs.spine_choice import resolve_spine
+
+    return resolve_spine({}, allocation, hist).label
+
+
+def data_has_places(hist: BlockHistogram | None) -> bool:
+    """Whether the data carry places (a generated population written with places.csv)."""
+    from engine.topdown.spine.entities import has_places
+
+    return hist is not None and has_places(hist)
 
 
 def topdown_work(
@@ -366,7 +410,10 @@ def topdown_record(
             "spread_invariant_share": bool(options.get("spread_invariant_share", False)),
             "seed": seed,
             "noise_method": spec.noise_method,
-            "spine": str(options.get("spine", "conventional")),
+            "spine": str(
+                ((output.metrics or {}).get("spine_used") or {}).get("kind")
+                or options.get("spine", "conventional")
+            ),
             "entities": list(options.get("entities", ())),
             "special_areas": options.get("special_areas"),
             "blocks": hist.n_blocks,

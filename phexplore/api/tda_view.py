@@ -91,6 +91,18 @@ def universe_tidy(record: RunRecord) -> pd.DataFrame:
     return tidy[~drop.to_numpy()]
 
 
+def spine_caption(metrics: Mapping[str, Any]) -> str:
+    """The spine a TopDown run measured on (``spine_used``), or that an old file does not say."""
+    used = metrics.get("spine_used")
+    if isinstance(used, Mapping) and used.get("label"):
+        note = f" {used['note']}" if used.get("note") else ""
+        return f"Spine: {used['label']}.{note}"
+    return (
+        "Spine: not recorded (this run predates the record; runs then used the conventional "
+        "spine unless another was chosen)."
+    )
+
+
 def universe_caption(record: RunRecord) -> str:
     """What the block rows of the record's charts cover (and, for an opened folder whose file
     cannot tell, that its EPL chart counts every block)."""
