@@ -113,7 +113,7 @@ def has_places(hist: BlockHistogram) -> bool:
 
 
 def places_entity_set(hist: BlockHistogram) -> EntitySet:
-    """The data's places as one entity set ``places`` (entities ``place <PLACEFP>``)."""
+    """The data's places as one entity set ``places`` (entities ``place <state>-<PLACEFP>``)."""
     codes = hist.extra.get("places")
     if not has_places(hist):
         raise DataValidationError(
@@ -129,7 +129,14 @@ def places_entity_set(hist: BlockHistogram) -> EntitySet:
     assert isinstance(codes, np.ndarray)
     text = codes.astype(str)
     inside = text != NO_PLACE
-    factor, ids = pd.factorize(pd.Series(text[inside]), sort=True)
+    # PLACEFP is unique within a state: the entity is the (state, PLACEFP) pair
+    state = (
+        hist.geography["State"].astype(str).to_numpy()
+        if "State" in hist.geography.columns
+        else hist.geography[hist.levels[-1]].astype(str).str[:2].to_numpy()
+    )
+    keys = pd.Series(state[inside]) + "-" + pd.Series(text[inside])
+    factor, ids = pd.factorize(keys, sort=True)
     out = np.full(text.size, -1, dtype=np.int64)
     out[inside] = factor
     return EntitySet(

@@ -163,13 +163,23 @@ def _production_spec(epl_boot: int) -> RunSpec:
         data={"source": "generated"},
         config=allocation.to_dict(),
         seed=3,
-        options={"microdata": False, "epl_boot": epl_boot},
+        # the conventional spine (the prediction's; the preset's default on these data, which
+        # carry places, is the optimized one)
+        options={"microdata": False, "epl_boot": epl_boot, "spine": "conventional"},
     )
 
 
 def test_generated_production_sparse_equals_dense(generated) -> None:
     dense, sparse, result = _metrics_both_ways(_production_spec(20), generated)
     _assert_same(dense, sparse)
+    # on data with a unit frame the block figures cover the blocks with housing units or GQ
+    universe = sparse["error_universe"]
+    assert universe["universe"] == "housed" and universe["blocks_left_out"] > 0
+    assert sparse["n_cells"]["Block"]["TOTAL"] == universe["blocks"]
+    assert (
+        "tda_mae" in sparse
+        and sparse["tda_mae"]["Block"]["TOTAL"] == sparse["mae"]["Block"]["TOTAL"]
+    )
     levels = result.tree.levels
     assert set(sparse["mae"]) == set(map(str, levels))
     # DETAILED residuals are mostly zeros: the counted sets hold far fewer values than cells
