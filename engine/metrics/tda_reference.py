@@ -147,7 +147,7 @@ def comparability(payload: Mapping[str, Any]) -> tuple[bool, str]:
                 f"this run used {name or 'another allocation'}, not production's shares "
                 f"({PRODUCTION_PRESET}); TDA's tables are for production's"
             )
-        if ran.rho != production.rho:
+        if not math.isclose(float(ran.rho), float(production.rho), rel_tol=1e-9):
             return False, (
                 f"this run's persons ρ is {float(ran.rho):.4g}; TDA's tables are for "
                 f"production's ρ = {float(production.rho):.4g} (reported 2.56)"

@@ -132,7 +132,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
     backend_choice("run_td_backend")
     chosen = s[S.SPINE]
     spine_text = (
-        R.spine_label(chosen, allocation.with_rho(rho), data.hist)
+        R.spine_label(chosen, allocation.with_rho(rho), data.hist, data.level, data.units)
         if chosen == R.PRESET_SPINE
         else S.SPINES[chosen]
     )

@@ -205,14 +205,23 @@ def app_spine_options(
     return {}
 
 
-def spine_label(spine: str, allocation: TopDownAllocation, hist: BlockHistogram | None) -> str:
-    """What the Run page's spine choice means for this allocation and data (the preset's spine
-    resolved: :func:`engine.runs.spine_choice.resolve_spine`)."""
+def spine_label(
+    spine: str,
+    allocation: TopDownAllocation,
+    hist: BlockHistogram | None,
+    level: str | None = None,
+    units: Sequence[str] = (),
+) -> str:
+    """What the Run page's spine choice means for this allocation and the data it will run on
+    (the subset ``level``/``units`` when given; the preset's spine resolved:
+    :func:`engine.runs.spine_choice.resolve_spine`)."""
     if spine != PRESET_SPINE or hist is None:
         return spine
+    from engine.data.histogram import subset_histogram
     from engine.runs.spine_choice import resolve_spine
 
-    return resolve_spine({}, allocation, hist).label
+    data = subset_histogram(hist, level, list(units)) if level and units else hist
+    return resolve_spine({}, allocation, data).label
 
 
 def data_has_places(hist: BlockHistogram | None) -> bool:
