@@ -4,8 +4,8 @@ TDA's block figures (Tables 9, 10 and 12, §9's "90% of the blocks with housing 
 population") average over the blocks with housing units or group quarters: production left the
 other blocks out of the spine. A block without either is a structural zero — held at exactly 0,
 its error is 0 — so averaging over every block dilutes the block MAE and EPL (a generated
-1,000,000-person RI, production settings: Block TOTAL MAE 4.28 over every block, 5.62 over the
-housed ones; TDA Table 9: 4.85).
+1,000,000-person RI, production settings, conventional spine, seeds 1–3: Block TOTAL MAE 4.33 over
+every block, 5.69 over the housed ones; TDA Table 9: 4.85; docs/metrics.md).
 
 :func:`block_universe` chooses, for a run's data:
 

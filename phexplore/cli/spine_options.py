@@ -2,9 +2,10 @@
 
 ``add_spine_arguments(parser)`` adds::
 
-    --spine conventional|aian|optimized   the spine TopDown measures on (default conventional)
+    --spine conventional|aian|optimized   the spine TopDown measures on (default: the preset's)
     --entities NAME|CSV                   off-spine entity sets to report (repeatable);
-                                          NAME: providence-wards (the shipped sample), or a
+                                          NAME: providence-wards (the shipped sample), places
+                                          (a generated population's places), or a
                                           block → entity CSV (columns GEOID, entity[, entity_set])
     --special-areas NAME|CSV|none         the areas of the AIAN-style branch (required for aian;
                                           default none: no branch, SPN §6)
@@ -39,9 +40,10 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SPINE_KINDS,
         default=None,
         help="spine TopDown measures on: conventional tabulation spine, AIAN-style inside/outside "
-        "branch of --special-areas, or optimized block groups around the --entities (default "
-        "conventional); any spine option adds conventional_mae, entity_mae and osed to "
-        "metrics.json",
+        "branch of --special-areas, or optimized block groups around the --entities (default: "
+        "the preset's — topdown-2020-production runs on optimized block groups around the data's "
+        "places where the data carry them, production's spine; else conventional); a spine "
+        "other than conventional adds conventional_mae, entity_mae and osed to metrics.json",
     )
     group.add_argument(
         "--entities",
@@ -49,8 +51,9 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME|CSV",
         help="off-spine entity sets whose MAE and OSED are reported and that the optimized spine "
-        "targets: 'providence-wards' (shipped: the city of Providence and its 15 wards, ODbL) or "
-        "a block → entity CSV with columns GEOID, entity[, entity_set]; repeatable",
+        "targets: 'providence-wards' (shipped: the city of Providence and its 15 wards, ODbL), "
+        "'places' (the places of a generated population) or a block → entity CSV with columns "
+        "GEOID, entity[, entity_set]; repeatable",
     )
     group.add_argument(
         "--special-areas",
