@@ -61,7 +61,7 @@ HEAT_LABELS = {
 }
 HELP_PUBLISHED = (
     "Published count: the predicted error after least squares, non-negativity and rounding "
-    "(SPEC §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
+    "(docs/science.md §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
     "validated against repeated runs where the mean count per cell is ≥ 1 (docs/prediction.md)."
 )
 

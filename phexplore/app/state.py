@@ -239,7 +239,7 @@ def _post_processed_cached(
 def topdown_post_processed(
     runs: Mapping[str, TopDownAllocation], confidence: float = 0.90, n_states: int | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
-    """:func:`topdown_frames` rows plus the predicted accuracy of the published counts (SPEC §7:
+    """:func:`topdown_frames` rows plus the predicted accuracy of the published counts (docs/science.md §7:
     ``post_processed_rmse``, ``post_processed_moe``) on the shipped RI 2010 profile (cached), and
     the prediction's notes."""
     import json

@@ -299,7 +299,7 @@ def run_topdown(args: argparse.Namespace) -> int:
 def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
+    """Rows with the predicted accuracy of the published counts (docs/science.md §7) and what it rests on."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
 
     from engine.prediction import shipped_profile_for

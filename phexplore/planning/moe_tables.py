@@ -2,7 +2,7 @@
 
 These are the rows ``phexplore moe`` prints and the planner pages show (PHS §7.1, Table 10; TDA
 App. B). Summaries carry total ρ (unbounded and bounded for PHSafe) and ε at δ under each conversion
-(SPEC §1). Pure functions of the budget objects: the CLI and the app call the same code.
+(docs/science.md §1). Pure functions of the budget objects: the CLI and the app call the same code.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A scenario holds either PHSafe parameters (:class:`~engine.dp.budget.PHSafeBudge
 allocations by universe (:class:`~engine.dp.budget.TopDownAllocation`), plus the reporting choices
 (δ, which ρ → ε conversion is quoted, spine) and the ``metrics.json`` payloads of runs attached to it.
 JSON schema (``"schema": "phexplore-scenario/1"``) is documented in the README; comparisons of two
-scenarios are rows of ρ, ε and MOE side by side (SPEC §1–§2).
+scenarios are rows of ρ, ε and MOE side by side (docs/science.md §1–§2).
 """
 
 from __future__ import annotations

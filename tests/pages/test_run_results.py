@@ -96,7 +96,7 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     # RI results say that RACEETH folds production's 126 HISPANIC × CENRACE cells.
     assert record.metrics["schema_note"]["schema"] == "ri2010"
     assert any("overstates production" in i.value for i in at.info)
-    # Predicted RMSE of the published counts beside the measured one (issue 19).
+    # Predicted RMSE of the published counts beside the measured one.
     pred = record.tables["prediction"]
     assert {"predicted_rmse", "measured_rmse", "ratio"} <= set(pred.columns)
     block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]

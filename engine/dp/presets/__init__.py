@@ -1,8 +1,8 @@
 """Preset registry: named budget configurations stored as JSON data files beside this module.
 
 Each file carries a ``citation``. TopDown presets (TDA Tables 3–8, PF's 1940 E2E settings) hold
-exact 'a/b' shares validated to sum to 1 (SPEC §4 lists the transcription typos that validation must
-catch); PHSafe presets hold τ and MOE targets from PHS Table 10, from which ρ follows (SPEC §2).
+exact 'a/b' shares validated to sum to 1 (docs/science.md §4 lists the transcription typos that validation must
+catch); PHSafe presets hold τ and MOE targets from PHS Table 10, from which ρ follows (docs/science.md §2).
 A preset may be ``derived_from`` another: TopDown derivations fold or rename geolevels (per-query
 budgets c·d add, as in SPN Algorithm 3) and project queries onto a smaller schema; PHSafe derivations
 drop levels and set a state filter (Puerto Rico, PHS §6.6).
@@ -234,7 +234,7 @@ def load_phsafe_preset(name: str) -> PHSafeBudget:
 
 
 def default_topdown_preset(schema: str) -> str | None:
-    """The TopDown preset to start from for data of ``schema`` (issue 15: follows the data).
+    """The TopDown preset to start from for data of ``schema`` (it follows the data's schema).
 
     Among the presets whose persons allocation counts cells of ``schema``, a production-like one
     is preferred (``ri2010`` → ``ri2010-production-like``, ``redistricting2020`` →

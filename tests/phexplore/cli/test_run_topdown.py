@@ -25,7 +25,7 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
-    # Tied to its exact budget (issue 15): the fingerprint of the preset at ρ = 2.56.
+    # Tied to its exact budget: the fingerprint of the preset at ρ = 2.56.
     from engine.dp.budget.fingerprint import budget_fingerprint
     from engine.dp.presets import load_topdown_preset
 
