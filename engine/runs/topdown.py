@@ -198,19 +198,6 @@ def _options(spec: RunSpec) -> Any:
     return TopDownOptions(noise_method=spec.noise_method)
 
 
-def spine_given(spec: RunSpec) -> bool:
-    """True when the spec asks for an SPN spine or entity reporting (any spine option set)."""
-    options = spec.options
-    return bool(
-        (options.get("spine") or "conventional") != "conventional"
-        or options.get("entities")
-        or options.get("special_areas") is not None
-        or options.get("tract_groups")
-        or options.get("bypass") is not None
-        or options.get("fanout_cutoff") is not None
-    )
-
-
 def measure(
     spec: RunSpec, hist: BlockHistogram, control: RunControl, executor: Executor | None = None
 ) -> Measured:
