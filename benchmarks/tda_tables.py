@@ -52,6 +52,8 @@ def make_runs(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
     from engine.dp.presets import load_topdown_preset
+    from engine.runs.data_source import DataSource
+    from engine.runs.options import PRESET_SPINE, TopDownRunOptions
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
 
@@ -64,15 +66,12 @@ def make_runs(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     runs = []
     for seed in args.seeds:
-        options: dict[str, Any] = {"microdata": False}
-        if args.spine:
-            options["spine"] = args.spine
         spec = RunSpec(
             engine="topdown",
-            data={"source": str(folder)},
+            data=DataSource(source=str(folder)),
             config=allocation.to_dict(),
             seed=seed,
-            options=options,
+            options=TopDownRunOptions(microdata=False, spine=args.spine or PRESET_SPINE),
         )
         started = time.perf_counter()
         output = execute(spec, data=hist)

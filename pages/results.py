@@ -682,6 +682,10 @@ def _folder_section(record: R.RunRecord) -> None:
         )
         + "."
     )
+    changed = R.folder_changed(record)
+    if changed:
+        st.error(changed, icon=":material/folder_off:")
+        return
     with st.expander("Files of this run folder"):
         files = R.folder_files(record)
         cols = st.columns(3)
@@ -711,6 +715,7 @@ def render() -> None:
             "`phexplore run topdown` above; results stay in this session."
         )
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        replay.replay_controls()
         replay.replay_from_file()
         replay.replay_progress()
         return
@@ -724,6 +729,7 @@ def render() -> None:
         help="Runs of this session, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)
+    replay.replay_controls()
     replay.replay_session_run(record)
     replay.replay_from_file()
     replay.replay_progress()

@@ -1,4 +1,5 @@
-"""Blau-index and homogeneity-index bias of total population (TDA §9 Table 13; PF Fig. 3; docs/science.md §5).
+"""Blau-index and homogeneity-index bias of total population (TDA §9 Table 13; PF Fig. 3;
+docs/science.md §5).
 
 * Blau index of a geounit: ``1 − Σ_k p_k²`` over the eight race–ethnicity groups (Hispanic;
   non-Hispanic White, Black, AIAN, Asian, NHPI, Some Other Race alone; Two or more races), on the
@@ -34,9 +35,10 @@ from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.metrics.errors import check_tidy
+from engine.metrics.error_tables import check_tidy
 from engine.metrics.universe import BlockUniverse
-from engine.schema.attributes import RACEETH, Schema, raceeth_of
+from engine.schema.attributes import RACEETH, Schema
+from engine.schema.ri_fold import raceeth_of
 
 RACEETH_GROUPS: tuple[str, ...] = RACEETH.levels
 """The eight Blau groups, in the order of the RI2010 schema's RACEETH attribute."""
@@ -203,9 +205,9 @@ def raceeth_counts_from_histogram(
     """True counts of the race–ethnicity groups per geounit at every geolevel of ``hist``.
 
     The histogram is summed over every other attribute; ``groups`` defaults to the attribute's
-    levels (which must number eight for the Blau index of docs/science.md §5, but any count
-    works). On a schema without RACEETH but with HISPANIC and CENRACE (the 2,016-cell one) the
-    eight groups are folded from those (:func:`raceeth_fold`), from the sparse counts.
+    levels (which must number eight for the Blau index of docs/science.md §5, but any count works).
+    On a schema without RACEETH but with HISPANIC and CENRACE (the 2,016-cell one) the eight
+    groups are folded from those (:func:`raceeth_fold`), from the sparse counts.
     """
     if (
         attribute == "RACEETH"

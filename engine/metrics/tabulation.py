@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from engine.core.errors import ValidationError
 from engine.metrics.counted import CountedResiduals, counted_residuals, tda_absolute_error
-from engine.metrics.errors import (
+from engine.metrics.error_tables import (
     BLOCK_SIZE_CLASSES,
     COUNTY_SIZE_CLASSES,
     SIGNED_ERROR_QUANTILES,

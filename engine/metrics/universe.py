@@ -33,11 +33,9 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.unit_frame import housed_blocks
+from engine.metrics.universe_options import ALL, HOUSED, UNIVERSES
 
-HOUSED = "housed"
-ALL = "all"
-UNIVERSES: tuple[str, ...] = (HOUSED, ALL)
-"""The universes a run may ask for (``--error-universe``)."""
+__all__ = ["ALL", "HOUSED", "UNIVERSES", "BlockUniverse", "block_universe", "universe_of_metrics"]
 HOUSED_LABEL = "blocks with housing units or group quarters (TDA's universe: Tables 9, 10, 12, §9)"
 ALL_LABEL = "every block in the data"
 FIGURES: tuple[str, ...] = (
@@ -136,8 +134,8 @@ def block_universe(hist: BlockHistogram, requested: str = HOUSED) -> BlockUniver
             None,
             n,
             None,
-            "Block-level figures average over every block in the data, as asked (--error-universe "
-            "all); TDA's average over the blocks with housing units or group quarters.",
+            "Block-level figures average over every block in the data, as asked (error universe "
+            "'all'); TDA's average over the blocks with housing units or group quarters.",
         )
     housed = housed_blocks(hist)
     if housed is None:

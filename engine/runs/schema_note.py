@@ -27,6 +27,7 @@ import numpy as np
 import scipy.linalg
 
 from engine.dp.budget import TopDownAllocation
+from engine.dp.presets import load_topdown_preset
 from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA, Schema
 from engine.schema.ri_fold import CELLS_PER_GROUP, NOTE, PRODUCTION_QUERY, is_folded
 from engine.topdown.queries import query_group
@@ -99,8 +100,6 @@ def _sigmas(
 @lru_cache(maxsize=8)
 def _production_sigmas(rho: Any) -> dict[str, tuple[float, float]]:
     """Production's (VOTINGAGE, HISPANIC) combined σ per level below the state at ρ = ``rho``."""
-    from engine.dp.presets import load_topdown_preset
-
     production = load_topdown_preset(PRODUCTION_PRESET)["persons"].with_rho(rho)
     targets = (
         TARGETS["votingage"]["redistricting2020"],
@@ -128,8 +127,6 @@ def folded_raceeth_comparison(
     if allocation.mechanism != "zcdp":
         return []
     if production is None:
-        from engine.dp.presets import load_topdown_preset
-
         production = load_topdown_preset(PRODUCTION_PRESET)["persons"]
     prod = production.with_rho(allocation.rho)
     rows = []

@@ -2,7 +2,9 @@
 
 ``add_spine_arguments(parser)`` adds::
 
-    --spine conventional|aian|optimized   the spine TopDown measures on (default: the preset's)
+    --spine preset|conventional|aian|optimized
+                                          the spine TopDown measures on (default preset: the
+                                          allocation's own, resolved on the data)
     --entities NAME|CSV                   off-spine entity sets to report (repeatable);
                                           NAME: providence-wards (the shipped sample), places
                                           (a generated population's places), or a
@@ -13,23 +15,20 @@
     --tract-groups                        add Algorithm 2's greedy tract groups (optimized only)
     --bypass / --no-bypass                bypass single-child parents (default: optimized only)
 
-``apply_spine_options(args, hist, allocation)`` resolves them through
-:func:`engine.topdown.spine.plan.plan_spine` into a :class:`~engine.topdown.spine.plan.SpinePlan`.
+``phexplore run topdown`` puts them in its :class:`~engine.runs.options.TopDownRunOptions`; the run
+pipeline resolves them (:func:`engine.runs.spine_choice.resolve_spine`,
+:func:`engine.runs.topdown.spine_plan_of`) into a :class:`~engine.topdown.spine.plan.SpinePlan`.
+Without any spine option the run's ``spine`` is ``preset``; a spine option without ``--spine``
+keeps the conventional spine, as before ``preset`` existed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.data.histogram import BlockHistogram
-    from engine.dp.budget import TopDownAllocation
-    from engine.topdown.spine.plan import SpinePlan
-
 import argparse
 
 from engine.core.numbers import option_type
-from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
+from engine.runs.options import PRESET_SPINE, SPINE_CHOICES
+from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF
 
 
 def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,13 +36,15 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("geographic spine (SPN)")
     group.add_argument(
         "--spine",
-        choices=SPINE_KINDS,
+        choices=SPINE_CHOICES,
         default=None,
-        help="spine TopDown measures on: conventional tabulation spine, AIAN-style inside/outside "
-        "branch of --special-areas, or optimized block groups around the --entities (default: "
-        "the preset's — topdown-2020-production runs on optimized block groups around the data's "
-        "places where the data carry them, production's spine; else conventional); a spine "
-        "other than conventional adds conventional_mae, entity_mae and osed to metrics.json",
+        help="spine TopDown measures on: preset (the default) = the spine the allocation's preset "
+        "ran on — topdown-2020-production: optimized block groups around the data's places where "
+        "the data carry them (generated populations), else conventional; conventional tabulation "
+        "spine; AIAN-style inside/outside branch of --special-areas; or optimized block groups "
+        "around the --entities. Another spine option without --spine keeps the conventional "
+        "spine. An SPN spine adds conventional_mae, entity_mae and osed to metrics.json; "
+        "metrics.json spine_used says which spine ran and why",
     )
     group.add_argument(
         "--entities",
@@ -86,31 +87,13 @@ def add_spine_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def spine_options_given(args: argparse.Namespace) -> bool:
-    """Whether any option of :func:`add_spine_arguments` differs from its default."""
+    """Whether any option of :func:`add_spine_arguments` differs from its default (``--spine
+    preset`` is the default)."""
     return bool(
-        args.spine is not None
+        args.spine not in (None, PRESET_SPINE)
         or args.entities
         or args.special_areas is not None
         or args.tract_groups
         or args.bypass is not None
         or args.fanout_cutoff != DEFAULT_FANOUT_CUTOFF
-    )
-
-
-def apply_spine_options(
-    args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
-) -> SpinePlan:
-    """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan` (see :func:`plan_spine`)."""
-    # heavy: imported when the command runs, so `phexplore … --help` stays light
-    from engine.topdown.spine.plan import plan_spine
-
-    return plan_spine(
-        hist,
-        allocation,
-        args.spine or "conventional",
-        args.entities,
-        special_areas=args.special_areas,
-        fanout_cutoff=args.fanout_cutoff,
-        tract_groups=args.tract_groups,
-        bypass=args.bypass,
     )

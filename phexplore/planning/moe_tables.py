@@ -23,6 +23,7 @@ from engine.dp.moe import (
     sigma2_for_rho,
     z_for_confidence,
 )
+from engine.schema.query_cells import allocation_schema, query_cells
 
 
 def epsilons(rho: float, delta: float = DEFAULT_DELTA) -> dict[str, float]:
@@ -110,7 +111,6 @@ def topdown_rows(
     one-state bypass, SPN §5), for a geography of ``n_states`` states
     (default :func:`engine.dp.budget.default_states`).
     """
-    from engine.schema.query_cells import allocation_schema, query_cells
 
     z = z_for_confidence(confidence)
     rows = []

@@ -10,22 +10,34 @@ pipeline's metrics stage (:mod:`engine.runs.spine`, with :mod:`engine.metrics.sp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import ValidationError
-from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
+from engine.topdown.options import TopDownOptions
+from engine.topdown.plan import run_query_names
+from engine.topdown.spine.options import DATA_PLACES, DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 
 if TYPE_CHECKING:
     import numpy as np
 
     from engine.data.histogram import BlockHistogram
     from engine.dp.budget import TopDownAllocation
-    from engine.topdown.run import TopDownOptions
     from engine.topdown.spine.build import BuiltSpine
     from engine.topdown.spine.entities import EntitySet
 
 NO_SPECIAL_AREAS = "none"
+
+
+def spine_options(built: BuiltSpine, options: TopDownOptions | None = None) -> TopDownOptions:
+    """``options`` (default settings if None) with the spine's invariants (the root's total and
+    every state total, a split state's as the sum of its branches, TDA §5.2, §7.4)."""
+    base = options or TopDownOptions()
+    return replace(
+        base,
+        invariants={k: tuple(v) for k, v in built.invariants.items()},
+        invariant_sums=built.invariant_sums,
+    )
 
 
 @dataclass(frozen=True)
@@ -39,9 +51,7 @@ class SpinePlan:
     def run_kwargs(
         self, allocation: TopDownAllocation, options: TopDownOptions | None = None
     ) -> dict[str, Any]:
-        """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.run.run_topdown`."""
-        from engine.topdown.spine.runner import run_query_names, spine_options
-
+        """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.plan.plan_run`."""
         run_options = spine_options(self.built, options)
         return {
             "tree": self.built.tree,
@@ -71,13 +81,13 @@ def plan_spine(
 ) -> SpinePlan:
     """Build the :class:`SpinePlan` of one run: the spine ``spine`` on ``hist`` and the ``entities``.
 
-    The plain-argument form of the spine options, used by the CLI (through
-    :func:`apply_spine_options`) and by the app. ``entities`` and ``special_areas`` are entity
+    The plain-argument form of the spine options, used by the run pipeline
+    (:func:`engine.runs.topdown.spine_plan_of`). ``entities`` and ``special_areas`` are entity
     sources (a shipped name such as ``providence-wards``, ``places`` — the data's own places — or a
-    block → entity CSV);
-    ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
+    block → entity CSV); ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
     branches only for areas the user names; required for the AIAN-style spine).
     """
+    # Imported on use: the CLI imports this module to parse the spine options (see run_kwargs).
     import numpy as np
 
     from engine.topdown.spine.build import build_spine
@@ -126,7 +136,8 @@ def plan_spine(
 def _load_all(
     sources: Sequence[str], block_ids: np.ndarray, hist: BlockHistogram
 ) -> list[EntitySet]:
-    from engine.topdown.spine.entities import DATA_PLACES, load_entities, places_entity_set
+    # imported on use: the CLI imports this module to parse the spine options (see plan_spine)
+    from engine.topdown.spine.entities import load_entities, places_entity_set
 
     out: list[EntitySet] = []
     for source in sources:

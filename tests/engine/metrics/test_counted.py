@@ -14,7 +14,7 @@ from engine.metrics.counted import (
     counted_residuals,
     counted_rmse_table,
 )
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 from engine.metrics.prediction import rmse_table
 
 

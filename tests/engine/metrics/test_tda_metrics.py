@@ -15,7 +15,7 @@ from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.blau import RACEETH_GROUPS, raceeth_counts_from_histogram, raceeth_fold
 from engine.metrics.counted import counted_residuals
-from engine.metrics.errors import mae_table, tda_mae_table
+from engine.metrics.error_tables import mae_table, tda_mae_table
 from engine.metrics.metrics_json import build_metrics_json, validate_metrics_json
 from engine.metrics.tabulation import (
     FROM_BLOCKS,

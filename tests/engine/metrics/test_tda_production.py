@@ -22,6 +22,8 @@ from engine.data.generated import load_generated_population
 from engine.data.population import generate_population
 from engine.dp.presets import load_topdown_preset
 from engine.metrics.tda_reference import comparability, tda_comparison
+from engine.runs.data_source import DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 
@@ -44,10 +46,10 @@ def test_production_on_a_generated_million_is_within_a_quarter_of_tda(tmp_path) 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     spec = RunSpec(
         engine="topdown",
-        data={"source": str(folder)},
+        data=DataSource(source=str(folder)),
         config=allocation.to_dict(),
         seed=1,
-        options={"microdata": False, "epl_boot": 0, "spine": "conventional"},
+        options=TopDownRunOptions(microdata=False, epl_boot=0, spine="conventional"),
     )
     metrics = execute(spec, data=hist).metrics
     assert comparability(metrics)[0]

@@ -11,6 +11,8 @@ import numpy as np
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.metrics.blau import raceeth_counts_from_histogram
+from engine.runs.data_source import DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 
@@ -20,10 +22,10 @@ def test_a_ppmf_upload_gets_blau_bias_on_every_level() -> None:
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     spec = RunSpec(
         engine="topdown",
-        data={"source": "ppmf_perry_al"},
+        data=DataSource(source="ppmf_perry_al"),
         config=allocation.to_dict(),
         seed=1,
-        options={"microdata": False, "epl_boot": 0},
+        options=TopDownRunOptions(microdata=False, epl_boot=0),
     )
     metrics = execute(spec, data=hist).metrics
     bias = metrics["blau_bias"]

@@ -1,4 +1,5 @@
-"""RI's folded schema: the note and production's σ for comparison."""
+"""RI's folded schema: the note and production's σ for comparison (docs/science.md §4: the RI
+sample's folded schema)."""
 
 from __future__ import annotations
 
