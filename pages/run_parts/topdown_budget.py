@@ -1,4 +1,5 @@
-"""Budget column of the TopDown run form: allocation, total, seed, workers, spine entities."""
+"""Budget column of the TopDown run form: allocation, total, seed, workers, error universe, spine
+entities."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
+from pages.run_parts.run_options import backend_choice, noise_choice, seed_input, universe_choice
 from phexplore import api as R
 from phexplore.api.budgets import (
     PHExploreError,
@@ -48,6 +49,7 @@ class TopDownBudget:
     origin: str = ""
     mismatch: str | None = None
     noise_method: str = "fast"
+    error_universe: str = "housed"
 
 
 def topdown_budget(data: TopDownData) -> TopDownBudget | None:
@@ -129,6 +131,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
+    universe_choice("run_td_universe")
     backend_choice("run_td_backend")
     chosen = s[S.SPINE]
     spine_text = (
@@ -197,4 +200,5 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         origin,
         mismatch,
         str(s["run_td_noise"]),
+        str(s["run_td_universe"]),
     )

@@ -9,8 +9,8 @@ builds :class:`RunSpec` from :class:`TopDownRunOptions` / :class:`PHSafeRunOptio
 
 Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
 in a thread with the pipeline's progress and cancel, the runs kept in the session),
-:mod:`~phexplore.api.run_choices` (what the Run page offers: samplers, EPL settings, spine,
-backend, data source), :mod:`~phexplore.api.runs` (a run description executed by
+:mod:`~phexplore.api.run_choices` (what the Run page offers: samplers, EPL settings, error
+universe, spine, backend, data source), :mod:`~phexplore.api.runs` (a run description executed by
 :func:`engine.runs.pipeline.execute`), :mod:`~phexplore.api.run_records` (a finished run's record),
 :mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads),
 :mod:`~phexplore.api.replay` (a recorded run again through the same pipeline),
@@ -68,6 +68,8 @@ from phexplore.api.run_choices import (
     EPL_MULTIPLIER_RANGE,
     EPL_PERCENTILE,
     EPL_PERCENTILE_RANGE,
+    ERROR_UNIVERSE_HELP,
+    ERROR_UNIVERSES,
     NOISE_HELP,
     NOISE_METHODS,
     PRESET_SPINE,
@@ -100,6 +102,8 @@ from phexplore.api.tda_view import (
 )
 
 __all__ = [
+    "ERROR_UNIVERSES",
+    "ERROR_UNIVERSE_HELP",
     "PRESET_SPINE",
     "data_has_places",
     "spine_label",

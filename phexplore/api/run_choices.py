@@ -1,8 +1,8 @@
 """What the Run page offers and how its choices become parts of a run description.
 
 Part of the app-facing API (:mod:`phexplore.api`): the noise samplers, the EPL settings and their
-ranges, the spine choice "the allocation's own" and what it resolves to on the data
-(:func:`spine_label`), the Spark backend configured for the app (:func:`app_backend`), and where the data of a run
+ranges, the error universe of the block figures (:data:`ERROR_UNIVERSES`), the spine choice "the
+allocation's own" and what it resolves to on the data (:func:`spine_label`), the Spark backend configured for the app (:func:`app_backend`), and where the data of a run
 can be read again (:func:`app_data_source`, a :class:`~engine.runs.data_source.DataSource` with
 the histogram's content hash). The pages build the typed records of the run description
 (:class:`~engine.runs.options.TopDownRunOptions`, :class:`~engine.runs.options.PHSafeRunOptions`,
@@ -29,6 +29,7 @@ from engine.metrics.epl_settings import (
     EPLSettings,
 )
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
+from engine.metrics.universe_options import ALL, HOUSED
 from engine.phsafe.config import PHSafeConfig
 from engine.runs.data_source import BlockFilter, DataSource
 from engine.runs.inputs import histogram_sha256
@@ -64,6 +65,19 @@ TRUTH_NOTE = (
     "Comparisons of DP output with the truth are only for non-confidential test data (public "
     "samples, synthetic or already-published tables) — never compute them on confidential data "
     "outside a secure environment."
+)
+ERROR_UNIVERSES: dict[str, str] = {
+    HOUSED: "Blocks with housing units or group quarters (TDA's universe)",
+    ALL: "Every block in the data",
+}
+"""The error universes a TopDown run offers (the run option ``error_universe``): the blocks the
+block-level figures (TDA's absolute error, MAE, EPL, Blau bias) average over."""
+ERROR_UNIVERSE_HELP = (
+    "TDA's block figures (Tables 9, 10, 12; §9) average over the blocks with housing units or "
+    "group quarters: the other blocks are structural zeros held at exactly 0, whose error is 0, so "
+    "counting them dilutes the block MAE and EPL. Used where the data carry a unit frame "
+    "(generated populations, the RI samples' housing units); on other data every block is used and "
+    "the results say so. 'Every block' gives PHExplore's figures before the universe was recorded."
 )
 SPARK_MASTER_ENV = "PHEXPLORE_SPARK_MASTER"
 SPARK_REMOTE_ENV = "PHEXPLORE_SPARK_REMOTE"

@@ -359,6 +359,30 @@ def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTe
     assert any("What differs" in c and "block universe" in c for c in captions)
 
 
+def test_the_block_universe_is_a_run_page_choice(run_page: AppTest) -> None:
+    """*Block figures average over* sets the run option ``error_universe``: every block here,
+    although the generated population carries a unit frame (TDA's universe is the default)."""
+    at = run_page
+    assert at.radio(key="run_td_universe").value == "housed"
+    at.radio(key="run_td_source").set_value("generated").run()
+    at.number_input(key="run_td_gen_persons").set_value(3_000)
+    at.button(key="run_td_gen_go").click().run()
+    _no_problems(at)
+    at.radio(key="run_td_universe").set_value("all").run()
+    at.button(key="run_td_go").click().run()
+    wait_for_job(at, RUN_TIMEOUT_S)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.metrics["run"]["options"]["error_universe"] == "all"
+    universe = record.metrics["error_universe"]
+    assert universe["universe"] == "all" and universe["requested"] == "all"
+    assert universe["blocks_left_out"] == 0 and record.settings["universe_left_out"] == []
+    assert record.settings["error_universe"] == "all"
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert any("every block in the data, as asked" in c.value for c in at.caption)
+
+
 def test_job_eta_extrapolates_the_elapsed_time() -> None:
     job = R.RunJob(engine="topdown", label="x")
     assert job.eta() is None
