@@ -31,7 +31,8 @@ from engine.core.errors import ValidationError
 from engine.core.sniff import compressed_pair
 from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
-from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
+from engine.data.population import MANIFEST, read_manifest
+from engine.data.population_chunk import BLOCK_COLUMNS
 from engine.data.ppmf_cells import CODE_RANGES, GEO_COLUMNS, read_block_cells, record_cells
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
