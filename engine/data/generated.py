@@ -8,7 +8,10 @@ the block frame written by :mod:`engine.data.population`. Every block of the fra
 the histogram — also the blocks without persons, which the PPMF alone cannot list — and the
 frame's housing units, occupied units and GQ facilities go to ``extra`` (``housing_units``,
 ``occupied_units``, ``gq_facilities``), which :mod:`engine.topdown.constraints` holds as structural
-zeros and lower bounds. PHSafe reads the same folder's ``persons.csv``/``units.csv``/``geo.csv``
+zeros and lower bounds. A folder written with places (``places.csv``, :mod:`engine.data.places`)
+gives each block's ``PLACEFP`` in ``extra["places"]`` (``"99999"``: in no place), the entities
+production's optimized spine targets (:func:`engine.topdown.spine.entities.places_entity_set`);
+older folders have none. PHSafe reads the same folder's ``persons.csv``/``units.csv``/``geo.csv``
 with :mod:`engine.data.cef`. A generated folder is our own output: its files are read without the
 size limit of a user's file.
 """
@@ -26,7 +29,7 @@ import scipy.sparse as sp
 from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.data.columns import Integers
 from engine.data.csv_reader import CsvReader
-from engine.data.folders import one_file
+from engine.data.folders import file_if_any, one_file
 from engine.data.geography import (
     BLOCK_LEVELS,
     block_numbers_to_ids,
@@ -35,7 +38,8 @@ from engine.data.geography import (
     repeated_block_problems,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
+from engine.data.population import MANIFEST, read_manifest
+from engine.data.population_chunk import BLOCK_COLUMNS
 from engine.data.ppmf import COLUMNS as PPMF_COLUMNS
 from engine.data.ppmf import block_cell_counts, ppmf_cells
 from engine.data.problems import raise_if
@@ -160,6 +164,7 @@ def _histogram(
         block = geography["Block"].to_numpy()[np.flatnonzero(totals != frame_persons)[0]]
         raise ValidationError(f"blocks.csv and ppmf.csv disagree on the persons of block {block}")
     gq = np.column_stack([values[f"GQ_FACILITIES_{t}"] for t in range(1, 8)]).astype(np.int64)
+    places = _places(folder, frame)
     return BlockHistogram(
         schema=REDISTRICTING_SCHEMA,
         levels=BLOCK_LEVELS,
@@ -173,5 +178,34 @@ def _histogram(
             "occupied_units": values["OCCUPIED_UNITS"].astype(np.int64),
             "gq_facilities": gq,
             "manifest": manifest,
+            **({} if places is None else {"places": places}),
         },
     )
+
+
+def _places(folder: Path, frame: _Frame) -> np.ndarray | None:
+    """Each block's PLACEFP (object array in the frame's order) from ``places.csv``, read by the
+    one reader with the block frame's checks; None for a folder written before places existed."""
+    path = file_if_any(folder, "places")
+    if path is None:
+        return None
+    columns = (*BLOCK_COLUMNS[:5], "PLACEFP")
+    reader = CsvReader(path, columns, max_bytes=NO_LIMIT)
+    table = reader.read()
+    names = dict(zip(BLOCK_LEVELS, BLOCK_COLUMNS[:5], strict=True))
+    problems = reader.problems
+    numbers, valid = component_blocks(
+        problems, path.name, {lv: table.text[c] for lv, c in names.items()}, names, table.rows
+    )
+    repeated_block_problems(problems, path.name, "TABBLK", numbers, table.rows, valid)
+    raise_if(problems, summary=f"{path.name}: not a usable list of places")
+    ids = np.asarray(block_numbers_to_ids(numbers).to_numpy(zero_copy_only=False), dtype=object)
+    rows = frame.index.get_indexer(ids)
+    if np.any(rows < 0) or len(rows) != len(frame.index):
+        raise ValidationError(
+            f"{path} does not list every block of blocks.csv exactly once; generate the folder "
+            "again"
+        )
+    out = np.empty(len(frame.index), dtype=object)
+    out[rows] = table.strings("PLACEFP").astype(object)
+    return out

@@ -33,6 +33,7 @@ from engine.data.cef import load_cef_extract
 from engine.data.csv_reader import records_read
 from engine.data.generated import is_generated_population
 from engine.data.inputs import load_topdown_files, load_topdown_input, sniff_format
+from engine.data.places import NO_PLACE
 from engine.data.samples import declared_scale, list_samples
 from engine.data.sources import DEFAULT_MAX_BYTES
 from engine.phsafe.inputs import resolve_config, resolve_data_dir
@@ -292,8 +293,21 @@ def _topdown_facts(check: DataCheck, hist: Any, source: str | None) -> None:
             if bounds is not None
             else "none: the data carry no housing units or group quarters"
         ),
+        "places": _places(hist),
         "scale": _scale(source),
     }
+
+
+def _places(hist: Any) -> int | None:
+    """How many places the data carry (a generated population written with ``places.csv``: the
+    entities the optimized spine can be built around), None when they carry none."""
+    codes = hist.extra.get("places")
+    if not isinstance(codes, np.ndarray):
+        return None
+    text = codes.astype(str)
+    state = hist.geography[hist.levels[0]].astype(str).to_numpy()
+    inside = text != NO_PLACE
+    return len(set(zip(state[inside], text[inside], strict=True)))
 
 
 def _zero_blocks(upper: np.ndarray) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.core.errors import DataValidationError
+from engine.core.errors import DataValidationError, ValidationError
 from engine.data import histogram as histogram_module
 from engine.data.generated import generated_histogram, load_generated_population
 from engine.data.population import generate_population, read_manifest
@@ -131,3 +131,24 @@ def test_generated_histogram_from_records_or_counts_equals_the_batched_read(popu
         np.testing.assert_array_equal(other.extra["gq_facilities"], loaded.extra["gq_facilities"])
     with pytest.raises(DataValidationError, match="which blocks.csv lacks"):
         generated_histogram(population, manifest, np.array(["449999999999999"]), [0], [0])
+
+
+def test_places_are_read_by_the_one_reader_with_located_problems(population, tmp_path):
+    hist = load_generated_population(population)
+    places = pd.read_csv(population / "places.csv", dtype=str)
+    assert list(hist.extra["places"]) == list(places["PLACEFP"])  # the frame's order
+    folder = tmp_path / "pop"
+    shutil.copytree(population, folder)
+    lines = (folder / "places.csv").read_text().splitlines()
+    values = lines[3].split(",")
+    values[3] = "X"  # TABBLKGRPCE
+    lines[3] = ",".join(values)
+    lines[6] = lines[5]  # a block listed twice
+    (folder / "places.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataValidationError) as caught:
+        load_generated_population(folder)
+    located = {(p.file, p.row) for p in caught.value.problems}
+    assert ("places.csv", 3) in located and ("places.csv", 6) in located
+    (folder / "places.csv").write_text("\n".join(lines[:1] + lines[2:3]) + "\n")
+    with pytest.raises(ValidationError, match="does not list every block"):
+        load_generated_population(folder)

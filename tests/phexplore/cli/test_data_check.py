@@ -111,9 +111,17 @@ def test_a_generated_population_is_checked_for_both_engines(capsys, tmp_path: Pa
     code, report = _json(capsys, str(tmp_path / "pop"))
     assert code == 0 and report["engines"] == ["topdown", "phsafe"]
     assert report["format"] == "generated population"
-    assert set(report["rows"]) == {"ppmf.csv", "blocks.csv", "persons.csv", "units.csv", "geo.csv"}
+    assert set(report["rows"]) == {
+        "ppmf.csv",
+        "blocks.csv",
+        "places.csv",
+        "persons.csv",
+        "units.csv",
+        "geo.csv",
+    }
     assert report["topdown"]["persons"] == report["phsafe"]["persons"] == 2000
     assert report["topdown"]["unit_frame"] is True
+    assert report["topdown"]["places"] >= 1  # written with places.csv
     assert "held from the housing units and GQ facilities" in report["topdown"]["structural_zeros"]
     assert report["phsafe"]["states"] == ["44"]
 
