@@ -33,6 +33,7 @@ def resolve_data_dir(data: str | os.PathLike[str]) -> Path:
     text = str(data)
     if path.exists() or "/" in text or os.sep in text:
         reason = "not a folder" if path.exists() else "no such folder"
+
         names = ", ".join(s.name for s in list_samples() if s.kind == "phsafe")
         raise ValidationError(
             f"--data {text}: {reason}; give a folder with persons.csv, units.csv and geo.csv "
