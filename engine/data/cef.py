@@ -39,7 +39,8 @@ from engine.data.cef_types import (
     CefExtract,
 )
 from engine.data.columns import Codes, Integers, digit_code_problems, duplicate_problems
-from engine.data.csv_reader import CsvReader, CsvTable, Kind
+from engine.data.csv_reader import CsvReader, Kind
+from engine.data.csv_records import CsvTable
 from engine.data.folders import one_file
 from engine.data.problems import Problems
 from engine.data.sources import DEFAULT_MAX_BYTES, DataSource

@@ -9,9 +9,12 @@ a generated population's files, entity CSVs, and the lines a Spark executor read
 * the header is parsed by Arrow, its delimiter (comma, tab, semicolon, pipe) detected from the
   column names, the requested columns matched case-insensitively (a missing or repeated column is
   refused with what the header holds); header-less layouts (P.L. 94-171) give the field names;
-* Arrow's streaming reader (``pyarrow.csv.open_csv``, one record per line, serial so that its
-  ``invalid_row_handler`` knows each row's line) hands over a batch of about :data:`BLOCK_BYTES`;
-  a row with the wrong number of fields is a located problem, never a stop;
+* Arrow's streaming reader (``pyarrow.csv.open_csv``, one record per line) hands over a batch of
+  about :data:`BLOCK_BYTES`, parsing on Arrow's threads; a row with the wrong number of fields is a
+  located problem, never a stop. Arrow names such a row's line only when it reads serially
+  (``InvalidRow.number`` is None on threads), so the first one met on threads makes the reader
+  open the file again and read it serially from the record after the last one handed out
+  (docs/data.md "How files are read");
 * each requested column is typed on the whole batch: whole numbers (:class:`Integers`: one Arrow
   cast when clean), codes (:class:`Codes`: one hash lookup) or text (blanks stripped). Only the
   rows that fail become Python objects, for their messages (:mod:`engine.data.columns`);
@@ -27,10 +30,7 @@ with the table, so a loader adds its own checks and raises everything at once.
 from __future__ import annotations
 
 import array
-import contextlib
-import contextvars
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ from engine.data.csv_layout import (
     header_layout,
     record_layout,
 )
+from engine.data.csv_records import RECORD_COUNTS, CsvBatch, CsvTable
 from engine.data.problems import Problems
 from engine.data.sources import (
     DEFAULT_MAX_BYTES,
@@ -71,84 +72,6 @@ BLOCK_BYTES = 8 << 20
 Kind = Integers | Codes
 """How a column is typed; a column without a kind is text."""
 
-_RECORDS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar(
-    "records_read", default=None
-)
-
-
-@contextlib.contextmanager
-def records_read() -> Iterator[dict[str, int]]:
-    """The records every file read inside the ``with`` block held, by file name (what
-    ``phexplore data check`` reports; a file read twice counts once, its last read)."""
-    counts: dict[str, int] = {}
-    token = _RECORDS.set(counts)
-    try:
-        yield counts
-    finally:
-        _RECORDS.reset(token)
-
-
-@dataclass
-class CsvBatch:
-    """One batch of records: text columns (Arrow strings, blanks stripped), typed columns (NumPy:
-    int64 whole numbers, int16 code indices; 0 where invalid) with their ``valid`` masks (None:
-    all valid), and each record's row number."""
-
-    text: dict[str, pa.Array]
-    values: dict[str, np.ndarray]
-    valid: dict[str, np.ndarray | None]
-    rows: np.ndarray
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.rows.size)
-
-
-@dataclass(frozen=True)
-class CsvTable:
-    """The requested columns of a whole file: ``text`` (Arrow, blanks stripped), ``values``
-    (typed, NumPy) with ``invalid`` masks for the typed columns that had bad values, ``rows``
-    (each record's row number) and the ``problems`` found while reading and typing."""
-
-    file: str
-    delimiter: str
-    header: tuple[str, ...]
-    found: dict[str, str]
-    rows: np.ndarray
-    text: dict[str, pa.ChunkedArray] = field(default_factory=dict)
-    values: dict[str, np.ndarray] = field(default_factory=dict)
-    invalid: dict[str, np.ndarray] = field(default_factory=dict)
-    problems: tuple[Problem, ...] = ()
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.rows.size)
-
-    def ok(self, key: str) -> np.ndarray:
-        """True where the typed column ``key`` holds a valid value."""
-        bad = self.invalid.get(key)
-        return np.ones(self.n_rows, dtype=bool) if bad is None else ~bad
-
-    def strings(self, key: str) -> np.ndarray:
-        """A text column as a NumPy array of ``str`` (for small tables)."""
-        return np.asarray(self.text[key].to_numpy(zero_copy_only=False), dtype=object)
-
-    def column(self, key: str) -> str:
-        """The header name of ``key`` (what messages call the column)."""
-        return self.found.get(key, key)
-
-    def subset(self, mask: np.ndarray) -> CsvTable:
-        """The records selected by the boolean ``mask`` (row numbers kept, no problems)."""
-        keep = pa.array(np.asarray(mask, dtype=bool))
-        return replace(
-            self,
-            rows=self.rows[mask],
-            text={k: v.filter(keep) for k, v in self.text.items()},
-            values={k: v[mask] for k, v in self.values.items()},
-            invalid={k: v[mask] for k, v in self.invalid.items()},
-            problems=(),
-        )
-
 
 class CsvReader:
     """An open delimited file: its layout is known, its records not yet read (module docstring).
@@ -160,7 +83,9 @@ class CsvReader:
     ``block_bytes`` is the text of a batch (default :data:`BLOCK_BYTES`); with ``require_rows``
     False a file without records is not refused (a Spark task's lines may all be blank). With
     ``large_text`` text is read as Arrow ``large_string`` (what pandas' Arrow-backed strings hold:
-    handed over without a copy).
+    handed over without a copy). With ``threads`` (the default) Arrow parses on its threads until
+    a row with the wrong number of fields appears, then the file is read serially (module
+    docstring); False reads serially from the start.
     """
 
     def __init__(
@@ -179,6 +104,7 @@ class CsvReader:
         block_bytes: int | None = None,
         require_rows: bool = True,
         large_text: bool = False,
+        threads: bool = True,
     ) -> None:
         self.label = (
             layout.file if layout is not None and name is None else source_name(source, name)
@@ -189,6 +115,7 @@ class CsvReader:
         self.first_row = int(first_row)
         self.require_rows = require_rows
         self.text_type = pa.large_string() if large_text else pa.string()
+        self.threads = threads
         self.problems = Problems()
         self._columns, self._optional = list(columns), list(optional)
         self._field_names, self._delimiter = field_names, delimiter
@@ -303,6 +230,10 @@ class CsvReader:
         )
 
 
+class _Unnumbered(Exception):
+    """Arrow met a ragged row while reading on threads (no line number): read serially."""
+
+
 class _Batches:
     """The batch loop of :meth:`CsvReader.batches` (one pass over the stream)."""
 
@@ -314,6 +245,8 @@ class _Batches:
         self.kept = 0
         self.blank_seen = 0
         self.shift = reader.first_row - 1  # row of line 1 (Spark splits start mid-file)
+        self.threaded = reader.threads
+        self.unnumbered = False  # a ragged row met on threads: read again serially
 
     def run(self) -> Iterator[CsvBatch]:
         try:
@@ -321,47 +254,85 @@ class _Batches:
         finally:
             self.reader.stream.close()
 
-    def _run(self) -> Iterator[CsvBatch]:
+    def _open_arrow(self, names: list[str]) -> Any:
         reader, layout = self.reader, self.layout
-        names = [f"f{i}" for i in range(len(layout.header))]
         keep = sorted({names[i] for i in layout.wanted.values()}, key=names.index)
-        try:
-            arrow = pacsv.open_csv(
-                reader.stream,
-                read_options=pacsv.ReadOptions(
-                    use_threads=False, column_names=names, block_size=reader.block_bytes
-                ),
-                parse_options=pacsv.ParseOptions(
-                    delimiter=layout.delimiter,
-                    newlines_in_values=False,
-                    ignore_empty_lines=False,
-                    invalid_row_handler=self._invalid_row,
-                ),
-                convert_options=pacsv.ConvertOptions(
-                    include_columns=keep,
-                    column_types={n: reader.text_type for n in keep},
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                    check_utf8=False,  # the stream has checked (or transcoded) every byte
-                ),
-            )
-        except pa.ArrowInvalid as exc:
-            if "Empty CSV file" in str(exc):
-                self._finish()
-                return
-            raise self._unreadable(exc) from None
+        return pacsv.open_csv(
+            reader.stream,
+            read_options=pacsv.ReadOptions(
+                use_threads=self.threaded, column_names=names, block_size=reader.block_bytes
+            ),
+            parse_options=pacsv.ParseOptions(
+                delimiter=layout.delimiter,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=self._invalid_row,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=keep,
+                column_types={n: reader.text_type for n in keep},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                check_utf8=False,  # the stream has checked (or transcoded) every byte
+            ),
+        )
+
+    def _run(self) -> Iterator[CsvBatch]:
+        names = [f"f{i}" for i in range(len(self.layout.header))]
+        skip = 0  # records handed out before a serial re-read (read again, not handed out twice)
+        while True:
+            try:
+                arrow = self._open_arrow(names)
+            except pa.ArrowInvalid as exc:
+                if "Empty CSV file" in str(exc):
+                    self._finish()
+                    return
+                if self.unnumbered:
+                    skip = self._serially()
+                    continue
+                raise self._unreadable(exc) from None
+            try:
+                for batch in self._arrow_batches(arrow):
+                    if skip:
+                        if batch.num_rows <= skip:
+                            skip -= batch.num_rows
+                            self.records += batch.num_rows
+                            continue
+                        self.records += skip
+                        batch, skip = batch.slice(skip), 0
+                    out = self._batch(batch, names)
+                    if out is not None:
+                        yield out
+            except _Unnumbered:
+                skip = self._serially()
+                continue
+            self._finish()
+            return
+
+    def _arrow_batches(self, arrow: Any) -> Iterator[pa.RecordBatch]:
         while True:
             try:
                 batch = arrow.read_next_batch()
             except StopIteration:
-                break
+                return
             except pa.ArrowInvalid as exc:
+                if self.unnumbered:
+                    raise _Unnumbered from None
                 raise self._unreadable(exc) from None
             if batch.num_rows:
-                out = self._batch(batch, names)
-                if out is not None:
-                    yield out
-        self._finish()
+                yield batch
+
+    def _serially(self) -> int:
+        """Open the file again for a serial read (Arrow numbers ragged rows only then); the
+        records handed out so far are read again and skipped: returns how many."""
+        reader = self.reader
+        reader.stream.close()
+        reader.stream, self.layout = reader._open()
+        self.threaded, self.unnumbered = False, False
+        delivered, self.records = self.records, 0
+        self.blank_seen = 0
+        del self.invalid_lines[:]
+        return delivered
 
     def _unreadable(self, exc: Exception) -> DataValidationError:
         """Arrow stopped (a line longer than a batch, a stray quote): the problems so far and
@@ -380,7 +351,11 @@ class _Batches:
         )
 
     def _invalid_row(self, row: Any) -> str:
-        """Arrow's handler of a row with the wrong number of fields: located, skipped."""
+        """Arrow's handler of a row with the wrong number of fields: located, skipped (on
+        threads, where Arrow does not number rows, the read stops to go on serially)."""
+        if row.number is None and self.threaded:
+            self.unnumbered = True
+            return "error"
         line = int(row.number) if row.number is not None else self.records + 1
         self.invalid_lines.append(line)
         text = row.text or ""
@@ -528,7 +503,7 @@ class _Batches:
 
     def _finish(self) -> None:
         reader = self.reader
-        counts = _RECORDS.get()
+        counts = RECORD_COUNTS.get()
         if counts is not None:
             counts[reader.label] = self.kept
         if not reader.stream.has_content and self.kept == 0 and not len(self.invalid_lines):
@@ -560,24 +535,3 @@ def read_csv_table(
         source, columns, optional=optional, max_bytes=max_bytes, name=name, encodings=encodings
     )
     return reader.read(kinds)
-
-
-def read_lines(
-    layout: CsvLayout,
-    lines: Sequence[str],
-    first_row: int,
-    kinds: Mapping[str, Kind] | None = None,
-) -> CsvTable | None:
-    """The records of consecutive data ``lines`` of a file (no line ends), the first being row
-    ``first_row``, read exactly as the whole file is (a Spark task's batch of lines). ``None``
-    when the lines hold no record (only blank lines)."""
-    data = "\n".join(lines).encode("utf-8")
-    if not data.strip():
-        return None
-    reader = CsvReader(data, layout=layout, first_row=first_row, max_bytes=len(data) + 1)
-    try:
-        return reader.read(kinds)
-    except DataValidationError as exc:
-        if any("no data rows" in p.message or p.message == "no records" for p in exc.problems):
-            return None
-        raise

@@ -38,7 +38,8 @@ import pyarrow.compute as pc
 from engine.core.errors import DataValidationError, Problem
 from engine.data.columns import Codes, Integers, convert_integers, duplicate_problems, texts_at
 from engine.data.csv_layout import split_fields
-from engine.data.csv_reader import CsvReader, CsvTable
+from engine.data.csv_reader import CsvReader
+from engine.data.csv_records import CsvTable
 from engine.data.folders import pl94171_roles
 from engine.data.geography import (
     BLOCK_LEVELS,

@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from engine.data.columns import Codes, Integers, digits_mask, texts_at
-from engine.data.csv_reader import CsvBatch, CsvReader
+from engine.data.csv_reader import CsvReader
+from engine.data.csv_records import CsvBatch
 from engine.data.geography import (
     BLOCK_LEVELS,
     block_numbers_to_ids,

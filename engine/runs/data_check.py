@@ -30,7 +30,7 @@ import numpy as np
 from engine.core.errors import DataValidationError, PHExploreError, Problem, ValidationError
 from engine.core.sniff import assign_by_name
 from engine.data.cef import load_cef_extract
-from engine.data.csv_reader import records_read
+from engine.data.csv_records import records_read
 from engine.data.generated import is_generated_population
 from engine.data.inputs import load_topdown_files, load_topdown_input, sniff_format
 from engine.data.places import NO_PLACE

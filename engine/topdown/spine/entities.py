@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from engine.core.errors import DataValidationError, Problem, ValidationError
-from engine.data.csv_reader import CsvTable, read_csv_table
+from engine.data.csv_reader import read_csv_table
+from engine.data.csv_records import CsvTable
 from engine.data.histogram import BlockHistogram
 from engine.data.places import NO_PLACE
 from engine.data.problems import MAX_PROBLEMS_PER_CHECK
