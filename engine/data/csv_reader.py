@@ -9,12 +9,9 @@ a generated population's files, entity CSVs, and the lines a Spark executor read
 * the header is parsed by Arrow, its delimiter (comma, tab, semicolon, pipe) detected from the
   column names, the requested columns matched case-insensitively (a missing or repeated column is
   refused with what the header holds); header-less layouts (P.L. 94-171) give the field names;
-* Arrow's streaming reader (``pyarrow.csv.open_csv``, one record per line) hands over a batch of
-  about :data:`BLOCK_BYTES`, parsing on Arrow's threads; a row with the wrong number of fields is a
-  located problem, never a stop. Arrow names such a row's line only when it reads serially
-  (``InvalidRow.number`` is None on threads), so the first one met on threads makes the reader
-  open the file again and read it serially from the record after the last one handed out
-  (docs/data.md "How files are read");
+* Arrow's streaming reader (``pyarrow.csv.open_csv``, one record per line, serial so that its
+  ``invalid_row_handler`` knows each row's line) hands over a batch of about :data:`BLOCK_BYTES`;
+  a row with the wrong number of fields is a located problem, never a stop;
 * each requested column is typed on the whole batch: whole numbers (:class:`Integers`: one Arrow
   cast when clean), codes (:class:`Codes`: one hash lookup) or text (blanks stripped). Only the
   rows that fail become Python objects, for their messages (:mod:`engine.data.columns`);
@@ -83,9 +80,7 @@ class CsvReader:
     ``block_bytes`` is the text of a batch (default :data:`BLOCK_BYTES`); with ``require_rows``
     False a file without records is not refused (a Spark task's lines may all be blank). With
     ``large_text`` text is read as Arrow ``large_string`` (what pandas' Arrow-backed strings hold:
-    handed over without a copy). With ``threads`` (the default) Arrow parses on its threads until
-    a row with the wrong number of fields appears, then the file is read serially (module
-    docstring); False reads serially from the start.
+    handed over without a copy).
     """
 
     def __init__(
@@ -104,7 +99,6 @@ class CsvReader:
         block_bytes: int | None = None,
         require_rows: bool = True,
         large_text: bool = False,
-        threads: bool = True,
     ) -> None:
         self.label = (
             layout.file if layout is not None and name is None else source_name(source, name)
@@ -115,7 +109,6 @@ class CsvReader:
         self.first_row = int(first_row)
         self.require_rows = require_rows
         self.text_type = pa.large_string() if large_text else pa.string()
-        self.threads = threads
         self.problems = Problems()
         self._columns, self._optional = list(columns), list(optional)
         self._field_names, self._delimiter = field_names, delimiter
@@ -230,10 +223,6 @@ class CsvReader:
         )
 
 
-class _Unnumbered(Exception):
-    """Arrow met a ragged row while reading on threads (no line number): read serially."""
-
-
 class _Batches:
     """The batch loop of :meth:`CsvReader.batches` (one pass over the stream)."""
 
@@ -245,8 +234,6 @@ class _Batches:
         self.kept = 0
         self.blank_seen = 0
         self.shift = reader.first_row - 1  # row of line 1 (Spark splits start mid-file)
-        self.threaded = reader.threads
-        self.unnumbered = False  # a ragged row met on threads: read again serially
 
     def run(self) -> Iterator[CsvBatch]:
         try:
@@ -254,85 +241,47 @@ class _Batches:
         finally:
             self.reader.stream.close()
 
-    def _open_arrow(self, names: list[str]) -> Any:
-        reader, layout = self.reader, self.layout
-        keep = sorted({names[i] for i in layout.wanted.values()}, key=names.index)
-        return pacsv.open_csv(
-            reader.stream,
-            read_options=pacsv.ReadOptions(
-                use_threads=self.threaded, column_names=names, block_size=reader.block_bytes
-            ),
-            parse_options=pacsv.ParseOptions(
-                delimiter=layout.delimiter,
-                newlines_in_values=False,
-                ignore_empty_lines=False,
-                invalid_row_handler=self._invalid_row,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=keep,
-                column_types={n: reader.text_type for n in keep},
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-                check_utf8=False,  # the stream has checked (or transcoded) every byte
-            ),
-        )
-
     def _run(self) -> Iterator[CsvBatch]:
-        names = [f"f{i}" for i in range(len(self.layout.header))]
-        skip = 0  # records handed out before a serial re-read (read again, not handed out twice)
-        while True:
-            try:
-                arrow = self._open_arrow(names)
-            except pa.ArrowInvalid as exc:
-                if "Empty CSV file" in str(exc):
-                    self._finish()
-                    return
-                if self.unnumbered:
-                    skip = self._serially()
-                    continue
-                raise self._unreadable(exc) from None
-            try:
-                for batch in self._arrow_batches(arrow):
-                    if skip:
-                        if batch.num_rows <= skip:
-                            skip -= batch.num_rows
-                            self.records += batch.num_rows
-                            continue
-                        self.records += skip
-                        batch, skip = batch.slice(skip), 0
-                    out = self._batch(batch, names)
-                    if out is not None:
-                        yield out
-            except _Unnumbered:
-                skip = self._serially()
-                continue
-            self._finish()
-            return
-
-    def _arrow_batches(self, arrow: Any) -> Iterator[pa.RecordBatch]:
+        reader, layout = self.reader, self.layout
+        names = [f"f{i}" for i in range(len(layout.header))]
+        keep = sorted({names[i] for i in layout.wanted.values()}, key=names.index)
+        try:
+            arrow = pacsv.open_csv(
+                reader.stream,
+                read_options=pacsv.ReadOptions(
+                    use_threads=False, column_names=names, block_size=reader.block_bytes
+                ),
+                parse_options=pacsv.ParseOptions(
+                    delimiter=layout.delimiter,
+                    newlines_in_values=False,
+                    ignore_empty_lines=False,
+                    invalid_row_handler=self._invalid_row,
+                ),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=keep,
+                    column_types={n: reader.text_type for n in keep},
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                    check_utf8=False,  # the stream has checked (or transcoded) every byte
+                ),
+            )
+        except pa.ArrowInvalid as exc:
+            if "Empty CSV file" in str(exc):
+                self._finish()
+                return
+            raise self._unreadable(exc) from None
         while True:
             try:
                 batch = arrow.read_next_batch()
             except StopIteration:
-                return
+                break
             except pa.ArrowInvalid as exc:
-                if self.unnumbered:
-                    raise _Unnumbered from None
                 raise self._unreadable(exc) from None
             if batch.num_rows:
-                yield batch
-
-    def _serially(self) -> int:
-        """Open the file again for a serial read (Arrow numbers ragged rows only then); the
-        records handed out so far are read again and skipped: returns how many."""
-        reader = self.reader
-        reader.stream.close()
-        reader.stream, self.layout = reader._open()
-        self.threaded, self.unnumbered = False, False
-        delivered, self.records = self.records, 0
-        self.blank_seen = 0
-        del self.invalid_lines[:]
-        return delivered
+                out = self._batch(batch, names)
+                if out is not None:
+                    yield out
+        self._finish()
 
     def _unreadable(self, exc: Exception) -> DataValidationError:
         """Arrow stopped (a line longer than a batch, a stray quote): the problems so far and
@@ -351,11 +300,7 @@ class _Batches:
         )
 
     def _invalid_row(self, row: Any) -> str:
-        """Arrow's handler of a row with the wrong number of fields: located, skipped (on
-        threads, where Arrow does not number rows, the read stops to go on serially)."""
-        if row.number is None and self.threaded:
-            self.unnumbered = True
-            return "error"
+        """Arrow's handler of a row with the wrong number of fields: located, skipped."""
         line = int(row.number) if row.number is not None else self.records + 1
         self.invalid_lines.append(line)
         text = row.text or ""

@@ -270,30 +270,3 @@ def test_read_values_are_typed_arrays_not_python_objects():
     assert table.values["pop"].dtype == np.int64
     assert table.text["GEOID"].type == "string"
     assert table.n_rows == 25_181
-
-
-@pytest.mark.parametrize("ragged_at", [3, 2_500, 9_000])
-def test_threads_give_what_a_serial_read_gives_and_a_ragged_row_its_line(tmp_path, ragged_at):
-    """Arrow parses on threads until a row with the wrong number of fields (which it cannot
-    number there); the reader then reads serially from the first record not yet handed out."""
-    lines = RI.read_text().splitlines()[:12_000]
-    lines[1500] = lines[1500].replace(",", ",x", 1)  # a bad value before the ragged row
-    lines.insert(ragged_at, lines[ragged_at - 1] + ",9")
-    lines.insert(11_000, "")  # a blank line, after the ragged row
-    path = tmp_path / "blocks.csv"
-    path.write_text("\n".join(lines) + "\n")
-    kinds = {c: Integers() for c in COLUMNS[1:]}
-    tables = [
-        CsvReader(path, COLUMNS, threads=threads, block_bytes=16 * 1024).read(kinds)
-        for threads in (False, True)
-    ]
-    serial, threaded = tables
-    assert np.array_equal(serial.rows, threaded.rows)
-    for key in kinds:
-        assert np.array_equal(serial.values[key], threaded.values[key])
-        assert np.array_equal(serial.ok(key), threaded.ok(key))
-    assert serial.text["GEOID"].equals(threaded.text["GEOID"])
-    assert [str(p) for p in serial.problems] == [str(p) for p in threaded.problems]
-    located = {p.row for p in threaded.problems}
-    assert ragged_at in located and (1500 if ragged_at > 1500 else 1501) in located
-    assert threaded.n_rows == len(lines) - 1 - 2  # less the header, the ragged and the blank line
