@@ -30,7 +30,7 @@ from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
 from engine.topdown.options import Progress, RunCancelled, unit_variables
 from engine.topdown.plan import TopDownPlan
-from engine.topdown.qp.least_squares import multipass_least_squares
+from engine.topdown.qp.route import multipass_least_squares
 from engine.topdown.rounding import round_batch
 from engine.topdown.sparse_histograms import SparseRows
 

@@ -20,6 +20,7 @@ per-family cvxpy formulation in the tests and the benchmark.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,6 +29,8 @@ import numpy as np
 from scipy.linalg import lapack
 
 from engine.core.blas_threads import blas_libraries, single_blas_thread
+from engine.topdown.family import FamilyBatch
+from engine.topdown.qp.problem import Band
 
 MAX_DENSE_CELLS = 64
 """Largest histogram size for which the batched dense solver is used."""
@@ -690,3 +693,40 @@ def _dependent_rows(
     drop_child[last[last >= 0]] = True
     dropped |= covering & drop_child[:, None]
     return covering, dropped
+
+
+def dense_problem(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+) -> FamilyQP:
+    """The pass as a :class:`FamilyQP`: H_c = 2 Σ_q w A_qᵀA_q, g_c = −2 Σ_q w A_qᵀ m̃."""
+    n = batch.n_cells
+    hess = np.zeros((batch.n_children, n, n))
+    grad = np.zeros((batch.n_children, n))
+    constant = np.zeros(batch.n_children)
+    for q in pass_queries:
+        spec = batch.queries[q]
+        w = batch.weight[:, q]
+        same = (spec.cell_index[:, None] == spec.cell_index[None, :]).astype(np.float64)
+        hess += 2.0 * w[:, None, None] * same[None]
+        grad += -2.0 * w[:, None] * batch.noisy[q][:, spec.cell_index]
+        constant += w * np.sum(batch.noisy[q] ** 2, axis=1)
+    if bands:
+        b_rows = np.concatenate([batch.queries[b.query].matrix().toarray() for b in bands])
+        target = np.concatenate([b.target for b in bands], axis=1)
+        tol = np.concatenate(
+            [np.repeat(b.tol[batch.child_family, None], b.target.shape[1], 1) for b in bands],
+            axis=1,
+        )
+    else:
+        b_rows = np.zeros((0, n))
+        target = tol = np.zeros((batch.n_children, 0))
+    return FamilyQP(
+        H=hess,
+        g=grad,
+        family=batch.child_family,
+        parent=None if batch.parent is None else batch.parent.astype(np.float64),
+        B=b_rows,
+        lo=target - tol,
+        hi=target + tol,
+        constant=constant,
+    )

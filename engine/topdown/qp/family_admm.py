@@ -121,15 +121,6 @@ class Family:
     cells: np.ndarray  # (n,) indices into the schema's cells
 
 
-def polish_heavy(batch: FamilyBatch) -> np.ndarray:
-    """Per family: whether its dense polish work (children × populated cells³) exceeds
-    :data:`MAX_POLISH_WORK` (such families are solved by
-    :func:`engine.topdown.qp.family_projected_cg.solve_large_families` first)."""
-    sizes = np.diff(batch.child_ptr).astype(np.float64)
-    cells = np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64)
-    return sizes * cells**3 > MAX_POLISH_WORK
-
-
 def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
     """Whether the batch's pass has the structure this solver needs (see the module docstring)."""
     if batch.parent is None or batch.sums:
@@ -623,24 +614,17 @@ def solve_family(
     raise FamilyNotSolved(f"ADMM + polish did not verify the KKT conditions in {done} iterations")
 
 
-def solve_pass_admm(
-    batch: FamilyBatch, pass_queries: Sequence[int], bands
+def solve_families(
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band], settings=None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every family of ``batch`` for one pass: (x ``(K, n_cells)``, solved ``(F,)`` bool). Rows of
-    families not solved are left 0 for the caller's fallback."""
+    """Every family of ``batch`` for one pass: (x ``(K, n_cells)``, solved ``(F,)`` bool); the rows
+    of a family not verified are 0 ("not mine": the next route takes it)."""
     x = np.zeros((batch.n_children, batch.n_cells))
     solved = np.zeros(batch.n_families, dtype=bool)
-    if not covered(batch, pass_queries):
-        return x, solved
     # Small dense matrices: one BLAS thread (threads only add synchronisation here, and a loaded
     # machine makes them far slower); also keeps the floating-point results thread-independent.
     with single_blas_thread():
-        sizes = np.diff(batch.child_ptr)
-        per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
-        heavy = polish_heavy(batch)
         for f in range(batch.n_families):
-            if per_child[f] > MAX_PERSONS_PER_CHILD or heavy[f]:
-                continue  # counties of a state, heavy polishes: family_projected_cg first
             try:
                 x[batch.child_ptr[f] : batch.child_ptr[f + 1]] = solve_family(
                     batch, f, pass_queries, bands

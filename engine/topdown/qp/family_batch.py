@@ -96,7 +96,7 @@ class _Small:
     hi: np.ndarray  # (k, m)
 
 
-def small_families(batch: FamilyBatch) -> np.ndarray:
+def small_families(batch: FamilyBatch, settings=None) -> np.ndarray:
     """``(F,)`` bool: the families this module takes (see :data:`SMALL_FAMILY_VARIABLES`)."""
     if batch.parent is None:
         return np.zeros(batch.n_families, dtype=bool)
@@ -228,7 +228,7 @@ def _groups(reduced: Sequence[_Small]) -> list[list[int]]:
 
 
 def solve_small_families(
-    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band]
+    batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[Band], settings=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The small families of ``batch`` (:func:`small_families`) for one pass: (x ``(K, n_cells)``,
     solved ``(F,)``); rows of families not solved are 0 (the caller solves them otherwise)."""

@@ -397,51 +397,28 @@ def solve_family(
     )
 
 
-def solve_large_families(
+def solve_families(
     batch: FamilyBatch,
     pass_queries: Sequence[int],
     bands: Sequence[Band],
-    x: np.ndarray,
-    solved: np.ndarray,
-) -> None:
-    """Solve, in place in ``x`` / ``solved``, the families :mod:`engine.topdown.qp.family_admm` leaves
-    to others because their children are large (more than
-    :data:`~engine.topdown.qp.family_admm.MAX_PERSONS_PER_CHILD` persons on average: a state's
-    counties) or their dense polish is heavy (many children on many cells,
-    :func:`~engine.topdown.qp.family_admm.polish_heavy`: first polish here, then ``family_admm``);
-    families not verified stay unsolved for the caller's Clarabel fallback."""
-    if not family_admm.covered(batch, pass_queries):
-        return
+    first_polish_only: np.ndarray,
+    settings=None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every family of ``batch`` for one pass: (x, solved ``(F,)``). Families flagged in
+    ``first_polish_only`` (heavy dense polishes) get the first polish alone; the others, ADMM
+    refinement too when children × populated cells² is at most :data:`MAX_WORK`. Families not
+    verified are left unsolved ("not mine")."""
+    x = np.zeros((batch.n_children, batch.n_cells))
+    solved = np.zeros(batch.n_families, dtype=bool)
     sizes = np.diff(batch.child_ptr)
-    per_child = batch.parent.sum(axis=1) / np.maximum(sizes, 1)
     work = sizes * np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64) ** 2
-    large = per_child > family_admm.MAX_PERSONS_PER_CHILD
-    heavy = family_admm.polish_heavy(batch) & ~large
-    todo = np.flatnonzero(~solved & (large | heavy))
-    if not todo.size:
-        return
     with single_blas_thread():
-        for f in todo:
+        for f in range(batch.n_families):
             lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
+            admm = not first_polish_only[f] and bool(work[f] <= MAX_WORK)
             try:
-                if heavy[f]:
-                    x[lo:hi] = _first_polish_then_admm(batch, int(f), pass_queries, bands)
-                else:
-                    x[lo:hi] = solve_family(
-                        batch, int(f), pass_queries, bands, admm=bool(work[f] <= MAX_WORK)
-                    )
+                x[lo:hi] = solve_family(batch, f, pass_queries, bands, admm=admm)
             except FamilyNotSolved:
                 continue
             solved[f] = True
-
-
-def _first_polish_then_admm(
-    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
-) -> np.ndarray:
-    """A family of many children whose dense polish is expensive
-    (:func:`engine.topdown.qp.family_admm.polish_heavy`): this module's first polish, and when it does
-    not verify, :func:`engine.topdown.qp.family_admm.solve_family` (its ADMM and dense polish)."""
-    try:
-        return solve_family(batch, f, pass_queries, bands, admm=False)
-    except FamilyNotSolved:
-        return family_admm.solve_family(batch, f, pass_queries, bands)
+    return x, solved

@@ -129,7 +129,7 @@ def _fit(
     return x
 
 
-def solve_total_pass(batch: FamilyBatch, q: int) -> tuple[np.ndarray, np.ndarray]:
+def solve_total_pass(batch: FamilyBatch, q: int, settings=None) -> tuple[np.ndarray, np.ndarray]:
     """Every family's TOTAL pass, all families at once: (x ``(K, n_cells)``, solved ``(F,)``);
     unsolved rows are 0."""
     x = np.zeros((batch.n_children, batch.n_cells))
@@ -168,3 +168,33 @@ def solve_total_pass(batch: FamilyBatch, q: int) -> tuple[np.ndarray, np.ndarray
     rows = ok[fam]
     x[rows] = full[rows]
     return x, ok
+
+
+def water_fill_totals(batch: FamilyBatch, q: int) -> np.ndarray:
+    """Closed form of a TOTAL-only pass: min Σ_c w_c (t_c − m_c)² s.t. Σ_c t_c = P, t ≥ 0.
+
+    KKT: t_c = max(0, m_c − λ/(2 w_c)) with λ chosen so the totals sum to the parent's P (found by
+    vectorised bisection on the monotone sum, then solved exactly on the final support). Any x_c ≥ 0
+    with 1ᵀx_c = t_c and Σ_c x_c = x̂_γ is optimal; we take x_c = t_c · x̂_γ / P.
+    """
+    w = batch.weight[:, q]
+    m = batch.noisy[q][:, 0]
+    fam = batch.child_family
+    total = batch.parent.sum(axis=1).astype(np.float64)
+    starts = batch.child_ptr[:-1]
+    lo = np.minimum.reduceat(2.0 * w * (m - total[fam]), starts) - 1.0  # Σ t ≥ P
+    hi = np.maximum.reduceat(2.0 * w * m, starts) + 1.0  # Σ t = 0 ≤ P
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        sums = np.add.reduceat(np.maximum(0.0, m - mid[fam] / (2.0 * w)), starts)
+        above = sums > total
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+    lam = 0.5 * (lo + hi)
+    support = (m - lam[fam] / (2.0 * w)) > 0
+    num = np.add.reduceat(np.where(support, m, 0.0), starts) - total
+    den = np.add.reduceat(np.where(support, 1.0 / (2.0 * w), 0.0), starts)
+    lam = np.where(den > 0, num / np.where(den > 0, den, 1.0), lam)
+    t = np.maximum(0.0, m - lam[fam] / (2.0 * w))
+    share = t / np.where(total[fam] > 0, total[fam], 1.0)
+    return share[:, None] * batch.parent[fam]

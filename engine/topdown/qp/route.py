@@ -1,0 +1,393 @@
+"""The routing table of the least-squares passes, and the passes themselves (TDA eq. 7.5–7.6).
+
+For each family (a fixed parent x̂_γ and its children) pass k solves TDA eq. 7.5:
+
+    min_x  Σ_children Σ_{q ∈ pass k} w_{c,q} ‖A_q x_c − m̃_{c,q}‖²
+    s.t.   x ≥ 0;  Σ_c x_c = x̂_γ (children sum to the parent, cell by cell);
+           A_q x_c = invariant answers (e.g. state totals);
+           |B^(j) (x − x̃^(j))| ≤ τ̂^(j) + 0.1   for every earlier pass j,
+
+with weights w = 1/σ² and B^(j) the stacked queries of pass j; τ̂^(j) is the smallest feasible
+slack, eq. 7.6 (0 for pass 1, which attains it; the LP of eq. 7.6 from the third pass on). The root
+(eq. 7.1) is the same without the parent constraint. Production used pass 1 = TOTAL, pass 2 = every
+other query (TDA §8.1–8.2).
+
+**The routing table** (:data:`ROUTES`, like scikit-learn's ``solver="auto"``): an ordered list of
+(name, predicate, solver). :func:`plan` — a pure function of the pass and a
+:class:`~.settings.QPSettings` — gives each route the families its predicate takes; :func:`solve_pass`
+hands each route the families no earlier route solved, and every solver answers per family with
+its solution or "not mine" (``solved`` False: not verified, not covered). ``clarabel`` (the general
+model, :mod:`.general`) takes what is left. ``solver`` names one route instead of ``"auto"``: that
+route alone where it applies, ``clarabel`` for the rest. The routes (docs/topdown.md "Production
+scale" has the measurements; ``benchmarks/qp_solvers.py`` the side-by-side with well-kept solvers):
+
+=================  ==============================================================================
+``total``          a TOTAL-only pass without bounds: closed-form water filling (:mod:`.closed_form`)
+``total_bounds``   a TOTAL-only pass under structural bounds: water filling + proportional fit
+``dense_ipm``      small schemas (≤ 64 cells), no bounds or invariants below: the batched
+                   interior point on whole histograms (:mod:`.interior_point`)
+``small_ipm``      small families (a tract's block groups) in a held pass: the batched interior
+                   point on each parent's populated cells, many families per call
+``projected_cg``   families of large children (a state's counties) or of heavy dense polishes:
+                   projected-CG active-set solves (:mod:`.projected_cg`)
+``admm``           other families with DETAILED in the pass: ADMM + exact polish (:mod:`.family_admm`)
+``clarabel``       everything else (the root, invariants below the parent, sums of siblings held)
+                   and every family another route did not verify
+=================  ==============================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.topdown.family import FamilyBatch, QuerySpec
+from engine.topdown.feasibility import TopDownInfeasible
+from engine.topdown.qp import family_admm, family_batch, family_projected_cg, general, total_pass
+from engine.topdown.qp.batched_qp import QPNotConverged, dense_problem, solve_family_qp
+from engine.topdown.qp.problem import Band
+from engine.topdown.qp.settings import SETTINGS, QPSettings
+
+PASS_TOLERANCE = SETTINGS.pass_tolerance
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One least-squares pass of the families of a batch: the problem every route is handed."""
+
+    batch: FamilyBatch
+    queries: tuple[int, ...]
+    bands: tuple[Band, ...] = ()
+
+    def subset(self, families: np.ndarray) -> Pass:
+        """The pass of ``families`` (indices, in order) alone."""
+        rows = _child_rows(self.batch, families)
+        bands = tuple(Band(b.query, b.target[rows], b.tol[families]) for b in self.bands)
+        return Pass(self.batch.subset(families), self.queries, bands)
+
+
+@dataclass(frozen=True)
+class Solved:
+    """A solver's answer: ``x`` ``(K, n_cells)`` and, per family, whether its rows are its
+    solution (``False``: "not mine" — the next route takes it)."""
+
+    x: np.ndarray
+    solved: np.ndarray
+
+
+@dataclass(frozen=True)
+class PassSolution:
+    """Solution of one pass: ``x`` ``(K, n_cells)`` and the objective of each family ``(F,)``."""
+
+    x: np.ndarray
+    objective: np.ndarray
+
+
+Predicate = Callable[[Pass, QPSettings], np.ndarray]
+"""``(F,)`` bool: the families a route may take (a pure function of the pass and settings)."""
+Solver = Callable[[Pass, QPSettings], Solved]
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    takes: Predicate
+    solve: Solver
+
+
+# ---------------------------------------------------------------- predicates (pure)
+def _everyone(p: Pass, value: bool = True) -> np.ndarray:
+    return np.full(p.batch.n_families, value, dtype=bool)
+
+
+def _child_invariants(batch: FamilyBatch) -> bool:
+    return bool(batch.sums) or any(t is not None and np.isfinite(t).any() for t in batch.invariant)
+
+
+def _total_only(p: Pass, s: QPSettings) -> np.ndarray:
+    """A first pass on the total alone, every child measured, no invariants below the parent."""
+    b = p.batch
+    ok = (
+        b.parent is not None
+        and len(p.queries) == 1
+        and b.queries[p.queries[0]].size == 1
+        and not p.bands
+        and not _child_invariants(b)
+        and not b.has_bounds
+        and bool(np.all(b.weight[:, p.queries[0]] > 0))
+    )
+    return _everyone(p, ok)
+
+
+def _total_bounds(p: Pass, s: QPSettings) -> np.ndarray:
+    return _everyone(p, total_pass.applies(p.batch, p.queries, p.bands))
+
+
+def _dense(p: Pass, s: QPSettings) -> np.ndarray:
+    """Small schemas, no bounds or invariants below the parent, parents of few persons a cell."""
+    b = p.batch
+    ok = (
+        b.n_cells <= s.dense_max_cells
+        and not _child_invariants(b)
+        and not b.has_bounds
+        and b.parent is not None
+        and float(np.abs(b.parent).max(initial=0.0)) <= s.dense_max_count
+    )
+    return _everyone(p, ok)
+
+
+def _family_route(p: Pass, s: QPSettings) -> np.ndarray:
+    """What the family solvers need: a parent, no invariants or held sums below it, DETAILED
+    measured for every child in the pass (H positive definite); and not the dense route's."""
+    covered = family_admm.covered(p.batch, p.queries) and not _dense(p, s).any()
+    return _everyone(p, covered)
+
+
+def _large(p: Pass, s: QPSettings) -> np.ndarray:
+    b = p.batch
+    sizes = np.diff(b.child_ptr)
+    return b.parent.sum(axis=1) / np.maximum(sizes, 1) > s.large_persons_per_child
+
+
+def _heavy(p: Pass, s: QPSettings) -> np.ndarray:
+    b = p.batch
+    sizes = np.diff(b.child_ptr).astype(np.float64)
+    cells = np.count_nonzero(b.parent > 0, axis=1).astype(np.float64)
+    return sizes * cells**3 > s.heavy_polish_work
+
+
+def _small(p: Pass, s: QPSettings) -> np.ndarray:
+    if not _family_route(p, s).any() or (s.small_held_passes_only and not p.bands):
+        return _everyone(p, False)
+    return family_batch.small_families(p.batch, s)
+
+
+def _cg(p: Pass, s: QPSettings) -> np.ndarray:
+    if not _family_route(p, s).any():
+        return _everyone(p, False)
+    return _large(p, s) | _heavy(p, s)
+
+
+def _admm(p: Pass, s: QPSettings) -> np.ndarray:
+    if not _family_route(p, s).any():
+        return _everyone(p, False)
+    return ~_large(p, s)
+
+
+# ---------------------------------------------------------------- solvers
+def _solve_total(p: Pass, s: QPSettings) -> Solved:
+    return Solved(total_pass.water_fill_totals(p.batch, p.queries[0]), _everyone(p))
+
+
+def _solve_total_bounds(p: Pass, s: QPSettings) -> Solved:
+    x, solved = total_pass.solve_total_pass(p.batch, p.queries[0], s)
+    return Solved(x, solved)
+
+
+def _solve_dense(p: Pass, s: QPSettings) -> Solved:
+    b = p.batch
+    x = np.zeros((b.n_children, b.n_cells))
+    solved = _everyone(p, False)
+    for families in _family_groups(b, s.dense_group_children):
+        group = p.subset(families)
+        try:
+            problem = dense_problem(group.batch, group.queries, group.bands)
+            x[_child_rows(b, families)] = solve_family_qp(problem, tol=1e-8, accept=1e-8)
+        except (QPNotConverged, np.linalg.LinAlgError):
+            continue
+        solved[families] = True
+    return Solved(x, solved)
+
+
+def _solve_small(p: Pass, s: QPSettings) -> Solved:
+    x, solved = family_batch.solve_small_families(p.batch, p.queries, p.bands, s)
+    return Solved(x, solved)
+
+
+def _solve_cg(p: Pass, s: QPSettings) -> Solved:
+    heavy = _heavy(p, s) & ~_large(p, s)
+    x, solved = family_projected_cg.solve_families(p.batch, p.queries, p.bands, heavy, s)
+    return Solved(x, solved)
+
+
+def _solve_admm(p: Pass, s: QPSettings) -> Solved:
+    x, solved = family_admm.solve_families(p.batch, p.queries, p.bands, s)
+    return Solved(x, solved)
+
+
+def _solve_general(p: Pass, s: QPSettings) -> Solved:
+    return Solved(general.solve(p.batch, p.queries, p.bands, s), _everyone(p))
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("total", _total_only, _solve_total),
+    Route("total_bounds", _total_bounds, _solve_total_bounds),
+    Route("dense_ipm", _dense, _solve_dense),
+    Route("small_ipm", _small, _solve_small),
+    Route("projected_cg", _cg, _solve_cg),
+    Route("admm", _admm, _solve_admm),
+    Route("clarabel", lambda p, s: _everyone(p), _solve_general),
+)
+"""The routing table, in order (see the module doc)."""
+
+ROUTE_NAMES: tuple[str, ...] = tuple(r.name for r in ROUTES)
+
+
+def plan(p: Pass, settings: QPSettings = SETTINGS, solver: str = "auto") -> dict[str, np.ndarray]:
+    """Per route name, in table order, the families ``(F,)`` bool its predicate takes — with
+    ``solver`` one route name, that route and ``clarabel`` only. Pure: solves nothing."""
+    if solver != "auto" and solver not in ROUTE_NAMES:
+        raise ValueError(f"unknown solver {solver!r}; choose auto or one of {ROUTE_NAMES}")
+    return {
+        r.name: r.takes(p, settings)
+        for r in ROUTES
+        if solver in ("auto", r.name) or r.name == "clarabel"
+    }
+
+
+def solve_pass(
+    batch: FamilyBatch,
+    pass_queries: Sequence[int],
+    bands: Sequence[Band] = (),
+    *,
+    solver: str = "auto",
+    settings: QPSettings = SETTINGS,
+    routes: MutableMapping[str, int] | None = None,
+) -> PassSolution:
+    """One least-squares pass (TDA eq. 7.5) for every family of ``batch``, route by route
+    (:func:`plan`); ``routes`` (if given) counts the families each route solved."""
+    p = Pass(batch, tuple(pass_queries), tuple(bands))
+    x = np.zeros((batch.n_children, batch.n_cells))
+    done = np.zeros(batch.n_families, dtype=bool)
+    table = {r.name: r for r in ROUTES}
+    for name, takes in plan(p, settings, solver).items():
+        todo = np.flatnonzero(takes & ~done)
+        if not todo.size:
+            continue
+        part = p if todo.size == batch.n_families else p.subset(todo)
+        answer = table[name].solve(part, settings)
+        mine = todo[answer.solved]
+        if mine.size:
+            x[_child_rows(batch, mine)] = answer.x[
+                _child_rows(part.batch, np.flatnonzero(answer.solved))
+            ]
+            done[mine] = True
+            if routes is not None:
+                routes[name] = routes.get(name, 0) + int(mine.size)
+    return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
+
+
+def multipass_least_squares(
+    batch: FamilyBatch,
+    passes: Sequence[Sequence[int]],
+    *,
+    solver: str = "auto",
+    settings: QPSettings = SETTINGS,
+    routes: MutableMapping[str, int] | None = None,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Run the passes of TDA eq. 7.5–7.6; return x̃^(K) ``(K, n_cells)`` and each pass's objective.
+
+    Passes whose queries have no noisy answers in this batch are skipped. The answers of every
+    earlier pass are held within τ̂ + 0.1 (τ̂ from eq. 7.6; 0 for the first pass, which attains it).
+    """
+    held: list[list[Band]] = []  # bands of each solved pass, in order
+    x: np.ndarray | None = None
+    objectives: list[np.ndarray] = []
+    tolerance = settings.pass_tolerance
+    for pass_queries in passes:
+        measured = [q for q in pass_queries if np.any(batch.weight[:, q] > 0)]
+        if not measured:
+            continue
+        if len(held) >= 2:
+            # τ̂ of the latest pass from eq. 7.6 (over all passes so far); pass 1's is 0.
+            exact = [Band(b.query, b.target, np.zeros(batch.n_families)) for p in held for b in p]
+            tau = general.minimal_slack(batch, exact)
+            held[-1] = [Band(b.query, b.target, tau + tolerance) for b in held[-1]]
+        solution = solve_pass(
+            batch,
+            measured,
+            [b for p in held for b in p],
+            solver=solver,
+            settings=settings,
+            routes=routes,
+        )
+        x = solution.x
+        objectives.append(solution.objective)
+        held.append(
+            [
+                Band(q, batch.queries[q].answer(x), np.full(batch.n_families, tolerance))
+                for q in measured
+            ]
+        )
+    if x is None:
+        x = _split_parent_evenly(batch)
+    return x, objectives
+
+
+def _split_parent_evenly(batch: FamilyBatch) -> np.ndarray:
+    """Without any noisy answer the children share the parent equally (any split is optimal)."""
+    if batch.parent is None:
+        raise TopDownInfeasible(
+            "the root geounit has no noisy measurement and no invariant to estimate it from; "
+            "give its level a positive share"
+        )
+    sizes = np.diff(batch.child_ptr)
+    return batch.parent[batch.child_family] / sizes[batch.child_family, None]
+
+
+def _partition_answer(spec: QuerySpec, x: np.ndarray) -> np.ndarray:
+    """``spec.answer(x)`` summed over the columns of ``x`` that hold a non-zero (sorted by answer
+    cell, summed in runs): no sparse matrix, and a block family's x̃ is non-zero on a few dozen of
+    the 2,016 cells."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros((x.shape[0], spec.size))
+    cols = np.flatnonzero(np.any(x != 0.0, axis=0))
+    if cols.size == 0:
+        return out
+    labels = spec.cell_index[cols]
+    order = np.argsort(labels, kind="stable")
+    labels = labels[order]
+    starts = np.flatnonzero(np.concatenate([[True], labels[1:] != labels[:-1]]))
+    out[:, labels[starts]] = np.add.reduceat(x[:, cols[order]], starts, axis=1)
+    return out
+
+
+def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[int]) -> np.ndarray:
+    """Σ_c Σ_q w_{c,q} ‖A_q x_c − m̃_{c,q}‖² of each family (the objective of eq. 7.5)."""
+    per_child = np.zeros(batch.n_children)
+    for q in pass_queries:
+        w = batch.weight[:, q]
+        if not np.any(w > 0):
+            continue
+        resid = _partition_answer(batch.queries[q], x) - batch.noisy[q]
+        per_child += w * np.sum(resid**2, axis=1)
+    return np.bincount(batch.child_family, weights=per_child, minlength=batch.n_families)
+
+
+def count_routes(counts: Mapping[str, int], into: MutableMapping[str, int]) -> None:
+    """Add ``counts`` (families per route) into ``into``."""
+    for name, n in counts.items():
+        into[name] = into.get(name, 0) + int(n)
+
+
+def _family_groups(batch: FamilyBatch, max_children: int) -> list[np.ndarray]:
+    """Consecutive families in groups of at most ``max_children`` children (at least one family)."""
+    groups: list[np.ndarray] = []
+    start, count = 0, 0
+    sizes = np.diff(batch.child_ptr)
+    for f, size in enumerate(sizes):
+        if count and count + size > max_children:
+            groups.append(np.arange(start, f))
+            start, count = f, 0
+        count += int(size)
+    if start < sizes.size:
+        groups.append(np.arange(start, sizes.size))
+    return groups
+
+
+def _child_rows(batch: FamilyBatch, families: np.ndarray) -> np.ndarray:
+    if not len(families):
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.arange(batch.child_ptr[f], batch.child_ptr[f + 1]) for f in families])
