@@ -48,8 +48,8 @@ from recorded_families import load  # noqa: E402
 
 from engine.core.blas_threads import single_blas_thread  # noqa: E402
 from engine.topdown.qp import general  # noqa: E402
-from engine.topdown.qp.route import PASS_TOLERANCE, family_objective, solve_pass  # noqa: E402
 from engine.topdown.qp.problem import Band  # noqa: E402
+from engine.topdown.qp.route import PASS_TOLERANCE, family_objective, solve_pass  # noqa: E402
 
 TOL = 1e-6
 """Relative objective difference from the reference, and bound violation, counted as a failure."""
@@ -92,6 +92,7 @@ def solve_osqp(m: dict[str, object], model: general.SparseModel) -> np.ndarray |
         eps_rel=1e-7,
         polishing=True,
         max_iter=20_000,
+        time_limit=60.0,
     )
     result = solver.solve()
     return np.asarray(result.x) if result.info.status_val in (1, 2) else None
@@ -104,6 +105,7 @@ def solve_piqp(m: dict[str, object], model: general.SparseModel) -> np.ndarray |
     solver.settings.eps_abs = 1e-9
     solver.settings.eps_rel = 1e-10
     solver.settings.verbose = False
+    solver.settings.max_iter = 500
     solver.setup(m["P"], m["q"], m["A_eq"], m["b_eq"], m["G"], None, m["h"])
     status = solver.solve()
     return np.asarray(solver.result.x) if status == piqp.PIQP_SOLVED else None
@@ -115,6 +117,7 @@ def _proxsuite_settings(qp) -> None:
     qp.settings.eps_abs = 1e-9
     qp.settings.eps_rel = 0.0
     qp.settings.verbose = False
+    qp.settings.max_iter = 10_000
     qp.settings.initial_guess = proxsuite.proxqp.InitialGuess.EQUALITY_CONSTRAINED_INITIAL_GUESS
 
 
@@ -208,7 +211,9 @@ def _violation(batch, x: np.ndarray, bands) -> float:
     return worst
 
 
-def _level_rows(units, sample: int, dense_max: int, rng) -> dict[str, dict[str, object]]:
+def _level_rows(
+    units, sample: int, dense_max: int, rng, report=None
+) -> dict[str, dict[str, object]]:
     by_level: dict[str, list[int]] = {}
     for i, u in enumerate(units):
         by_level.setdefault(u["batch"].child_level, []).append(i)
@@ -221,7 +226,7 @@ def _level_rows(units, sample: int, dense_max: int, rng) -> dict[str, dict[str, 
         sizes: list[int] = []
         routes: dict[str, int] = {}
 
-        def add(name: str, cpu: float, ok: bool, diff: float) -> None:
+        def add(name: str, cpu: float, ok: bool, diff: float, stats=stats) -> None:
             s = stats.setdefault(name, {"cpu": 0.0, "n": 0, "fails": 0, "max_diff": 0.0})
             s["cpu"] += cpu
             s["n"] += 1
@@ -308,6 +313,8 @@ def _level_rows(units, sample: int, dense_max: int, rng) -> dict[str, dict[str, 
             "routes": routes,
             "solvers": stats,
         }
+        if report is not None:
+            report(level, out[level])
     return out
 
 
@@ -375,7 +382,16 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.recordings:
             rec = load(path)
             rng = np.random.default_rng(args.seed)
-            results[Path(path).stem] = _level_rows(rec["units"], args.sample, args.dense_max, rng)
+            name = Path(path).stem
+            results[name] = _level_rows(
+                rec["units"],
+                args.sample,
+                args.dense_max,
+                rng,
+                lambda level, row, name=name: print(
+                    table({name: {level: row}}).splitlines()[-1], file=sys.stderr, flush=True
+                ),
+            )
             print(f"done {path}", file=sys.stderr)
     print(
         "CPU ms per family (both passes; ours = the engine's routes on whole units ÷ families), "

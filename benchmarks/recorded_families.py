@@ -52,7 +52,7 @@ def record(data: str, out: str, seed: int = 1) -> dict[str, object]:
     units: list[dict[str, object]] = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         x_tilde, _ = multipass_least_squares(batch, passes)
         units.append(
             {
@@ -62,7 +62,7 @@ def record(data: str, out: str, seed: int = 1) -> dict[str, object]:
                 "x_tilde": sp.csr_matrix(x_tilde),
             }
         )
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Batched SPD inverses of the block-group interior point: LAPACK potrf/potri against LU.
 
-:func:`engine.topdown.qp.batched_qp.spd_inverse` inverts the interior point's Newton matrices
+:func:`engine.topdown.qp.interior_point.spd_inverse` inverts the interior point's Newton matrices
 M_c = H + diag(w_c) + Bᵀ W_c B (one per child) and Schur complements Σ_c M_c⁻¹ (one per family)
 by per-matrix LAPACK Cholesky (``dpotrf`` + ``dpotri``). Named baselines, timed in the same
 process: ``np.linalg.inv`` (batched LU) and the previous ``spd_inverse`` of commit bc76123
@@ -12,7 +12,7 @@ per-child diagonal and band terms), CPU µs per matrix, one BLAS thread, median 
 and the largest relative difference to ``np.linalg.inv``.
 
 Part 2 (``--families PKL``): the group solves of recorded block-group families (a pickle of lists
-of ``family_batch._Small``, e.g. the 205 families of a 1M-person RI run), previous and current
+of ``small_families._Small``, e.g. the 205 families of a 1M-person RI run), previous and current
 ``spd_inverse`` alternating in one process: CPU ms per family, families verified, and the largest
 relative objective difference between the two. ``--record PERSONS`` makes that recording first:
 it runs ``topdown-2020-production`` on a generated state (``--state``, ``--seed``; reused from
@@ -36,7 +36,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine.core.blas_threads import single_blas_thread
-from engine.topdown.qp import batched_qp, family_batch
+from engine.topdown.qp import interior_point, small_families
 
 GRID_K = (2, 8, 32, 128)
 GRID_N = (13, 24, 37, 48, 64, 96, 133)
@@ -105,7 +105,7 @@ def grid(repeats: int) -> None:
     methods = {
         "np.linalg.inv": np.linalg.inv,
         "previous": previous_spd_inverse,
-        "potrf/potri": batched_qp.spd_inverse,
+        "potrf/potri": interior_point.spd_inverse,
     }
     print("CPU µs per matrix (median of", repeats, "repeats, one BLAS thread)")
     print(f"{'K':>4} {'n':>4} " + " ".join(f"{m:>14}" for m in methods) + "  speed-up  rel.diff")
@@ -122,21 +122,21 @@ def grid(repeats: int) -> None:
                 for f in methods.values()
             ]
             ref = np.linalg.inv(a)
-            diff = np.abs(batched_qp.spd_inverse(a) - ref).max() / np.abs(ref).max()
+            diff = np.abs(interior_point.spd_inverse(a) - ref).max() / np.abs(ref).max()
             cells = " ".join(f"{t:14.1f}" for t in times)
             print(f"{k:4d} {n:4d} {cells}  {times[1] / times[2]:7.2f}×  {diff:.1e}")
 
 
 def _solve_groups(reduced: list) -> tuple[int, list[float]]:
     verified, objectives = 0, []
-    for group in family_batch._groups(reduced):
+    for group in small_families._groups(reduced):
         members = [reduced[i] for i in group]
-        qp = family_batch._group_problem(members)
-        values, ok = batched_qp.solve_verified(
+        qp = small_families._group_problem(members)
+        values, ok = interior_point.solve_verified(
             qp,
-            tol=family_batch.IPM_TOLERANCE,
-            polish_from=family_batch.POLISH_FROM,
-            polish_steps=family_batch.POLISH_STEPS,
+            tol=small_families.IPM_TOLERANCE,
+            polish_from=small_families.POLISH_FROM,
+            polish_steps=small_families.POLISH_STEPS,
         )
         verified += int(ok.sum())
         start = 0
@@ -154,10 +154,10 @@ def _solve_groups(reduced: list) -> tuple[int, list[float]]:
 
 def record_block_group_families(
     persons: int, state: str, seed: int, cache: Path | None
-) -> list[list[family_batch._Small]]:
+) -> list[list[small_families._Small]]:
     """Run ``topdown-2020-production`` on a generated state and return, per block-group batch,
     the small families of its held pass (the second: the rest of the queries with the TOTAL
-    band) as :func:`engine.topdown.qp.family_batch._reduce` gives them to the interior point."""
+    band) as :func:`engine.topdown.qp.small_families._reduce` gives them to the interior point."""
     import sys
     import tempfile
 
@@ -171,10 +171,10 @@ def record_block_group_families(
     batches = []
     original = estimation.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         if batch.child_level == "Block_Group":
             batches.append((batch, passes))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = (cache or Path(tmp)) / f"{state}-{persons}-seed{seed}"
@@ -186,25 +186,25 @@ def record_block_group_families(
         finally:
             estimation.estimate_batch = original
     held = []
-    solve = family_batch.solve_small_families
+    solve = small_families.solve_small_families
 
     def keep(batch, pass_queries, bands):
         if bands:
             held.append((batch, pass_queries, bands))
         return solve(batch, pass_queries, bands)
 
-    family_batch.solve_small_families = keep
+    small_families.solve_small_families = keep
     try:
         for batch, passes in batches:
             production._engine_batch(batch, passes)
     finally:
-        family_batch.solve_small_families = solve
+        small_families.solve_small_families = solve
     recorded = []
     for batch, pass_queries, bands in held:
         zero_cells = [bound.zero_cells() for bound in batch.bounds]
         reduced = (
-            family_batch._reduce(batch, int(f), pass_queries, bands, zero_cells)
-            for f in np.flatnonzero(family_batch.small_families(batch))
+            small_families._reduce(batch, int(f), pass_queries, bands, zero_cells)
+            for f in np.flatnonzero(small_families.small_families(batch))
         )
         recorded.append([s for s in reduced if s is not None])
     return recorded
@@ -212,21 +212,21 @@ def record_block_group_families(
 
 def families(recorded: list, label: str, repeats: int) -> None:
     n_families = sum(len(r) for r in recorded)
-    current = batched_qp.spd_inverse
+    current = interior_point.spd_inverse
     variants = {"previous": previous_spd_inverse, "potrf/potri": current}
     times: dict[str, list[float]] = {v: [] for v in variants}
     results: dict[str, tuple[int, np.ndarray]] = {}
     try:
         for _ in range(repeats):
             for name, func in variants.items():
-                batched_qp.spd_inverse = func
+                interior_point.spd_inverse = func
                 start = time.process_time()
                 solved = [_solve_groups(r) for r in recorded]
                 times[name].append((time.process_time() - start) / n_families * 1e3)
                 objectives = np.array([v for _, vals in solved for v in vals])
                 results[name] = (sum(ok for ok, _ in solved), objectives)
     finally:
-        batched_qp.spd_inverse = current
+        interior_point.spd_inverse = current
     before, after = results["previous"][1], results["potrf/potri"][1]
     rel = np.abs(after - before) / np.maximum(1.0, np.abs(before))
     print(f"\n{n_families} recorded families ({label}), group solves, CPU ms per family:")

@@ -35,7 +35,7 @@ from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown import estimation as estimation_module  # noqa: E402
 from engine.topdown import run as run_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
-from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 from engine.topdown.qp.problem import Band  # noqa: E402
 
 
@@ -54,9 +54,9 @@ def recorded_run(hist, allocation, seed):
     batches = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         batches.append((batch, passes, chain))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     try:

@@ -14,7 +14,7 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
    relative difference of objectives; and, since the engine solves many small families at once
-   (``engine.topdown.qp.family_batch``), WHOLE BATCHES: for ``--sample`` random families per level
+   (``engine.topdown.qp.small_families``), WHOLE BATCHES: for ``--sample`` random families per level
    the unit of work that holds each is solved by the production path at once, and every family
    of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
    cvxpy's seconds per family on the same families);
@@ -133,13 +133,13 @@ def _previous_path():
     closed-form TOTAL pass under bounds (total_pass) takes a family, so Clarabel does."""
     from engine.topdown.qp import family_admm, total_pass
 
-    covered, applies = family_admm.covered, total_pass.applies
+    covered, applies = family_admm.covered, closed_form.applies
     family_admm.covered = lambda *_args: False
-    total_pass.applies = lambda *_args: False
+    closed_form.applies = lambda *_args: False
     try:
         yield
     finally:
-        family_admm.covered, total_pass.applies = covered, applies
+        family_admm.covered, closed_form.applies = covered, applies
 
 
 def _differing(a, b) -> int:
@@ -154,7 +154,7 @@ def _differing(a, b) -> int:
 def _engine_family(one, passes, method: str):
     """The engine's passes for one family alone (``method`` of ``solve_pass``): (objectives of
     every pass, bands of the last pass, seconds)."""
-    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+    from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
     from engine.topdown.qp.problem import Band
 
     t0 = time.perf_counter()
@@ -172,9 +172,9 @@ def _engine_family(one, passes, method: str):
 
 def _engine_batch(batch, passes):
     """The production path (``auto``) on a whole recorded batch, as the engine solves it (small
-    families together, :mod:`engine.topdown.qp.family_batch`): (objectives ``(passes, F)``, bands of
+    families together, :mod:`engine.topdown.qp.small_families`): (objectives ``(passes, F)``, bands of
     the last pass, seconds for the whole batch)."""
-    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
+    from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
     from engine.topdown.qp.problem import Band
 
     n = batch.n_families
@@ -196,7 +196,7 @@ def _dispatch_before_heavy_polish():
     """The family solvers before the tract work of 2026-11-24 06:00: every family of small
     children goes to family_admm first (no family is ``polish_heavy``) and its polish releases
     the weakest dependent row of either side (``RELEASE_BY_SURPLUS`` off)."""
-    from engine.topdown.qp import family_admm
+    from engine.topdown.qp import family_admm, problem
 
     limit, surplus = family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS
     family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = float("inf"), False
@@ -212,7 +212,7 @@ def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[st
     ``repeats`` times each: per batch its families' children, dense polish work (children ×
     populated cells³), median wall and CPU seconds of each path, and the objectives' largest
     relative difference."""
-    from engine.topdown.qp import family_admm
+    from engine.topdown.qp import family_admm, problem
 
     rows = []
     for batch, passes, _chain in batches:
@@ -524,12 +524,12 @@ def one_size(
     batches = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         # Only the compared level's batches when only --every-batch asks (recording every
         # level's would inflate the peak memory reported)
         if sample or batch.child_level == every_batch:
             batches.append((batch, passes, chain))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     try:

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.core.errors import ValidationError
+from engine.topdown.qp.names import SOLVER_CHOICES
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 SPEC_VERSION = 1
@@ -66,7 +67,7 @@ class RunSpec:
     ``config``: the TopDown allocation as :meth:`~engine.dp.budget.TopDownAllocation.to_dict`, or
     the official PHSafe config.json dictionary.
     ``options``: engine options — TopDown: ``levels``, ``spine`` and its options, ``noise_method``,
-    ``microdata``; PHSafe: ``trials``, ``non_private``, ``noise_method``.
+    ``solver`` (only when not ``auto``), ``microdata``; PHSafe: ``trials``, ``non_private``, ``noise_method``.
     """
 
     engine: str
@@ -94,6 +95,11 @@ class RunSpec:
         if method not in NOISE_METHODS:
             raise ValidationError(
                 f"noise_method must be one of {', '.join(NOISE_METHODS)}; got {method!r}"
+            )
+        solver = self.options.get("solver", "auto")
+        if solver not in SOLVER_CHOICES:
+            raise ValidationError(
+                f"solver must be one of {', '.join(SOLVER_CHOICES)}; got {solver!r}"
             )
         from engine.core.executors import BACKENDS, check_backend_options, check_workers
 
@@ -188,3 +194,8 @@ class RunSpec:
     def noise_method(self) -> str:
         """``fast`` (keyed, reproducible) or ``exact`` (OpenDP)."""
         return str(self.options.get("noise_method", "fast"))
+
+    @property
+    def solver(self) -> str:
+        """TopDown's least-squares route: ``auto`` or one route name (``--solver``)."""
+        return str(self.options.get("solver", "auto"))

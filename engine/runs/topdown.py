@@ -190,7 +190,7 @@ class Measured:
 def _options(spec: RunSpec) -> Any:
     from engine.topdown.run import TopDownOptions
 
-    return TopDownOptions(noise_method=spec.noise_method)
+    return TopDownOptions(noise_method=spec.noise_method, solver=spec.solver)
 
 
 def spine_given(spec: RunSpec) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,18 +44,25 @@ class BatchOutcome:
     least_squares_s: float
     rounding_s: float
     milp_fallbacks: int
+    routes: dict[str, int] = field(default_factory=dict)
+    """Family passes solved by each least-squares route (:mod:`engine.topdown.qp.route`)."""
 
 
 def estimate_batch(
-    batch: FamilyBatch, passes: Sequence[Sequence[int]], chain: Sequence[QuerySpec]
+    batch: FamilyBatch,
+    passes: Sequence[Sequence[int]],
+    chain: Sequence[QuerySpec],
+    solver: str = "auto",
 ) -> BatchOutcome:
-    """Least squares then rounding for every family of ``batch`` (runs in a worker process)."""
+    """Least squares then rounding for every family of ``batch`` (runs in a worker process);
+    ``solver``: the least-squares route (``auto``: the routing table)."""
+    routes: dict[str, int] = {}
     t0 = time.perf_counter()
-    x_tilde, _ = multipass_least_squares(batch, passes)
+    x_tilde, _ = multipass_least_squares(batch, passes, solver=solver, routes=routes)
     t1 = time.perf_counter()
     x_hat, fallbacks = round_batch(batch, x_tilde, chain)
     t2 = time.perf_counter()
-    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks)
+    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks, routes)
 
 
 def _batch_frame(
@@ -144,9 +151,9 @@ def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) ->
     return out
 
 
-Unit = tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]]
+Unit = tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec], str]
 """One unit of estimation work: a batch of families, where its noisy answers come from, the
-least-squares passes and the rounding chain."""
+least-squares passes, the rounding chain and the least-squares route (``solver``)."""
 
 
 class LevelUnits(Sequence[Unit]):
@@ -165,10 +172,12 @@ class LevelUnits(Sequence[Unit]):
         passes: Sequence[Sequence[Sequence[int]]],
         frame: Callable[[np.ndarray], tuple[FamilyBatch, BatchAnswers]],
         chain: Sequence[QuerySpec],
+        solver: str = "auto",
     ) -> None:
         if len(chunks) != len(passes):
             raise ValueError(f"{len(chunks)} chunks but {len(passes)} pass lists")
         self._chunks, self._passes, self._frame, self._chain = chunks, passes, frame, chain
+        self._solver = solver
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -185,7 +194,7 @@ class LevelUnits(Sequence[Unit]):
         problems = check_batch(batch)
         if problems:
             raise TopDownInfeasible("; ".join(problems))
-        return batch, answers, self._passes[k], self._chain
+        return batch, answers, self._passes[k], self._chain, self._solver
 
 
 @dataclass(frozen=True)
@@ -196,14 +205,16 @@ class Estimation:
     """int64 CSR ``(n_nodes, n_cells)``: the estimated histograms of every geounit."""
     timings: dict[str, float]
     milp_fallbacks: int
+    routes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per child level, the family passes each least-squares route solved."""
 
 
 def _unit(args: Unit) -> BatchOutcome:
     """One unit of estimation work (a batch of families) for an executor: its noisy answers are
     filled in (keyed noise drawn) here, in the worker, then the batch is solved; the integer
     estimates come back as CSR."""
-    batch, answers, passes, chain = args
-    outcome = estimate_batch(with_answers(batch, answers), passes, chain)
+    batch, answers, passes, chain, solver = args
+    outcome = estimate_batch(with_answers(batch, answers), passes, chain, solver)
     # Sent back sparse: a level's results are all held until the level ends (issue 17).
     return replace(outcome, x=sp.csr_matrix(outcome.x, dtype=np.int64))
 
@@ -239,6 +250,13 @@ def estimate(
     estimates = SparseRows(tree.n_nodes, n_cells)
     ls_total = rounding_total = 0.0
     fallbacks = 0
+    solver = plan.options.solver
+    routes: dict[str, dict[str, int]] = {}
+
+    def count(level: str, outcome: BatchOutcome) -> None:
+        into = routes.setdefault(level, {})
+        for name, n in outcome.routes.items():
+            into[name] = into.get(name, 0) + n
 
     # Root problem (TDA eq. 7.1, 7.3).
     t_level = time.perf_counter()
@@ -248,7 +266,8 @@ def estimate(
     problems = check_batch(root_batch)
     if problems:
         raise TopDownInfeasible("; ".join(problems))
-    outcome = estimate_batch(root_batch, single_pass, chain)
+    outcome = estimate_batch(root_batch, single_pass, chain, solver)
+    count(str(tree.level_names[0]), outcome)
     estimates.set(np.array([0]), outcome.x[:1])
     ls_total += outcome.least_squares_s
     rounding_total += outcome.rounding_s
@@ -316,6 +335,7 @@ def estimate(
                 c, tree, estimates, specs, measured, weight, bounds=held, sums=sums
             ),
             chain,
+            solver,
         )
         try:
             results = runner.map(_unit, units, cancel=is_cancelled, done=done)
@@ -329,7 +349,10 @@ def estimate(
             ls_total += res.least_squares_s
             rounding_total += res.rounding_s
             fallbacks += res.milp_fallbacks
+            count(level_name, res)
         timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
     timings["least_squares_cpu"] = ls_total
     timings["rounding_cpu"] = rounding_total
-    return Estimation(estimates=estimates.matrix(), timings=timings, milp_fallbacks=fallbacks)
+    return Estimation(
+        estimates=estimates.matrix(), timings=timings, milp_fallbacks=fallbacks, routes=routes
+    )

@@ -1,9 +1,9 @@
-"""Settings and control of a TopDown run (SPEC §4, §8).
+"""Settings and control of a TopDown run (TDA §6–§8).
 
 :class:`TopDownOptions` holds the estimation settings, whose defaults follow production: the
 least-squares passes of TDA §8.1–8.2, the rounder's nested marginals (TDA eq. 7.7), the invariants
 (TDA §5.2) and invariant sums of sibling nodes (TDA §7.4), the noise method and the size of the
-units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run;
+units of work and the least-squares route (``solver``). ``Progress`` is the ``progress(message, fraction)`` callback of a run;
 :class:`RunCancelled` is what a ``True`` answer of its ``cancel()`` raises.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.core.errors import PHExploreError
+from engine.core.errors import PHExploreError, ValidationError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
+from engine.topdown.qp.names import check_solver
 
 Progress = Callable[[str, float], None]
 
@@ -48,7 +49,19 @@ class TopDownOptions:
     :data:`UNIT_CHILDREN` children of a large schema)."""
     structural_zeros: bool = True
     """Hold structural zeros and GQ/occupied-unit lower bounds where the data carry a unit frame
-    (:mod:`engine.topdown.constraints`; TDA §5.3, SPEC §6)."""
+    (:mod:`engine.topdown.constraints`; TDA §5.3)."""
+    solver: str = "auto"
+    """The least-squares route (:mod:`engine.topdown.qp.route`): ``auto`` (the routing table
+    decides per family) or one of :data:`engine.topdown.qp.names.ROUTE_NAMES` (that route where it
+    applies, ``clarabel`` — the general model — for every other family). Every route solves the
+    same problem to the same optimum (within solver tolerance); recorded in ``metrics.json``
+    ``diagnostics.routes``."""
+
+    def __post_init__(self) -> None:
+        try:
+            check_solver(self.solver)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
 
 UNIT_CHILDREN = 120

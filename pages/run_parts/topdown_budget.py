@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
+from pages.run_parts.run_options import backend_choice, noise_choice, seed_input, solver_choice
 from phexplore.api.budgets import (
     PHExploreError,
     budget_fingerprint,
@@ -47,6 +47,7 @@ class TopDownBudget:
     origin: str = ""
     mismatch: str | None = None
     noise_method: str = "fast"
+    solver: str = "auto"
 
 
 def topdown_budget(data: TopDownData) -> TopDownBudget | None:
@@ -128,6 +129,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
+    solver_choice("run_td_solver")
     backend_choice("run_td_backend")
     st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
     if s[S.SPREAD_INVARIANT]:
@@ -181,4 +183,5 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         origin,
         mismatch,
         str(s["run_td_noise"]),
+        str(s.get("run_td_solver", "auto")),
     )

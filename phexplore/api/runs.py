@@ -24,6 +24,7 @@ from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
 from engine.runs.topdown import bootstrap_rng as bootstrap_rng
+from engine.topdown.qp.names import ROUTE_NAMES
 from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
 
@@ -45,6 +46,20 @@ NOISE_HELP = (
     "geounit, query), so the same seed gives the same numbers however the work is split "
     "(SPEC §8). Exact: OpenDP's exact discrete Gaussian / geometric samplers with OS randomness, "
     "for release-grade noise; the seed then does not reproduce the run."
+)
+SOLVERS: dict[str, str] = {
+    "auto": "Automatic (the routing table picks per family)",
+    **{name: f"{name} (where it applies; the general model elsewhere)" for name in ROUTE_NAMES},
+}
+"""TopDown's least-squares routes (``--solver``; recorded in metrics.json ``diagnostics``)."""
+SOLVER_HELP = (
+    'Which least-squares solver estimates each family (docs/topdown.md, "Choosing the '
+    'least-squares route"). Automatic picks per family: closed forms for total-only passes, '
+    "a batched interior point for small families, projected conjugate gradients or ADMM for "
+    "large ones, Clarabel (the general model) for the rest. Naming one route uses it wherever "
+    "it applies and Clarabel elsewhere. Every route reaches the same optimum within solver "
+    "tolerance; rounding ties can then differ in a few cells. The families each route solved "
+    "are recorded in metrics.json (diagnostics.routes)."
 )
 SRS_HELP = (
     "Also estimate counts from simple random samples of the persons "
@@ -135,6 +150,7 @@ def topdown_spec(
     epl_percentile: float = EPL_PERCENTILE,
     epl_multiplier: float = EPL_MULTIPLIER,
     noise_method: str = "fast",
+    solver: str = "auto",
     backend: str = "local",
     source: Mapping[str, Any] | None = None,
 ) -> RunSpec:
@@ -155,6 +171,8 @@ def topdown_spec(
         "spread_invariant_share": bool(spread_invariant_share),
         "noise_method": noise_method,
     }
+    if solver != "auto":  # only when not the default, so default runs keep their fingerprints
+        options["solver"] = solver
     if spine != "conventional" or entities or special_areas is not None:
         options.update(spine=spine, entities=list(entities), special_areas=special_areas)
     return RunSpec(
@@ -195,6 +213,7 @@ def topdown_work(
     epl_multiplier: float = EPL_MULTIPLIER,
     origin: str | None = None,
     noise_method: str = "fast",
+    solver: str = "auto",
     backend: str = "local",
     source: Mapping[str, Any] | None = None,
 ) -> Callable[[RunJob], RunRecord]:
@@ -225,6 +244,7 @@ def topdown_work(
         epl_percentile=epl_percentile,
         epl_multiplier=epl_multiplier,
         noise_method=noise_method,
+        solver=solver,
         backend=backend,
         source=source,
     )
@@ -361,6 +381,7 @@ def topdown_record(
             "spread_invariant_share": bool(options.get("spread_invariant_share", False)),
             "seed": seed,
             "noise_method": spec.noise_method,
+            "solver": spec.solver,
             "spine": str(options.get("spine", "conventional")),
             "entities": list(options.get("entities", ())),
             "special_areas": options.get("special_areas"),
@@ -385,6 +406,7 @@ def phsafe_spec(
     trials: int,
     scale: float | None = None,
     noise_method: str = "fast",
+    solver: str = "auto",
     backend: str = "local",
     source: Mapping[str, Any] | None = None,
 ) -> RunSpec:
@@ -421,6 +443,7 @@ def phsafe_work(
     scale: float | None = None,
     origin: str | None = None,
     noise_method: str = "fast",
+    solver: str = "auto",
     backend: str = "local",
     source: Mapping[str, Any] | None = None,
 ) -> Callable[[RunJob], RunRecord]:

@@ -26,6 +26,7 @@ from engine.runs.schema_note import note_lines
 from engine.runs.table_files import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.table_files import FORMATS
 from engine.runs.writers import ESTIMATE_CHOICES
+from engine.topdown.qp.names import SOLVER_CHOICES
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -133,6 +134,15 @@ def register(engines: Any) -> None:
         "branches measure the State TOTAL, TDA §7.4)",
     )
     add_noise_method_option(parser)
+    parser.add_argument(
+        "--solver",
+        choices=SOLVER_CHOICES,
+        default="auto",
+        help="least-squares route: auto (default: the routing table picks per family — closed "
+        "forms, batched interior point, projected CG, ADMM, Clarabel; docs/topdown.md) or one "
+        "route for every family it applies to (clarabel, the general model, takes the rest); "
+        "same optimum within solver tolerance; recorded in metrics.json diagnostics.routes",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
@@ -221,6 +231,8 @@ def spec_of(args: argparse.Namespace) -> Any:
         options["output_format"] = args.output_format
     if args.estimates != "auto":
         options["estimates"] = args.estimates
+    if args.solver != "auto":
+        options["solver"] = args.solver
     if args.levels:
         options["levels"] = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
     if spine_options_given(args):

@@ -151,7 +151,7 @@ def _common_constraints(
         fixed = np.flatnonzero(np.isfinite(flat))
         if fixed.size:
             builder.add_eq(_pad(_stacked_query(batch, q, fixed, free), 0, total), flat[fixed])
-    # Structural bounds (TDA §5.3, SPEC §6): lower ≤ A_q x_c ≤ upper where finite.
+    # Structural bounds (TDA §5.3): lower ≤ A_q x_c ≤ upper where finite.
     for bound in batch.bounds:
         stacked = _stacked_free(bound.spec, batch.n_children, n_cells, free)
         upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)

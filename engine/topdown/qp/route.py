@@ -45,8 +45,16 @@ import numpy as np
 
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible
-from engine.topdown.qp import family_admm, family_batch, family_projected_cg, general, total_pass
-from engine.topdown.qp.batched_qp import QPNotConverged, dense_problem, solve_family_qp
+from engine.topdown.qp import (
+    closed_form,
+    family_admm,
+    general,
+    problem,
+    projected_cg,
+    small_families,
+)
+from engine.topdown.qp.interior_point import QPNotConverged, dense_problem, solve_family_qp
+from engine.topdown.qp.names import ROUTE_NAMES, check_solver
 from engine.topdown.qp.problem import Band
 from engine.topdown.qp.settings import SETTINGS, QPSettings
 
@@ -122,7 +130,7 @@ def _total_only(p: Pass, s: QPSettings) -> np.ndarray:
 
 
 def _total_bounds(p: Pass, s: QPSettings) -> np.ndarray:
-    return _everyone(p, total_pass.applies(p.batch, p.queries, p.bands))
+    return _everyone(p, closed_form.applies(p.batch, p.queries, p.bands))
 
 
 def _dense(p: Pass, s: QPSettings) -> np.ndarray:
@@ -140,9 +148,8 @@ def _dense(p: Pass, s: QPSettings) -> np.ndarray:
 
 def _family_route(p: Pass, s: QPSettings) -> np.ndarray:
     """What the family solvers need: a parent, no invariants or held sums below it, DETAILED
-    measured for every child in the pass (H positive definite); and not the dense route's."""
-    covered = family_admm.covered(p.batch, p.queries) and not _dense(p, s).any()
-    return _everyone(p, covered)
+    measured for every child in the pass (H positive definite)."""
+    return _everyone(p, problem.covered(p.batch, p.queries))
 
 
 def _large(p: Pass, s: QPSettings) -> np.ndarray:
@@ -161,7 +168,7 @@ def _heavy(p: Pass, s: QPSettings) -> np.ndarray:
 def _small(p: Pass, s: QPSettings) -> np.ndarray:
     if not _family_route(p, s).any() or (s.small_held_passes_only and not p.bands):
         return _everyone(p, False)
-    return family_batch.small_families(p.batch, s)
+    return small_families.small_families(p.batch, s)
 
 
 def _cg(p: Pass, s: QPSettings) -> np.ndarray:
@@ -178,11 +185,11 @@ def _admm(p: Pass, s: QPSettings) -> np.ndarray:
 
 # ---------------------------------------------------------------- solvers
 def _solve_total(p: Pass, s: QPSettings) -> Solved:
-    return Solved(total_pass.water_fill_totals(p.batch, p.queries[0]), _everyone(p))
+    return Solved(closed_form.water_fill_totals(p.batch, p.queries[0]), _everyone(p))
 
 
 def _solve_total_bounds(p: Pass, s: QPSettings) -> Solved:
-    x, solved = total_pass.solve_total_pass(p.batch, p.queries[0], s)
+    x, solved = closed_form.solve_total_pass(p.batch, p.queries[0], s)
     return Solved(x, solved)
 
 
@@ -202,13 +209,13 @@ def _solve_dense(p: Pass, s: QPSettings) -> Solved:
 
 
 def _solve_small(p: Pass, s: QPSettings) -> Solved:
-    x, solved = family_batch.solve_small_families(p.batch, p.queries, p.bands, s)
+    x, solved = small_families.solve_small_families(p.batch, p.queries, p.bands, s)
     return Solved(x, solved)
 
 
 def _solve_cg(p: Pass, s: QPSettings) -> Solved:
     heavy = _heavy(p, s) & ~_large(p, s)
-    x, solved = family_projected_cg.solve_families(p.batch, p.queries, p.bands, heavy, s)
+    x, solved = projected_cg.solve_families(p.batch, p.queries, p.bands, heavy, s)
     return Solved(x, solved)
 
 
@@ -232,14 +239,14 @@ ROUTES: tuple[Route, ...] = (
 )
 """The routing table, in order (see the module doc)."""
 
-ROUTE_NAMES: tuple[str, ...] = tuple(r.name for r in ROUTES)
+if tuple(r.name for r in ROUTES) != ROUTE_NAMES:  # the CLI's choices come from names.py
+    raise RuntimeError("engine.topdown.qp.names.ROUTE_NAMES must list ROUTES' names in order")
 
 
 def plan(p: Pass, settings: QPSettings = SETTINGS, solver: str = "auto") -> dict[str, np.ndarray]:
     """Per route name, in table order, the families ``(F,)`` bool its predicate takes — with
     ``solver`` one route name, that route and ``clarabel`` only. Pure: solves nothing."""
-    if solver != "auto" and solver not in ROUTE_NAMES:
-        raise ValueError(f"unknown solver {solver!r}; choose auto or one of {ROUTE_NAMES}")
+    check_solver(solver)
     return {
         r.name: r.takes(p, settings)
         for r in ROUTES

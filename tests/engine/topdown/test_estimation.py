@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.qp.batched_qp import FamilyQP, solve_family_qp
-from engine.topdown.qp.least_squares import multipass_least_squares, solve_pass
+from engine.topdown.qp.interior_point import FamilyQP, solve_family_qp
 from engine.topdown.qp.problem import Band
+from engine.topdown.qp.route import multipass_least_squares, solve_pass
 from engine.topdown.rounding import round_batch
 
 TOTAL = QuerySpec("TOTAL", np.zeros(2, dtype=np.int64), 1)
@@ -41,13 +41,13 @@ def hand_batch() -> FamilyBatch:
     )
 
 
-@pytest.mark.parametrize("method", ["auto", "batched", "clarabel"])
+@pytest.mark.parametrize("method", ["auto", "dense_ipm", "clarabel"])
 def test_hand_checked_two_pass_least_squares(method):
     batch = hand_batch()
-    first = solve_pass(batch, [0], method=method)
+    first = solve_pass(batch, [0], solver=method)
     assert TOTAL.answer(first.x)[:, 0] == pytest.approx([7.5, 8.5], abs=1e-6)
     band = Band(0, TOTAL.answer(first.x), np.array([0.1]))
-    second = solve_pass(batch, [1], [band], method=method)
+    second = solve_pass(batch, [1], [band], solver=method)
     assert second.x == pytest.approx(np.array([[6.3, 1.3], [3.7, 4.7]]), abs=1e-6)
     x, objectives = multipass_least_squares(batch, [[0], [1]])
     assert x == pytest.approx(second.x, abs=1e-6)
@@ -142,7 +142,7 @@ def test_batched_passes_match_independent_cvxpy(seed):
         )
     assert np.all(second.x >= 0)
     assert np.abs(np.add.reduceat(second.x, batch.child_ptr[:-1]) - batch.parent).max() < 1e-6
-    clarabel = solve_pass(batch, [1, 2, 3], bands, method="clarabel")
+    clarabel = solve_pass(batch, [1, 2, 3], bands, solver="clarabel")
     assert second.objective == pytest.approx(clarabel.objective, rel=1e-6)
 
 

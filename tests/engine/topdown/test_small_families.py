@@ -1,4 +1,4 @@
-"""Small families solved together (engine/topdown/qp/family_batch.py: the batched interior point on
+"""Small families solved together (engine/topdown/qp/small_families.py: the batched interior point on
 each parent's populated cells) against an independent per-family cvxpy model of TDA eq. 7.5 with
 every constraint type — non-negativity, cells the parent cannot populate, structural zeros and GQ
 lower bounds (ChildBounds), the bands of an earlier pass — and against the same families solved
@@ -6,14 +6,17 @@ one at a time; the fallbacks when a family is not covered or not solved."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from engine.topdown.family import ChildSum, FamilyBatch
-from engine.topdown.qp import batched_qp, family_batch
-from engine.topdown.qp.batched_qp import FamilyQP, solve_family_qp
-from engine.topdown.qp.least_squares import solve_pass
-from engine.topdown.qp.problem import Band
+from engine.topdown.qp import interior_point, problem, small_families
+from engine.topdown.qp.interior_point import FamilyQP, solve_family_qp
+from engine.topdown.qp.problem import Band, FamilyNotSolved, reduce
+from engine.topdown.qp.route import Pass, plan, solve_pass
+from engine.topdown.qp.settings import SETTINGS
 from tests.engine.topdown.family_models import cvxpy_objective
 from tests.engine.topdown.family_models import family_batch as make_batch
 
@@ -22,7 +25,7 @@ PASS = [1, 2, 3]
 
 def _bands(batch: FamilyBatch) -> list[Band]:
     """The TOTAL band of a first pass (held within 0.1, as production's second pass)."""
-    first = solve_pass(batch, [0], method="clarabel")
+    first = solve_pass(batch, [0], solver="clarabel")
     return [Band(0, batch.queries[0].answer(first.x), np.full(batch.n_families, 0.1))]
 
 
@@ -44,17 +47,15 @@ def _assert_feasible(batch: FamilyBatch, x: np.ndarray, bands) -> None:
 @pytest.mark.parametrize("seed", [21, 22, 23])
 @pytest.mark.parametrize("bounds", [False, True])
 @pytest.mark.parametrize("with_bands", [False, True])
-def test_objectives_match_cvxpy_with_every_constraint(seed, bounds, with_bands, monkeypatch):
+def test_objectives_match_cvxpy_with_every_constraint(seed, bounds, with_bands):
     batch = make_batch(seed, bounds=bounds, n_families=4)
-    assert family_batch.small_families(batch).all()
+    assert small_families.small_families(batch).all()
     bands = _bands(batch) if with_bands else []
-    if not with_bands:
-        monkeypatch.setattr(family_batch, "HELD_PASSES_ONLY", False)
-    x, solved = family_batch.solve_small_families(batch, PASS, bands)
+    x, solved = small_families.solve_small_families(batch, PASS, bands)
     assert solved.all()
     _assert_feasible(batch, x, bands)
-    # The dispatch of a 2,016-cell schema ("auto" takes the small-schema path on these 24 cells).
-    auto = solve_pass(batch, PASS, bands, method="small")
+    settings = replace(SETTINGS, small_held_passes_only=False)  # take the single pass too
+    auto = solve_pass(batch, PASS, bands, solver="small_ipm", settings=settings)
     assert np.array_equal(auto.x, x)
     for f in range(batch.n_families):
         assert auto.objective[f] == pytest.approx(
@@ -65,72 +66,70 @@ def test_objectives_match_cvxpy_with_every_constraint(seed, bounds, with_bands, 
 def test_batched_equals_one_family_at_a_time_and_is_deterministic():
     batch = make_batch(24, bounds=True, n_families=6)
     bands = _bands(batch)
-    x, solved = family_batch.solve_small_families(batch, PASS, bands)
-    again, _ = family_batch.solve_small_families(batch, PASS, bands)
+    x, solved = small_families.solve_small_families(batch, PASS, bands)
+    again, _ = small_families.solve_small_families(batch, PASS, bands)
     assert np.array_equal(x, again)  # same batch, same numbers
     assert solved.all()
     for f in range(batch.n_families):
         rows = np.arange(batch.child_ptr[f], batch.child_ptr[f + 1])
         one = batch.subset([f])
         one_bands = [Band(b.query, b.target[rows], b.tol[[f]]) for b in bands]
-        alone, ok = family_batch.solve_small_families(one, PASS, one_bands)
+        alone, ok = small_families.solve_small_families(one, PASS, one_bands)
         assert ok.all()
         assert alone == pytest.approx(x[rows], abs=1e-6)
 
 
 def test_passes_without_bands_are_left_to_admm():
     batch = make_batch(29, bounds=True, n_families=2)
-    _x, solved = family_batch.solve_small_families(batch, PASS, [])
-    assert not solved.any()  # HELD_PASSES_ONLY: the single pass of leaf families stays with ADMM
-    reference = solve_pass(batch, PASS, method="clarabel")
-    assert solve_pass(batch, PASS, method="small").objective == pytest.approx(
+    routes = plan(Pass(batch, tuple(PASS)))
+    # small_held_passes_only: the single pass of leaf families stays with ADMM
+    assert not routes["small_ipm"].any() and routes["admm"].all()
+    reference = solve_pass(batch, PASS, solver="clarabel")
+    assert solve_pass(batch, PASS, solver="auto").objective == pytest.approx(
         reference.objective, rel=1e-6
     )
 
 
 def test_families_are_grouped_by_size():
     batch = make_batch(25, bounds=True, n_families=8)
-    reduced = [family_batch._reduce(batch, f, PASS, []) for f in range(batch.n_families)]
-    groups = family_batch._groups(reduced)
+    reduced = [reduce(batch, f, PASS, [], shared=False) for f in range(batch.n_families)]
+    groups = small_families._groups(reduced, SETTINGS)
     assert sorted(i for g in groups for i in g) == list(range(batch.n_families))
     for group in groups:
         cells = [reduced[i].cells.size for i in group]
-        assert max(cells) <= family_batch.GROUP_SPREAD * min(cells)
-        assert sum(reduced[i].rows.size for i in group) <= family_batch.GROUP_CHILDREN
+        assert max(cells) <= SETTINGS.small_group_spread * min(cells)
+        assert sum(reduced[i].children.size for i in group) <= SETTINGS.small_group_children
 
 
 def test_large_families_and_uncovered_passes_are_not_taken():
     batch = make_batch(26, n_families=3)
-    assert not family_batch.covered(batch, [0])  # no DETAILED in the pass
+    assert not problem.covered(batch, [0])  # no DETAILED in the pass
     invariant = np.full((batch.n_children, 1), np.nan)
     invariant[0, 0] = 1.0
     with_invariant = FamilyBatch(**{**batch.__dict__, "invariant": (invariant, None, None, None)})
-    assert not family_batch.covered(with_invariant, PASS)
+    assert not problem.covered(with_invariant, PASS)
     held = ChildSum(0, np.array([0, 1]), np.array([1.0]))
-    assert not family_batch.covered(FamilyBatch(**{**batch.__dict__, "sums": (held,)}), PASS)
+    assert not problem.covered(FamilyBatch(**{**batch.__dict__, "sums": (held,)}), PASS)
     sizes = np.diff(batch.child_ptr)
     limit = int(sizes.min() * np.count_nonzero(batch.parent > 0, axis=1).min())
-    small = family_batch.small_families(batch)
+    small = small_families.small_families(batch)
     assert small.all()
-    try:
-        family_batch.SMALL_FAMILY_VARIABLES, saved = limit - 1, family_batch.SMALL_FAMILY_VARIABLES
-        assert not family_batch.small_families(batch).any()
-    finally:
-        family_batch.SMALL_FAMILY_VARIABLES = saved
+    tighter = replace(SETTINGS, small_max_variables=limit - 1)
+    assert not small_families.small_families(batch, tighter).any()
 
 
 def test_unsolved_groups_fall_back_to_admm_and_clarabel(monkeypatch):
     batch = make_batch(27, bounds=True, n_families=3)
     bands = _bands(batch)
-    expected = solve_pass(batch, PASS, bands, method="clarabel")
+    expected = solve_pass(batch, PASS, bands, solver="clarabel")
 
     def fail(*_args, **_kwargs):
         raise np.linalg.LinAlgError("made to fail")
 
-    monkeypatch.setattr(family_batch, "solve_verified", fail)
-    _x, solved = family_batch.solve_small_families(batch, PASS, bands)
+    monkeypatch.setattr(small_families, "solve_verified", fail)
+    _x, solved = small_families.solve_small_families(batch, PASS, bands)
     assert not solved.any()
-    fallback = solve_pass(batch, PASS, bands, method="small")
+    fallback = solve_pass(batch, PASS, bands, solver="auto")
     assert fallback.objective == pytest.approx(expected.objective, rel=1e-6)
 
 
@@ -140,8 +139,9 @@ def test_a_band_over_cells_the_parent_cannot_populate_is_left_to_the_general_mod
     target = np.zeros((batch.n_children, batch.queries[3].size))
     target[0, empty] = 5.0  # a DETAILED band demanding persons in a cell the parent lacks
     band = Band(3, target, np.array([0.1, 1e6]))  # family 1's band holds nothing
-    assert family_batch._reduce(batch, 0, PASS, [band]) is None
-    _x, solved = family_batch.solve_small_families(batch, PASS, [band])
+    with pytest.raises(FamilyNotSolved):
+        reduce(batch, 0, PASS, [band], shared=False)
+    _x, solved = small_families.solve_small_families(batch, PASS, [band])
     assert not solved[0] and solved[1]
 
 
@@ -189,7 +189,7 @@ def test_structural_zeros_take_no_share_of_the_coupling():
     assert x[0, 0] == 0.0
     assert x[1:, 0] == pytest.approx([4.5, 4.5])
     assert x[:, 1:] == pytest.approx(np.full((k, n - 1), 3.0))
-    assert batched_qp.TINY_WEIGHT < 1e-50
+    assert SETTINGS.tiny_weight < 1e-50
 
 
 def test_every_childs_total_band_active_is_solved_and_checked():
@@ -212,11 +212,11 @@ def test_every_childs_total_band_active_is_solved_and_checked():
     z[0, n] = 100.0  # child 0's total at its upper bound 7.1 (dual ≫ ROW_RATIO × slack)
     z[1, n + m] = 100.0  # child 1's total at its lower bound 4.9: 7.1 + 4.9 = 12 = parent total
     fixed = np.zeros((k, n), dtype=bool)
-    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
+    x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed)
     assert ok.all()  # the dependent pair is solved, not singular
     assert x.sum(axis=1) == pytest.approx([7.1, 4.9])
     z[1, n + m], z[1, n] = 0.0, 100.0  # both at upper bounds: 7.1 + 5.1 ≠ 12
-    _x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed)
+    _x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed)
     assert not ok.any()
-    x, ok = batched_qp.solve_verified(qp)
+    x, ok = interior_point.solve_verified(qp)
     assert ok.all() and x.sum(axis=1) == pytest.approx([7.1, 4.9])

@@ -1,5 +1,5 @@
 """A TOTAL-only least-squares pass under structural bounds in closed form (TDA §7.1, eq. 7.5 with
-the bounds of §5.3; SPEC §4, §6).
+the bounds of §5.3).
 
 The first pass of a non-leaf family (production: TOTAL alone) minimises Σ_c w_c (1ᵀx_c − m_c)²,
 which depends on the children's totals t_c only. Under structural zeros (cells a child cannot
@@ -20,14 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.topdown.family import FamilyBatch
-
-FIT_ITERATIONS = 1000
-"""Iterative proportional fitting sweeps at most (it stops once the totals are met to 1e-13 of the
-parent's total: an objective near 0 — noisy totals that already sum to the parent — then still
-matches cvxpy to 1e-6 relative); a family whose fit misses :data:`FIT_TOL` goes to the general QP."""
-
-FIT_TOL = 1e-9
-"""Relative tolerance on the fitted histogram's totals, parent cells and lower bounds."""
+from engine.topdown.qp.settings import SETTINGS, QPSettings
 
 
 def applies(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[object]) -> bool:
@@ -72,8 +65,8 @@ def water_fill_families(
     fam = np.repeat(np.arange(sizes.size), sizes)
     starts = child_ptr[:-1]
     feasible = ~(
-        (np.add.reduceat(lower, starts) > total * (1 + FIT_TOL) + FIT_TOL)
-        | (np.add.reduceat(upper, starts) < total * (1 - FIT_TOL))
+        (np.add.reduceat(lower, starts) > total * (1 + SETTINGS.fit_tol) + SETTINGS.fit_tol)
+        | (np.add.reduceat(upper, starts) < total * (1 - SETTINGS.fit_tol))
     )
     half = 1.0 / (2.0 * w)
     lo = np.minimum.reduceat((m - upper) / half, starts) - 1.0  # every t at its upper end
@@ -104,7 +97,11 @@ def water_fill_families(
 
 
 def _fit(
-    parent: np.ndarray, totals: np.ndarray, allowed: np.ndarray, child_ptr: np.ndarray
+    parent: np.ndarray,
+    totals: np.ndarray,
+    allowed: np.ndarray,
+    child_ptr: np.ndarray,
+    iterations: int = SETTINGS.fit_iterations,
 ) -> np.ndarray:
     """x_cj = a_c b_j on ``allowed`` cells with row sums ``totals`` and, per family, column sums
     ``parent`` ``(F, n)`` (iterative proportional fitting from the parent's shares, all families
@@ -116,7 +113,7 @@ def _fit(
     x = np.where(allowed, parent[fam], 0.0)
     stop = 1e-13 * np.maximum(1.0, parent.sum(axis=1))
     going = np.ones(sizes.size, dtype=bool)
-    for _ in range(FIT_ITERATIONS):
+    for _ in range(iterations):
         rows = x.sum(axis=1)
         row_factor = np.where(rows > 0, totals / np.where(rows > 0, rows, 1.0), 0.0)
         x *= np.where(going[fam], row_factor, 1.0)[:, None]
@@ -129,7 +126,9 @@ def _fit(
     return x
 
 
-def solve_total_pass(batch: FamilyBatch, q: int, settings=None) -> tuple[np.ndarray, np.ndarray]:
+def solve_total_pass(
+    batch: FamilyBatch, q: int, settings: QPSettings = SETTINGS
+) -> tuple[np.ndarray, np.ndarray]:
     """Every family's TOTAL pass, all families at once: (x ``(K, n_cells)``, solved ``(F,)``);
     unsolved rows are 0."""
     x = np.zeros((batch.n_children, batch.n_cells))
@@ -155,8 +154,8 @@ def solve_total_pass(batch: FamilyBatch, q: int, settings=None) -> tuple[np.ndar
         batch.noisy[q][:, 0], batch.weight[:, q], lower, upper, population, batch.child_ptr
     )
     totals = np.where(feasible[fam], totals, 0.0)
-    values = _fit(parent, totals, allowed, batch.child_ptr)
-    tol = FIT_TOL * np.maximum(1.0, population)
+    values = _fit(parent, totals, allowed, batch.child_ptr, settings.fit_iterations)
+    tol = settings.fit_tol * np.maximum(1.0, population)
     ok = feasible & (np.maximum.reduceat(np.abs(values.sum(axis=1) - totals), starts) <= tol)
     ok &= np.abs(np.add.reduceat(values, starts, axis=0) - parent).max(axis=1) <= tol
     full = np.zeros((batch.n_children, batch.n_cells))

@@ -21,52 +21,15 @@ per-family cvxpy formulation in the tests and the benchmark.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.linalg import lapack
 
-from engine.core.blas_threads import blas_libraries, single_blas_thread
 from engine.topdown.family import FamilyBatch
+from engine.topdown.qp import kkt
 from engine.topdown.qp.problem import Band
-
-MAX_DENSE_CELLS = 64
-"""Largest histogram size for which the batched dense solver is used."""
-
-POLISH_FROM = 1e-5
-"""Interior-point accuracy from which an exact active-set solve (polish) is attempted."""
-
-
-DUAL_START = 3.0
-"""The inequality duals start at this multiple of the Hessian's largest entry (at least 1). On the
-block-group families of generated 1M-person states (second pass, weights ÷ the largest) starting
-them at 3 × max|H| ≈ 11 instead of 1 cut the group solves by 9–11 % (205 RI families: 4.18 →
-3.73 ms CPU per family; 207 CT families, chosen after RI as a check: 3.80 → 3.42 ms), every family
-verified and the objectives unchanged; 0.1 × and 100 × were slower."""
-
-CELL_RATIO = 6.0
-"""The polish holds a cell at 0 where its dual exceeds this many times its slack (x ≥ 0)."""
-
-ROW_RATIO = 2.0
-"""The polish holds a band row at a bound where its dual exceeds this many times its slack.
-
-Near the central path s·z ≈ μ, so a ratio r classifies a cell as held when z > √(rμ) and as free
-when x > √(μ/r). With r = 1 (dual > slack), the polish's first guess on the 205 block-group
-families of a 1M RI run (polished from accuracy 1e-3) failed for 170 of 233 attempted families,
-all but one because cells held at 0 had a negative multiplier (small counts at x ≈ √μ); the
-active-set steps then released them. Ratios 6 (cells) and 2 (rows) were measured best of 1–10 ×
-0.5–10 on that set and on two others (a 1M CT run, a 1e5 RI run); group solves, CPU ms per
-family, one process: RI 3.24 → 2.97 (225 → 141 exact solves), CT 3.15 → 2.95, 1e5 RI 2.54 →
-2.32; every family still verified."""
-
-TINY_WEIGHT = 1e-100
-"""Barrier weights below this are flushed to 0 (no effect at the Hessian's scale)."""
-
-SPD_LAPACK_FROM = 16
-"""Smallest matrix order that :func:`spd_inverse` inverts by LAPACK potrf/potri (below it, the
-per-matrix calls cost more than ``np.linalg.inv``'s batched LU; measured crossover n ≈ 12–20)."""
+from engine.topdown.qp.settings import SETTINGS
 
 
 class QPNotConverged(RuntimeError):
@@ -194,7 +157,7 @@ def solve_family_qp(
     tol: float = 1e-8,
     accept: float = 1e-6,
     max_iter: int = 80,
-    polish_from: float = POLISH_FROM,
+    polish_from: float = SETTINGS.ipm_polish_from,
     polish_steps: int = 1,
 ) -> np.ndarray:
     """Solve the batched QP; returns x ``(K, n)``.
@@ -220,7 +183,7 @@ def solve_verified(
     *,
     tol: float = 1e-9,
     max_iter: int = 80,
-    polish_from: float = POLISH_FROM,
+    polish_from: float = SETTINGS.ipm_polish_from,
     polish_steps: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The interior point of :func:`solve_family_qp`, keeping only exact answers: (x ``(K, n)``,
@@ -274,7 +237,7 @@ def _interior_point(
         y = np.zeros((0, n))
     scale = max(1.0, float(np.abs(h).max()) if h.size else 1.0, float(np.abs(x).max()))
     s = np.where(active, np.maximum(h - _g_mul(qp, x), 1e-2 * scale), 1.0)
-    z = np.where(active, DUAL_START * max(1.0, float(np.abs(qp.H).max(initial=0.0))), 0.0)
+    z = np.where(active, SETTINGS.dual_start * max(1.0, float(np.abs(qp.H).max(initial=0.0))), 0.0)
     g_norm = 1.0 + float(np.abs(qp.g).max())
     h_norm = 1.0 + float(np.abs(h).max())
     p_norm = 1.0 + (float(np.abs(qp.parent).max()) if coupled else 0.0)
@@ -342,7 +305,7 @@ def _interior_point(
         # far from their bound, z/s became subnormal, and LAPACK on subnormal entries ran ~40×
         # slower (a 4 × 110 × 110 inverse: 19 ms instead of 0.5 ms).
         w = z / s
-        w[w < TINY_WEIGHT] = 0.0
+        w[w < SETTINGS.tiny_weight] = 0.0
         # M_c = H_c + diag(w_nonneg) + Bᵀ diag(w_hi + w_lo) B, inverted in one batched call;
         # fixed cells get an identity row and column (their step is 0).
         big_m = qp.H.copy()
@@ -355,13 +318,13 @@ def _interior_point(
         try:
             # Fixed cells take no share of the coupling step (zero rows and columns of M⁻¹); a
             # cell no child of the family may hold gets an identity row in the Schur complement.
-            m_inv = spd_inverse(big_m) * keep
+            m_inv = kkt.spd_inverse(big_m) * keep
             if coupled:
                 schur = _family_sum(qp, m_inv, n_families)
                 schur[:, diag, diag] += (
                     _family_sum(qp, (~fixed).astype(np.float64), n_families) == 0
                 )
-                schur_inv = spd_inverse(schur)
+                schur_inv = kkt.spd_inverse(schur)
             else:
                 schur_inv = None
         except np.linalg.LinAlgError:
@@ -405,55 +368,6 @@ def _warm_start(qp: FamilyQP, fixed: np.ndarray, n_families: int, even: np.ndarr
     return x if np.all(np.isfinite(x)) else even
 
 
-def _one_blas_thread() -> AbstractContextManager[None]:
-    """One BLAS thread around the per-matrix LAPACK calls, unless the caller already set it (with
-    several threads each small call pays their start-up: 4× slower on two busy cores)."""
-    if all(lib.num_threads == 1 for lib in blas_libraries().lib_controllers):
-        return nullcontext()
-    return single_blas_thread()
-
-
-def spd_inverse(a: np.ndarray) -> np.ndarray:
-    """Batched inverse of symmetric positive definite matrices ``(K, n, n)``.
-
-    Per matrix, LAPACK's Cholesky factorisation and inverse from it (``dpotrf`` + ``dpotri``,
-    Golub & Van Loan §4.2: n³ flops against LU's ≈ 2n³ in ``np.linalg.inv``), done in place on
-    one copy of the batch; ``dpotri`` fills one triangle, mirrored by one batched pass. On the
-    Newton and Schur matrices of a 1M-person run's block-group families (K = 1–18, n = 14–133)
-    this takes half the time of ``np.linalg.inv`` (``benchmarks/spd_inverse.py``). Only the lower
-    triangle of each matrix is read (the result is exactly symmetric; ``np.linalg.inv`` of an
-    input symmetric to rounding is symmetric only to rounding). A matrix that is not numerically
-    positive definite is inverted by ``np.linalg.inv`` instead (which raises
-    ``np.linalg.LinAlgError`` if it is singular); matrices of order below
-    :data:`SPD_LAPACK_FROM` all are.
-    """
-    k, n, _ = a.shape
-    if n < SPD_LAPACK_FROM or k == 0:
-        return np.linalg.inv(a)
-    out = np.array(a, dtype=np.float64, order="C", copy=True)
-    failed = []
-    potrf, potri = lapack.dpotrf, lapack.dpotri
-    with _one_blas_thread():
-        for i in range(k):
-            # out[i].T is Fortran-ordered and, out[i] being symmetric, the same matrix: LAPACK's
-            # upper triangle of it is out[i]'s lower one. clean=1 zeroes out[i]'s strict upper one.
-            block = out[i].T
-            factor, info = potrf(block, lower=0, clean=1, overwrite_a=1)
-            if info == 0:
-                factor, info = potri(factor, lower=0, overwrite_c=1)
-            if info != 0:
-                failed.append(i)
-            elif not np.may_share_memory(factor, block):
-                block[...] = factor  # f2py made a copy after all
-    diag = np.arange(n)
-    diagonal = out[:, diag, diag]
-    out += out.swapaxes(1, 2)  # lower + (zero upper) mirrored; NumPy buffers the overlap
-    out[:, diag, diag] = diagonal
-    for i in failed:
-        out[i] = np.linalg.inv(a[i])
-    return out
-
-
 def _subset_qp(qp: FamilyQP, families: np.ndarray) -> FamilyQP:
     """The problem restricted to the families flagged in ``families`` (renumbered in order)."""
     children = families[qp.family]
@@ -481,8 +395,8 @@ def polish(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Re-solve exactly on the active set found by the interior point (like OSQP's polishing).
 
-    A constraint is taken as active where its dual exceeds :data:`CELL_RATIO` (a cell's x ≥ 0) or
-    :data:`ROW_RATIO` (a band row's side) times its slack. With those constraints as
+    A constraint is taken as active where its dual exceeds :attr:`~.settings.QPSettings.cell_ratio` (a cell's x ≥ 0) or
+    :attr:`~.settings.QPSettings.row_ratio` (a band row's side) times its slack. With those constraints as
     equalities the problem is one linear KKT system per child, coupled per family through the
     parent; it is solved with the same batched elimination. Returns the polished point and, per
     family, whether it satisfies every KKT condition (feasible to 1e-9 relative; multipliers of
@@ -494,9 +408,9 @@ def polish(
     k, n = qp.g.shape
     m = qp.B.shape[-2]
     n_fam = qp.parent.shape[0] if qp.parent is not None else (int(qp.family.max()) + 1 if k else 0)
-    zero = fixed | (z[:, :n] > CELL_RATIO * s[:, :n])
-    at_hi = (z[:, n : n + m] > ROW_RATIO * s[:, n : n + m]) & np.isfinite(qp.hi)
-    at_lo = (z[:, n + m :] > ROW_RATIO * s[:, n + m :]) & ~at_hi & np.isfinite(qp.lo)
+    zero = fixed | (z[:, :n] > SETTINGS.cell_ratio * s[:, :n])
+    at_hi = (z[:, n : n + m] > SETTINGS.row_ratio * s[:, n : n + m]) & np.isfinite(qp.hi)
+    at_lo = (z[:, n + m :] > SETTINGS.row_ratio * s[:, n + m :]) & ~at_hi & np.isfinite(qp.lo)
     result = np.where(fixed, 0.0, np.maximum(x, 0.0))
     done = np.zeros(n_fam, dtype=bool)
     dual_tol = 1e-7 * (1.0 + float(np.abs(qp.g).max()))
@@ -517,25 +431,12 @@ def polish(
             break
         scale = 1.0 + max(float(np.abs(sol).max()), done_size)
         eps = 1e-9 * scale
-        bx = sub.b_mul(sol)
-        neg = ~zero & (sol < -eps)
-        released = zero & ~fixed & (grad < -dual_tol)
-        over = ~at_hi & (bx > sub.hi + eps)
-        under = ~at_lo & (bx < sub.lo - eps)
-        wrong_hi = at_hi & (nu < -dual_tol)
-        wrong_lo = at_lo & (nu > dual_tol)
         # A row left out of the solve as dependent (:func:`_dependent_rows`) must still sit on its
-        # bound; one that does not is released (the next step finds its side).
-        off = (at_hi & (np.abs(bx - sub.hi) > eps)) | (at_lo & (np.abs(bx - sub.lo) > eps))
-        bad = (
-            off.any(axis=1)
-            | neg.any(axis=1)
-            | released.any(axis=1)
-            | over.any(axis=1)
-            | under.any(axis=1)
-            | wrong_hi.any(axis=1)
-            | wrong_lo.any(axis=1)
+        # bound; one that does not is released (``off``: the next step finds its side).
+        wrong = kkt.violations(
+            sol, grad, nu, sub.b_mul(sol), zero, fixed, at_lo, at_hi, sub.lo, sub.hi, eps, dual_tol
         )
+        bad = wrong.per_child()
         n_sub = families.size
         family_ok = _family_sum(sub, bad.astype(np.float64), n_sub) == 0
         if sub.parent is not None:
@@ -547,9 +448,7 @@ def polish(
         if family_ok.all():
             break
         solved = (zero, at_hi, at_lo)
-        zero = (zero & ~released) | neg
-        at_hi = (at_hi & ~wrong_hi & ~off) | over
-        at_lo = (at_lo & ~wrong_lo & ~off) | (under & ~at_hi)
+        zero, at_lo, at_hi = kkt.step(wrong, zero, at_lo, at_hi)
         if family_ok.any():
             done_size = max(done_size, float(np.abs(sol[verified]).max(initial=0.0)))
             left = ~verified

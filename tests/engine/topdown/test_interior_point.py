@@ -1,4 +1,4 @@
-"""engine/topdown/qp/batched_qp.py's building blocks.
+"""engine/topdown/qp/interior_point.py's building blocks.
 
 The exact active-set solve (``_kkt_solve``, used by ``polish``) against one dense KKT system per
 family solved by NumPy: cells held at 0, band rows at either bound, shared and per-child rows,
@@ -14,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.topdown.qp import batched_qp
-from engine.topdown.qp.batched_qp import FamilyQP, spd_inverse
+from engine.topdown.qp import interior_point
+from engine.topdown.qp.interior_point import FamilyQP
+from engine.topdown.qp.kkt import spd_inverse
+from engine.topdown.qp.settings import SETTINGS
 
 
 def _problem(seed: int, *, per_child_rows: bool, coupled: bool = True):
@@ -116,7 +118,7 @@ def _dense(qp: FamilyQP, zero, at_hi, at_lo):
 @pytest.mark.parametrize("coupled", [True, False])
 def test_kkt_solve_matches_a_dense_kkt_system(seed, per_child_rows, coupled):
     qp, zero, at_hi, at_lo = _problem(seed, per_child_rows=per_child_rows, coupled=coupled)
-    sol, nu, grad, none_free, used_hi, used_lo = batched_qp._kkt_solve(qp, zero, at_hi, at_lo)
+    sol, nu, grad, none_free, used_hi, used_lo = interior_point._kkt_solve(qp, zero, at_hi, at_lo)
     ref_sol, ref_nu, ref_grad = _dense(qp, zero, at_hi, at_lo)
     assert sol == pytest.approx(ref_sol, abs=1e-9)
     assert np.all(sol[zero] == 0.0)
@@ -138,7 +140,7 @@ def test_kkt_solve_matches_a_dense_kkt_system(seed, per_child_rows, coupled):
 
 def test_compact_puts_each_rows_true_positions_first():
     mask = np.array([[False, True, False, True], [True, True, True, False], [False] * 4])
-    positions, valid = batched_qp._compact(mask)
+    positions, valid = interior_point._compact(mask)
     assert positions.shape == valid.shape == (3, 3)
     assert np.array_equal(valid, [[True, True, False], [True, True, True], [False] * 3])
     assert np.array_equal(positions[0, :2], [1, 3]) and not mask[0, positions[0, 2]]
@@ -151,7 +153,7 @@ def test_compact_puts_each_rows_true_positions_first():
 def test_kkt_solve_with_nothing_free():
     qp, zero, at_hi, at_lo = _problem(0, per_child_rows=False)
     zero[:] = True
-    sol, nu, grad, none_free, used_hi, used_lo = batched_qp._kkt_solve(qp, zero, at_hi, at_lo)
+    sol, nu, grad, none_free, used_hi, used_lo = interior_point._kkt_solve(qp, zero, at_hi, at_lo)
     assert np.all(sol == 0.0) and np.all(nu == 0.0) and none_free.all()
     assert not used_hi.any() and not used_lo.any()
 
@@ -172,13 +174,13 @@ def test_polish_holds_a_cell_only_where_its_dual_clearly_exceeds_its_slack():
     )
     s, z = np.ones((k, n)), np.zeros((k, n))
     fixed = np.zeros((k, n), dtype=bool)
-    z[0, 0] = 0.5 * batched_qp.CELL_RATIO  # above the slack, not clearly
-    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
+    z[0, 0] = 0.5 * SETTINGS.cell_ratio  # above the slack, not clearly
+    x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
     assert ok.all() and x == pytest.approx(np.array([[0.5, 3, 3], [0.5, 3, 3]]))
-    z[0, 0] = 2.0 * batched_qp.CELL_RATIO  # held at 0: its multiplier is negative
-    _x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
+    z[0, 0] = 2.0 * SETTINGS.cell_ratio  # held at 0: its multiplier is negative
+    _x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed, steps=1)
     assert not ok.any()
-    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=2)
+    x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed, steps=2)
     assert ok.all() and x == pytest.approx(np.array([[0.5, 3, 3], [0.5, 3, 3]]))
 
 
@@ -197,23 +199,23 @@ def test_later_active_set_steps_solve_only_the_families_not_yet_verified(monkeyp
         hi=np.zeros((k, 0)),
     )
     s, z = np.ones((k, n)), np.zeros((k, n))
-    z[2, 0] = 2.0 * batched_qp.CELL_RATIO  # family 1: cell 0 of its first child held at 0
+    z[2, 0] = 2.0 * SETTINGS.cell_ratio  # family 1: cell 0 of its first child held at 0
     fixed = np.zeros((k, n), dtype=bool)
     sizes = []
-    solve = batched_qp._kkt_solve
+    solve = interior_point._kkt_solve
 
     def counted(sub, *args):
         sizes.append(sub.g.shape[0])
         return solve(sub, *args)
 
-    monkeypatch.setattr(batched_qp, "_kkt_solve", counted)
-    x, ok = batched_qp.polish(qp, np.zeros((k, n)), s, z, fixed, steps=3)
+    monkeypatch.setattr(interior_point, "_kkt_solve", counted)
+    x, ok = interior_point.polish(qp, np.zeros((k, n)), s, z, fixed, steps=3)
     assert ok.all() and sizes == [4, 2]
     assert x == pytest.approx(target)
     for f in range(2):
-        one = batched_qp._subset_qp(qp, np.arange(2) == f)
+        one = interior_point._subset_qp(qp, np.arange(2) == f)
         rows = qp.family == f
-        x_f, ok_f = batched_qp.polish(one, np.zeros((2, n)), s[rows], z[rows], fixed[rows], 3)
+        x_f, ok_f = interior_point.polish(one, np.zeros((2, n)), s[rows], z[rows], fixed[rows], 3)
         assert ok_f.all() and np.array_equal(x_f, x[rows])
 
 
@@ -234,7 +236,7 @@ def test_spd_inverse_equals_numpy_inverse(k: int, n: int) -> None:
     assert inverse.shape == a.shape and inverse.dtype == np.float64
     assert np.abs(inverse - reference).max() <= 1e-12 * np.abs(reference).max()
     assert np.array_equal(a, before)  # the input is not overwritten
-    if n >= batched_qp.SPD_LAPACK_FROM:
+    if n >= SETTINGS.spd_lapack_from:
         assert np.array_equal(inverse, inverse.swapaxes(1, 2))  # mirrored, exactly symmetric
 
 
