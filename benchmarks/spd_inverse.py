@@ -1,6 +1,6 @@
 """Batched SPD inverses of the block-group interior point: LAPACK potrf/potri against LU.
 
-:func:`engine.topdown.qp.interior_point.spd_inverse` inverts the interior point's Newton matrices
+:func:`engine.topdown.qp.kkt.spd_inverse` inverts the interior point's Newton matrices
 M_c = H + diag(w_c) + Bᵀ W_c B (one per child) and Schur complements Σ_c M_c⁻¹ (one per family)
 by per-matrix LAPACK Cholesky (``dpotrf`` + ``dpotri``). Named baselines, timed in the same
 process: ``np.linalg.inv`` (batched LU) and the previous ``spd_inverse`` of commit bc76123
@@ -12,7 +12,7 @@ per-child diagonal and band terms), CPU µs per matrix, one BLAS thread, median 
 and the largest relative difference to ``np.linalg.inv``.
 
 Part 2 (``--families PKL``): the group solves of recorded block-group families (a pickle of lists
-of ``small_families._Small``, e.g. the 205 families of a 1M-person RI run), previous and current
+of ``engine.topdown.qp.problem.Family``, e.g. the 205 families of a 1M-person RI run), previous and current
 ``spd_inverse`` alternating in one process: CPU ms per family, families verified, and the largest
 relative objective difference between the two. ``--record PERSONS`` makes that recording first:
 it runs ``topdown-2020-production`` on a generated state (``--state``, ``--seed``; reused from
@@ -36,7 +36,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from engine.core.blas_threads import single_blas_thread
-from engine.topdown.qp import interior_point, small_families
+from engine.topdown.qp import interior_point, kkt, small_families  # noqa: E402
+from engine.topdown.qp.problem import Family, FamilyNotSolved, reduce  # noqa: E402
+from engine.topdown.qp.settings import SETTINGS  # noqa: E402
 
 GRID_K = (2, 8, 32, 128)
 GRID_N = (13, 24, 37, 48, 64, 96, 133)
@@ -105,7 +107,7 @@ def grid(repeats: int) -> None:
     methods = {
         "np.linalg.inv": np.linalg.inv,
         "previous": previous_spd_inverse,
-        "potrf/potri": interior_point.spd_inverse,
+        "potrf/potri": kkt.spd_inverse,
     }
     print("CPU µs per matrix (median of", repeats, "repeats, one BLAS thread)")
     print(f"{'K':>4} {'n':>4} " + " ".join(f"{m:>14}" for m in methods) + "  speed-up  rel.diff")
@@ -122,31 +124,31 @@ def grid(repeats: int) -> None:
                 for f in methods.values()
             ]
             ref = np.linalg.inv(a)
-            diff = np.abs(interior_point.spd_inverse(a) - ref).max() / np.abs(ref).max()
+            diff = np.abs(kkt.spd_inverse(a) - ref).max() / np.abs(ref).max()
             cells = " ".join(f"{t:14.1f}" for t in times)
             print(f"{k:4d} {n:4d} {cells}  {times[1] / times[2]:7.2f}×  {diff:.1e}")
 
 
 def _solve_groups(reduced: list) -> tuple[int, list[float]]:
     verified, objectives = 0, []
-    for group in small_families._groups(reduced):
+    for group in small_families._groups(reduced, SETTINGS):
         members = [reduced[i] for i in group]
         qp = small_families._group_problem(members)
         values, ok = interior_point.solve_verified(
             qp,
-            tol=small_families.IPM_TOLERANCE,
-            polish_from=small_families.POLISH_FROM,
-            polish_steps=small_families.POLISH_STEPS,
+            tol=SETTINGS.small_tolerance,
+            polish_from=SETTINGS.small_polish_from,
+            polish_steps=SETTINGS.small_polish_steps,
         )
         verified += int(ok.sum())
         start = 0
         for s in members:
-            xs = values[start : start + s.rows.size, : s.cells.size]
-            start += s.rows.size
+            xs = values[start : start + s.children.size, : s.cells.size]
+            start += s.children.size
             objectives.append(
                 sum(
                     0.5 * xs[c] @ s.hess[c] @ xs[c] + s.grad[c] @ xs[c] + s.constant[c]
-                    for c in range(s.rows.size)
+                    for c in range(s.children.size)
                 )
             )
     return verified, objectives
@@ -154,10 +156,10 @@ def _solve_groups(reduced: list) -> tuple[int, list[float]]:
 
 def record_block_group_families(
     persons: int, state: str, seed: int, cache: Path | None
-) -> list[list[small_families._Small]]:
+) -> list[list[Family]]:
     """Run ``topdown-2020-production`` on a generated state and return, per block-group batch,
     the small families of its held pass (the second: the rest of the queries with the TOTAL
-    band) as :func:`engine.topdown.qp.small_families._reduce` gives them to the interior point."""
+    band) as :func:`engine.topdown.qp.problem.reduce` gives them to the interior point."""
     import sys
     import tempfile
 
@@ -188,10 +190,10 @@ def record_block_group_families(
     held = []
     solve = small_families.solve_small_families
 
-    def keep(batch, pass_queries, bands):
+    def keep(batch, pass_queries, bands, settings=SETTINGS):
         if bands:
             held.append((batch, pass_queries, bands))
-        return solve(batch, pass_queries, bands)
+        return solve(batch, pass_queries, bands, settings)
 
     small_families.solve_small_families = keep
     try:
@@ -202,31 +204,35 @@ def record_block_group_families(
     recorded = []
     for batch, pass_queries, bands in held:
         zero_cells = [bound.zero_cells() for bound in batch.bounds]
-        reduced = (
-            small_families._reduce(batch, int(f), pass_queries, bands, zero_cells)
-            for f in np.flatnonzero(small_families.small_families(batch))
-        )
-        recorded.append([s for s in reduced if s is not None])
+        reduced = []
+        for f in np.flatnonzero(small_families.small_families(batch)):
+            try:
+                reduced.append(
+                    reduce(batch, int(f), pass_queries, bands, shared=False, zero_cells=zero_cells)
+                )
+            except FamilyNotSolved:
+                continue
+        recorded.append(reduced)
     return recorded
 
 
 def families(recorded: list, label: str, repeats: int) -> None:
     n_families = sum(len(r) for r in recorded)
-    current = interior_point.spd_inverse
+    current = kkt.spd_inverse
     variants = {"previous": previous_spd_inverse, "potrf/potri": current}
     times: dict[str, list[float]] = {v: [] for v in variants}
     results: dict[str, tuple[int, np.ndarray]] = {}
     try:
         for _ in range(repeats):
             for name, func in variants.items():
-                interior_point.spd_inverse = func
+                kkt.spd_inverse = func
                 start = time.process_time()
                 solved = [_solve_groups(r) for r in recorded]
                 times[name].append((time.process_time() - start) / n_families * 1e3)
                 objectives = np.array([v for _, vals in solved for v in vals])
                 results[name] = (sum(ok for ok, _ in solved), objectives)
     finally:
-        interior_point.spd_inverse = current
+        kkt.spd_inverse = current
     before, after = results["previous"][1], results["potrf/potri"][1]
     rel = np.abs(after - before) / np.maximum(1.0, np.abs(before))
     print(f"\n{n_families} recorded families ({label}), group solves, CPU ms per family:")

@@ -35,8 +35,8 @@ from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown import estimation as estimation_module  # noqa: E402
 from engine.topdown import run as run_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
-from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 from engine.topdown.qp.problem import Band  # noqa: E402
+from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 
 
 def subset_by_tracts(hist: BlockHistogram, fraction: float, seed: int = 0) -> BlockHistogram:
