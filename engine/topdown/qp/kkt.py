@@ -1,7 +1,6 @@
 """The one KKT verifier, the one active-set step and the one SPD inverse of the family solvers.
 
-Every family solver (:mod:`.interior_point`, :mod:`.family_admm`, :mod:`.projected_cg`) ends the
-same way: a guessed active set — cells held at 0, rows (structural bounds, bands of an earlier
+Both hand-written family solvers (:mod:`.family_admm`, :mod:`.projected_cg`) end the same way: a guessed active set — cells held at 0, rows (structural bounds, bands of an earlier
 pass) held at a bound — is solved exactly as an equality-constrained QP, and the solution is
 accepted only when the KKT conditions of TDA eq. 7.5 hold (Nocedal & Wright §16.4): primal
 feasibility (x ≥ 0, every row within its bounds) and dual feasibility (the multiplier of a cell at

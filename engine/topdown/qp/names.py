@@ -9,10 +9,9 @@ from __future__ import annotations
 ROUTE_NAMES: tuple[str, ...] = (
     "total",
     "total_bounds",
-    "dense_ipm",
-    "small_ipm",
     "projected_cg",
     "admm",
+    "piqp",
     "clarabel",
 )
 """Every route of the table, in order."""

@@ -14,26 +14,27 @@ other query (TDA §8.1–8.2).
 
 **The routing table** (:data:`ROUTES`, like scikit-learn's ``solver="auto"``): an ordered list of
 (name, predicate, solver). :func:`plan` — a pure function of the pass and a
-:class:`~.settings.QPSettings` — gives each route the families its predicate takes; :func:`solve_pass`
+:class:`~.settings.QPSettings` — gives each route the families it is offered; :func:`solve_pass`
 hands each route the families no earlier route solved, and every solver answers per family with
-its solution or "not mine" (``solved`` False: not verified, not covered). ``clarabel`` (the general
-model, :mod:`.general`) takes what is left. ``solver`` names one route instead of ``"auto"``: that
-route alone where it applies, ``clarabel`` for the rest. The routes (docs/topdown.md "Production
-scale" has the measurements; ``benchmarks/qp_solvers.py`` the side-by-side with well-kept solvers):
+its solution or "not mine" (``solved`` False: not verified, not covered, not solved). ``solver``
+names one route instead of ``"auto"``: that route for every family it can take, ``clarabel`` for
+the rest. docs/topdown.md "The least-squares routes" has the measurements behind each entry
+(``benchmarks/qp_solvers.py``: well-kept solvers side by side with the hand-written ones on the
+real families of RI 2010 and a generated 1M-person state):
 
-=================  ==============================================================================
-``total``          a TOTAL-only pass without bounds: closed-form water filling (:mod:`.closed_form`)
-``total_bounds``   a TOTAL-only pass under structural bounds: water filling + proportional fit
-``dense_ipm``      small schemas (≤ 64 cells), no bounds or invariants below: the batched
-                   interior point on whole histograms (:mod:`.interior_point`)
-``small_ipm``      small families (a tract's block groups) in a held pass: the batched interior
-                   point on each parent's populated cells, many families per call
-``projected_cg``   families of large children (a state's counties) or of heavy dense polishes:
-                   projected-CG active-set solves (:mod:`.projected_cg`)
-``admm``           other families with DETAILED in the pass: ADMM + exact polish (:mod:`.family_admm`)
-``clarabel``       everything else (the root, invariants below the parent, sums of siblings held)
-                   and every family another route did not verify
-=================  ==============================================================================
+================  ===============================================================================
+``total``         a TOTAL-only pass without bounds: closed-form water filling (:mod:`.closed_form`)
+``total_bounds``  a TOTAL-only pass under structural bounds: water filling + proportional fit
+``projected_cg``  families of large children (a state's counties) or of heavy dense polishes:
+                  projected-CG active-set solves (:mod:`.projected_cg`), 17× PIQP there
+``admm``          a block group's blocks (the single pass, 1.6× PIQP) and families of more than
+                  ``piqp_max_variables`` (a county's tracts, 16×): ADMM + exact polish
+                  (:mod:`.family_admm`)
+``piqp``          every other family — a tract's block groups, the tracts of RI 2010, the root,
+                  invariants and sums of siblings below the parent: the general model
+                  (:mod:`.general`) by PIQP
+``clarabel``      what PIQP does not solve: the general model by Clarabel
+================  ===============================================================================
 """
 
 from __future__ import annotations
@@ -51,9 +52,7 @@ from engine.topdown.qp import (
     general,
     problem,
     projected_cg,
-    small_families,
 )
-from engine.topdown.qp.interior_point import QPNotConverged, dense_problem, solve_family_qp
 from engine.topdown.qp.names import ROUTE_NAMES, check_solver
 from engine.topdown.qp.problem import Band
 from engine.topdown.qp.settings import SETTINGS, QPSettings
@@ -100,18 +99,18 @@ Solver = Callable[[Pass, QPSettings], Solved]
 
 @dataclass(frozen=True)
 class Route:
+    """One entry of the table: ``takes`` says which families the route can solve; ``prefers``
+    which of those ``auto`` gives it (the measured choice; a named ``--solver`` ignores it)."""
+
     name: str
     takes: Predicate
     solve: Solver
+    prefers: Predicate | None = None
 
 
 # ---------------------------------------------------------------- predicates (pure)
 def _everyone(p: Pass, value: bool = True) -> np.ndarray:
     return np.full(p.batch.n_families, value, dtype=bool)
-
-
-def _child_invariants(batch: FamilyBatch) -> bool:
-    return bool(batch.sums) or any(t is not None and np.isfinite(t).any() for t in batch.invariant)
 
 
 def _total_only(p: Pass, s: QPSettings) -> np.ndarray:
@@ -122,7 +121,8 @@ def _total_only(p: Pass, s: QPSettings) -> np.ndarray:
         and len(p.queries) == 1
         and b.queries[p.queries[0]].size == 1
         and not p.bands
-        and not _child_invariants(b)
+        and not b.sums
+        and not any(t is not None and np.isfinite(t).any() for t in b.invariant)
         and not b.has_bounds
         and bool(np.all(b.weight[:, p.queries[0]] > 0))
     )
@@ -133,54 +133,57 @@ def _total_bounds(p: Pass, s: QPSettings) -> np.ndarray:
     return _everyone(p, closed_form.applies(p.batch, p.queries, p.bands))
 
 
-def _dense(p: Pass, s: QPSettings) -> np.ndarray:
-    """Small schemas, no bounds or invariants below the parent, parents of few persons a cell."""
-    b = p.batch
-    ok = (
-        b.n_cells <= s.dense_max_cells
-        and not _child_invariants(b)
-        and not b.has_bounds
-        and b.parent is not None
-        and float(np.abs(b.parent).max(initial=0.0)) <= s.dense_max_count
-    )
-    return _everyone(p, ok)
-
-
-def _family_route(p: Pass, s: QPSettings) -> np.ndarray:
-    """What the family solvers need: a parent, no invariants or held sums below it, DETAILED
-    measured for every child in the pass (H positive definite)."""
+def _covered(p: Pass, s: QPSettings) -> np.ndarray:
+    """What the family solvers need (:func:`~.problem.covered`): a parent, no invariants or held
+    sums below it, DETAILED measured for every child in the pass."""
     return _everyone(p, problem.covered(p.batch, p.queries))
 
 
-def _large(p: Pass, s: QPSettings) -> np.ndarray:
+def _sizes(p: Pass) -> tuple[np.ndarray, np.ndarray]:
+    """(children, populated parent cells) per family."""
     b = p.batch
-    sizes = np.diff(b.child_ptr)
-    return b.parent.sum(axis=1) / np.maximum(sizes, 1) > s.large_persons_per_child
+    cells = np.count_nonzero(b.parent > 0, axis=1).astype(np.float64)
+    return np.diff(b.child_ptr).astype(np.float64), cells
+
+
+def _large(p: Pass, s: QPSettings) -> np.ndarray:
+    """Children of more than ``large_persons_per_child`` persons on average (a state's counties)."""
+    b = p.batch
+    return b.parent.sum(axis=1) / np.maximum(np.diff(b.child_ptr), 1) > s.large_persons_per_child
 
 
 def _heavy(p: Pass, s: QPSettings) -> np.ndarray:
-    b = p.batch
-    sizes = np.diff(b.child_ptr).astype(np.float64)
-    cells = np.count_nonzero(b.parent > 0, axis=1).astype(np.float64)
-    return sizes * cells**3 > s.heavy_polish_work
+    """A dense polish of more than ``heavy_polish_work`` (children × populated cells³)."""
+    children, cells = _sizes(p)
+    return children * cells**3 > s.heavy_polish_work
 
 
-def _small(p: Pass, s: QPSettings) -> np.ndarray:
-    if not _family_route(p, s).any() or (s.small_held_passes_only and not p.bands):
+def _big(p: Pass, s: QPSettings) -> np.ndarray:
+    """More than ``piqp_max_variables`` children × populated cells (a county's tracts)."""
+    if p.batch.parent is None:
         return _everyone(p, False)
-    return small_families.small_families(p.batch, s)
+    children, cells = _sizes(p)
+    return children * cells > s.piqp_max_variables
 
 
 def _cg(p: Pass, s: QPSettings) -> np.ndarray:
-    if not _family_route(p, s).any():
-        return _everyone(p, False)
-    return _large(p, s) | _heavy(p, s)
+    return (
+        _covered(p, s) & (_large(p, s) | _heavy(p, s))
+        if p.batch.parent is not None
+        else _everyone(p, False)
+    )
 
 
 def _admm(p: Pass, s: QPSettings) -> np.ndarray:
-    if not _family_route(p, s).any():
-        return _everyone(p, False)
-    return ~_large(p, s)
+    return _covered(p, s) & ~_large(p, s) if p.batch.parent is not None else _everyone(p, False)
+
+
+def _admm_prefers(p: Pass, s: QPSettings) -> np.ndarray:
+    """The single pass of a block group's blocks (no earlier pass held: ADMM 1.6× PIQP on the
+    blocks of RI 2010 and of a generated 1M-person state) and families above
+    ``piqp_max_variables`` (a county's tracts: 16×). In a held pass the TOTAL rows of every child
+    repeat the coupling and ADMM's polish slows down: PIQP is 3–13× faster there."""
+    return _big(p, s) | (not p.bands)
 
 
 # ---------------------------------------------------------------- solvers
@@ -190,26 +193,6 @@ def _solve_total(p: Pass, s: QPSettings) -> Solved:
 
 def _solve_total_bounds(p: Pass, s: QPSettings) -> Solved:
     x, solved = closed_form.solve_total_pass(p.batch, p.queries[0], s)
-    return Solved(x, solved)
-
-
-def _solve_dense(p: Pass, s: QPSettings) -> Solved:
-    b = p.batch
-    x = np.zeros((b.n_children, b.n_cells))
-    solved = _everyone(p, False)
-    for families in _family_groups(b, s.dense_group_children):
-        group = p.subset(families)
-        try:
-            problem = dense_problem(group.batch, group.queries, group.bands)
-            x[_child_rows(b, families)] = solve_family_qp(problem, tol=1e-8, accept=1e-8)
-        except (QPNotConverged, np.linalg.LinAlgError):
-            continue
-        solved[families] = True
-    return Solved(x, solved)
-
-
-def _solve_small(p: Pass, s: QPSettings) -> Solved:
-    x, solved = small_families.solve_small_families(p.batch, p.queries, p.bands, s)
     return Solved(x, solved)
 
 
@@ -224,18 +207,25 @@ def _solve_admm(p: Pass, s: QPSettings) -> Solved:
     return Solved(x, solved)
 
 
-def _solve_general(p: Pass, s: QPSettings) -> Solved:
+def _solve_piqp(p: Pass, s: QPSettings) -> Solved:
+    model = general.build(p.batch, p.queries, p.bands)
+    raw = general.solve_piqp(model, s)
+    if raw is None:
+        return Solved(np.zeros((p.batch.n_children, p.batch.n_cells)), _everyone(p, False))
+    return Solved(model.to_x(raw), _everyone(p))
+
+
+def _solve_clarabel(p: Pass, s: QPSettings) -> Solved:
     return Solved(general.solve(p.batch, p.queries, p.bands, s), _everyone(p))
 
 
 ROUTES: tuple[Route, ...] = (
     Route("total", _total_only, _solve_total),
     Route("total_bounds", _total_bounds, _solve_total_bounds),
-    Route("dense_ipm", _dense, _solve_dense),
-    Route("small_ipm", _small, _solve_small),
     Route("projected_cg", _cg, _solve_cg),
-    Route("admm", _admm, _solve_admm),
-    Route("clarabel", lambda p, s: _everyone(p), _solve_general),
+    Route("admm", _admm, _solve_admm, _admm_prefers),
+    Route("piqp", lambda p, s: _everyone(p), _solve_piqp),
+    Route("clarabel", lambda p, s: _everyone(p), _solve_clarabel),
 )
 """The routing table, in order (see the module doc)."""
 
@@ -244,14 +234,20 @@ if tuple(r.name for r in ROUTES) != ROUTE_NAMES:  # the CLI's choices come from 
 
 
 def plan(p: Pass, settings: QPSettings = SETTINGS, solver: str = "auto") -> dict[str, np.ndarray]:
-    """Per route name, in table order, the families ``(F,)`` bool its predicate takes — with
-    ``solver`` one route name, that route and ``clarabel`` only. Pure: solves nothing."""
+    """Per route name, in table order, the families ``(F,)`` bool it is offered: with ``auto``
+    those its predicate takes and prefers; with one route named, that route (every family it
+    can take) and ``clarabel`` for the rest. Pure: solves nothing."""
     check_solver(solver)
-    return {
-        r.name: r.takes(p, settings)
-        for r in ROUTES
-        if solver in ("auto", r.name) or r.name == "clarabel"
-    }
+    out = {}
+    for r in ROUTES:
+        if solver == "auto":
+            mask = r.takes(p, settings)
+            if r.prefers is not None:
+                mask = mask & r.prefers(p, settings)
+            out[r.name] = mask
+        elif r.name in (solver, "clarabel"):
+            out[r.name] = r.takes(p, settings)
+    return out
 
 
 def solve_pass(
@@ -377,21 +373,6 @@ def count_routes(counts: Mapping[str, int], into: MutableMapping[str, int]) -> N
     """Add ``counts`` (families per route) into ``into``."""
     for name, n in counts.items():
         into[name] = into.get(name, 0) + int(n)
-
-
-def _family_groups(batch: FamilyBatch, max_children: int) -> list[np.ndarray]:
-    """Consecutive families in groups of at most ``max_children`` children (at least one family)."""
-    groups: list[np.ndarray] = []
-    start, count = 0, 0
-    sizes = np.diff(batch.child_ptr)
-    for f, size in enumerate(sizes):
-        if count and count + size > max_children:
-            groups.append(np.arange(start, f))
-            start, count = f, 0
-        count += int(size)
-    if start < sizes.size:
-        groups.append(np.arange(start, sizes.size))
-    return groups
 
 
 def _child_rows(batch: FamilyBatch, families: np.ndarray) -> np.ndarray:

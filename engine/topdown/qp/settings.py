@@ -19,18 +19,10 @@ class QPSettings:
     """Added to the solved slack τ̂ when an earlier pass is held (slack + 0.1)."""
 
     # ---- routing thresholds (:mod:`.route`)
-    dense_max_cells: int = 64
-    """Schemas of at most this many cells use the batched interior point on whole histograms."""
-    dense_max_count: float = 20_000.0
-    """… for parents of at most this many persons in a cell (larger: the general model)."""
-    dense_group_children: int = 400
-    """Children per interior-point call on whole histograms (the worst family sets the count)."""
-    small_max_variables: int = 1_000
-    """A small family: children × populated parent cells at most this (a tract's block groups)."""
-    small_max_children: int = 8
-    """… with at most this many children (a Newton matrix per child per iteration)."""
-    small_held_passes_only: bool = True
-    """Small families go to the interior point only in passes that hold an earlier pass."""
+    piqp_max_variables: float = 3_000.0
+    """Families of more children × populated cells than this go to ADMM even in a held pass (a
+    county's tracts: 3,400–33,000 at 1M persons, where ADMM + polish was 5–50× faster than PIQP
+    one family at a time; the block families of a generated 1M-person state stay below it)."""
     large_persons_per_child: float = 50_000.0
     """Families whose children average more persons than this (a state's counties) go to
     projected CG first (ADMM needed hundreds of iterations there)."""
@@ -41,26 +33,11 @@ class QPSettings:
     """Above this children × populated cells², projected CG gets its first polish only."""
     faer_min_variables: int = 10_000
     """Clarabel uses its supernodal faer factorisation (one thread) from this many variables."""
+    piqp_eps_abs: float = 1e-9
+    piqp_eps_rel: float = 1e-10
+    """PIQP's tolerances on the general model (objectives within 1e-9 of a tight Clarabel solve
+    on the recorded families, ``benchmarks/qp_solvers.py``)."""
 
-    # ---- the batched interior point (:mod:`.interior_point`)
-    ipm_polish_from: float = 1e-5
-    """Interior-point accuracy from which whole-histogram groups are polished."""
-    small_polish_from: float = 1e-3
-    """… and groups of small families (each iterate, with :attr:`small_polish_steps`)."""
-    small_polish_steps: int = 3
-    small_tolerance: float = 1e-9
-    """Small families: relative gap and feasibility the interior point stops at."""
-    small_group_children: int = 128
-    small_group_spread: float = 1.25
-    """A group's largest family has at most this many times its smallest one's cells."""
-    dual_start: float = 3.0
-    """The inequality duals start at this multiple of the Hessian's largest entry."""
-    cell_ratio: float = 6.0
-    """The polish holds a cell at 0 where its dual exceeds this many times its slack."""
-    row_ratio: float = 2.0
-    """… and a row at a bound where its dual exceeds this many times its slack."""
-    tiny_weight: float = 1e-100
-    """Barrier weights below this are flushed to 0."""
     spd_lapack_from: int = 16
     """Smallest order :func:`~.kkt.spd_inverse` inverts by LAPACK potrf/potri (below: LU)."""
 

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.qp.interior_point import FamilyQP, solve_family_qp
 from engine.topdown.qp.problem import Band
 from engine.topdown.qp.route import multipass_least_squares, solve_pass
 from engine.topdown.rounding import round_batch
@@ -41,7 +40,7 @@ def hand_batch() -> FamilyBatch:
     )
 
 
-@pytest.mark.parametrize("method", ["auto", "dense_ipm", "clarabel"])
+@pytest.mark.parametrize("method", ["auto", "piqp", "clarabel"])
 def test_hand_checked_two_pass_least_squares(method):
     batch = hand_batch()
     first = solve_pass(batch, [0], solver=method)
@@ -179,14 +178,3 @@ def test_rounding_is_integral_consistent_and_matches_a_cvxpy_milp():
         problem.solve(solver=cp.HIGHS)
         ours = np.abs(rounded[lo:hi].sum(1) - x[lo:hi].sum(1)).sum()
         assert ours <= problem.value + 1e-6
-
-
-def test_batched_solver_without_parent_and_with_fixed_cells():
-    rng = np.random.default_rng(0)
-    h = np.tile(np.eye(3), (2, 1, 1)) * 2.0
-    g = -2.0 * rng.normal(2, 3, (2, 3))
-    qp = FamilyQP(
-        h, g, np.array([0, 1]), None, np.zeros((0, 3)), np.zeros((2, 0)), np.zeros((2, 0))
-    )
-    x = solve_family_qp(qp)
-    assert x == pytest.approx(np.maximum(-g / 2.0, 0.0), abs=1e-6)

@@ -120,7 +120,7 @@ def test_large_families_are_dispatched_here_and_match_clarabel(monkeypatch):
         calls.append(f)
         return original(batch, f, pass_queries, bands, **options)
 
-    large = replace(SETTINGS, large_persons_per_child=0.0, small_max_children=0)  # all "large"
+    large = replace(SETTINGS, large_persons_per_child=0.0)  # all "large"
     monkeypatch.setattr(projected_cg, "solve_family", counting)
     auto = solve_pass(batch, PASS, bands, settings=large)
     assert sorted(calls) == list(range(batch.n_families))
@@ -136,7 +136,6 @@ def test_unverified_polish_falls_back_to_clarabel(monkeypatch):
         large_persons_per_child=0.0,
         cg_active_set_steps=0,
         cg_max_admm_iterations=100,
-        small_max_children=0,
     )
     with pytest.raises(FamilyNotSolved):
         projected_cg.solve_family(batch, 0, PASS, [], s=failing)
@@ -145,7 +144,7 @@ def test_unverified_polish_falls_back_to_clarabel(monkeypatch):
     assert not solved.any()
     routes: dict[str, int] = {}
     fallback = solve_pass(batch, PASS, settings=failing, routes=routes)
-    assert routes == {"clarabel": batch.n_families}
+    assert routes == {"piqp": batch.n_families}  # the general model
     assert fallback.objective == pytest.approx(expected.objective, rel=1e-8)
 
 
@@ -210,7 +209,7 @@ def test_heavy_polish_families_take_the_first_polish_then_family_admm(monkeypatc
     bands = _bands(batch)
     reference = solve_pass(batch, PASS, bands, solver="clarabel")
     assert not plan(Pass(batch, tuple(PASS), tuple(bands)))["projected_cg"].any()  # not heavy
-    heavy_settings = replace(SETTINGS, heavy_polish_work=0.0, small_max_children=0)
+    heavy_settings = replace(SETTINGS, heavy_polish_work=0.0, piqp_max_variables=0.0)
     assert plan(Pass(batch, tuple(PASS), tuple(bands)), heavy_settings)["projected_cg"].all()
     first: list[int] = []
     admm: list[int] = []
