@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.core.errors import ValidationError
-from engine.topdown.qp.names import SOLVER_CHOICES
+from engine.topdown.qp.settings import SOLVER_CHOICES
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 SPEC_VERSION = 1

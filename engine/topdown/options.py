@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from engine.core.errors import PHExploreError, ValidationError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
-from engine.topdown.qp.names import check_solver
+from engine.topdown.qp.settings import check_solver
 
 Progress = Callable[[str, float], None]
 
@@ -52,7 +52,7 @@ class TopDownOptions:
     (:mod:`engine.topdown.constraints`; TDA §5.3)."""
     solver: str = "auto"
     """The least-squares route (:mod:`engine.topdown.qp.route`): ``auto`` (the routing table
-    decides per family) or one of :data:`engine.topdown.qp.names.ROUTE_NAMES` (that route where it
+    decides per family) or one of :data:`engine.topdown.qp.settings.ROUTE_NAMES` (that route where it
     applies, ``clarabel`` — the general model — for every other family). Every route solves the
     same problem to the same optimum (within solver tolerance); recorded in ``metrics.json``
     ``diagnostics.routes``."""

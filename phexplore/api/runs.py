@@ -24,7 +24,7 @@ from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import EPL_BOOT as RUN_EPL_BOOT
 from engine.runs.topdown import bootstrap_rng as bootstrap_rng
-from engine.topdown.qp.names import ROUTE_NAMES
+from engine.topdown.qp.settings import ROUTE_NAMES
 from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
 

@@ -26,7 +26,7 @@ from engine.runs.schema_note import note_lines
 from engine.runs.table_files import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.table_files import FORMATS
 from engine.runs.writers import ESTIMATE_CHOICES
-from engine.topdown.qp.names import SOLVER_CHOICES
+from engine.topdown.qp.settings import SOLVER_CHOICES
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (

@@ -1,16 +1,12 @@
-"""A TOTAL-only least-squares pass under structural bounds in closed form (TDA §7.1, eq. 7.5 with
-the bounds of §5.3).
+"""A TOTAL-only least-squares pass in closed form (TDA §7.1, eq. 7.5, with the bounds of §5.3).
 
 The first pass of a non-leaf family (production: TOTAL alone) minimises Σ_c w_c (1ᵀx_c − m_c)²,
-which depends on the children's totals t_c only. Under structural zeros (cells a child cannot
-hold) and group-quarters lower bounds (Σ_{j ∈ g} x_cj ≥ L_cg), each total lies in [L_c, U_c] with
-L_c = Σ_g L_cg and U_c = the parent's persons in the cells the child may hold. The relaxation
-min Σ_c w_c (t_c − m_c)² s.t. Σ_c t_c = P, L_c ≤ t_c ≤ U_c has a closed form (water filling:
-t_c = clip(m_c − λ/(2w_c), L_c, U_c), λ by bisection, then exactly on the final partition); its
-optimum bounds the pass from below. A histogram with those totals is sought by iterative
-proportional fitting of the parent over the cells each child may hold (x_cj = a_c b_j); if it meets
-every constraint (totals, the parent, x ≥ 0, the lower bounds) to 1e-9, it attains the bound and
-the pass is solved exactly. Families where it does not are left to the general QP.
+which depends on the children's totals t_c only, each in [L_c, U_c] (L_c: the child's GQ lower
+bounds summed; U_c: the parent's persons in the cells it may hold). Water filling gives the
+totals (t_c = clip(m_c − λ/(2w_c), L_c, U_c), λ by bisection, then exactly on the final
+partition), a lower bound of the pass; iterative proportional fitting of the parent over the
+cells each child may hold (x_cj = a_c b_j) attains it when it meets every constraint to 1e-9
+(checked; without bounds, x_c = t_c · x̂_γ / P after one sweep). Other families: not mine.
 """
 
 from __future__ import annotations
@@ -24,10 +20,9 @@ from engine.topdown.qp.settings import SETTINGS, QPSettings
 
 
 def applies(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[object]) -> bool:
-    """A TOTAL-only pass with a parent and structural bounds, no bands, no invariants below."""
+    """A TOTAL-only pass of every child measured, with a parent, no bands, no invariants below."""
     return (
         batch.parent is not None
-        and batch.has_bounds
         and len(pass_queries) == 1
         and batch.queries[pass_queries[0]].size == 1
         and not bands
@@ -35,16 +30,6 @@ def applies(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[obj
         and not any(t is not None and np.isfinite(t).any() for t in batch.invariant)
         and bool(np.all(batch.weight[:, pass_queries[0]] > 0))
     )
-
-
-def water_fill_boxed(
-    m: np.ndarray, w: np.ndarray, lower: np.ndarray, upper: np.ndarray, total: float
-) -> np.ndarray | None:
-    """argmin Σ w (t − m)² s.t. Σ t = ``total``, lower ≤ t ≤ upper; ``None`` if infeasible."""
-    t, feasible = water_fill_families(
-        m, w, lower, upper, np.array([float(total)]), np.array([0, m.size])
-    )
-    return t if feasible[0] else None
 
 
 def water_fill_families(
@@ -55,7 +40,8 @@ def water_fill_families(
     total: np.ndarray,
     child_ptr: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`water_fill_boxed` for every family at once (children of family f are rows
+    """argmin Σ w (t − m)² s.t. Σ t = ``total``, lower ≤ t ≤ upper for every family at once
+    (children of family f are rows
     ``child_ptr[f]:child_ptr[f+1]``; every family has a child): (t ``(K,)``, feasible ``(F,)``).
 
     Bisection on each family's multiplier λ, vectorised over families (a family stops when its
@@ -167,33 +153,3 @@ def solve_total_pass(
     rows = ok[fam]
     x[rows] = full[rows]
     return x, ok
-
-
-def water_fill_totals(batch: FamilyBatch, q: int) -> np.ndarray:
-    """Closed form of a TOTAL-only pass: min Σ_c w_c (t_c − m_c)² s.t. Σ_c t_c = P, t ≥ 0.
-
-    KKT: t_c = max(0, m_c − λ/(2 w_c)) with λ chosen so the totals sum to the parent's P (found by
-    vectorised bisection on the monotone sum, then solved exactly on the final support). Any x_c ≥ 0
-    with 1ᵀx_c = t_c and Σ_c x_c = x̂_γ is optimal; we take x_c = t_c · x̂_γ / P.
-    """
-    w = batch.weight[:, q]
-    m = batch.noisy[q][:, 0]
-    fam = batch.child_family
-    total = batch.parent.sum(axis=1).astype(np.float64)
-    starts = batch.child_ptr[:-1]
-    lo = np.minimum.reduceat(2.0 * w * (m - total[fam]), starts) - 1.0  # Σ t ≥ P
-    hi = np.maximum.reduceat(2.0 * w * m, starts) + 1.0  # Σ t = 0 ≤ P
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        sums = np.add.reduceat(np.maximum(0.0, m - mid[fam] / (2.0 * w)), starts)
-        above = sums > total
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
-    lam = 0.5 * (lo + hi)
-    support = (m - lam[fam] / (2.0 * w)) > 0
-    num = np.add.reduceat(np.where(support, m, 0.0), starts) - total
-    den = np.add.reduceat(np.where(support, 1.0 / (2.0 * w), 0.0), starts)
-    lam = np.where(den > 0, num / np.where(den > 0, den, 1.0), lam)
-    t = np.maximum(0.0, m - lam[fam] / (2.0 * w))
-    share = t / np.where(total[fam] > 0, total[fam], 1.0)
-    return share[:, None] * batch.parent[fam]

@@ -1,22 +1,14 @@
 """Family least squares by ADMM with one shared factorisation, then the exact polish (TDA eq. 7.5).
 
-Every child of a family has the same query matrices and, per level, the same weights, so on the
-cells the parent populates the Hessian is one matrix H = 2 Σ_q w_q A_qᵀA_q, and the children are
-coupled only through the parent (Σ_c x_c = x̂_γ, cell by cell):
-
-1. **ADMM** (the OSQP splitting, Stellato et al. 2020, Algorithm 1) on the children's quadratics
-   subject to the per-cell set {z_c ≥ 0 (= 0 on structural zeros), Σ_c z_c = x̂_γ} and per-child
-   boxes lower ≤ C x_c ≤ upper. Its x-update is one linear system with the SAME matrix
-   H + σI + ρI + ρ_r CᵀC for every child, factorised once per family; its z-update is the
-   Euclidean projection of every cell's column of children (:func:`~.problem.project_cells`).
-2. **Polish**: the iterate's zero pattern and active rows guess the active set; the
-   equality-constrained KKT system on it is solved exactly — per-child inverses of H on the
-   child's free cells, then one Schur complement over the parent's cells and the active rows —
-   and verified by :func:`~.kkt.violations`, corrected by :func:`~.kkt.step`. A family that does
-   not verify after the last polish is "not mine" (the next route takes it).
-
-docs/topdown.md "Family solvers at production scale" has the measurements behind the settings.
-"""
+The children of a family share one Hessian H = 2 Σ_q w_q A_qᵀA_q on the parent's populated cells
+and are coupled only through the parent. **ADMM** (the OSQP splitting, Stellato et al. 2020,
+Algorithm 1): its x-update is one system with the SAME matrix H + σI + ρI + ρ_r CᵀC for every
+child (factorised once per family), its z-update the projection of every cell's column of
+children onto {z ≥ 0, Σ_c z_c = x̂_γ} (:func:`~.problem.project_cells`). **Polish**: the iterate's
+zero pattern and active rows guess the active set; the KKT system on it is solved exactly
+(per-child inverses of H on the free cells, one Schur complement over the parent's cells and the
+active rows), verified by :func:`~.kkt.violations` and corrected by :func:`~.kkt.step`. A family
+not verified after the last polish is "not mine". Measurements: docs/topdown.md."""
 
 from __future__ import annotations
 
@@ -271,7 +263,6 @@ def _polish(
     """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
     verified solution or ``None``."""
     k, n = fam.grad.shape
-    c = fam.rows
     zero_set = fam.zero | (state.zc <= 0.0)
     at_lower = (state.zr <= fam.lower) & (state.yr < 0) & np.isfinite(fam.lower)
     at_upper = (state.zr >= fam.upper) & (state.yr > 0) & np.isfinite(fam.upper)
@@ -292,7 +283,6 @@ def _polish(
         seen.add(key)
         at_lower, at_upper = independent_rows(fam, zero_set, at_lower, at_upper)
         x, nu, lam, _mu = _polish_once(fam, zero_set, at_lower, at_upper, cache)
-        cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
         if np.abs(x.sum(axis=0) - fam.parent).max(initial=0.0) > p_tol:
             # The Schur system was singular: the active rows and the coupling are dependent
             # (e.g. every child's TOTAL band active fixes Σ_c totals, which the parent fixes
@@ -313,20 +303,8 @@ def _polish(
             child, row = np.unravel_index(int(np.argmin(strength)), strength.shape)
             at_lower[child, row] = at_upper[child, row] = False
             continue
-        wrong = kkt.violations(
-            x,
-            nu,
-            lam,
-            cx,
-            zero_set,
-            fam.zero,
-            at_lower,
-            at_upper,
-            fam.lower,
-            fam.upper,
-            p_tol,
-            d_tol,
-        )
+        active = (zero_set, at_lower, at_upper)
+        wrong = kkt.violations(fam, x, nu, lam, active, p_tol, d_tol)
         if not wrong.per_child().any():
             return np.maximum(x, 0.0)
         zero_set, at_lower, at_upper = kkt.step(wrong, zero_set, at_lower, at_upper)

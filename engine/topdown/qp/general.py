@@ -68,25 +68,16 @@ class _Rows:
 
     def matrices(self) -> tuple[sp.csc_matrix, np.ndarray, int]:
         """(A, b, number of equality rows): the equality rows, then the inequality rows."""
-        rows, cols, vals, rhs = [], [], [], []
-        offset = 0
-        n_eq = 0
-        for eq in (True, False):
-            for row, col, val, target in self.parts[eq]:
-                rows.append(row + offset)
-                cols.append(col)
-                vals.append(val)
-                rhs.append(target)
-                offset += target.size
-            if eq:
-                n_eq = offset
-        if not rows:
+        parts = self.parts[True] + self.parts[False]
+        offsets = np.cumsum([0, *(part[3].size for part in parts)])
+        n_eq = int(offsets[len(self.parts[True])])
+        if not parts:
             return sp.csc_matrix((0, self.n_vars)), np.zeros(0), 0
-        a = sp.csc_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-            shape=(offset, self.n_vars),
-        )
-        return a, np.concatenate(rhs), n_eq
+        rows = np.concatenate([part[0] + o for part, o in zip(parts, offsets, strict=False)])
+        vals = np.concatenate([part[2] for part in parts])
+        cols = np.concatenate([part[1] for part in parts])
+        a = sp.csc_matrix((vals, (rows, cols)), shape=(int(offsets[-1]), self.n_vars))
+        return a, np.concatenate([part[3] for part in parts]), n_eq
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,10 @@
 """The one KKT verifier, the one active-set step and the one SPD inverse of the family solvers.
 
-Both hand-written family solvers (:mod:`.family_admm`, :mod:`.projected_cg`) end the same way: a guessed active set — cells held at 0, rows (structural bounds, bands of an earlier
-pass) held at a bound — is solved exactly as an equality-constrained QP, and the solution is
-accepted only when the KKT conditions of TDA eq. 7.5 hold (Nocedal & Wright §16.4): primal
-feasibility (x ≥ 0, every row within its bounds) and dual feasibility (the multiplier of a cell at
-0 and of a row at a bound has the right sign). :func:`violations` is that test, for all children
-of a batch at once; :func:`step` is the primal–dual active-set correction (Hintermüller, Ito &
-Kunisch 2002): cells below 0 join the zero set, zero cells with a negative multiplier leave it,
-rows likewise. :func:`spd_inverse` inverts the symmetric positive definite matrices they factor.
-"""
+The hand-written family solvers (:mod:`.family_admm`, :mod:`.projected_cg`) end alike: a guessed
+active set (cells at 0, rows at a bound) is solved exactly as an equality-constrained QP and
+accepted only when the KKT conditions of TDA eq. 7.5 hold (Nocedal & Wright §16.4) —
+:func:`violations`; :func:`step` is the primal–dual active-set correction (Hintermüller, Ito &
+Kunisch 2002); :func:`spd_inverse` inverts the symmetric positive definite matrices they factor."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from engine.core.blas_threads import blas_libraries, single_blas_thread
+from engine.topdown.qp.problem import Family
 from engine.topdown.qp.settings import SETTINGS
 
 
@@ -42,31 +39,27 @@ class Violations:
 
 
 def violations(
+    fam: Family,
     x: np.ndarray,
     grad: np.ndarray,
     nu: np.ndarray,
-    bx: np.ndarray,
-    zero: np.ndarray,
-    structural: np.ndarray,
-    at_lo: np.ndarray,
-    at_hi: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
+    active: tuple[np.ndarray, np.ndarray, np.ndarray],
     p_tol: float,
     d_tol: float,
 ) -> Violations:
-    """The KKT test of a solution of the equality-constrained QP on a guessed active set.
-
-    ``x`` ``(K, n)``; ``grad`` the full gradient ∇f + coupling multipliers + Bᵀν (the multipliers of
-    the cells at 0); ``nu`` ``(K, m)`` the row multipliers; ``bx`` = B x; ``zero`` the cells held at
-    0, ``structural`` those that must be (never released); ``at_lo``/``at_hi`` the rows held at a
-    bound; ``p_tol``/``d_tol`` the primal and dual tolerances. A row whose two bounds are equal may
-    take a multiplier of either sign.
+    """The KKT test of a solution ``x`` ``(K, n)`` of family ``fam``'s equality-constrained QP on
+    the guessed active set ``active`` = (cells held at 0, rows at their lower, at their upper
+    bound). ``grad``: the full gradient ∇f + coupling + Cᵀν (the multipliers of the cells at 0);
+    ``nu`` ``(K, m)``: the row multipliers; ``p_tol``/``d_tol``: primal and dual tolerances. A
+    structural zero is never released; a row with equal bounds takes a multiplier of either sign.
     """
+    zero, at_lo, at_hi = active
+    lo, hi = fam.lower, fam.upper
+    bx = x @ fam.rows.T
     equal = lo == hi
     return Violations(
         negative=~zero & (x < -p_tol),
-        released=zero & ~structural & (grad < -d_tol),
+        released=zero & ~fam.zero & (grad < -d_tol),
         over=~at_hi & (bx > hi + p_tol),
         under=~at_lo & (bx < lo - p_tol),
         wrong_hi=at_hi & ~equal & (nu < -d_tol),

@@ -34,11 +34,9 @@ class FamilyNotSolved(RuntimeError):
 
 @dataclass(frozen=True)
 class Family:
-    """One family's pass on the ``n`` cells its parent populates (weights ÷ the largest).
-
-    ``hess`` is ``(n, n)`` when the children share their weights, else ``(k, n, n)``; ``rows``
-    ``(m, n)`` are shared by the children, the first ``n_bound_rows`` from structural bounds
-    (a bound's upper 0 is held by ``zero`` and written +inf), the rest from bands."""
+    """One family's pass on the ``n`` cells its parent populates (weights ÷ the largest): one
+    Hessian ``(n, n)`` for all children; ``rows`` ``(m, n)`` shared by the children — structural
+    bounds (a bound's upper 0 is held by ``zero`` and written +inf), then bands."""
 
     hess: np.ndarray
     grad: np.ndarray  # (k, n)
@@ -49,8 +47,6 @@ class Family:
     upper: np.ndarray  # (k, m)
     cells: np.ndarray  # (n,) schema cells
     children: np.ndarray  # (k,) child rows of the batch
-    n_bound_rows: int = 0
-    constant: np.ndarray | None = None  # (k,) Σ w m̃² (the objective's constant)
 
 
 def covered(batch: FamilyBatch, pass_queries: Sequence[int]) -> bool:
@@ -79,22 +75,11 @@ def _untouched(used: np.ndarray, size: int) -> np.ndarray:
 
 
 def reduce(
-    batch: FamilyBatch,
-    f: int,
-    pass_queries: Sequence[int],
-    bands: Sequence[Band],
-    *,
-    shared: bool = True,
-    zero_cells: Sequence[np.ndarray] | None = None,
-    squares: dict[int, np.ndarray] | None = None,
+    batch: FamilyBatch, f: int, pass_queries: Sequence[int], bands: Sequence[Band]
 ) -> Family:
-    """Family ``f``'s pass on the cells its parent populates.
-
-    ``shared``: one Hessian for all children (their weights must be equal) — else one per child
-    and the objective's constant (``squares``: Σ m̃² per child of each query, when the caller
-    computed them for the batch). ``zero_cells``: each bound's ``zero_cells()`` for the whole
-    batch. Raises :class:`FamilyNotSolved` when a constraint over cells the parent cannot populate
-    fails (the general model then reports the infeasibility in words)."""
+    """Family ``f``'s pass on the cells its parent populates, one Hessian for all children.
+    Raises :class:`FamilyNotSolved` when the children's weights differ, or when a constraint over
+    cells the parent cannot populate fails (the general model then reports it in words)."""
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     cells = np.flatnonzero(batch.parent[f] > 0)
     n, k = cells.size, hi - lo
@@ -103,32 +88,19 @@ def reduce(
     measured = np.any(weights > 0, axis=0)
     if not measured.any():
         raise FamilyNotSolved("no measured query in the pass")
-    if shared and np.any(np.ptp(weights, axis=0) != 0.0):
+    if np.any(np.ptp(weights, axis=0) != 0.0):
         raise FamilyNotSolved("children of the family have different weights")
-    used = queries[measured]
-    w = weights[:, measured] / float(weights.max())
-    labels = np.stack([batch.queries[q].cell_index[cells] for q in used])  # (queries, n)
+    w = weights[0, measured] / float(weights.max())
+    hess = np.zeros((n, n))
     grad = np.zeros((k, n))
-    constant = None
-    for j, q in enumerate(used):
-        grad -= 2.0 * w[:, j, None] * batch.noisy[q][lo:hi][:, labels[j]]
-    if shared:
-        hess = np.zeros((n, n))
-        for j, q in enumerate(used):
-            if batch.queries[q].is_detailed:
-                hess[np.arange(n), np.arange(n)] += 2.0 * w[0, j]
-            else:
-                hess += 2.0 * w[0, j] * (labels[j][:, None] == labels[j][None, :])
-    else:
-        # H_c = 2 Σ_q w_cq A_qᵀA_q: all queries and children in one product.
-        same = (labels[:, :, None] == labels[:, None, :]).reshape(len(used), n * n)
-        hess = (2.0 * w @ same).reshape(k, n, n)
-        constant = np.zeros(k)
-        for j, q in enumerate(used):
-            sq = None if squares is None else squares.get(int(q))
-            noisy = batch.noisy[q][lo:hi]
-            constant += w[:, j] * (np.einsum("ij,ij->i", noisy, noisy) if sq is None else sq[lo:hi])
-    zero, rows, lower, upper, n_bound_rows = _constraints(batch, f, cells, bands, zero_cells)
+    for j, q in enumerate(queries[measured]):
+        labels = batch.queries[q].cell_index[cells]
+        grad -= 2.0 * w[j] * batch.noisy[q][lo:hi][:, labels]
+        if batch.queries[q].is_detailed:
+            hess[np.arange(n), np.arange(n)] += 2.0 * w[j]
+        else:
+            hess += 2.0 * w[j] * (labels[:, None] == labels[None, :])
+    zero, rows, lower, upper = _constraints(batch, f, cells, bands)
     return Family(
         hess=hess,
         grad=grad,
@@ -139,27 +111,19 @@ def reduce(
         upper=upper,
         cells=cells,
         children=np.arange(lo, hi),
-        n_bound_rows=n_bound_rows,
-        constant=constant,
     )
 
 
 def _constraints(
-    batch: FamilyBatch,
-    f: int,
-    cells: np.ndarray,
-    bands: Sequence[Band],
-    zero_cells: Sequence[np.ndarray] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(structural zeros, rows, lower, upper, number of bound rows) of family ``f`` on ``cells``."""
+    batch: FamilyBatch, f: int, cells: np.ndarray, bands: Sequence[Band]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(structural zeros, rows, lower, upper) of family ``f`` on ``cells``."""
     lo, hi = int(batch.child_ptr[f]), int(batch.child_ptr[f + 1])
     k, n = hi - lo, cells.size
-    if zero_cells is None:
-        zero_cells = [bound.zero_cells() for bound in batch.bounds]
     zero = np.zeros((k, n), dtype=bool)
     blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for bound, zero_of_bound in zip(batch.bounds, zero_cells, strict=True):
-        zero |= zero_of_bound[lo:hi][:, cells]
+    for bound in batch.bounds:
+        zero |= bound.zero_cells()[lo:hi][:, cells]
         used, rows = _rows_on(bound.spec.cell_index, cells)
         low, up = bound.lower[lo:hi], bound.upper[lo:hi]
         unused = _untouched(used, bound.spec.size)
@@ -169,7 +133,6 @@ def _constraints(
         if np.any((up == 0) & (low > 0)):
             raise FamilyNotSolved("a structural zero with a positive lower bound")
         blocks.append((rows, low, np.where(up == 0, np.inf, up)))  # held by the zeros
-    n_bound_rows = sum(b[0].shape[0] for b in blocks)
     for band in bands:
         spec = batch.queries[band.query]
         used, rows = _rows_on(spec.cell_index, cells)
@@ -180,11 +143,11 @@ def _constraints(
     if np.any(zero.all(axis=0)):
         raise FamilyNotSolved("a populated parent cell is a structural zero in every child")
     if not blocks:
-        return zero, np.zeros((0, n)), np.zeros((k, 0)), np.zeros((k, 0)), 0
+        return zero, np.zeros((0, n)), np.zeros((k, 0)), np.zeros((k, 0))
     rows = np.concatenate([b[0] for b in blocks])
     lower = np.concatenate([b[1] for b in blocks], axis=1)
     upper = np.concatenate([b[2] for b in blocks], axis=1)
-    return zero, rows, lower, upper, n_bound_rows
+    return zero, rows, lower, upper
 
 
 def project_cells(v: np.ndarray, parent: np.ndarray, zero: np.ndarray) -> np.ndarray:

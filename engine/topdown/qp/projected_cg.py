@@ -1,35 +1,17 @@
-"""Family least squares for families of large children: a guessed active set (projected
-unconstrained minimisers, else ADMM), then an exact polish by projected conjugate gradients (TDA §7.1–7.2, eq. 7.5).
+"""Families of large children (a state's counties): a guessed active set solved exactly by
+projected conjugate gradients (TDA eq. 7.5; Gould, Hribar & Nocedal 2001, Algorithm II).
 
-A state's counties (≈ 200,000 persons each at 1M persons) have few children and, on the cells the
-parent populates, a well-conditioned Hessian: H = 2 Σ_q w_q A_qᵀA_q with DETAILED in the pass has
-every eigenvalue in [2 w_DETAILED, 2 Σ_q w_q |largest answer cell|] (weights normalised to a
-largest of 1: [2, 36] on the production pass 2 of a generated state). :mod:`engine.topdown.
-family_admm`'s polish inverts H on every child's free cells and factorises a Schur complement over
-all the parent's cells at each active-set step (≈ 0.1–0.7 s on such a family, and a wrong guess
-costs a dozen of them); here each step is one equality-constrained least squares solved to
-machine precision by **projected conjugate gradients** (Gould, Hribar & Nocedal 2001, "On the
-solution of equality constrained quadratic programming problems arising in optimization",
-Algorithm II): the projection onto the null space of the constraints — children's cells summing to
-the parent (Σ_c x_cj = x̂_γj over the children free at j) and the active rows (structural bounds,
-bands of an earlier pass) — has a closed form up to a small Schur complement over the active rows
-(the coupling block is diagonal: the number of children free at each cell), and H is applied as
-2 Σ_q w_q A_qᵀ(A_q v) with the query matrices stacked sparse (one non-zero per cell and query), so
-a step costs O(iterations × K × n × queries), with a few dozen iterations for H's condition
-number (≤ 18).
-
-Driver: the first guess is the children's unconstrained minimisers −H⁻¹g (CG with the sparse H)
-projected onto the cell constraints; on the state→county family of a generated 1M-person RI its
-polish verified after 6 solves, where ADMM from the diagonal start needed ≈ 50–160 iterations
-before a polish could succeed. If it does not verify, ADMM (:class:`engine.topdown.qp.family_admm.
-AdmmStepper`, the OSQP splitting with one factorisation of the dense H) runs from that point in
-rounds of :data:`CHECK_EVERY` iterations, and a polish is tried whenever the guessed active set
-settles. The polish corrects a wrong guess by primal–dual active-set steps (Hintermüller, Ito &
-Kunisch 2002) warm-started from the last solution, and returns only a point whose KKT conditions
-are verified (coupling and bounds to 1e-9 of the largest parent cell, stationarity and
-sign-correct multipliers to 1e-9 of the largest gradient entry, the same tests as
-:mod:`engine.topdown.qp.family_admm`). Otherwise :class:`~engine.topdown.qp.FamilyNotSolved`
-is raised and the caller's Clarabel fallback takes the family.
+With DETAILED in the pass, H = 2 Σ_q w_q A_qᵀA_q on the parent's populated cells is well
+conditioned (eigenvalues in [2, 36] on a generated state's pass 2, weights ÷ the largest). Each
+active-set step is one equality-constrained least squares solved to machine precision by
+projected CG: the projection onto the null space of the coupling (Σ_c x_cj = x̂_γj over the
+children free at j: a diagonal block) and the active rows is closed form up to a Schur complement
+over the active rows, and H is applied through the stacked sparse query matrices (no n × n
+factorisation, no per-child inverse). The first guess is the children's unconstrained minimisers
+projected onto the cell constraints (:func:`~.problem.project_cells`); if its polish does not
+verify, ADMM (:class:`~.family_admm.AdmmStepper`) refines the guess and a polish is tried whenever
+it settles. Every answer passes :func:`~.kkt.violations`; a family that does not is "not mine".
+docs/topdown.md "Family solvers at production scale" has the measurements.
 """
 
 from __future__ import annotations
@@ -75,10 +57,6 @@ class _Hessian:
     def apply(self, v: np.ndarray) -> np.ndarray:
         """H v for ``v`` ``(K, n)`` (each row one child)."""
         return np.asarray(self.transposed @ (self.scale * (self.matrix @ v.T))).T
-
-    def dense(self) -> np.ndarray:
-        """H as a dense ``(n, n)`` array (for ADMM's factorisation)."""
-        return np.asarray((self.transposed @ sp.diags(self.scale[:, 0]) @ self.matrix).todense())
 
     def minimiser(self, grad: np.ndarray, s: QPSettings = SETTINGS) -> np.ndarray:
         """Each child's unconstrained minimiser −H⁻¹g by conjugate gradients (H is positive
@@ -249,20 +227,8 @@ def polish(
             continue
         x, full, lam, coupling = solved
         cx = x @ c.T if c.shape[0] else np.zeros((k, 0))
-        wrong = kkt.violations(
-            x,
-            full,
-            lam,
-            cx,
-            zero_set,
-            fam.zero,
-            at_lower,
-            at_upper,
-            fam.lower,
-            fam.upper,
-            p_tol,
-            d_tol,
-        )
+        active = (zero_set, at_lower, at_upper)
+        wrong = kkt.violations(fam, x, full, lam, active, p_tol, d_tol)
         for child, row in let_go:
             kept[child, row] |= bool(wrong.over[child, row] or wrong.under[child, row])
         stationary = np.abs(full[~zero_set]).max(initial=0.0) <= d_tol

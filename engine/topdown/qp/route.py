@@ -1,16 +1,9 @@
 """The routing table of the least-squares passes, and the passes themselves (TDA eq. 7.5–7.6).
 
-For each family (a fixed parent x̂_γ and its children) pass k solves TDA eq. 7.5:
-
-    min_x  Σ_children Σ_{q ∈ pass k} w_{c,q} ‖A_q x_c − m̃_{c,q}‖²
-    s.t.   x ≥ 0;  Σ_c x_c = x̂_γ (children sum to the parent, cell by cell);
-           A_q x_c = invariant answers (e.g. state totals);
-           |B^(j) (x − x̃^(j))| ≤ τ̂^(j) + 0.1   for every earlier pass j,
-
-with weights w = 1/σ² and B^(j) the stacked queries of pass j; τ̂^(j) is the smallest feasible
-slack, eq. 7.6 (0 for pass 1, which attains it; the LP of eq. 7.6 from the third pass on). The root
-(eq. 7.1) is the same without the parent constraint. Production used pass 1 = TOTAL, pass 2 = every
-other query (TDA §8.1–8.2).
+Pass k of a family solves eq. 7.5 — the weighted least squares of the pass's queries under x ≥ 0,
+children summing to the parent (cell by cell), invariants, and every earlier pass j held within
+τ̂^(j) + 0.1 (τ̂ from the LP of eq. 7.6; 0 for pass 1, which attains it). The root (eq. 7.1) has
+no parent constraint. Production: pass 1 = TOTAL, pass 2 = every other query (TDA §8.1–8.2).
 
 **The routing table** (:data:`ROUTES`, like scikit-learn's ``solver="auto"``): an ordered list of
 (name, predicate, solver). :func:`plan` — a pure function of the pass and a
@@ -23,8 +16,7 @@ the rest. docs/topdown.md "The least-squares routes" has the measurements behind
 real families of RI 2010 and a generated 1M-person state):
 
 ================  ===============================================================================
-``total``         a TOTAL-only pass without bounds: closed-form water filling (:mod:`.closed_form`)
-``total_bounds``  a TOTAL-only pass under structural bounds: water filling + proportional fit
+``closed_form``   a TOTAL-only pass: water filling + proportional fit (:mod:`.closed_form`)
 ``projected_cg``  families of large children (a state's counties) or of heavy dense polishes:
                   projected-CG active-set solves (:mod:`.projected_cg`), 17× PIQP there
 ``admm``          a block group's blocks (the single pass, 1.6× PIQP) and families of more than
@@ -39,7 +31,7 @@ real families of RI 2010 and a generated 1M-person state):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,9 +45,8 @@ from engine.topdown.qp import (
     problem,
     projected_cg,
 )
-from engine.topdown.qp.names import ROUTE_NAMES, check_solver
 from engine.topdown.qp.problem import Band
-from engine.topdown.qp.settings import SETTINGS, QPSettings
+from engine.topdown.qp.settings import ROUTE_NAMES, SETTINGS, QPSettings, check_solver
 
 PASS_TOLERANCE = SETTINGS.pass_tolerance
 
@@ -113,23 +104,7 @@ def _everyone(p: Pass, value: bool = True) -> np.ndarray:
     return np.full(p.batch.n_families, value, dtype=bool)
 
 
-def _total_only(p: Pass, s: QPSettings) -> np.ndarray:
-    """A first pass on the total alone, every child measured, no invariants below the parent."""
-    b = p.batch
-    ok = (
-        b.parent is not None
-        and len(p.queries) == 1
-        and b.queries[p.queries[0]].size == 1
-        and not p.bands
-        and not b.sums
-        and not any(t is not None and np.isfinite(t).any() for t in b.invariant)
-        and not b.has_bounds
-        and bool(np.all(b.weight[:, p.queries[0]] > 0))
-    )
-    return _everyone(p, ok)
-
-
-def _total_bounds(p: Pass, s: QPSettings) -> np.ndarray:
+def _closed_form(p: Pass, s: QPSettings) -> np.ndarray:
     return _everyone(p, closed_form.applies(p.batch, p.queries, p.bands))
 
 
@@ -187,11 +162,7 @@ def _admm_prefers(p: Pass, s: QPSettings) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- solvers
-def _solve_total(p: Pass, s: QPSettings) -> Solved:
-    return Solved(closed_form.water_fill_totals(p.batch, p.queries[0]), _everyone(p))
-
-
-def _solve_total_bounds(p: Pass, s: QPSettings) -> Solved:
+def _solve_closed_form(p: Pass, s: QPSettings) -> Solved:
     x, solved = closed_form.solve_total_pass(p.batch, p.queries[0], s)
     return Solved(x, solved)
 
@@ -220,8 +191,7 @@ def _solve_clarabel(p: Pass, s: QPSettings) -> Solved:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("total", _total_only, _solve_total),
-    Route("total_bounds", _total_bounds, _solve_total_bounds),
+    Route("closed_form", _closed_form, _solve_closed_form),
     Route("projected_cg", _cg, _solve_cg),
     Route("admm", _admm, _solve_admm, _admm_prefers),
     Route("piqp", lambda p, s: _everyone(p), _solve_piqp),
@@ -230,7 +200,7 @@ ROUTES: tuple[Route, ...] = (
 """The routing table, in order (see the module doc)."""
 
 if tuple(r.name for r in ROUTES) != ROUTE_NAMES:  # the CLI's choices come from names.py
-    raise RuntimeError("engine.topdown.qp.names.ROUTE_NAMES must list ROUTES' names in order")
+    raise RuntimeError("engine.topdown.qp.settings.ROUTE_NAMES must list ROUTES' names in order")
 
 
 def plan(p: Pass, settings: QPSettings = SETTINGS, solver: str = "auto") -> dict[str, np.ndarray]:
@@ -367,12 +337,6 @@ def family_objective(batch: FamilyBatch, x: np.ndarray, pass_queries: Sequence[i
         resid = _partition_answer(batch.queries[q], x) - batch.noisy[q]
         per_child += w * np.sum(resid**2, axis=1)
     return np.bincount(batch.child_family, weights=per_child, minlength=batch.n_families)
-
-
-def count_routes(counts: Mapping[str, int], into: MutableMapping[str, int]) -> None:
-    """Add ``counts`` (families per route) into ``into``."""
-    for name, n in counts.items():
-        into[name] = into.get(name, 0) + int(n)
 
 
 def _child_rows(batch: FamilyBatch, families: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Every threshold and tuning constant of the least-squares stack, in one frozen object.
+"""Every threshold and tuning constant of the least-squares stack in one frozen object, and the
+routes' names (this module imports no NumPy: ``--solver``'s choices come from here).
 
 :data:`SETTINGS` is the production value; the routing table (:mod:`.route`) and every solver read
 their numbers from a :class:`QPSettings`, so two solvers can no longer hold different numbers
@@ -78,3 +79,23 @@ class QPSettings:
 
 SETTINGS = QPSettings()
 """The production settings."""
+
+
+ROUTE_NAMES: tuple[str, ...] = (
+    "closed_form",
+    "projected_cg",
+    "admm",
+    "piqp",
+    "clarabel",
+)
+"""Every route of the table, in order."""
+
+SOLVER_CHOICES: tuple[str, ...] = ("auto", *ROUTE_NAMES)
+"""``auto`` (the table decides per family) or one route (it where it applies, clarabel elsewhere)."""
+
+
+def check_solver(name: object) -> str:
+    """``name`` if it is a solver choice, else a ValueError that lists the choices."""
+    if name not in SOLVER_CHOICES:
+        raise ValueError(f"solver must be one of {', '.join(SOLVER_CHOICES)}; got {name!r}")
+    return str(name)

@@ -37,11 +37,16 @@ def test_total_pass_matches_cvxpy_under_bounds(seed):
 def test_water_fill_within_boxes():
     m = np.array([5.0, -2.0, 9.0])
     w = np.array([1.0, 2.0, 0.5])
-    t = closed_form.water_fill_boxed(m, w, np.array([0.0, 1.0, 0.0]), np.array([4.0, 9.0, 9.0]), 10)
-    assert t.sum() == pytest.approx(10)
+    ptr = np.array([0, 3])
+    lower, upper = np.array([0.0, 1.0, 0.0]), np.array([4.0, 9.0, 9.0])
+    t, ok = closed_form.water_fill_families(m, w, lower, upper, np.array([10.0]), ptr)
+    assert ok[0] and t.sum() == pytest.approx(10)
     # t_1 is held at its lower bound; the others share λ: 5 − λ/2 + 9 − λ = 9 → λ = 10/3.
     assert t == pytest.approx([10 / 3, 1.0, 17 / 3])
-    assert closed_form.water_fill_boxed(m, w, np.ones(3) * 4, np.ones(3) * 9, 10) is None
+    _t, ok = closed_form.water_fill_families(
+        m, w, np.ones(3) * 4, np.ones(3) * 9, np.array([10.0]), ptr
+    )
+    assert not ok[0]
 
 
 def test_unfittable_families_go_to_clarabel():
