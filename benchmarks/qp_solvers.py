@@ -271,9 +271,11 @@ def _level_rows(
                         )
                     )
                     for name, fn in SOLVERS.items():
-                        if name in DENSE and model.c.size > dense_max:
-                            continue
-                        if name in SLOW and model.c.size > sparse_max:
+                        too_big = (name in DENSE and model.c.size > dense_max) or (
+                            name in SLOW and model.c.size > sparse_max
+                        )
+                        if too_big:  # left out for the whole family (not one pass of it)
+                            per_solver.setdefault(name, []).append((np.nan, False, np.inf))
                             continue
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
@@ -294,6 +296,8 @@ def _level_rows(
                     if model.c.size <= dense_max:
                         batch_small.append((k, m, model))
                 for name, results in per_solver.items():
+                    if any(np.isnan(r[0]) for r in results):
+                        continue
                     cpu = ours_cpu if name == "ours" else sum(r[0] for r in results)
                     add(name, cpu, all(r[1] for r in results), max(r[2] for r in results))
             if batch_small:
