@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         units = load(path)["units"]
         times: dict[str, dict[str, list[float]]] = {}
         differing = total = 0
-        for _ in range(args.repeats):
+        for rep in range(args.repeats):
             per = {"new": {}, "previous": {}}
             for unit in units:
                 batch, chain = unit["batch"], unit["chain"]
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                     level[batch.child_level] = level.get(batch.child_level, 0.0) + seconds
                     if name == "previous":
                         previous = x_hat
-                    elif _ == 0:
+                    elif rep == 0:
                         differing += int(np.count_nonzero(previous != x_hat))
                         total += x_hat.size
             for name, levels in per.items():
