@@ -17,8 +17,9 @@ real families of RI 2010 and a generated 1M-person state):
 
 ================  ===============================================================================
 ``closed_form``   a TOTAL-only pass: water filling + proportional fit (:mod:`.closed_form`)
-``projected_cg``  families of large children (a state's counties) or of heavy dense polishes:
-                  projected-CG active-set solves (:mod:`.projected_cg`), 17× PIQP there
+``projected_cg``  families of large children (a state's counties) or of heavy dense polishes, above
+                  ``piqp_max_variables``: projected-CG active-set solves (:mod:`.projected_cg`),
+                  13× PIQP on a 1M state's counties (RI 2010's 5 counties on 16 cells: PIQP)
 ``admm``          a block group's blocks (the single pass, 1.6× PIQP) and families of more than
                   ``piqp_max_variables`` (a county's tracts, 16×): ADMM + exact polish
                   (:mod:`.family_admm`)
@@ -192,7 +193,7 @@ def _solve_clarabel(p: Pass, s: QPSettings) -> Solved:
 
 ROUTES: tuple[Route, ...] = (
     Route("closed_form", _closed_form, _solve_closed_form),
-    Route("projected_cg", _cg, _solve_cg),
+    Route("projected_cg", _cg, _solve_cg, _big),
     Route("admm", _admm, _solve_admm, _admm_prefers),
     Route("piqp", lambda p, s: _everyone(p), _solve_piqp),
     Route("clarabel", lambda p, s: _everyone(p), _solve_clarabel),

@@ -119,7 +119,7 @@ def test_large_families_are_dispatched_here_and_match_clarabel(monkeypatch):
         calls.append(f)
         return original(batch, f, pass_queries, bands, **options)
 
-    large = replace(SETTINGS, large_persons_per_child=0.0)  # all "large"
+    large = replace(SETTINGS, large_persons_per_child=0.0, piqp_max_variables=0.0)  # all "large"
     monkeypatch.setattr(projected_cg, "solve_family", counting)
     auto = solve_pass(batch, PASS, bands, settings=large)
     assert sorted(calls) == list(range(batch.n_families))
@@ -133,6 +133,7 @@ def test_unverified_polish_falls_back_to_clarabel(monkeypatch):
     failing = replace(
         SETTINGS,
         large_persons_per_child=0.0,
+        piqp_max_variables=0.0,
         cg_active_set_steps=0,
         cg_max_admm_iterations=100,
     )
@@ -149,7 +150,7 @@ def test_unverified_polish_falls_back_to_clarabel(monkeypatch):
 
 def test_uncovered_passes_are_not_taken():
     batch = family_batch(7)
-    large = replace(SETTINGS, large_persons_per_child=0.0)
+    large = replace(SETTINGS, large_persons_per_child=0.0, piqp_max_variables=0.0)
     assert not plan(Pass(batch, (0,)), large)["projected_cg"].any()  # no DETAILED
     assert plan(Pass(batch, tuple(PASS)), large)["projected_cg"].all()
 
@@ -157,7 +158,9 @@ def test_uncovered_passes_are_not_taken():
 def test_families_above_the_work_limit_get_the_first_polish_only(monkeypatch):
     """Above cg_admm_max_work no ADMM is run: the first polish verifies or Clarabel takes it."""
     batch = family_batch(10, bounds=True)
-    limited = replace(SETTINGS, large_persons_per_child=0.0, cg_admm_max_work=0.0)
+    limited = replace(
+        SETTINGS, large_persons_per_child=0.0, cg_admm_max_work=0.0, piqp_max_variables=0.0
+    )
     none = np.zeros(batch.n_families, dtype=bool)
 
     def no_admm(*_args, **_kwargs):

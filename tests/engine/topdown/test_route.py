@@ -63,7 +63,9 @@ def test_plan_is_pure_and_follows_the_settings():
     assert total["closed_form"].all() and not total["admm"].any()
     assert not total["projected_cg"].any()
     # Large children: projected CG.
-    assert plan(held, replace(SETTINGS, large_persons_per_child=0.0))["projected_cg"].all()
+    assert plan(held, replace(SETTINGS, large_persons_per_child=0.0, piqp_max_variables=0.0))[
+        "projected_cg"
+    ].all()
     # A named route: it (wherever it can take a family) and clarabel, nothing else.
     named = plan(held, solver="admm")
     assert list(named) == ["admm", "clarabel"] and named["admm"].all()
