@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.0009
-"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine: 18.8 s / 23,133
-blocks (1,000,000 persons, median of 3: 0.00081) and 268.2 s / 292,120 blocks (10,000,000
-persons: 0.00092), 2026-11-24 08:30–08:41 (34.4 s and 416.6 s, 0.0015, before that day's
-solvers)."""
+SECONDS_PER_BLOCK_2016 = 0.0005
+"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine. Measured quiet
+before the least-squares routing table and the min-cost-flow rounding (docs/topdown.md "The
+least-squares routes and controlled rounding"): 18.8 s / 23,133 blocks (1,000,000 persons, median
+of 3: 0.00081) and 268.2 s / 292,120 blocks (10,000,000 persons: 0.00092), 2026-11-24. Since then,
+on a machine never quiet (load 7–12), the same runs took 0.58× the CPU seconds of the code before
+them, alternating in one session (1,000,000 persons: 15.8 / 18.6 s against 28.8 / 30.1 s): 0.00081
+× 0.58 ≈ 0.00047, and 0.0005 allowing for the larger states — a projection, not a quiet
+measurement."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
