@@ -1,7 +1,7 @@
 """How close EPL gets to ε, and how fast it is (SPEC §5; PF Methods), printed as a table.
 
 For two-sided geometric noise P(k) ∝ e^{−ε|k|} — the noise of PF's 2018 E2E TopDown runs — draws
-``--sets`` independent residual sets of each size, computes :func:`engine.metrics.epl_details`
+``--sets`` independent residual sets of each size, computes :func:`engine.metrics.epl.epl_details`
 on each, and prints the mean and range of EPL, the 95% bootstrap interval of one set and the time
 per EPL, under Petti & Flaxman's published settings (p = 95, m = 1.0, the default) and, as the
 named baseline, their function's defaults (p = 99, m = 1.5). Then PF's appendix check (Supplementary
@@ -22,8 +22,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from engine.metrics import PF_FUNCTION_DEFAULT, PF_PUBLISHED, EPLSettings, epl_details
+from engine.metrics.epl import epl_details
 from engine.metrics.epl_check import geometric_epl_check
+from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, PF_PUBLISHED, EPLSettings
 from engine.metrics.reference import PF_TABLE_SA1
 
 

@@ -2,7 +2,7 @@
 
 For each data set and total ρ: the prediction of :func:`engine.prediction.predict_topdown`
 (made before any run, on the data's spine and counts) against the RMSE of the published counts
-measured over ``--seeds`` engine runs (``engine.topdown.run.run_topdown``), per geolevel × query.
+measured over ``--seeds`` engine runs (the run pipeline, ``benchmarks/pipeline_run.py``), per geolevel × query.
 Printed per row: mean true count per answer cell, the noisy-measurement σ (the baseline: what the
 planner showed before issue 19), the least-squares-only prediction, the corrected prediction, the
 measured RMSE with its across-seed standard error, and the ratios predicted / measured. The
@@ -43,6 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline_run import topdown_result  # noqa: E402
+
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.inputs import load_topdown_input  # noqa: E402
 from engine.data.population import generate_population  # noqa: E402
@@ -57,7 +59,6 @@ from engine.prediction import (
 )
 from engine.prediction.predict import SUPPORT_MAX_FAMILIES  # noqa: E402
 from engine.topdown.profile import spine_profile  # noqa: E402
-from engine.topdown.run import run_topdown  # noqa: E402
 
 LOW, HIGH = 0.8, 1.25
 
@@ -80,7 +81,7 @@ def validate(
     run_s = []
     for seed in range(seeds):
         t0 = time.perf_counter()
-        result = run_topdown(hist, alloc, seed=seed)
+        result = topdown_result(hist, alloc, seed=seed)
         run_s.append(time.perf_counter() - t0)
         tidy = result.to_tidy(queries)
         err2 = (tidy["estimate"] - tidy["true"]).astype(float) ** 2

@@ -1,8 +1,8 @@
 """Record every family batch of a real TopDown run, for the solver and rounding benchmarks.
 
-``record(data, out)`` runs TopDown once (one worker) on ``data`` — the shipped ``ri2010`` sample
-(``ri2010-production-like``) or a generated population folder (``topdown-2020-production``; make
-one with ``phexplore generate population --persons 1000000 --seed 1 --states RI --out DIR``) —
+``record(data, out)`` runs TopDown once (through the run pipeline, one worker) on ``data`` — the
+shipped ``ri2010`` sample (``ri2010-production-like``) or a generated population folder
+(``topdown-2020-production``; make one with ``phexplore generate population --persons 1000000 --seed 1 --states RI --out DIR``) —
 and pickles, for every unit of work the estimation phase solved, the batch with its noisy
 answers, its least-squares passes, its rounding chain, the least-squares solution x̃ (CSR) the
 run rounded and the run's route counts. ``load(out)`` reads them back.
@@ -26,8 +26,9 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline_run import topdown_result  # noqa: E402
+
 from engine.topdown import estimation as estimation_module  # noqa: E402
-from engine.topdown import run as run_module  # noqa: E402
 
 
 def _load(data: str):
@@ -67,7 +68,7 @@ def record(data: str, out: str, seed: int = 1) -> dict[str, object]:
     estimation_module.estimate_batch = recording
     t0 = time.perf_counter()
     try:
-        result = run_module.run_topdown(hist, allocation, seed=seed)
+        result = topdown_result(hist, allocation, seed=seed)
     finally:
         estimation_module.estimate_batch = original
     summary = {

@@ -18,6 +18,7 @@ import streamlit as st
 from phexplore import api as R
 from phexplore.api.budgets import PHExploreError
 from phexplore.api.planning import (
+    OBJECTIVE_LABELS,
     Scenario,
     plan_phsafe,
     plan_topdown_published,
@@ -29,10 +30,6 @@ from phexplore.app.charts import readable
 from phexplore.app.naming import cell_label, display_frame
 from phexplore.app.report import build_report_html
 
-OBJECTIVES = {
-    "max-ratio": "Same shortfall for every target (scale all ρ together)",
-    "weighted": "Minimise the summed shortfall (ρ ∝ (Δ/target)^⅔)",
-}
 SCALES = (0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0)
 
 
@@ -66,8 +63,8 @@ def _plan_tab() -> None:
     )
     objective = c2.selectbox(
         "With a cap",
-        list(OBJECTIVES),
-        format_func=OBJECTIVES.get,
+        list(OBJECTIVE_LABELS),
+        format_func=OBJECTIVE_LABELS.get,
         key="bs_objective",
         disabled=cap == 0,
         help="How to share a budget too small for every target: the same shortfall everywhere, or the least summed shortfall.",

@@ -82,7 +82,7 @@ def _mae_section(record: R.RunRecord) -> None:
 
 
 def _prediction_section(record: R.RunRecord) -> None:
-    """Predicted RMSE of the published counts (SPEC §7, before the run) beside the measured one."""
+    """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the measured one."""
     pred = record.tables.get("prediction")
     st.subheader("Predicted vs measured RMSE of the published counts")
     if pred is None or pred.empty:
@@ -411,7 +411,7 @@ def _epl_bars(part: pd.DataFrame) -> dict[str, object]:
 def _budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:
     """x of the EPL-vs-budget chart: ε itself for pure DP, else ε at the session's δ of each ρ.
 
-    EPL is comparable to ε, not ρ (SPEC §5): a zCDP run's ρ is converted with the session's δ and
+    EPL is comparable to ε, not ρ (docs/science.md §5): a zCDP run's ρ is converted with the session's δ and
     conversion so the diagonal is the same reference in both cases.
     """
     if mechanism == "puredp":
@@ -606,6 +606,10 @@ def _folder_section(record: R.RunRecord) -> None:
         )
         + "."
     )
+    changed = R.folder_changed(record)
+    if changed:
+        st.error(changed, icon=":material/folder_off:")
+        return
     with st.expander("Files of this run folder"):
         files = R.folder_files(record)
         cols = st.columns(3)
@@ -635,6 +639,7 @@ def render() -> None:
             "`phexplore run topdown` above; results stay in this session."
         )
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        replay.replay_controls()
         replay.replay_from_file()
         replay.replay_progress()
         return
@@ -648,6 +653,7 @@ def render() -> None:
         help="Runs of this session, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)
+    replay.replay_controls()
     replay.replay_session_run(record)
     replay.replay_from_file()
     replay.replay_progress()

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.errors import ValidationError
-from engine.metrics.epl import EPLSettings, empirical_privacy_loss, settings_of
+from engine.metrics.epl import empirical_privacy_loss
+from engine.metrics.epl_settings import EPLSettings, settings_of
 
 SA1_COUNTS = 2_663
 """Enumeration districts of 1940 Washington state: the residuals of PF's Table SA1."""

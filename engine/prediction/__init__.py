@@ -1,4 +1,4 @@
-"""Analytic prediction of the accuracy of TopDown's published counts (SPEC §7).
+"""Analytic prediction of the accuracy of TopDown's published counts (docs/science.md §7).
 
 :func:`predict_topdown` gives, per geolevel × query, the predicted RMSE and 90% MOE of the published
 (post-processed) counts beside the noisy-measurement σ: an exact least-squares covariance

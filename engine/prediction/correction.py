@@ -1,5 +1,5 @@
 """Correction of the predicted error for non-negativity and rounding, from a count profile
-(SPEC §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
+(docs/science.md §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
 
 The least-squares error d of a cell is Gaussian with the variance of
 :mod:`engine.prediction.least_squares`; the published count is non-negative. We model the
@@ -46,7 +46,8 @@ ROUNDING_VARIANCE = 1.0 / 6.0
 """Variance added by rounding a non-integral cell (uniform fraction f rounded up w.p. f: E f(1−f))."""
 
 MIN_MEAN_COUNT = 1.0
-"""Below this mean count per answer cell the prediction is flagged (the issue's validated range)."""
+"""Below this mean count per answer cell the prediction is flagged: it is validated on rows with a
+mean count ≥ 1 per answer cell (docs/prediction.md §3)."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
@@ -278,7 +279,7 @@ def level_corrections(
     unit_bias: bool = True,
     linear_divisor: float = 1.0,
 ) -> dict[str, LevelCorrection]:
-    """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
+    """The correction of every query of ``linear_vars`` at once (one query: a dict of one).
 
     The unit × cell arrays every query sums (clipping probabilities and moments, variances,
     counts) are stacked and summed into all queries' present answer cells by one sparse
@@ -376,33 +377,6 @@ def level_corrections(
     return out
 
 
-def query_correction(
-    moments: CellMoments,
-    counts: np.ndarray,
-    linear_var: np.ndarray,
-    cell_var: np.ndarray,
-    attributes: Sequence[tuple[str, Sequence[str]]],
-    query: str,
-    support: np.ndarray | None = None,
-    cells: np.ndarray | None = None,
-) -> LevelCorrection:
-    """Predicted RMSE of ``query`` over the units of ``moments`` (rows of ``counts`` etc.).
-
-    ``linear_var``: per unit (or unit × answer cell) the least-squares variance of an answer
-    cell; ``cell_var``: per unit (or unit × cell) the least-squares variance of a detailed cell.
-    ``support`` (unit × cell, optional): the cells the unit populates, where ``linear_var`` and
-    ``cell_var`` are those of least squares with the other cells held at 0
-    (:func:`engine.prediction.support.child_support_covariances`); the empty cells' own
-    clipped errors (from their free-cell variance in ``cell_var``) are then added to the
-    answer's, independently. ``cells``: the schema cells the arrays' columns are (default all;
-    cells no unit can populate carry no error and may be left out). Several queries of one
-    level at once: :func:`level_corrections` (the same numbers).
-    """
-    return level_corrections(
-        moments, counts, {query: linear_var}, cell_var, attributes, support, cells
-    )[query]
-
-
 def held_query_correction(
     counts: np.ndarray,
     linear_var: np.ndarray,
@@ -420,7 +394,7 @@ def held_query_correction(
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
-    in :func:`query_correction`."""
+    in :func:`level_corrections`."""
     sums = answer_sums(attributes, (query,), cells)
     answers = np.zeros((counts.shape[0], sums.sizes[0]))
     answers[:, sums.present[0]] = sums(np.ascontiguousarray(counts.T, dtype=np.float64)).T

@@ -1,4 +1,5 @@
-"""The shape of a geographic spine as the prediction needs it: levels and fan-outs (SPEC §7; SPN §3).
+"""The shape of a geographic spine as the prediction needs it: levels and fan-outs (docs/science.md
+§7; SPN §3).
 
 A :class:`SpineProfile` lists the levels root first and, for every level below the root, the number
 of children of each geounit of the level above (children of one parent consecutive, parents in
@@ -21,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from engine.core.errors import ValidationError
+from engine.prediction.least_squares import path_coefficients
+from engine.prediction.support import SupportCache, answer_indices, largest_family
+from engine.schema.marginals import cell_index, parse_marginal
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -77,7 +81,6 @@ class SpineProfile:
         (``cells``: only those columns)."""
         if self.zero_answers is None or not self.zero_query:
             return None
-        from engine.schema.marginals import cell_index, parse_marginal
 
         index = cell_index(parse_marginal(self.zero_query, attributes), attributes)
         if cells is not None:
@@ -91,7 +94,6 @@ class SpineProfile:
     def coefficients(self) -> list[np.ndarray]:
         """Per level, the path coefficients of
         :func:`engine.prediction.least_squares.path_coefficients` (computed once)."""
-        from engine.prediction.least_squares import path_coefficients
 
         return path_coefficients(self.fanouts)
 
@@ -100,7 +102,6 @@ class SpineProfile:
     ) -> Any:
         """The :class:`engine.prediction.support.SupportCache` of this profile for a schema
         and query set (budget-independent structure and covariances, reused across edits)."""
-        from engine.prediction.support import SupportCache, answer_indices
 
         key = (attributes, queries)
         if key not in self._support_caches:
@@ -110,7 +111,6 @@ class SpineProfile:
     @cached_property
     def largest_family(self) -> int:
         """:func:`engine.prediction.support.largest_family` of the profile (computed once)."""
-        from engine.prediction.support import largest_family
 
         if self.counts is None:
             return 0
@@ -275,7 +275,6 @@ def profile_for(queries: Sequence[str]) -> SpineProfile:
     """The shipped profile whose schema answers every query in ``queries``: the Rhode Island 2010
     blocks when they can (the folded schema), else the generated 2,016-cell one; the RI profile
     (no count correction on another schema) when neither does."""
-    from engine.schema.marginals import parse_marginal
 
     for name in SHIPPED_PROFILES:
         profile = shipped_profile(name)

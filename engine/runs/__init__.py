@@ -1,4 +1,4 @@
-"""The one run pipeline behind the CLI, the app and the experiments (SPEC §8).
+"""The one run pipeline behind the CLI, the app and the experiments (docs/science.md §8).
 
 Map (what happens when you press Run or type ``phexplore run``)::
 
@@ -21,11 +21,3 @@ app-facing API) builds one from the widgets and runs it in a thread with a :clas
 Engines (:mod:`engine.topdown`, :mod:`engine.phsafe`) return estimates and diagnostics only and
 never import this package or :mod:`engine.metrics`.
 """
-
-from __future__ import annotations
-
-from engine.runs.control import RunCancelled, RunControl
-from engine.runs.pipeline import RunOutput, execute, write
-from engine.runs.spec import RunSpec
-
-__all__ = ["RunCancelled", "RunControl", "RunOutput", "RunSpec", "execute", "write"]

@@ -1,7 +1,8 @@
-"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (SPEC §7).
+"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (docs/science.md
+§7).
 
 :func:`spine_profile` turns the engine's conventional spine of a histogram
-(:func:`engine.topdown.run.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
+(:func:`engine.topdown.plan.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
 level the number of children of every geounit above, and each geounit's true counts (the count
 profile of the non-negativity correction). The core never imports the engine; callers (CLI, app
 API, benchmarks) build the profile here and hand it to :func:`engine.prediction.predict_topdown`.
@@ -9,15 +10,23 @@ API, benchmarks) build the profile here and hand it to :func:`engine.prediction.
 
 from __future__ import annotations
 
+import gzip
+import json
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
+from engine.data.inputs import load_topdown_input
+from engine.data.population import generate_population
+from engine.data.samples import load_topdown_sample
 from engine.dp.budget import TopDownAllocation
 from engine.prediction.spine import SpineProfile
 from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import GeoTree
-from engine.topdown.run import default_tree
+from engine.topdown.plan import default_tree
 from engine.topdown.sparse_histograms import aggregate_sparse
 
 
@@ -48,7 +57,7 @@ def tree_profile(
         # profile's count arrays are.
         truth = aggregate_sparse(tree, hist.sparse_counts)
         counts = tuple(truth[o].toarray() for o in order)
-    attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
+    attributes = hist.schema.attribute_levels
     zero_query, zero_answers = "", None
     frame = block_bounds(hist) if with_counts else None
     if frame is not None:  # the unit frame's structural zeros, held by the engine (plan.py)
@@ -79,11 +88,6 @@ def spine_profile(
 def write_ri2010_profile(path: str) -> None:
     """Regenerate the shipped profile ``engine/prediction/profiles/ri2010_spine.json.gz`` from
     the shipped Rhode Island 2010 blocks (``python -m engine.topdown.profile PATH``)."""
-    import gzip
-    import json
-
-    from engine.data.samples import load_topdown_sample
-    from engine.topdown.geography import GeoTree
 
     hist = load_topdown_sample("ri2010")
     tree = GeoTree.from_histogram(hist, list(hist.levels))
@@ -103,14 +107,6 @@ def write_generated_profile(path: str, persons: int = 100_000, seed: int = 12) -
     and block counts, on the 2,016-cell production schema, of a generated Rhode Island population
     (:func:`engine.data.population.generate_population`; ``python -m engine.topdown.profile
     --generated PATH``)."""
-    import gzip
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from engine.data.inputs import load_topdown_input
-    from engine.data.population import generate_population
-    from engine.topdown.geography import GeoTree
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "population"

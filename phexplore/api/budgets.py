@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.core.errors import PHExploreError
 from engine.core.strict_json import load_json_object
-from engine.dp.accounting import CONVERSIONS, conversions, epsilon_for_delta
+from engine.dp.accounting import conversions, epsilon_for_delta
 from engine.dp.budget import (
     LEVEL_KEYS,
     PHSafeBudget,
@@ -27,6 +27,7 @@ from engine.dp.budget.invariants import (
     spent_label,
     spread_invariant_share,
 )
+from engine.dp.conversions import CONVERSIONS
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
 from engine.dp.origin import budget_origin
 from engine.dp.presets import (

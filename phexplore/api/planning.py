@@ -7,6 +7,7 @@ use, so pages import :mod:`phexplore.api` and :mod:`phexplore.app` only.
 from __future__ import annotations
 
 from phexplore.planning.moe_tables import phsafe_summary
+from phexplore.planning.objectives import OBJECTIVE_LABELS
 from phexplore.planning.scenarios import Scenario, compare
 from phexplore.planning.targets import (
     plan_phsafe,
@@ -16,6 +17,7 @@ from phexplore.planning.targets import (
 )
 
 __all__ = [
+    "OBJECTIVE_LABELS",
     "Scenario",
     "compare",
     "phsafe_summary",

@@ -24,7 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "presets",
     "samples",
     "generate",
-    "run",
+    "run_commands",
     "experiment",
     "plan",
     "report",

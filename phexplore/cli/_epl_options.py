@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import option_type
-from engine.metrics.epl import (
+from engine.metrics.epl_settings import (
     MULTIPLIER_RANGE,
     PERCENTILE_RANGE,
     PF_MULTIPLIER,

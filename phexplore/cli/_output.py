@@ -9,8 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from engine.core.output_folder import OutputFolder
 from engine.core.strict_json import dumps_json as dumps_json  # re-export for the subcommands
 
 
@@ -32,6 +31,8 @@ def print_rows(
         print(dumps_json({"rows": list(rows), "summary": summary or {}}))
         return
     if rows:
+        import pandas as pd  # heavy: only when a table is printed, so `--help` stays light
+
         frame = pd.DataFrame(list(rows)).convert_dtypes()
         with pd.option_context("display.max_rows", None, "display.width", 200):
             print(frame.to_string(index=False))
@@ -48,29 +49,6 @@ def _print_mapping(mapping: Mapping[str, Any], indent: int = 0) -> None:
             _print_mapping(value, indent + 1)
         else:
             print(f"{pad}{key}: {value}")
-
-
-def prepare_output_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
-    """Create (or check) an output folder before any work, so a bad ``--out`` fails fast.
-
-    Raises :class:`~engine.core.errors.ValidationError` naming the path and the reason when the folder
-    cannot be created or written (a file in the way, a read-only or virtual file system, no
-    permission).
-    """
-    from engine.core.errors import ValidationError
-
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise ValidationError(f"{option} {folder}: a file is in the way (expected a folder)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".phexplore-write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ValidationError(f"{option} {folder}: cannot write there ({reason})") from None
-    return folder
 
 
 def add_overwrite_option(parser: Any, what: str = "folder") -> None:
@@ -115,7 +93,7 @@ def input_location(value: str | os.PathLike[str] | None) -> str | None:
     if Path(value).exists():
         return str(value)
     try:
-        from engine.data.samples import get_sample
+        from engine.data.samples import get_sample  # heavy (pandas): at run time, not for `--help`
 
         return str(get_sample(str(value)).path)
     except Exception:  # not a sample name either: recorded by name
@@ -124,8 +102,6 @@ def input_location(value: str | os.PathLike[str] | None) -> str | None:
 
 def open_output(args: Any, command: str, inputs: Mapping[str, Any], seed: int | None = None) -> Any:
     """The :class:`~engine.core.output_folder.OutputFolder` of a command's ``--out``/``--overwrite``."""
-    from engine.core.output_folder import OutputFolder
-
     return OutputFolder(
         args.out,
         command=command,

@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import RANGES, option_type, parse_real, parse_whole
-from engine.runs.table_files import AUTO_CSV_MAX_ROWS, FORMATS
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
 from engine.schema.ri_fold import NOTE as FOLDED_NOTE
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
@@ -224,6 +224,7 @@ def _run(
     level: str,
     query: str,
 ) -> int:
+    from engine.runs.control import RunControl
     from engine.runs.experiments import run_experiment, write_experiment
 
     out = staging.path
@@ -271,7 +272,7 @@ def _run(
         srs_fractions=srs,
         n_boot=args.n_boot,
         workers=args.workers,
-        progress=progress,
+        control=RunControl(progress),
         data_name=data_label,
         tradeoff=(level, query),
         epl_settings=epl_settings,

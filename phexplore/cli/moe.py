@@ -7,28 +7,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import option_type, parse_real, parse_whole
 from engine.core.strict_json import load_json_object
-from engine.dp.budget import PHSafeBudget, TopDownAllocation, resolve_level_spec
-from engine.dp.budget.invariants import SPREAD_LABEL, spread_invariant_share
-from engine.dp.presets import (
-    load_phsafe_preset,
-    load_topdown_preset,
-    phsafe_from_dict,
-    topdown_from_dict,
-)
+from engine.dp.conversions import DEFAULT_DELTA
 from phexplore.cli._options import add_data_format_option
 from phexplore.cli._output import add_format_option, print_rows
-from phexplore.planning.moe_tables import (
-    DEFAULT_DELTA,
-    phsafe_rows,
-    phsafe_summary,
-    topdown_rows,
-    topdown_summary,
-)
+
+if TYPE_CHECKING:
+    from engine.dp.budget import PHSafeBudget, TopDownAllocation
 
 
 def register(subparsers: Any) -> None:
@@ -158,6 +147,9 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def load_phsafe_budget(preset: str | None, config: Path | None) -> PHSafeBudget:
     """Budget from ``--config`` (official or PHExplore JSON) or ``--preset`` (default phsafe-2020)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import load_phsafe_preset, phsafe_from_dict
+
     if config is not None:
         return phsafe_from_dict(_read_json(config), name=config.name)
     return load_phsafe_preset(preset or "phsafe-2020")
@@ -165,6 +157,9 @@ def load_phsafe_budget(preset: str | None, config: Path | None) -> PHSafeBudget:
 
 def load_topdown_runs(preset: str | None, config: Path | None) -> dict[str, TopDownAllocation]:
     """Allocations from ``--config`` or ``--preset`` (default topdown-2020-production)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import load_topdown_preset, topdown_from_dict
+
     if config is not None:
         return topdown_from_dict(_read_json(config))
     return load_topdown_preset(preset or "topdown-2020-production")
@@ -183,6 +178,9 @@ def apply_phsafe_overrides(
     budget: PHSafeBudget, rhos: list[str], taus: list[str], drops: list[str]
 ) -> PHSafeBudget:
     """Apply ``--tau``, ``--rho`` and ``--drop-level`` in that order."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.budget import resolve_level_spec
+
     for spec in taus:
         table, value = _split(spec, "=", "--tau")
         if not (value.isascii() and value.isdigit()):
@@ -205,6 +203,9 @@ def apply_phsafe_overrides(
 
 def run_phsafe(args: argparse.Namespace) -> int:
     """Print PHSafe rows and summary."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from phexplore.planning.moe_tables import phsafe_rows, phsafe_summary
+
     budget = load_phsafe_budget(args.preset, args.config)
     budget = apply_phsafe_overrides(budget, args.rho, args.tau, args.drop_level)
     rows = phsafe_rows(budget, args.confidence)
@@ -214,6 +215,10 @@ def run_phsafe(args: argparse.Namespace) -> int:
 
 def run_topdown(args: argparse.Namespace) -> int:
     """Print TopDown rows and summary."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.budget.invariants import SPREAD_LABEL, spread_invariant_share
+    from phexplore.planning.moe_tables import topdown_rows, topdown_summary
+
     runs = load_topdown_runs(args.preset, args.config)
     if args.run:
         unknown = [r for r in args.run if r not in runs]
@@ -256,6 +261,8 @@ def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+
     from engine.prediction import shipped_profile_for
     from engine.prediction.tables import (
         add_post_processed,
@@ -287,6 +294,8 @@ def _entity_rows(
     hist: Any, alloc: TopDownAllocation, predictions: dict[str, Any], entities: str
 ) -> list[dict[str, Any]]:
     """Predicted TOTAL and VOTINGAGE (where the schema has it) accuracy of every entity."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+
     from engine.prediction.entities import predict_entities
     from engine.topdown.profile import entity_membership
     from engine.topdown.spine.entities import block_ids_of, load_entities

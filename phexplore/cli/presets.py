@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset, preset_info
 from phexplore.cli._output import add_format_option, dumps_json, print_rows
 
 
@@ -28,6 +27,9 @@ def register(subparsers: Any) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     """Print the preset list."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import list_presets
+
     rows = [{"name": p.name, "kind": p.kind, "title": p.title} for p in list_presets()]
     if args.format == "json":
         rows = [{**r, "citation": p.citation} for r, p in zip(rows, list_presets(), strict=True)]
@@ -37,6 +39,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     """Print a preset in PHExplore's JSON scenario form."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.presets import load_phsafe_preset, load_topdown_preset, preset_info
+
     info = preset_info(args.name)
     if info.kind == "phsafe":
         payload: Any = load_phsafe_preset(args.name).to_dict()

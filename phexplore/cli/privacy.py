@@ -1,4 +1,4 @@
-"""``phexplore privacy``: ρ-zCDP → (ε, δ) under all three conversions (SPEC §1)."""
+"""``phexplore privacy``: ρ-zCDP → (ε, δ) under all three conversions (docs/science.md §1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from engine.core.numbers import option_type, parse_exact
-from engine.dp.accounting import CONVERSION_LABELS, check_rho, conversions
+from engine.dp.conversions import CONVERSION_LABELS
 from phexplore.cli._output import add_format_option, dumps_json
 
 
@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the conversions as JSON or a table."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.dp.accounting import check_rho, conversions
+
     rho = check_rho(float(parse_exact(args.rho, where="--rho", range_name="rho")))
     conv = conversions(rho, delta=args.delta, epsilon=args.epsilon)
     if args.format == "json":

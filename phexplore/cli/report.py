@@ -1,4 +1,10 @@
-"""``phexplore report``: write the self-contained HTML session report (issue 10)."""
+"""``phexplore report``: write the self-contained HTML session report.
+
+Each ``--results`` must be a run's metrics.json (a verified run folder, a metrics.json inside one, or
+a standalone one downloaded from the app) whose recorded budget is its run's own
+(:func:`engine.runs.provenance.check_reported_run`) and this scenario's; anything else is refused
+before the report is built.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,6 @@ from engine.core.errors import ValidationError
 from engine.core.manifest import check_result_file
 from engine.core.output_folder import atomic_file, check_target
 from engine.core.strict_json import load_json_object
-from phexplore.app.report import build_report_html
-from phexplore.planning.scenarios import Scenario, scenario_from_preset
 
 
 def register(subparsers: Any) -> None:
@@ -46,16 +50,22 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build and write the report (temp file + rename; results checked against their manifest)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from phexplore.app.report import build_report_html
+    from phexplore.planning.scenarios import Scenario, scenario_from_preset
+
     results = [check_result_file(path) for path in args.results]
     inputs = {"scenario": args.scenario, "results": [str(p) for p in results]}
     # Check --out before the (slow) build, then write it atomically under the lock.
     check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
     mine = scenario.fingerprints()
+    from engine.runs.provenance import check_reported_run
+
     for path in results:
-        metrics = load_json_object(path)
+        metrics = check_reported_run(load_json_object(path), f"--results {path}")
         recorded = metrics.get("budget_fingerprint")
-        if metrics.get("engine") not in (None, scenario.kind):
+        if metrics.get("engine") != scenario.kind:
             raise ValidationError(
                 f"--results {path}: a {metrics.get('engine')} run cannot belong to a "
                 f"{scenario.kind} scenario; give the metrics.json of a {scenario.kind} run"

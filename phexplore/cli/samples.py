@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.data.samples import get_sample, list_samples, load_topdown_sample
 from phexplore.cli._output import add_format_option, dumps_json, print_rows
 
 LIST_FIELDS: tuple[str, ...] = ("name", "kind", "rows", "geography", "licence")
@@ -51,6 +50,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.data.samples import list_samples
+
     samples = list_samples()
     rows = [{k: s.summary()[k] for k in LIST_FIELDS} for s in samples]
     if args.format == "table":  # keep the table readable; 'samples show' prints the full text
@@ -67,6 +69,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.data.samples import get_sample, load_topdown_sample
+
     info = get_sample(args.name)
     details: dict[str, Any] = {
         "name": info.name,

@@ -1,6 +1,7 @@
 """The Run page's "Least-squares solver" choice (TopDown's routing table, docs/topdown.md "The
-least-squares routes"): offered with every route, and carried into the run description the way the
-noise method is (only when not automatic)."""
+least-squares routes"): offered with every route, carried into the typed run description the way the
+noise method is, and recorded with the run (metrics.json ``run.options.solver``, only when not
+automatic, and ``diagnostics.routes``)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from engine.data.samples import load_topdown_sample
-from engine.dp.presets import load_topdown_preset
 from engine.topdown.qp.settings import SOLVER_CHOICES
 from phexplore import api as R
+from phexplore.app import state as S
+from tests.pages.conftest import wait_for_job
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
-def test_the_run_page_offers_every_route_and_the_spec_records_the_choice() -> None:
+def test_the_run_page_offers_every_route_and_the_run_records_the_choice() -> None:
     at = AppTest.from_file(APP, default_timeout=90)
     at.run()
     at.switch_page("pages/run.py").run()
@@ -27,17 +28,11 @@ def test_the_run_page_offers_every_route_and_the_spec_records_the_choice() -> No
     box.set_value("clarabel").run()
     assert not at.exception, [e.message for e in at.exception]
     assert at.session_state["run_td_solver"] == "clarabel"
-    hist = load_topdown_sample("ri2010")
-    common = dict(
-        data_label="ri2010",
-        hist=hist,
-        allocation=load_topdown_preset("ri2010-production-like")["persons"],
-        seed=3,
-        workers=1,
-        spine="conventional",
-        entities=[],
-    )
-    named = R.topdown_spec(**common, solver="clarabel")
-    auto = R.topdown_spec(**common)
-    assert named.solver == "clarabel" and named.options["solver"] == "clarabel"
-    assert auto.solver == "auto" and "solver" not in auto.options
+    at.button(key="run_td_go").click().run()  # the smallest county of RI, the default subset
+    wait_for_job(at, 150)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (record,) = at.session_state[S.RUNS]
+    assert record.settings["solver"] == "clarabel"
+    assert record.metrics["run"]["options"]["solver"] == "clarabel"
+    routes = record.metrics["diagnostics"]["routes"]
+    assert routes and set().union(*routes.values()) == {"clarabel"}

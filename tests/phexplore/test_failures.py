@@ -33,7 +33,7 @@ def test_internal_errors_are_one_line_with_a_log(
     def boom(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr("phexplore.cli.privacy.conversions", boom)
+    monkeypatch.setattr("engine.dp.accounting.conversions", boom)
     assert main(["privacy", "--rho", "1"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: phexplore privacy failed:")

@@ -1,4 +1,4 @@
-"""Blau index, its quintiles and bias tables; PF's homogeneity index (SPEC §5)."""
+"""Blau index, its quintiles and bias tables; PF's homogeneity index (docs/science.md §5)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core.errors import ValidationError
-from engine.metrics import (
+from engine.metrics.blau import (
     blau_index,
     blau_quintile_bias,
     blau_table,
@@ -19,8 +19,8 @@ from engine.metrics import (
     raceeth_counts_from_histogram,
     raceeth_counts_from_tidy,
     rank_quintiles,
-    tabulate_tidy,
 )
+from engine.metrics.srs import tabulate_tidy
 
 
 def test_blau_extremes() -> None:

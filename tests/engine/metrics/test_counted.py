@@ -1,4 +1,4 @@
-"""Counted residuals give the dense error and RMSE tables to the bit (issue 17)."""
+"""Counted residuals give the dense error and RMSE tables to the bit."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 import scipy.sparse as sp
 
 from engine.core.errors import ValidationError
-from engine.metrics import mae_table
 from engine.metrics.counted import (
     counted_error_table,
     counted_residuals,
     counted_rmse_table,
 )
+from engine.metrics.error_tables import mae_table
 from engine.metrics.prediction import rmse_table
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics import PF_FUNCTION_DEFAULT
 from engine.metrics.epl_check import SA1_COUNTS, geometric_epl_check
+from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT
 from engine.metrics.reference import PF_TABLE_SA1
 
 CHECKED = [row for row in PF_TABLE_SA1 if row[0] >= 0.01]  # ε ≥ 0.01: fast grids

@@ -8,13 +8,9 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics import (
-    blau_table,
-    build_metrics_json,
-    raceeth_counts_from_histogram,
-    srs_tidy,
-    validate_metrics_json,
-)
+from engine.metrics.blau import blau_table, raceeth_counts_from_histogram
+from engine.metrics.metrics_json import build_metrics_json, validate_metrics_json
+from engine.metrics.srs import srs_tidy
 from phexplore.cli._output import dumps_json
 
 
@@ -85,7 +81,7 @@ def test_validator_names_the_broken_key(tidy, change, fragment) -> None:
 
 
 def test_epl_settings_recorded_pf_by_default(tidy) -> None:
-    from engine.metrics import PF_FUNCTION_DEFAULT, EPLSettings
+    from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, EPLSettings
     from engine.metrics.metrics_json import epl_settings_of_metrics
 
     payload = build_metrics_json(

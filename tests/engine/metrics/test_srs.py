@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics import (
-    mae_table,
-    sample_counts,
-    srs_estimate,
-    srs_sweep,
-    srs_tidy,
-    tabulate_tidy,
-)
+from engine.metrics.error_tables import mae_table
+from engine.metrics.srs import sample_counts, srs_estimate, srs_sweep, srs_tidy, tabulate_tidy
 
 
 def test_full_sample_has_zero_error(histogram) -> None:

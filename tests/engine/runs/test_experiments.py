@@ -182,14 +182,3 @@ def test_moe_coverage_table_counts() -> None:
     assert row["coverage_exact"] == pytest.approx(0.75)
     with pytest.raises(ValidationError, match="mechanism"):
         moe_coverage_table(frame, mechanism="laplace")
-
-
-def test_subset_histogram_lives_with_the_data() -> None:
-    import engine.metrics as metrics
-    from engine.data import histogram
-
-    # Lives in engine.data.histogram; engine.metrics re-exports it for older importers.
-    assert metrics.subset_histogram is histogram.subset_histogram
-    from engine.runs import experiments
-
-    assert experiments.tree_levels is histogram.tree_levels

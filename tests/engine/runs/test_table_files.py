@@ -1,4 +1,4 @@
-"""Run tables written chunk by chunk as CSV or Parquet and read back with checks (issue 17)."""
+"""Run tables written chunk by chunk as CSV or Parquet and read back with checks (docs/topdown.md "Outputs")."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.core.errors import OutputError, ValidationError
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS
 from engine.runs.table_files import (
-    AUTO_CSV_MAX_ROWS,
     check_table,
     iter_table,
     read_table,

@@ -11,15 +11,17 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
+from engine.dp.presets import load_topdown_preset
+from engine.runs.data_source import DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.spec import RunSpec
 from engine.topdown.family import FamilyBatch
 from engine.topdown.options import TopDownOptions
 from engine.topdown.qp.problem import Band
 from engine.topdown.qp.route import ROUTES, Pass, plan, solve_pass
 from engine.topdown.qp.settings import ROUTE_NAMES, SETTINGS, SOLVER_CHOICES
-from engine.topdown.run import run_topdown
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
-from tests.engine.topdown.helpers import ri_subset
+from tests.engine.topdown.helpers import engine_run, ri_subset
 from tests.engine.topdown.test_run import assert_consistent
 
 PASS = [1, 2, 3]
@@ -103,32 +105,43 @@ def test_a_family_piqp_does_not_solve_goes_to_clarabel(monkeypatch):
 def test_solver_option_is_checked_and_recorded():
     with pytest.raises(ValidationError, match="solver must be one of"):
         TopDownOptions(solver="fastest")
-    with pytest.raises(ValidationError, match="solver must be one of"):
-        RunSpec(
-            engine="topdown",
-            data={"source": "ri2010"},
-            config={},
-            seed=1,
-            options={"solver": "fastest"},
-        )
-    spec = RunSpec(engine="topdown", data={"source": "ri2010"}, config={}, seed=1)
-    assert spec.solver == "auto" and "solver" not in spec.options  # default runs keep fingerprints
-    assert spec.with_option(solver="clarabel").solver == "clarabel"
+    with pytest.raises(ValidationError, match="options.solver"):
+        TopDownRunOptions.from_json({"solver": "fastest"})
+    named = TopDownRunOptions(solver="clarabel")
+    assert named.to_json()["solver"] == "clarabel"
+    assert TopDownRunOptions.from_json(named.to_json()) == named
+
+
+MAIN_FINGERPRINT = "f13c2ef75573b3ab930f28d774c6dec25f7807daaf9886a8d45b2e75c5e68ddf"
+"""The run fingerprint the version before the ``solver`` option gave the default run below
+(``RunSpec(topdown, DataSource("ri2010"), ri2010-production-like, seed 1)``, computed at commit
+c8a89f0): a default run keeps it."""
+
+
+def test_a_default_run_keeps_the_fingerprint_it_had_before_the_solver_option():
+    allocation = load_topdown_preset("ri2010-production-like")["persons"]
+    spec = RunSpec(
+        engine="topdown", data=DataSource(source="ri2010"), config=allocation.to_dict(), seed=1
+    )
+    assert spec.options.solver == "auto" and "solver" not in spec.to_dict()["options"]
+    assert spec.fingerprint() == MAIN_FINGERPRINT
+    named = spec.with_option(solver="clarabel")
+    assert named.to_dict()["options"]["solver"] == "clarabel"
+    assert named.fingerprint() != MAIN_FINGERPRINT  # another route: another run
+    assert RunSpec.from_dict(named.to_dict()) == named
 
 
 def test_a_run_records_its_routes_per_level_and_a_named_route_gives_the_same_totals():
-    from engine.dp.presets import load_topdown_preset
-
     hist = ri_subset(n_tracts_per_county=2, counties=2)
     allocation = load_topdown_preset("ri2010-production-like")["persons"]
-    auto = run_topdown(hist, allocation, seed=3)
+    auto = engine_run(hist, allocation, seed=3)
     assert_consistent(auto)
     routes = auto.diagnostics["routes"]
     assert auto.diagnostics["solver"] == "auto"
     assert set(routes) >= {"State", "County", "Tract", "Block_Group", "Block"}
     assert all(set(r) <= set(ROUTE_NAMES) for r in routes.values())
     assert routes["Block"].get("admm", 0) > 0  # a block group's blocks: the single pass
-    general = run_topdown(hist, allocation, seed=3, options=TopDownOptions(solver="clarabel"))
+    general = engine_run(hist, allocation, seed=3, options=TopDownOptions(solver="clarabel"))
     assert_consistent(general)
     assert set().union(*general.diagnostics["routes"].values()) == {"clarabel"}
     assert general.estimates[0].sum() == auto.estimates[0].sum() == hist.total
