@@ -15,7 +15,7 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
    relative difference of objectives; and, since the engine solves many small families at once
-   (``engine.topdown.qp.small_families``), WHOLE BATCHES: for ``--sample`` random families per level
+   (``engine.topdown.qp.route``), WHOLE BATCHES: for ``--sample`` random families per level
    the unit of work that holds each is solved by the production path at once, and every family
    of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
    cvxpy's seconds per family on the same families);
@@ -151,7 +151,7 @@ def _engine_family(one, passes, solver: str):
 
 def _engine_batch(batch, passes):
     """The production path (``auto``) on a whole recorded batch, as the engine solves it (small
-    families together, :mod:`engine.topdown.qp.small_families`): (objectives ``(passes, F)``, bands of
+    families together, :mod:`engine.topdown.qp.route`): (objectives ``(passes, F)``, bands of
     the last pass, seconds for the whole batch)."""
     from engine.topdown.qp.problem import Band
     from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
