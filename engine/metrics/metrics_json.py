@@ -13,7 +13,10 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "median_ae": {"<geolevel>": {"<query>": float}},# optional: median absolute error (PF)
       "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
-              "n_residuals", "n_boot", "reason"}}},    # optional: PF's EPL with bootstrap interval
+              "n_residuals", "n_boot", "reason", "interval"}}},
+                                                      # optional: PF's EPL with its bootstrap
+                                                      # interval; "interval" names how it was made
+                                                      # (absent in older files: plain percentile)
       "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
                                                       # with "epl": the density range used
                                                       # (docs/science.md §5; default PF's published
@@ -42,7 +45,12 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
-from engine.metrics.epl import bootstrap_generator, epl_details_counted, epl_table
+from engine.metrics.epl import (
+    INTERVAL_METHOD,
+    bootstrap_generator,
+    epl_details_counted,
+    epl_table,
+)
 from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, EPLSettings, settings_of
 from engine.metrics.error_tables import mae_table
 
@@ -169,6 +177,7 @@ def build_metrics_json(
                 "n_residuals": _plain(row["n_residuals"]),
                 "n_boot": int(epl_boot) if reason is None else 0,
                 "reason": reason,
+                "interval": INTERVAL_METHOD,
             }
         payload["epl"] = section
         payload["epl_settings"] = chosen.as_dict()
