@@ -164,8 +164,8 @@ def _category_labels(fig: go.Figure, axis: str) -> list[str]:
     return labels
 
 
-def _legend_rows(fig: go.Figure) -> int:
-    """Rows a horizontal legend of ``fig``'s named traces takes at :data:`LEGEND_WIDTH`."""
+def _legend_rows(fig: go.Figure, width: int = LEGEND_WIDTH) -> int:
+    """Rows a horizontal legend of ``fig``'s named traces takes across ``width`` px."""
     names = [
         str(t.name)
         for t in fig.data
@@ -175,10 +175,10 @@ def _legend_rows(fig: go.Figure) -> int:
         return 0
     rows, used = 1, 0.0
     for name in names:
-        width = 46 + CHAR_PX * len(name)
-        if used and used + width > LEGEND_WIDTH:
+        item = 46 + CHAR_PX * len(name)
+        if used and used + item > width:
             rows, used = rows + 1, 0.0
-        used += width
+        used += item
     return rows
 
 
@@ -188,6 +188,7 @@ def readable(
     height: int | None = None,
     title_chars: int = TITLE_CHARS,
     legend_below: bool = True,
+    width: int = LEGEND_WIDTH,
 ) -> go.Figure:
     """Apply the readability rules (module docstring) to ``fig`` in place and return it.
 
@@ -195,7 +196,8 @@ def readable(
     :data:`MIN_TEXT` px in :data:`TEXT`; every axis grows its margin for its labels; every
     category is labelled; the title wraps; the legend goes below the plot; bars get outlines and
     value labels (zero bars stay visible); the figure grows so its plot area keeps
-    :data:`MIN_PLOT` px (a heatmap :data:`HEATMAP_ROW` px per row).
+    :data:`MIN_PLOT` px (a heatmap :data:`HEATMAP_ROW` px per row). ``width`` is the width the
+    chart is expected to get (px), for sizing the legend's rows.
     """
     layout = fig.layout
     title = layout.title.text if layout.title and layout.title.text else ""
@@ -212,25 +214,13 @@ def readable(
             }
         )
     top = 30 + 24 * lines if title else 20
-    legend_rows = _legend_rows(fig) if legend_below else 0
+    legend_rows = _legend_rows(fig, width) if legend_below else 0
     legend_px = 26 * legend_rows + 8 if legend_rows else 0
     fig.update_layout(
         font={"color": TEXT, "size": 14},
         hoverlabel={"font": {"size": TICK_TEXT}},
         legend={"font": {"size": TICK_TEXT, "color": TEXT}},
     )
-    if legend_rows:
-        fig.update_layout(
-            legend={
-                "orientation": "h",
-                "xref": "container",
-                "x": 0.0,
-                "xanchor": "left",
-                "yref": "container",
-                "y": 0.0,
-                "yanchor": "bottom",
-            }
-        )
     axis_style = {
         "automargin": True,
         "title_standoff": 8,
@@ -281,8 +271,21 @@ def readable(
             rows = max(rows, len(_category_labels(fig, "y")) or len(trace.z or []))
     plot_min = max(MIN_PLOT, HEATMAP_ROW * rows)
     wanted = height if height is not None else (layout.height or DEFAULT_HEIGHT)
-    needed = plot_min + top + bottom + legend_px
-    fig.update_layout(height=max(int(wanted or 0), needed))
+    total = max(int(wanted or 0), plot_min + top + bottom + legend_px)
+    fig.update_layout(height=total)
+    if legend_rows:
+        # Just under the axis labels and title, whatever the number of legend rows: a position
+        # in the plot's own coordinates, (bottom band + gap) / plot height below its bottom edge.
+        plot_height = total - top - bottom - legend_px
+        fig.update_layout(
+            legend={
+                "orientation": "h",
+                "x": 0.0,
+                "xanchor": "left",
+                "y": -(bottom + 6) / plot_height,
+                "yanchor": "top",
+            }
+        )
     visible_bars(fig)
     return fig
 

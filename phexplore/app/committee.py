@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from phexplore.app.naming import geolevel_label
-from phexplore.planning.committee import HELD_EXACT, OUT_OF_RANGE
+from phexplore.planning.committee import HELD_EXACT, OUT_OF_RANGE, table_queries
 
 WORSE = "#9a3412"
 """Text colour of a Δ that raises an error or a privacy loss (contrast 7.0:1 on white)."""
@@ -54,8 +54,8 @@ def number(value: float | None, digits: int = 3) -> str:
         return "0"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
-    if abs(v) < 0.01:
-        return f"{v:.1e}"
+    if abs(v) < 0.005:
+        return "< 0.01"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
     return f"{v:,.{decimals}f}"
 
@@ -107,7 +107,7 @@ def committee_html(
     """The committee's table as an HTML ``<table>`` (with its CSS): privacy rows, then geolevels."""
     privacy = [r for r in rows if r["section"] == "privacy"]
     errors = [r for r in rows if r["section"] != "privacy"]
-    queries = list(dict.fromkeys(r["query"] for r in errors))
+    queries = table_queries(errors)
     levels = list(dict.fromkeys(r["geolevel"] for r in errors))
     by_key = {(r["geolevel"], r["query"]): r for r in errors}
     measure = errors[0]["quantity"] if errors else "published-count error"

@@ -169,6 +169,15 @@ def level_label(key: str) -> str:
     return str(key)
 
 
+def short_level_label(key: str) -> str:
+    """``"state_A-G"`` → "State A-G", ``"usa_*"`` → "Nation" (Unattributed = everyone): a column
+    header that fits a grid of six levels at 1366×768 (the full name goes in its help)."""
+    if key in LEVEL_LABELS:
+        geo, it = LEVEL_LABELS[key]
+        return geo if it == "Unattributed" else f"{geo} {it}"
+    return str(key)
+
+
 def cell_label(table: str, level: str) -> str:
     """``("PH1_num", "state_*")`` → ``"PH1 numerator · State · Unattributed"``."""
     return f"{table_label(table)} · {level_label(level)}"

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "run_commands",
     "experiment",
     "plan",
+    "compare",
     "report",
     "app",
 )

@@ -39,7 +39,12 @@ def topdown_changes(
         ra, rb = a.get(run), b.get(run)
         if ra is None or rb is None:
             rows.append(
-                _change("run", run, "absent" if ra is None else "present", "absent" if rb is None else "present")
+                _change(
+                    "run",
+                    run,
+                    "absent" if ra is None else "present",
+                    "absent" if rb is None else "present",
+                )
             )
             continue
         what = "total ε (pure DP)" if ra.mechanism == "puredp" else "total ρ"
@@ -127,6 +132,4 @@ def change_sentence(a: Scenario, b: Scenario, rows: list[dict[str, Any]] | None 
             + "."
         )
     kinds = sorted({r["what"] for r in rows})
-    return (
-        f"“{b.name}” differs from “{a.name}” in {len(rows)} number(s): " + ", ".join(kinds) + "."
-    )
+    return f"“{b.name}” differs from “{a.name}” in {len(rows)} number(s): " + ", ".join(kinds) + "."

@@ -70,6 +70,13 @@ def committee_queries(alloc: TopDownAllocation) -> list[str]:
     return out
 
 
+def table_queries(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The queries of committee rows in the committee's order (TOTAL, VOTINGAGE, HISPANIC, race)."""
+    present = {r["query"] for r in rows if r.get("section") != "privacy" and r.get("query")}
+    order = [q for q in COMMITTEE_QUERIES if q != "race"] + list(RACE_QUERIES)
+    return [q for q in order if q in present] + sorted(present - set(order))
+
+
 def published_rows(
     runs: Mapping[str, TopDownAllocation],
     *,
@@ -120,11 +127,15 @@ def _privacy_rows(
     rows = []
     for run in list(a) + [r for r in b if r not in a]:
         ea, eb = sa["runs"].get(run, {}), sb["runs"].get(run, {})
-        pure = (ea or eb).get("mechanism") == "puredp"
-        what = "ε (pure DP)" if pure else "ρ"
-        va = ea.get("epsilon" if pure else "rho")
-        vb = eb.get("epsilon" if pure else "rho")
-        rows.append(_row("privacy", f"{what} of the {run} run", None, None, va, vb))
+        mechanisms = [e["mechanism"] for e in (ea, eb) if e]
+        for mechanism in dict.fromkeys(mechanisms):
+            # A ρ is never compared with an ε: a run of another mechanism gets its own row.
+            pure = mechanism == "puredp"
+            what = "ε (pure DP)" if pure else "ρ"
+            key = "epsilon" if pure else "rho"
+            va = ea.get(key) if ea.get("mechanism") == mechanism else None
+            vb = eb.get(key) if eb.get("mechanism") == mechanism else None
+            rows.append(_row("privacy", f"{what} of the {run} run", None, None, va, vb))
     if "rho_total" in sa and "rho_total" in sb:
         rows.append(_row("privacy", "ρ, all runs", None, None, sa["rho_total"], sb["rho_total"]))
         label = f"ε, all runs (δ = {delta:g}, {CONVERSION_SHORT.get(conversion, conversion)})"
