@@ -81,6 +81,7 @@ def render() -> None:
                     display_frame(pd.DataFrame(folded["sigma_comparison"])),
                     hide_index=True,
                     width="stretch",
+                    alt="Noisy-measurement σ on the RI schema against production's",
                 )
     tabs = st.tabs(["MAE", "Blau-index bias", "EPL", "EPL vs budget · SRS", "On/off spine"])
     with tabs[0]:
@@ -93,3 +94,6 @@ def render() -> None:
         sweep_section(record, runs)
     with tabs[4]:
         spine_section(record)
+
+
+render()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.results_parts.common import LAYOUT, chart, csv_download
+from pages.results_parts.common import LAYOUT, chart, csv_download, run_title
 from phexplore import api as R
 from phexplore.app.naming import display_frame
 
@@ -32,11 +32,16 @@ def mae_section(record: R.RunRecord) -> None:
     fig.update_yaxes(autorange="reversed", title="Geolevel")
     fig.update_xaxes(title="Query group")
     fig.update_layout(
-        title=f"{record.scenario}: mean absolute error by geolevel × query (run #{record.id})",
+        title=run_title("Mean absolute error by geolevel × query", record),
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_mae")
-    st.dataframe(display_frame(mae), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(mae),
+        hide_index=True,
+        width="stretch",
+        alt=f"Mean absolute error by geolevel and query, run #{record.id}",
+    )
     csv_download(mae, f"run{record.id}_mae", f"mae_{record.id}")
     prediction_section(record)
 
@@ -65,7 +70,7 @@ def prediction_section(record: R.RunRecord) -> None:
     fig.add_trace(go.Bar(x=x, y=pred["measured_rmse"], name="measured (this run)"))
     fig.add_trace(go.Bar(x=x, y=pred["predicted_rmse"], name="predicted"))
     fig.update_layout(
-        title=f"{record.scenario}: RMSE of published counts, predicted vs measured (run #{record.id})",
+        title=run_title("RMSE of published counts, predicted vs measured", record),
         barmode="group",
         yaxis={"title": "RMSE (persons)", "type": "log"},
         **LAYOUT,
@@ -78,6 +83,7 @@ def prediction_section(record: R.RunRecord) -> None:
         ),
         hide_index=True,
         width="stretch",
+        alt=f"Predicted and measured RMSE of the published counts, run #{record.id}",
     )
     csv_download(pred, f"run{record.id}_prediction", f"pred_{record.id}")
     entities = record.tables.get("entity_prediction")
@@ -86,7 +92,9 @@ def prediction_section(record: R.RunRecord) -> None:
             "Off-spine entities (pooled over each set's entities; a set of one entity gives one "
             "error per run):"
         )
-        st.dataframe(entities, hide_index=True, width="stretch")
+        st.dataframe(
+            entities, hide_index=True, width="stretch", alt="Predicted error of off-spine entities"
+        )
 
 
 def blau_section(record: R.RunRecord) -> None:
@@ -117,12 +125,17 @@ def blau_section(record: R.RunRecord) -> None:
             )
         )
     fig.update_layout(
-        title=f"{record.scenario}: mean signed error of total population by Blau quintile (run #{record.id})",
+        title=run_title("Mean signed error of total population by Blau quintile", record),
         barmode="group",
         xaxis_title="Blau-index quintile (1 = homogeneous)",
         yaxis_title="Mean signed error (persons)",
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_blau")
-    st.dataframe(display_frame(table.reset_index()), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(table.reset_index()),
+        hide_index=True,
+        width="stretch",
+        alt=f"Mean signed error by Blau-index quintile, run #{record.id}",
+    )
     csv_download(bias, f"run{record.id}_blau_bias", f"blau_{record.id}")
