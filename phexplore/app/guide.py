@@ -265,7 +265,8 @@ def exercise_steps(e: dict[str, Any]) -> list[Step]:
             f"1. Cut ρ by {abs(e['percent']):g}%",
             "TopDown planner",
             f"Choose the preset {e['preset']} and press Load preset (the baseline follows it). "
-            f"Under “Scale the budget”, keep “total ρ”, type {e['percent']:g} and press Apply.",
+            f"In the baseline bar keep Scale “total ρ (every level)”, type {e['percent']:g} in “by %” "
+            "and press Apply.",
             f"The persons run's ρ goes from {e['rho_before']:.4f} to {e['rho_after']:.4f} "
             f"({cut}) and ε (δ = {e['delta']:g}) from {e['epsilon_before']:.2f} to "
             f"{e['epsilon_after']:.2f}.",
@@ -280,9 +281,10 @@ def exercise_steps(e: dict[str, Any]) -> list[Step]:
         Step(
             "3. Run it",
             "Run",
-            "Choose TopDown, the shipped sample ri2010, subset County 44001 (seconds) and press "
-            f"Run TopDown: it uses the working allocation (ρ {cut}). Then on the TopDown planner "
-            "press “Reset to baseline” and run again.",
+            "Choose TopDown and the shipped sample ri2010 (subset: one county, seconds); as "
+            "Allocation pick “Working scenario (TopDown planner)” — the cut budget "
+            f"(ρ {cut}) — and press Run TopDown. Then pick the allocation {e['preset']} (the "
+            "baseline) and run again.",
             "Two runs, each labelled with the budget it used (“modified from …” and the preset).",
         ),
         Step(
