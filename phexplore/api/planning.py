@@ -13,6 +13,7 @@ from phexplore.planning.committee import (
     committee_queries,
     committee_rows,
     persons_run,
+    published_rows,
     table_queries,
 )
 from phexplore.planning.deltas import relative, with_baseline
@@ -44,6 +45,7 @@ __all__ = [
     "percent_factor",
     "persons_run",
     "phsafe_summary",
+    "published_rows",
     "plan_phsafe",
     "plan_topdown_published",
     "relative",

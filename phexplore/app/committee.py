@@ -81,11 +81,24 @@ def _direction(value: float | None) -> str:
     return "up" if value > 0 else "down"
 
 
+def _negligible(value: float | None) -> bool:
+    """A value that :func:`number` shows as "< 0.01" (or 0)."""
+    return value is not None and math.isfinite(value) and abs(value) < 0.005
+
+
 def _cell(row: Mapping[str, Any]) -> str:
     """HTML of one cell: "A → B", then "Δ · Δ%" and any note."""
     if row["a_note"] == HELD_EXACT and row["b_note"] == HELD_EXACT:
         return "<span class='ab'>exact</span><span class='note'>invariant, no noise</span>"
     ab = f"{number(row['a'])} → {number(row['b'])}"
+    if _negligible(row["a"]) and _negligible(row["b"]):
+        # Both below the table's precision: a percentage of two rounding-level numbers would
+        # read as a change a committee should weigh (the CSV keeps the numbers).
+        return (
+            f"<span class='ab'>{html.escape(ab)}</span>"
+            "<span class='d same' title='unchanged'>≈ 0</span>"
+            "<span class='note'>both below 0.01</span>"
+        )
     delta = signed(row["difference"])
     rel = percent(row["relative"])
     words = {"up": "larger", "down": "smaller", "same": "unchanged"}[_direction(row["difference"])]

@@ -203,6 +203,8 @@ def _cell(row: dict[str, Any]) -> str:
         return "exact"
     a, b = _number(row["a"]), _number(row["b"])
     rel = "" if row["relative"] is None else f" ({row['relative'] * 100:+.1f}%)"
+    if a == b == "< 0.01":
+        rel = " (≈ 0)"  # a percentage of two rounding-level numbers is no change to weigh
     flag = " †" if row["a_note"] or row["b_note"] else ""
     return f"{a} → {b}{rel}{flag}"
 
