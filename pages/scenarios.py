@@ -349,7 +349,7 @@ def render() -> None:
                 [
                     {
                         "Scenario": sc.name,
-                        "Kind": KINDS[sc.kind],
+                        "Kind": "TopDown" if sc.kind == "topdown" else "PHSafe",
                         "Budget": sc.origin(),
                         "ρ": sc.headline()["rho"],
                         f"ε ({sc.conversion}) at δ": sc.headline()["epsilon"],
@@ -360,14 +360,24 @@ def render() -> None:
                 ]
             )
             summary.columns = ["Scenario", "Kind", "Budget", "ρ", "ε", "δ", "Runs"]
+            # Narrow columns: the whole list fits the half page at 1366 px (δ on demand).
             st.dataframe(
                 summary,
                 hide_index=True,
                 width="stretch",
                 alt="Saved scenarios of this session",
+                column_order=["Scenario", "Kind", "Budget", "ρ", "ε", "Runs"],
                 column_config={
-                    "ρ": st.column_config.NumberColumn(format="%.4f"),
-                    "ε": st.column_config.NumberColumn(format="%.2f"),
+                    "Scenario": st.column_config.TextColumn(width=110),
+                    "Kind": st.column_config.TextColumn(width=70),
+                    "Budget": st.column_config.TextColumn(
+                        width=130, help="The budget's origin: a preset or “modified from …”."
+                    ),
+                    "ρ": st.column_config.NumberColumn(format="%.3f", width=60),
+                    "ε": st.column_config.NumberColumn(
+                        format="%.2f", width=55, help="ε at each scenario's δ and conversion."
+                    ),
+                    "Runs": st.column_config.NumberColumn(width=45),
                 },
             )
             name = st.selectbox(

@@ -12,6 +12,16 @@ from pages.results_parts.common import LAYOUT, chart, csv_download, run_title
 from phexplore import api as R
 from phexplore.app.naming import display_frame
 
+PREDICTION_KEY_COLUMNS = [
+    "geolevel",
+    "query",
+    "predicted_rmse",
+    "measured_rmse",
+    "ratio",
+    "model_holds",
+]
+"""The predicted-vs-measured table's columns shown by default (the others behind a toggle)."""
+
 
 def mae_section(record: R.RunRecord) -> None:
     mae = record.tables["mae"]
@@ -76,9 +86,15 @@ def prediction_section(record: R.RunRecord) -> None:
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_prediction")
+    # The key columns fit 1366 px without sideways scrolling; the rest on demand.
+    every = st.toggle(
+        "Show every column (σ, least-squares RMSE, mean count, geounits evaluated)",
+        key=f"pred_all_columns_{record.id}",
+    )
+    shown = pred if every else pred[[c for c in PREDICTION_KEY_COLUMNS if c in pred.columns]]
     st.dataframe(
         display_frame(
-            pred,
+            shown,
             extra={"model_holds": "Model holds", "sigma": "Noisy-measurement σ (persons)"},
         ),
         hide_index=True,

@@ -18,7 +18,8 @@ from phexplore.planning.moe_tables import epsilons
 def test_epsilon_reading_states_the_likelihood_ratio_bound(epsilon: float, factor: str) -> None:
     text = epsilon_reading(epsilon, 1e-10)
     assert f"≈ {factor}" in text  # e^ε, computed from the number
-    assert "δ = 1e-10" in text and "not the chance that someone is identified" in text
+    assert "δ = 10⁻¹⁰ (one in 10 billion)" in text  # δ read as a number too
+    assert "not the chance that someone is identified" in text
 
 
 def test_epsilon_reading_edge_cases() -> None:
