@@ -20,7 +20,6 @@ from engine.dp.budget import default_states
 from engine.dp.conversions import CONVERSION_LABELS, DEFAULT_DELTA
 from engine.dp.moe import moe_for_rho
 from engine.dp.presets import load_phsafe_preset, load_topdown_preset
-from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS
 from phexplore.app.naming import cell_label, level_label
 from phexplore.planning.committee import committee_rows, persons_run, published_rows
 from phexplore.planning.moe_tables import epsilons
@@ -207,17 +206,12 @@ def topdown_exercise(
     """The numbers of the TopDown exercise: ``ri2010-production-like`` and its persons ρ cut by
     ``percent``; the predicted RMSE of the published TOTAL at County, Tract and Block before and
     after, computed as the TopDown planner's committee table computes them (same count profile,
-    same sampling of families: docs/science.md §7, docs/prediction.md)."""
+    every geounit evaluated: docs/science.md §7, docs/prediction.md)."""
     before = load_topdown_preset(EXERCISE_PRESET)
     after = scale_topdown_runs(before, percent, only=persons_run(before)[0])
     _, alloc = persons_run(before)
-    kwargs = {
-        "n_states": default_states(alloc),
-        "max_units": PLANNER_MAX_UNITS,
-        "max_families": PLANNER_MAX_FAMILIES,
-    }
-    rows_before, _ = published_rows(before, **kwargs)
-    rows_after, _ = published_rows(after, **kwargs)
+    rows_before, _ = published_rows(before, n_states=default_states(alloc))
+    rows_after, _ = published_rows(after, n_states=default_states(alloc))
     rows = committee_rows(
         before, rows_before, after, rows_after, delta=delta, conversion=conversion
     )

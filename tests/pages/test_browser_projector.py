@@ -29,6 +29,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from phexplore.api.budgets import load_topdown_preset
+from phexplore.planning.committee import committee_rows, published_rows
+from phexplore.planning.scaling import scale_topdown_runs
 from tests.pages.conftest import chromium_page, open_app
 from tests.pages.conftest import goto as _goto
 from tests.pages.conftest import idle as _idle
@@ -254,10 +257,6 @@ _CELL = re.compile(
 
 
 def test_a_production_cut_by_30_percent_read_from_one_table(page, measurements) -> None:  # type: ignore[no-untyped-def]
-    from phexplore.api.budgets import load_topdown_preset
-    from phexplore.planning.committee import committee_rows, published_rows
-    from phexplore.planning.scaling import scale_topdown_runs
-
     _goto(page, "TopDown planner", "TopDown planner")
     main = page.locator('[data-testid="stMain"]')
     main.get_by_text("Working allocations: topdown-2020-production", exact=False).first.wait_for()
