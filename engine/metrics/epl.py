@@ -118,8 +118,8 @@ class EPLResult:
             "n_residuals": self.n,
             "n_boot": self.n_boot,
             "epl_boot_median": self.boot_median,
-            "epl_boot_low": self.boot_low,
-            "epl_boot_high": self.boot_high,
+            "epl_percentile_low": self.boot_low,
+            "epl_percentile_high": self.boot_high,
             "interval": INTERVAL_METHOD,
             "reason": self.reason,
             "percentile": self.settings.percentile,
@@ -465,14 +465,22 @@ def epl_table(
                 "epl": result.value,
                 "epl_low": result.low,
                 "epl_high": result.high,
-                "epl_boot_low": result.boot_low,
-                "epl_boot_high": result.boot_high,
+                "epl_percentile_low": result.boot_low,
+                "epl_percentile_high": result.boot_high,
                 "n_residuals": result.n,
                 "reason": result.reason,
             }
         )
-    columns = [*by, "epl", "epl_low", "epl_high", "epl_boot_low", "epl_boot_high", "n_residuals"]
-    columns.append("reason")
+    columns = [
+        *by,
+        "epl",
+        "epl_low",
+        "epl_high",
+        "epl_percentile_low",
+        "epl_percentile_high",
+        "n_residuals",
+        "reason",
+    ]
     table = pd.DataFrame(rows, columns=columns)
     table["reason"] = pd.Series([row["reason"] for row in rows], index=table.index, dtype=object)
     table.attrs["epl_settings"] = chosen.as_dict()

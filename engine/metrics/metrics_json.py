@@ -13,12 +13,12 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "median_ae": {"<geolevel>": {"<query>": float}},# optional: median absolute error (PF)
       "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
-              "n_residuals", "n_boot", "reason", "interval", "epl_boot_low",
-              "epl_boot_high"}}},
+              "n_residuals", "n_boot", "reason", "interval", "epl_percentile_low",
+              "epl_percentile_high"}}},
                                                       # optional: PF's EPL with its bootstrap
                                                       # interval; "interval" names how it was made
                                                       # (absent in older files: plain percentile,
-                                                      # which newer files keep as epl_boot_low/high)
+                                                      # which newer files keep as epl_percentile_low/high)
       "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
                                                       # with "epl": the density range used
                                                       # (docs/science.md §5; default PF's published
@@ -181,8 +181,8 @@ def build_metrics_json(
                 "reason": reason,
                 "interval": INTERVAL_METHOD,
                 # The resamples' own percentile interval (what older files hold as the interval).
-                "epl_boot_low": _plain(row["epl_boot_low"]),
-                "epl_boot_high": _plain(row["epl_boot_high"]),
+                "epl_percentile_low": _plain(row["epl_percentile_low"]),
+                "epl_percentile_high": _plain(row["epl_percentile_high"]),
             }
         payload["epl"] = section
         payload["epl_settings"] = chosen.as_dict()
@@ -245,8 +245,8 @@ def counted_metric_tables(
                 "epl": result.value,
                 "epl_low": result.low,
                 "epl_high": result.high,
-                "epl_boot_low": result.boot_low,
-                "epl_boot_high": result.boot_high,
+                "epl_percentile_low": result.boot_low,
+                "epl_percentile_high": result.boot_high,
                 "n_residuals": result.n,
                 "reason": result.reason,
             }
