@@ -33,7 +33,9 @@ from phexplore.api.budgets import (
     PHExploreError,
     TopDownAllocation,
     default_states,
+    held_exact_notes,
     load_topdown_preset,
+    preset_spine,
     spent_label,
     spread_invariant_share,
 )
@@ -297,7 +299,7 @@ def render() -> None:
             )
 
     st.subheader("Shares")
-    share_editors(pending, universe, beside=lambda: _run_settings(states_key))
+    share_editors(pending, universe, beside=lambda: _run_settings(states_key, alloc.name))
 
     published_error = None
     try:
@@ -329,6 +331,9 @@ def render() -> None:
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
             alt=f"Heatmap of the {HEAT_LABELS[show]} by geolevel and query group, {universe} run",
         )
+        if alloc.universe == "persons":
+            for note in held_exact_notes(alloc, n_states):
+                st.caption(f"Held exact: {note}.")
         with st.expander("All queries (table)", expanded=False):
             all_columns = st.toggle(
                 "Show every column (cells, shares, ρ per query)", key="td_all_columns"
@@ -351,7 +356,7 @@ def _spread(runs: dict[str, TopDownAllocation], n_states: int) -> dict[str, TopD
     }
 
 
-def _run_settings(states_key: str) -> None:
+def _run_settings(states_key: str, alloc_name: str) -> None:
     """Spine, number of states and the held-exact share: used by the Run page and the numbers."""
     s = st.session_state
     S.sync_widget("td_spine", S.SPINE)
@@ -367,6 +372,14 @@ def _run_settings(states_key: str) -> None:
         "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
         "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
     )
+    ran_on = preset_spine(alloc_name)
+    if ran_on:
+        st.caption(
+            f"{alloc_name.split(' (')[0]} ran on **{ran_on['kind']} block groups** around "
+            f"{ran_on['targets']} ({ran_on.get('citation', '')}). With the allocation's own "
+            "spine, runs use it where the data carry places (generated populations) and the "
+            "conventional spine otherwise; every run's results name the spine it used."
+        )
     c2, c3 = st.columns([0.4, 0.6], vertical_alignment="bottom")
     c2.number_input(
         "States in the run's geography (1–100)",
