@@ -23,6 +23,8 @@ PREDICTION_KEY_COLUMNS = [
     "model_holds",
 ]
 """The predicted-vs-measured table's columns shown by default (the others behind a toggle)."""
+MAE_KEY_COLUMNS = ["geolevel", "query", "mae", "median_ae", "mean_error"]
+"""The per-cell error table's columns shown by default (the others behind a toggle)."""
 
 
 def _heatmap(pivot: pd.DataFrame, colour_title: str, title: str) -> go.Figure:
@@ -91,8 +93,14 @@ def mae_section(record: R.RunRecord) -> None:
         ),
         f"run{record.id}_mae",
     )
+    # The key columns fit 1366 px without sideways scrolling; the rest on demand.
+    every = st.toggle(
+        "Show every column (cells, mean error, 95th percentile, maximum, TDA's definition)",
+        key=f"mae_all_columns_{record.id}",
+    )
+    shown = mae if every else mae[[c for c in MAE_KEY_COLUMNS if c in mae.columns]]
     st.dataframe(
-        display_frame(mae),
+        display_frame(shown),
         hide_index=True,
         width="stretch",
         alt=f"Mean absolute error per cell by geolevel and query, run #{record.id}",
