@@ -13,6 +13,7 @@ import streamlit as st
 
 from phexplore import api as R
 from phexplore.api.budgets import CONVERSIONS
+from phexplore.app import page_style
 from phexplore.app import state as S
 
 # Icons: Material symbols are drawn with the font bundled in Streamlit's own static files (served
@@ -88,6 +89,7 @@ def _sidebar() -> None:
 def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
     st.set_page_config(page_title="PHExplore", page_icon=ICON, layout="wide")
+    page_style.apply()  # room for tables at 1366 px, a visible keyboard-focus ring
     S.init_state()
     S.keep_widget_state()
     R.collect_finished(st.session_state, S.RUNS)
