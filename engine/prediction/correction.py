@@ -61,6 +61,9 @@ class LevelCorrection:
     bias: float = 0.0
     unit_bias: np.ndarray | None = None
     """Per unit × answer cell mean error (the units the correction was evaluated on)."""
+    populated_ratio: float | None = None
+    """Published over least-squares mean squared error on the answer cells with a positive
+    count: what the share of this level's error its children inherit is scaled by."""
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,89 @@ def _answer_sums(
     )
 
 
+@dataclass(frozen=True, eq=False)
+class RoundingPieces:
+    """The engine's controlled rounding along a nested chain of marginals
+    (``engine.schema.marginals.ROUNDER_CHAINS``; TDA §7.3, eq. 7.7): each pass rounds one
+    marginal's answers given the coarser ones fixed, so an answer of a query that coarsens a
+    chain marginal carries the rounding of that marginal's answers inside it, not of its cells
+    one by one. Per query, ``pieces[q]`` maps the columns (cells) to the answers of the coarsest
+    chain marginal it coarsens (the cells themselves when none does) and ``owners[q]`` those
+    pieces to the query's answers; a piece is non-integral with probability
+    1 − Π_{i∈piece}(1 − p_i), and each adds ``variance`` (1/6 below the root, where the
+    children's rounded answers must sum to the parent's: a fraction rounded up with probability
+    equal to itself; 1/12, nearest rounding, at the root). Queries coarsening an invariant
+    (``exact``) are integral: none."""
+
+    pieces: Mapping[str, scipy.sparse.csr_matrix]
+    owners: Mapping[str, scipy.sparse.csr_matrix]
+    variance: float
+
+    def nonintegral(self, query: str, p: np.ndarray) -> np.ndarray:
+        """``(units, answers)``: per answer the expected number of its pieces not integral, for
+        cells positive (non-integral) with probability ``p`` ``(units, columns)``."""
+        logs = np.log1p(-np.clip(p, 0.0, 1.0 - 1e-15))
+        piece_log = np.asarray(logs @ self.pieces[query])
+        return np.asarray((1.0 - np.exp(piece_log)) @ self.owners[query])
+
+
+def rounding_pieces(
+    attributes: Sequence[tuple[str, Sequence[str]]],
+    chain: Sequence[str],
+    queries: Sequence[str],
+    cells: np.ndarray | None = None,
+    *,
+    exact: Sequence[str] = (),
+    variance: float = ROUNDING_VARIANCE,
+) -> RoundingPieces:
+    """:class:`RoundingPieces` of ``queries`` over the schema cells ``cells`` (default all;
+    cached)."""
+    attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
+    key = None if cells is None else np.asarray(cells, dtype=np.int64).tobytes()
+    return _rounding_pieces(attrs, tuple(chain), tuple(queries), key, tuple(exact), variance)
+
+
+@lru_cache(maxsize=64)
+def _rounding_pieces(
+    attrs: tuple[tuple[str, tuple[str, ...]], ...],
+    chain: tuple[str, ...],
+    queries: tuple[str, ...],
+    cells_key: bytes | None,
+    exact: tuple[str, ...],
+    variance: float,
+) -> RoundingPieces:
+    n_cells = int(np.prod([len(lv) for _, lv in attrs]))
+    columns = np.arange(n_cells) if cells_key is None else np.frombuffer(cells_key, dtype=np.int64)
+    chain_idx = [cell_index(parse_marginal(c, attrs), attrs) for c in chain]
+    pinned = [cell_index(parse_marginal(c, attrs), attrs) for c in exact]
+    pieces, owners = {}, {}
+    for q in queries:
+        parse = parse_marginal(q, attrs)
+        idx = cell_index(parse, attrs)
+        size = answer_cells(parse, attrs)
+        piece = next((c for c in chain_idx if _coarsens(idx, c)), np.arange(n_cells))
+        n_pieces = int(piece.max()) + 1
+        weight = 0.0 if any(_coarsens(idx, c) for c in pinned) else 1.0
+        pieces[q] = scipy.sparse.csr_matrix(
+            (np.ones(columns.size), (np.arange(columns.size), piece[columns])),
+            shape=(columns.size, n_pieces),
+        )
+        owner = np.zeros(n_pieces, dtype=np.int64)
+        owner[piece] = idx
+        owners[q] = scipy.sparse.csr_matrix(
+            (np.full(n_pieces, weight), (np.arange(n_pieces), owner)), shape=(n_pieces, size)
+        )
+    return RoundingPieces(pieces, owners, variance)
+
+
+def _coarsens(index: np.ndarray, finer: np.ndarray) -> bool:
+    """Whether the query with cell → answer ``index`` coarsens the one with ``finer`` (every
+    answer of the finer query lies inside one of its answers)."""
+    owner = np.full(int(finer.max()) + 1, -1)
+    owner[finer] = index
+    return bool(np.array_equal(owner[finer], index))
+
+
 CHUNK_ELEMENTS = 1_000_000
 """Units × columns per chunk of :func:`level_corrections`: its stacked arrays (the ~9 unit × cell
 arrays and their sums into answer cells) stay below ~200 MB."""
@@ -277,6 +363,10 @@ def level_corrections(
     *,
     unit_bias: bool = True,
     linear_divisor: float = 1.0,
+    conserved: Mapping[str, np.ndarray] | None = None,
+    rounding: RoundingPieces | None = None,
+    linear_total: Mapping[str, np.ndarray] | None = None,
+    held_total: np.ndarray | None = None,
 ) -> dict[str, LevelCorrection]:
     """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
 
@@ -286,7 +376,19 @@ def level_corrections(
     answer cells. ``unit_bias``: also return each query's per unit × answer-cell mean error
     (all answer cells; ``False``: ``None``, when only the summary is needed).
     ``linear_divisor``: the linear variances are ``linear_vars`` divided by it (divided only
-    where used: the answer cells some column reaches)."""
+    where used: the answer cells some column reaches). ``conserved``: per query, per unit (×
+    answer cell) the variance of the error the unit inherits through an exact constraint (its
+    share of the parent's published error, the error of an answer held from an earlier pass):
+    added as is — non-negativity only moves it between cells and children — while
+    ``linear_vars``, ``cell_var`` and ``moments`` describe the rest of the error, which the
+    cells' clipping changes (the module docstring). ``rounding``: the engine's chain of rounded
+    marginals (:class:`RoundingPieces`); without it each cell is rounded on its own (p_i/6).
+    ``linear_total``: per query the least-squares variance of every answer (all its parts), for
+    each query's ``populated_ratio``. ``held_total``: per unit the variance of the published error
+    of a TOTAL held from an earlier pass; half of it (a deficit) is taken from the cells by
+    water filling on their counts — each populated cell gives min(y_i, μ), Σ_i min(y_i, μ) = the
+    error's standard deviation — and split among the answers as those cells are (the other half,
+    an excess, spreads as the least squares splits it: ``conserved`` carries it)."""
     queries = tuple(linear_vars)
     sums = answer_sums(attributes, queries, cells)
     n_units, n_columns = counts.shape
@@ -294,7 +396,9 @@ def level_corrections(
         raise ValueError(
             f"counts have {n_columns} columns; the queries' cells are {sums.n_columns}"
         )
-    totals = {name: np.zeros(len(queries)) for name in ("mse", "true", "bias")}
+    totals = {
+        name: np.zeros(len(queries)) for name in ("mse", "true", "bias", "pop_mse", "pop_lin")
+    }
     biases = [np.zeros((n_units, size)) if unit_bias else None for size in sums.sizes]
     step = max(1, CHUNK_ELEMENTS // max(n_columns, 1))
     two_d = cell_var.ndim == 2
@@ -320,6 +424,8 @@ def level_corrections(
         if inside is not None:
             arrays.append(inside)
             arrays.append(np.where(inside, 0.0, var))
+        if held_total is not None:
+            arrays.append(deficit_shares(counts[part], np.sqrt(held_total[part])))
         width = b - a
         stacked = np.empty((n_columns, len(arrays), width))
         for j, x in enumerate(arrays):
@@ -337,6 +443,9 @@ def level_corrections(
             outside: np.ndarray | float = 0.0
         else:
             per_answer, outside = summed[:, rest], summed[:, rest + 1]
+            rest += 2
+        if held_total is not None:
+            given = summed[:, rest]
         lin = np.empty(sum_p.shape)
         for i, q in enumerate(queries):
             v = linear_vars[q][part]
@@ -354,10 +463,29 @@ def level_corrections(
         # than by its cells, the frozen-cell sum above overstates it, so the linear variance
         # caps it.
         clipped = np.minimum(spread + mean**2, lin) + outside
-        mse = clipped + ROUNDING_VARIANCE * rounded
-        for i in range(len(queries)):
+        if rounding is not None:
+            p_round = moments.p_rounded[part]
+            for i, q in enumerate(queries):
+                rounded[sums.span(i)] = rounding.nonintegral(q, p_round)[:, sums.present[i]].T
+        mse = clipped + (rounding.variance if rounding is not None else ROUNDING_VARIANCE) * rounded
+        for i, q in enumerate(queries):
             span = sums.span(i)
+            shape = (sums.present[i].size, b - a)
+            kept = 0.0
+            if conserved is not None and q in conserved:
+                # answers no column reaches carry no conserved error either (no cell there)
+                kept = _answers_first(conserved[q][part], sums.present[i], shape)
+                totals["mse"][i] += float(kept.sum())
             totals["mse"][i] += float(mse[span].sum())
+            if held_total is not None:
+                by_count = 0.5 * held_total[part][None, :] * given[span] ** 2
+                kept = kept + by_count
+                totals["mse"][i] += float(by_count.sum())
+            if linear_total is not None and q in linear_total:
+                populated = true[span] > 0
+                total_lin = _answers_first(linear_total[q][part], sums.present[i], shape)
+                totals["pop_mse"][i] += float((mse[span] + kept)[populated].sum())
+                totals["pop_lin"][i] += float(total_lin[populated].sum())
             totals["true"][i] += float(true[span].sum())
             totals["bias"][i] += float(mean[span].sum())
             if biases[i] is not None:
@@ -366,14 +494,42 @@ def level_corrections(
     for i, q in enumerate(queries):
         n = float(n_units * sums.sizes[i])
         mean_count = totals["true"][i] / n
+        pop_lin = totals["pop_lin"][i]
         out[q] = LevelCorrection(
             rmse=math.sqrt(totals["mse"][i] / n),
             mean_count=mean_count,
             model_holds=mean_count >= MIN_MEAN_COUNT,
             bias=totals["bias"][i] / n,
             unit_bias=biases[i],
+            populated_ratio=totals["pop_mse"][i] / pop_lin if pop_lin > 0 else None,
         )
     return out
+
+
+def deficit_shares(counts: np.ndarray, deficit: np.ndarray, iterations: int = 48) -> np.ndarray:
+    """``(units, cells)``: the share of a deficit of ``deficit`` persons (per unit) each cell
+    gives when it is taken by water filling on the counts — every cell gives min(y_i, μ) with μ
+    such that the cells give the deficit (all of a unit's count when it is smaller) — the
+    non-negative least squares' way to lower a held total (equal weights, cells stop at 0)."""
+    y = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    d = np.minimum(np.asarray(deficit, dtype=np.float64), y.sum(axis=1))
+    lo = np.zeros(y.shape[0])
+    hi = np.maximum(y.max(axis=1, initial=0.0), 1e-12)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        short = np.minimum(y, mid[:, None]).sum(axis=1) < d
+        lo = np.where(short, mid, lo)
+        hi = np.where(short, hi, mid)
+    given = np.minimum(y, hi[:, None])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(d[:, None] > 0, given / np.maximum(d, 1e-300)[:, None], 0.0)
+
+
+def _answers_first(values: np.ndarray, present: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Per unit (or unit × answer) values as ``(present answers, units)``."""
+    if values.ndim == 1:
+        return np.broadcast_to(values[None, :], shape)
+    return values[:, present].T
 
 
 def query_correction(
@@ -413,6 +569,8 @@ def held_query_correction(
     *,
     root: bool = False,
     cells: np.ndarray | None = None,
+    conserved: np.ndarray | None = None,
+    linear_total: np.ndarray | None = None,
 ) -> LevelCorrection:
     """Correction of a query estimated in an earlier least-squares pass (e.g. TOTAL in pass 1,
     TDA §7.2) and held in the later ones: water filling on the query's own answers, which is the
@@ -420,12 +578,24 @@ def held_query_correction(
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
-    in :func:`query_correction`."""
+    in :func:`query_correction`; ``conserved`` (per unit or unit × answer cell) as in
+    :func:`level_corrections`, added as is (``linear_var`` is then the rest)."""
     sums = answer_sums(attributes, (query,), cells)
     answers = np.zeros((counts.shape[0], sums.sizes[0]))
     answers[:, sums.present[0]] = sums(np.ascontiguousarray(counts.T, dtype=np.float64)).T
     moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)
     mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p_rounded
+    if conserved is not None:
+        mse = mse + (conserved[:, None] if conserved.ndim == 1 else conserved)
+    ratio = None
+    if linear_total is not None:
+        lin = np.broadcast_to(
+            linear_total[:, None] if linear_total.ndim == 1 else linear_total, answers.shape
+        )
+        populated = answers > 0
+        ratio = (
+            float(mse[populated].sum() / lin[populated].sum()) if lin[populated].sum() > 0 else None
+        )
     mean_count = float(answers.mean())
     return LevelCorrection(
         rmse=math.sqrt(float(mse.mean())),
@@ -433,4 +603,5 @@ def held_query_correction(
         model_holds=mean_count >= MIN_MEAN_COUNT,
         bias=float(moments.mean.mean()),
         unit_bias=moments.mean,
+        populated_ratio=ratio,
     )
