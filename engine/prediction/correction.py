@@ -367,6 +367,7 @@ def level_corrections(
     rounding: RoundingPieces | None = None,
     linear_total: Mapping[str, np.ndarray] | None = None,
     held_total: np.ndarray | None = None,
+    pinned_outside: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, LevelCorrection]:
     """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
 
@@ -388,7 +389,10 @@ def level_corrections(
     of a TOTAL held from an earlier pass; half of it (a deficit) is taken from the cells by
     water filling on their counts — each populated cell gives min(y_i, μ), Σ_i min(y_i, μ) = the
     error's standard deviation — and split among the answers as those cells are (the other half,
-    an excess, spreads as the least squares splits it: ``conserved`` carries it)."""
+    an excess, spreads as the least squares splits it: ``conserved`` carries it).
+    ``pinned_outside``: per query, per unit × answer, the freed variance of the unit's empty
+    cells that reaches the answer once its populated cells re-adjust (support model); without
+    it each empty cell's clipped error counts in full in its own answer."""
     queries = tuple(linear_vars)
     sums = answer_sums(attributes, queries, cells)
     n_units, n_columns = counts.shape
@@ -443,6 +447,7 @@ def level_corrections(
             outside: np.ndarray | float = 0.0
         else:
             per_answer, outside = summed[:, rest], summed[:, rest + 1]
+            outside = np.array(outside)
             rest += 2
         if held_total is not None:
             given = summed[:, rest]
@@ -462,6 +467,19 @@ def level_corrections(
         # (exact constraints added); where the answer is pinned by its own measurements rather
         # than by its cells, the frozen-cell sum above overstates it, so the linear variance
         # caps it.
+        if pinned_outside is not None and inside is not None:
+            # A lifted empty cell moves an answer only as far as the populated cells do not
+            # take it back (pinned_outside: the freed variance reaching each answer); what of
+            # it survives the clipping is the unit's clipped / freed variance of its empty
+            # cells.
+            freed = np.where(inside, 0.0, cell_var[part]).sum(axis=1)
+            kept_var = np.where(inside, 0.0, var).sum(axis=1)
+            survives = np.where(freed > 0, kept_var / np.maximum(freed, 1e-300), 0.0)
+            for i, q in enumerate(queries):
+                w = pinned_outside[q][part][:, sums.present[i]].T
+                outside_q = w * survives[None, :]
+                if isinstance(outside, np.ndarray):
+                    outside[sums.span(i)] = outside_q
         clipped = np.minimum(spread + mean**2, lin) + outside
         if rounding is not None:
             p_round = moments.p_rounded[part]

@@ -461,6 +461,9 @@ class _LevelInputs:
     conserved: dict[str, np.ndarray] = field(default_factory=dict)
     total: dict[str, np.ndarray] = field(default_factory=dict)
     """Per query, each sampled unit's least-squares variance (all parts)."""
+    pinned: dict[str, np.ndarray] | None = None
+    """Support model: per query, the freed variance of each unit's empty cells reaching each
+    answer (:class:`engine.prediction.support_levels.UnitVariances`)."""
     parent_part: dict[str, np.ndarray] = field(default_factory=dict)
     """Per query, the conserved share of the parent's published error (scaled)."""
     held_part: dict[str, np.ndarray] = field(default_factory=dict)
@@ -523,6 +526,7 @@ def _level_inputs(
     if state.on:
         parts = _support_parts(setup, state, k, sample, wanted)
         total, held = parts.total, parts.held
+        inputs.pinned = parts.pinned
         # The parent's error a child carries: a deficit only the children populating a cell can
         # absorb (the least squares' share on their own cells), an excess spreads over every
         # child (the empty ones' cells are variables too): the family mean, Var(D_p)/n². Half
@@ -576,6 +580,7 @@ def _support_parts(
             state.cache,
             {q: algebra.answer_cells(q) for q in wanted},
             algebra.n_cells,
+            spine.zero_cells(k, sample, setup.attrs),
         ).scaled(t_k / scale_t),
     )
     return normalised.scaled(1.0 / t_k)
@@ -672,6 +677,7 @@ def _level_rows(
             conserved={q: inputs.conserved[q] for q in summed},
             linear_total={q: inputs.total[q] for q in summed},
             held_total=held_total,
+            pinned_outside=None if inputs.pinned is None else {q: inputs.pinned[q] for q in summed},
             # the engine's controlled rounding along its chain of marginals: nearest rounding
             # at the root, rounding constrained by the parent's integers below it
             rounding=rounding_pieces(

@@ -204,9 +204,11 @@ class SupportCache:
         child_supports: Sequence[np.ndarray],
         design: LevelDesign,
         parent_diag: np.ndarray | None,
-    ) -> list[np.ndarray]:
-        """:func:`freed_cell_variances`, its parent-independent part (:func:`freed_cell_parts`
-        of the normalised design) cached per design and supports with :attr:`prepared`."""
+    ) -> tuple[list[np.ndarray], list[dict[str, np.ndarray]]]:
+        """:func:`engine.prediction.support_freed.freed_cell_variances` and, per child and
+        query, how much of them reaches each answer once the populated cells re-adjust; their
+        parent-independent part (:func:`engine.prediction.support_freed.freed_cell_parts` of
+        the normalised design) cached per design and supports with :attr:`prepared`."""
         key, normalised, t = design_key(design)
         parts_key = (
             "freed",
@@ -217,8 +219,12 @@ class SupportCache:
         parts = self.prepared.get(parts_key)
         if parts is None:
             parts = freed_cell_parts(support, child_supports, normalised, self.answer_index)
-            self._keep(parts_key, parts, sum(z.nbytes + v.nbytes for z, v in parts))
-        return finish_freed_cells(parts, parent_diag, t, support.size)
+            size = sum(
+                z.nbytes + v.nbytes + sum(w.nbytes for w in pins.values()) for z, v, pins in parts
+            )
+            self._keep(parts_key, parts, size)
+        pins = [{q: w / t for q, w in child[2].items()} for child in parts]
+        return finish_freed_cells(parts, parent_diag, t, support.size), pins
 
     def _keep(self, key: tuple[object, ...], value: Any, size: int) -> None:
         """Keep ``value`` in :attr:`prepared` within PREPARED_CACHE_BYTES (cleared when full)."""
@@ -283,6 +289,7 @@ def _rescaled(level: dict[int, FamilyCovariance], factor: float) -> dict[int, Fa
             tuple(c * factor for c in fc.child_held),
             None if fc.parent_cov is None else fc.parent_cov * factor,
             tuple(c * factor for c in fc.child_share),
+            tuple({q: w * factor for q, w in pins.items()} for pins in fc.child_pins),
         )
         for f, fc in level.items()
     }
@@ -332,6 +339,9 @@ class FamilyCovariance:
     parent_cov: np.ndarray | None = None
     child_share: tuple[np.ndarray, ...] = ()
     """Per child, the part of its covariance carrying the parent's error (on its own cells)."""
+    child_pins: tuple[dict[str, np.ndarray], ...] = ()
+    """Per child and query, per answer: Σ_i T_ai² v_i over its empty cells of P (their freed
+    variance reaching the answer, :func:`engine.prediction.support_freed.freed_cell_parts`)."""
 
 
 def family_covariances(
@@ -388,8 +398,9 @@ def family_covariances(
             first = int(starts[k][f])
             kids = tuple(spine.unit_cells(k, first + i) for i in range(n))
             covs, held, share = cache.child_covariances(designs[k], kids, support, parent_cov)
-            free = tuple(cache.freed_cell_variances(support, kids, designs[k], np.diag(parent_cov)))
+            free, pins = cache.freed_cell_variances(support, kids, designs[k], np.diag(parent_cov))
             out[k][f] = FamilyCovariance(
-                f, support, kids, tuple(covs), free, tuple(held), parent_cov, tuple(share)
-            )
+                f, support, kids, tuple(covs), tuple(free), tuple(held), parent_cov,
+                tuple(share), tuple(pins),
+            )  # fmt: skip
     return out

@@ -44,10 +44,11 @@ def freed_cell_parts(
     child_supports: Sequence[np.ndarray],
     design: LevelDesign,
     answer_index: Mapping[str, np.ndarray],
-) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+) -> tuple[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]], ...]:
     """What :func:`freed_cell_variances` computes before it uses the parent's variances: per
-    child, its empty cells of P and their (1 − 1/n)·(freed-alone variance) (none of it depends
-    on the parent, so an edit of the level above reuses it)."""
+    child, its empty cells of P, their (1 − 1/n)·(freed-alone variance) and, per query of
+    ``answer_index``, how much of those variances reaches each answer (:func:`_pinned`) — none
+    of it depends on the parent, so an edit of the level above reuses it."""
     n = len(child_supports)
     hess = np.zeros((support.size, support.size))
     for q, w in design.weight.items():
@@ -61,6 +62,7 @@ def freed_cell_parts(
     for kid in child_supports:
         patterns.setdefault(kid.tobytes(), kid)
     schurs: dict[bytes, np.ndarray] = {}
+    moves: dict[bytes, np.ndarray | None] = {}
     groups: dict[int, list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
     empty_of: dict[bytes, np.ndarray] = {}
     for key, kid in patterns.items():
@@ -83,7 +85,10 @@ def freed_cell_parts(
             try:
                 # H_iS H_S⁻¹ H_Si = |L⁻¹ H_Si|² with H_S = L Lᵀ
                 lower = np.linalg.cholesky(h_ss)
-                schur = schur - (np.linalg.solve(lower, h_sz) ** 2).sum(axis=1)
+                half = np.linalg.solve(lower, h_sz)
+                schur = schur - (half**2).sum(axis=1)
+                # M = H_S⁻¹ H_SZ: how the populated cells move when an empty one is lifted
+                move = np.linalg.solve(np.swapaxes(lower, 1, 2), half)
             except np.linalg.LinAlgError:  # the level does not determine every cell
                 schur = np.array(
                     [
@@ -96,10 +101,14 @@ def freed_cell_parts(
                         for z, c in zip(zero, sc, strict=True)
                     ]
                 ).reshape(zero.shape)
-        for (key, _, _), row in zip(members, schur, strict=True):
+                move = None
+        else:
+            move = None
+        for m, ((key, _, _), row) in enumerate(zip(members, schur, strict=True)):
             schurs[key] = row
+            moves[key] = None if move is None else move[m]
     out = []
-    done: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+    done: dict[bytes, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
     for kid in child_supports:
         key = kid.tobytes()
         if key not in done:
@@ -109,9 +118,42 @@ def freed_cell_parts(
                 schur = schurs[key]
                 own = np.where(schur > 1e-9 * top, 1.0 / np.maximum(schur, 1e-300), np.inf)
                 value = (1.0 - 1.0 / n) * own
-            done[key] = (zero, value)
+            inside = np.setdiff1d(np.arange(support.size), zero, assume_unique=True)
+            pins = _pinned(support, inside, zero, value, moves.get(key), answer_index)
+            done[key] = (zero, value, pins)
         out.append(done[key])
     return tuple(out)
+
+
+def _pinned(
+    support: np.ndarray,
+    inside: np.ndarray,
+    zero: np.ndarray,
+    value: np.ndarray,
+    move: np.ndarray | None,
+    answer_index: Mapping[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Per query, per answer: Σ_i T_ai² v_i over the child's empty cells i of P (v_i: their
+    freed variance), with T_ai = 1[i ∈ a] − Σ_{j populated, j ∈ a} M_ji the share of a lift of
+    cell i that stays in answer a once the populated cells re-adjust (M = H_S⁻¹ H_SZ): a lift
+    in an answer its own measurements pin is taken back from the answer's populated cells, one
+    whose answer holds no populated cell stays, and what is taken back from other answers
+    moves them. Without ``move`` (a level that does not determine every cell) T is the
+    indicator."""
+    finite = np.where(np.isfinite(value), value, 0.0)
+    out = {}
+    for q, index in answer_index.items():
+        size = int(index.max()) + 1
+        idx = index[support]
+        answers, compact = np.unique(idx, return_inverse=True)
+        shares = np.zeros((answers.size, zero.size))
+        shares[compact[zero], np.arange(zero.size)] = 1.0
+        if move is not None and inside.size:
+            np.subtract.at(shares, compact[inside], move)
+        weights = np.zeros(size)
+        weights[answers] = (shares**2) @ finite
+        out[q] = weights
+    return out
 
 
 def finish_freed_cells(
@@ -125,7 +167,7 @@ def finish_freed_cells(
     1/``scale``) and the parent's variances ``parent_diag``."""
     n = len(parts)
     out = []
-    for zero, value in parts:
+    for zero, value, _ in parts:
         free = np.zeros(size)
         if zero.size:
             term = value if scale == 1.0 else value / scale

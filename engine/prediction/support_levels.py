@@ -120,6 +120,9 @@ class UnitVariances:
     share: dict[str, np.ndarray]
     """The part carrying the parent's error, as the least squares on populated cells shares it
     (on each child's own cells)."""
+    pinned: dict[str, np.ndarray]
+    """Per query, the freed variance of each unit's empty cells that reaches each answer once
+    the populated cells re-adjust (Σ_i T_ai² v_i, :mod:`engine.prediction.support_freed`)."""
 
     def scaled(self, factor: float) -> UnitVariances:
         """Every variance times ``factor`` (the same object when it is 1)."""
@@ -128,7 +131,7 @@ class UnitVariances:
         return UnitVariances(
             *(
                 {q: v * factor for q, v in part.items()}
-                for part in (self.total, self.parent, self.held, self.share)
+                for part in (self.total, self.parent, self.held, self.share, self.pinned)
             )
         )
 
@@ -139,6 +142,7 @@ def support_variances(
     cache: Any,
     sizes: Mapping[str, int],
     n_cells: int,
+    zeros: np.ndarray | None = None,
 ) -> UnitVariances:
     """Per query, ``(units, answer cells)`` least-squares variances of the units (whole families
     in order, ``family_of_unit``) with their empty cells held at 0, and their inherited and held
@@ -214,8 +218,14 @@ def support_variances(
         part_cells = np.zeros((n_units, n_cells))
         part_cells[rows, cells_of_var] = np.maximum(d, 0.0)
         result["DETAILED"] = part_cells
-    means = _family_means(family_covs, fams, cache, answers, n_cells)
-    return UnitVariances(results[0], means, results[1], results[2])
+    means = _family_means(family_covs, fams, cache, answers, n_cells, zeros)
+    pinned = {
+        q: np.array([fc.child_pins[i][q] for fc, i in kids]).reshape(n_units, size)
+        if kids and kids[0][0].child_pins
+        else np.zeros((n_units, size))
+        for q, size in ((q, int(v)) for q, v in sizes.items())
+    }
+    return UnitVariances(results[0], means, results[1], results[2], pinned)
 
 
 def _family_means(
@@ -224,11 +234,15 @@ def _family_means(
     cache: Any,
     answers: Mapping[str, int],
     n_cells: int,
+    zeros: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per query, ``(units, answer cells)``: Var(D_p,a)/n² of every child of each family (the
-    parent's answer variances from its covariance on its cells P, divided by the family's
-    squared size); ``"DETAILED"``: the same per cell."""
+    """Per query, ``(units, answer cells)``: Var(D_p,a)/m_a² for each child of a family that can
+    hold answer a (m_a of them: not every cell of a is a structural zero of the child; all n
+    without ``zeros``), 0 for the others — the parent's answer variances from its covariance on
+    its cells P; ``"DETAILED"``: the same per cell. ``zeros``: ``(units, n_cells)`` structural
+    zeros of the units, in order."""
     blocks: dict[str, list[np.ndarray]] = {q: [] for q in [*answers, "DETAILED"]}
+    at = 0
     for f in fams:
         fc = family_covs[f]
         n = len(fc.child_covs)
@@ -236,11 +250,25 @@ def _family_means(
             for q, size in answers.items():
                 blocks[q].append(np.zeros((n, size)))
             blocks["DETAILED"].append(np.zeros((n, n_cells)))
+            at += n
             continue
+        # who can hold each cell of P: children without a structural zero there
+        can = np.ones((n, fc.support.size), dtype=bool)
+        if zeros is not None:
+            can = ~zeros[at : at + n][:, fc.support]
         algebra: SupportAlgebra = cache.algebra(fc.support)
         for q, v in algebra.stacked_answer_variances(fc.parent_cov, answers).items():
-            blocks[q].append(np.tile(np.maximum(v, 0.0) / (n * n), (n, 1)))
-        cells = np.zeros(n_cells)
-        cells[fc.support] = np.maximum(np.diag(fc.parent_cov), 0.0) / (n * n)
-        blocks["DETAILED"].append(np.tile(cells, (n, 1)))
+            index = algebra.index(q)
+            holds = np.zeros((n, answers[q]), dtype=bool)
+            rows, cols = np.nonzero(can)
+            holds[rows, index[cols]] = True
+            m = np.maximum(holds.sum(axis=0), 1)
+            blocks[q].append(np.where(holds, np.maximum(v, 0.0) / (m * m), 0.0))
+        m_cell = np.maximum(can.sum(axis=0), 1)
+        cells = np.zeros((n, n_cells))
+        cells[:, fc.support] = np.where(
+            can, np.maximum(np.diag(fc.parent_cov), 0.0) / (m_cell * m_cell), 0.0
+        )
+        blocks["DETAILED"].append(cells)
+        at += n
     return {q: np.concatenate(b) if b else np.zeros((0, 0)) for q, b in blocks.items()}

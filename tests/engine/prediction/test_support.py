@@ -350,7 +350,7 @@ def test_prepared_family_reused_with_a_new_parent_covariance(
         freed = freed_cell_variances(
             PARENT_SUPPORT, CHILD_SUPPORTS, scaled, index, np.diag(parent_cov)
         )
-        kept = cache.freed_cell_variances(
+        kept, _ = cache.freed_cell_variances(
             PARENT_SUPPORT, CHILD_SUPPORTS, scaled, np.diag(parent_cov)
         )
         for a, b in zip(freed, kept, strict=True):
