@@ -725,6 +725,10 @@ def _level_rows(
         if term is not None and k == 0 and q in term.bias and math.isfinite(corr.rmse):
             chain, by_cell = root_chain[q]
             corr = with_root_term(corr, term, q, chain - by_cell)
+            # the mass the root lifts into its empty cells is published: its children share
+            # it like the rest of the root's error (over all answers: the lifted cells are
+            # empty ones)
+            ratios[q] = _ratio(replace(corr, populated_ratio=None), ls_var)
         if (
             k == len(plan.levels) - 1
             and corr.unit_bias is not None
