@@ -6,7 +6,7 @@ runs' measured errors are cached under a folder (``out/`` of the worktree, git-i
 so that a change of the *prediction* is re-validated without running the engines again:
 
 * ``<cache>/pop/<states>_<persons>_s<seed>/`` — ``phexplore generate population`` output;
-* ``<cache>/runs/<population>/<allocation key>/seed<k>.json`` — per (geolevel, query) the sum of
+* ``<cache>/runs/<data>/<allocation key>/seed<k>.json`` — per (geolevel, query) the sum of
   squared errors, the sum of errors and the number of answer cells of one run (seed k); the
   allocation key is its name and a hash of its shares and ρ, so an edited allocation never reuses
   another's runs.
@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.data.histogram import BlockHistogram
-from engine.data.inputs import load_topdown_input
 from engine.data.population import generate_population
 from engine.dp.budget import TopDownAllocation
 from engine.runs.topdown import sparse_residuals
@@ -56,15 +56,15 @@ def allocation_key(alloc: TopDownAllocation) -> str:
 
 def run_errors(
     hist: BlockHistogram,
-    folder: Path,
+    label: str,
     alloc: TopDownAllocation,
     seed: int,
     queries: list[str],
     cache: Path = DEFAULT_CACHE,
 ) -> dict[str, Any]:
     """Per ``"geolevel|query"``: ``sse`` (Σ squared error), ``se`` (Σ error), ``n`` (answer cells)
-    of one run of ``alloc`` on ``hist`` (the population of ``folder``) with ``seed``; cached."""
-    path = cache / "runs" / folder.name / allocation_key(alloc) / f"seed{seed}.json"
+    of one run of ``alloc`` on ``hist`` (the data named ``label``) with ``seed``; cached."""
+    path = cache / "runs" / label / allocation_key(alloc) / f"seed{seed}.json"
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
         if set(queries) <= set(data["queries"]):
@@ -88,12 +88,12 @@ def run_errors(
 
 
 def measured(
-    folder: Path,
+    label: str,
+    load: Callable[[], BlockHistogram],
     alloc: TopDownAllocation,
     seeds: int,
     queries: list[str],
     cache: Path = DEFAULT_CACHE,
-    hist: BlockHistogram | None = None,
 ) -> tuple[
     dict[tuple[str, str], list[float]],
     dict[tuple[str, str], list[float]],
@@ -103,14 +103,16 @@ def measured(
     """Per (geolevel, query) the per-run MSE and mean error over ``seeds`` runs, the runs'
     seconds (0 for cached runs) and the failures. Seeds 0, 1, … are used in order; a run the
     engine refuses (:class:`engine.topdown.feasibility.TopDownInfeasible`) is recorded
-    (``seed<k>.failed.txt``) and the next seed taken, at most ``seeds`` extra."""
+    (``seed<k>.failed.txt``) and the next seed taken, at most ``seeds`` extra. ``load`` gives
+    the data (called only when a run is not cached)."""
+    hist: BlockHistogram | None = None
     mse: dict[tuple[str, str], list[float]] = {}
     bias: dict[tuple[str, str], list[float]] = {}
     seconds: list[float] = []
     failures: list[str] = []
     seed, done = 0, 0
     while done < seeds and seed < 2 * seeds:
-        base = cache / "runs" / folder.name / allocation_key(alloc)
+        base = cache / "runs" / label / allocation_key(alloc)
         failed = base / f"seed{seed}.failed.txt"
         if failed.is_file():
             failures.append(f"seed {seed}: {failed.read_text(encoding='utf-8')}")
@@ -118,9 +120,9 @@ def measured(
             continue
         cached = (base / f"seed{seed}.json").is_file()
         if not cached and hist is None:
-            hist = load_topdown_input(str(folder))
+            hist = load()
         try:
-            data = run_errors(hist, folder, alloc, seed, queries, cache)  # type: ignore[arg-type]
+            data = run_errors(hist, label, alloc, seed, queries, cache)  # type: ignore[arg-type]
         except TopDownInfeasible as exc:
             base.mkdir(parents=True, exist_ok=True)
             failed.write_text(str(exc), encoding="utf-8")

@@ -59,8 +59,13 @@ HEAT_LABELS = {
 }
 HELP_PUBLISHED = (
     "Published count: the predicted error after least squares, non-negativity and rounding "
-    "(SPEC §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
-    "validated against repeated runs where the mean count per cell is ≥ 1 (docs/prediction.md)."
+    "(docs/science.md §7), on a shipped count profile — the Rhode Island 2010 blocks for "
+    "allocations on the folded VOTINGAGE × RACEETH schema; for the 2,016-cell production schema "
+    "a generated national population of 20,000,000 persons (51 states, 206 counties of realistic "
+    "sizes; one state of it, Kentucky with 8 counties, when the run has 1 state or no US level). "
+    "Exact for the least-squares stage; validated against repeated runs on generated populations "
+    "(docs/prediction.md). ⚠ marks a cell outside the validated range (hover for why; the table "
+    "says it too)."
 )
 
 
@@ -146,13 +151,24 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
     values = pivot.to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.log10(np.where(values > 0, values, np.nan))  # 0 = invariant: no colour
+    # a published-count prediction outside its validated range is marked, the reason on hover
+    reasons: dict[tuple[str, str], str] = {}
+    if value.startswith("post_processed") and "post_processed_holds" in rows.columns:
+        reasons = {
+            (r.geolevel, r.query): str(r.post_processed_reason or "outside the validated range")
+            for r in rows.itertuples()
+            if r.post_processed_holds is False
+        }
     text = [
         [
-            "held exact" if (lv, q) in held else ("" if math.isnan(v) else f"{v:,.1f}")
+            "held exact"
+            if (lv, q) in held
+            else ("" if math.isnan(v) else f"{v:,.1f}{' ⚠' if (lv, q) in reasons else ''}")
             for q, v in zip(pivot.columns, row, strict=True)
         ]
         for lv, row in zip(pivot.index, values, strict=True)
     ]
+    hover = [[reasons.get((lv, q), "") for q in pivot.columns] for lv in pivot.index]
     fig = go.Figure(
         go.Heatmap(
             z=z,
@@ -165,7 +181,8 @@ def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
                 [v for v in pivot.to_numpy(dtype=float).ravel() if v > 0],
                 column_label(value),
             ),
-            hovertemplate="%{y} · %{x}: %{text} persons<extra></extra>",
+            customdata=hover,
+            hovertemplate="%{y} · %{x}: %{text} persons<br>%{customdata}<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed", title="Geolevel")
@@ -448,6 +465,14 @@ def render() -> None:
             st.info(f"No published-count prediction for this allocation: {published_error}")
         for note in published_notes if show.startswith("post_processed") else []:
             st.caption(f"Published-count prediction: {note}.")
+        if show.startswith("post_processed") and "post_processed_holds" in rows.columns:
+            outside = rows[(rows["run"] == universe) & (rows["post_processed_holds"] == False)]  # noqa: E712
+            if len(outside):
+                st.caption(
+                    f"⚠ {len(outside)} published-count cells lie outside the range where the "
+                    "prediction was validated against runs (hover a cell, or see the table's "
+                    "last columns)."
+                )
         sub = rows[rows["run"] == universe]
         label = HEAT_LABELS[show]
         st.plotly_chart(

@@ -1,11 +1,13 @@
-"""Predicted against measured accuracy of a run's published counts (SPEC §7).
+"""Predicted against measured accuracy of a run's published counts (docs/science.md §7).
 
 :func:`rmse_table` measures the RMSE of the published counts per geolevel × query (over geounits and
 answer cells); :func:`prediction_table` puts the analytic prediction of
 :func:`engine.prediction.predict_topdown` — computed on the run's own spine and true counts —
 beside it, with the ratio predicted / measured. One run gives one draw: over repeated runs the
 ratio concentrates (``benchmarks/prediction.py``); a single run of a level with few geounits (a
-state, a handful of counties) scatters widely around it.
+state, a handful of counties) scatters widely around it. Each row says whether it lies in the
+range where the prediction was validated (``model_holds``) and why not (``validity``,
+:mod:`engine.prediction.validity`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def prediction_of_measured(
                 "predicted_rmse": r.post_processed_rmse,
                 "mean_count": r.mean_count,
                 "model_holds": r.model_holds,
+                "validity": r.validity,
                 "units": r.units,
                 "units_evaluated": pred.evaluated.get(r.geolevel, (r.units, 0))[0],
             }

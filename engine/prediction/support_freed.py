@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from engine.prediction.least_squares import LevelDesign
 
@@ -85,10 +86,22 @@ def freed_cell_parts(
             try:
                 # H_iS H_S⁻¹ H_Si = |L⁻¹ H_Si|² with H_S = L Lᵀ
                 lower = np.linalg.cholesky(h_ss)
-                half = np.linalg.solve(lower, h_sz)
+                half = np.stack(
+                    [
+                        scipy.linalg.solve_triangular(low, rhs, lower=True, check_finite=False)
+                        for low, rhs in zip(lower, h_sz, strict=True)
+                    ]
+                )
                 schur = schur - (half**2).sum(axis=1)
                 # M = H_S⁻¹ H_SZ: how the populated cells move when an empty one is lifted
-                move = np.linalg.solve(np.swapaxes(lower, 1, 2), half)
+                move = np.stack(
+                    [
+                        scipy.linalg.solve_triangular(
+                            low, rhs, trans="T", lower=True, check_finite=False
+                        )
+                        for low, rhs in zip(lower, half, strict=True)
+                    ]
+                )
             except np.linalg.LinAlgError:  # the level does not determine every cell
                 schur = np.array(
                     [
@@ -149,7 +162,11 @@ def _pinned(
         shares = np.zeros((answers.size, zero.size))
         shares[compact[zero], np.arange(zero.size)] = 1.0
         if move is not None and inside.size:
-            np.subtract.at(shares, compact[inside], move)
+            rows = scipy.sparse.csr_matrix(
+                (np.ones(inside.size), (compact[inside], np.arange(inside.size))),
+                shape=(answers.size, inside.size),
+            )
+            shares -= rows @ move
         weights = np.zeros(size)
         weights[answers] = (shares**2) @ finite
         out[q] = weights

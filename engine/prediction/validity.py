@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.dp.budget import TopDownAllocation
+from engine.prediction.designs import held_exactly
 from engine.prediction.spine import SpineProfile
 
 VALIDATION_FILE = Path(__file__).with_name("validation.json")
@@ -125,13 +126,14 @@ def validated_families(path: str = str(VALIDATION_FILE)) -> tuple[ValidatedFamil
 
 
 def allocation_shares(
-    allocation: TopDownAllocation, exact: Mapping[str, Sequence[str]] | None = None
+    allocation: TopDownAllocation, invariants: Mapping[str, Sequence[str]]
 ) -> dict[str, dict[str, float]]:
     """Per allocation level, each measured query's share of ρ (level share × query share),
-    queries held exact at the level (``exact``) left out."""
+    the queries ``invariants`` hold exact at the level (and every level above) left out."""
+    exact = held_exactly(allocation.geolevels, invariants)
     out: dict[str, dict[str, float]] = {}
     for lv in allocation.geolevels:
-        held = set(exact.get(lv, ())) if exact else set()
+        held = set(exact.get(lv, ()))
         out[lv] = {
             q: float(allocation.level_shares[lv] * allocation.query_share(lv, q))
             for q in allocation.queries(lv)
@@ -175,11 +177,13 @@ def _row_reason(
     if not lo * (1 - 1e-9) <= rho <= hi * (1 + 1e-9):
         span = f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
         return f"ρ = {rho:g} outside the validated {span} ({family.name})"
-    below = [r for r in validated if r.rho <= rho * (1 + 1e-9)][-1]
-    above = [r for r in validated if r.rho >= rho * (1 - 1e-9)][0]
-    for r in (below, above):
-        if not (math.isfinite(r.ratio) and LOW <= r.ratio <= HIGH):
-            return f"measured {r.ratio:.2f}× in validation ({family.name}, ρ = {r.rho:g})"
+    below = max(r.rho for r in validated if r.rho <= rho * (1 + 1e-9))
+    above = min(r.rho for r in validated if r.rho >= rho * (1 - 1e-9))
+    nearest = [r for r in validated if r.rho in (below, above)]
+    misses = [r for r in nearest if not (math.isfinite(r.ratio) and LOW <= r.ratio <= HIGH)]
+    if misses:
+        worst = max(misses, key=lambda r: abs(math.log(r.ratio)) if r.ratio > 0 else math.inf)
+        return f"measured {worst.ratio:.2f}× in validation ({family.name}, ρ = {worst.rho:g})"
     floor = min(r.mean_count for r in validated)
     if mean_count is not None and mean_count < MEAN_COUNT_SLACK * floor:
         return (
@@ -197,7 +201,7 @@ def assess_rows(
     spine: SpineProfile,
     *,
     expected: ModelUsed,
-    exact: Mapping[str, Sequence[str]] | None = None,
+    invariants: Mapping[str, Sequence[str]],
     families: Sequence[ValidatedFamily] | None = None,
 ) -> list[Any]:
     """``rows`` (:class:`engine.prediction.predict.QueryPrediction`) with ``model_holds`` and
@@ -205,7 +209,7 @@ def assess_rows(
     rows rest on, ``expected`` the one validated on this schema."""
     families = validated_families() if families is None else families
     schema = tuple(a for a, _ in spine.attributes)
-    mine = allocation_shares(allocation, exact)
+    mine = allocation_shares(allocation, invariants)
     alloc_levels = list(allocation.geolevels)
     out = []
     for row in rows:

@@ -42,6 +42,8 @@ PREDICTION_COLUMNS = [
     "predicted_rmse",
     "measured_rmse",
     "ratio",
+    "model_holds",
+    "validity",
     "units",
     "units_evaluated",
 ]

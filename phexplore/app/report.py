@@ -184,6 +184,8 @@ def build_report_html(
             "moe90",
             "post_processed_rmse",
             "post_processed_moe",
+            "post_processed_holds",
+            "post_processed_reason",
             "status",
         ]
     moe_rows = scenario.moe_rows()
@@ -238,7 +240,7 @@ def build_report_html(
 def _with_post_processed(
     scenario: Scenario, rows: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """MOE rows plus the predicted published-count accuracy (SPEC §7) and its notes."""
+    """MOE rows plus the predicted published-count accuracy (docs/science.md §7) and its notes."""
     from engine.core.errors import PHExploreError
     from engine.prediction import shipped_profile_for
     from engine.prediction.tables import add_post_processed, predictions_for_runs
