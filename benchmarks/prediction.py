@@ -283,7 +283,16 @@ def validity_table(rows: list[dict[str, object]], configs: list[Config]) -> dict
         families[str(row["family"])]["rows"].append(
             {
                 k: row[k]
-                for k in ("config", "rho", "role", "geolevel", "query", "ratio", "mean_count")
+                for k in (
+                    "config",
+                    "rho",
+                    "role",
+                    "geolevel",
+                    "query",
+                    "ratio",
+                    "mean_count",
+                    "ls_rmse",
+                )
             }
             | {"level": row["geolevel"]}
         )

@@ -417,7 +417,7 @@ def _epl_bars(part: pd.DataFrame) -> dict[str, object]:
 def _budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:
     """x of the EPL-vs-budget chart: ε itself for pure DP, else ε at the session's δ of each ρ.
 
-    EPL is comparable to ε, not ρ (SPEC §5): a zCDP run's ρ is converted with the session's δ and
+    EPL is comparable to ε, not ρ (docs/science.md §5): a zCDP run's ρ is converted with the session's δ and
     conversion so the diagonal is the same reference in both cases.
     """
     if mechanism == "puredp":

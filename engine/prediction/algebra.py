@@ -1,4 +1,4 @@
-"""Exact linear algebra on the cells of a Kronecker-structured histogram (SPN §2.3; SPEC §7).
+"""Exact linear algebra on the cells of a Kronecker-structured histogram (SPN §2.3; docs/science.md §7).
 
 Every matrix the least-squares covariance needs — the Gram matrices A_qᵀA_q of marginal queries,
 weighted sums of them, their (pseudo-)inverses, oblique projections onto query row spaces — lies in

@@ -1,5 +1,5 @@
 """Correction of the predicted error for non-negativity and rounding, from a count profile
-(SPEC §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
+(docs/science.md §7; TDA §7.1 eq. 7.2–7.4, §7.2, Table 13).
 
 The least-squares error d of a cell is Gaussian with the variance of
 :mod:`engine.prediction.least_squares`; the published count is non-negative. We model the
@@ -14,19 +14,28 @@ family and cell). With α = (λ − y)/s the cell error e = x − y has, in clos
     P(e > −y) = p = 1 − Φ(α),    E e = −yΦ(α) − λ p + s φ(α),
     E e² = y² Φ(α) + s²(α φ(α) + p) − 2 s λ φ(α) + λ² p.
 
+This is applied to the error a unit's cells *own*. What a unit inherits through an exact
+constraint — its share of the parent's published error (the children sum to the parent, cell by
+cell) and the error of an answer held from an earlier pass (the unit's TOTAL estimated alone first)
+— non-negativity only moves between cells and children; it is added unclipped (``conserved``, with
+a held TOTAL's deficit taken from the cells by water filling on their counts, ``held_total`` and
+:func:`deficit_shares`; the split is in :mod:`engine.prediction.level_rows`).
+
 A query answer sums cells: its mean squared error is Σ Var(e_i) + Σ_{i≠j} p_i p_j C_ij + (Σ E e_i)²,
 the first-order (Price) expansion of the covariance of two clipped Gaussians, with the linear
 off-diagonal covariance C_ij of the answer cell spread evenly over its pairs of cells — capped by the
 answer's linear variance: least squares that knew which cells are 0 (exact constraints) could only
-be more precise, and an answer pinned by its own measurement keeps it (no re-estimation of the free
-cells is modelled, so sparse marginals measured precisely are over-predicted). Rounding
-(TDA eq. 7.7) adds at most one person to a cell that is not already integral: variance p_i/6 per cell
-(a uniform fractional part rounded up or down with the probability that keeps the sum), summed over
-the answer cell.
+be more precise, and an answer pinned by its own measurement keeps it. A unit's empty cells of its
+family's support (support model) are lifted by noise: their clipped error reaches an answer only
+as far as the populated cells do not take it back (``pinned_outside``,
+:mod:`engine.prediction.support_freed`). Rounding (TDA eq. 7.3, 7.7) follows the engine's chain of
+rounded marginals (:mod:`engine.prediction.rounding`): per answer, the non-integral answers of the
+coarsest chain marginal inside it, 1/6 each below the root (the children's rounded answers must sum
+to the parent's: a fraction rounded up with probability equal to itself), 1/12 at the root.
 
-Homogeneous (small) counts are biased up and large ones down, as TDA Table 13 shows; where the
-mean count per answer cell is below 1 the model is flagged as outside its validated range
-(``model_holds``; docs/prediction.md lists the measured ratios).
+Homogeneous (small) counts are biased up and large ones down, as TDA Table 13 shows. Whether a
+prediction's row lies in the range where this was validated against runs is
+:mod:`engine.prediction.validity`'s (docs/prediction.md §3–§4).
 """
 
 from __future__ import annotations
@@ -47,7 +56,8 @@ __all__ = ["ROUNDING_VARIANCE"]
 
 
 MIN_MEAN_COUNT = 1.0
-"""Below this mean count per answer cell the prediction is flagged (the issue's validated range)."""
+"""Below this mean count per answer cell a level correction reports ``model_holds`` False; a
+prediction's rows take their flag from :mod:`engine.prediction.validity` instead."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 

@@ -1,5 +1,5 @@
 """The root's clipped empty cells: the mass its non-negative least squares lifts into them
-(SPEC §7; TDA §7.1 eq. 7.1–7.2, §5.2 invariants).
+(docs/science.md §7; TDA §7.1 eq. 7.1–7.2, §5.2 invariants).
 
 The support model (:mod:`engine.prediction.support`) holds the root's empty cells at 0. They
 are not held: the root has no parent, so every cell that is not a structural zero of the unit

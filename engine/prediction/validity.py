@@ -17,8 +17,9 @@ and ρ the ratio predicted / measured and the mean count per answer cell. A row 
   was measured;
 * the row was within 0.8–1.25× of the measured RMSE at the validated ρ values nearest its own
   (the one below and the one above);
-* the mean count per answer cell is at least :data:`MEAN_COUNT_SLACK` of the smallest at which
-  the row was validated.
+* its counts are not far smaller, relative to the noise, than where it was validated: the mean
+  count per answer cell over the least-squares RMSE — the regime of the non-negativity
+  correction — is at least :data:`MEAN_COUNT_SLACK` of the smallest validated.
 
 Level role: a spine's root ("root") or any level below it, by name: a root row is validated by
 the root rows of the family (whatever the root is called), a State row below a US root only by a
@@ -47,8 +48,8 @@ SHARE_FACTOR = 2.0
 (either way) and still count as that allocation's family."""
 
 MEAN_COUNT_SLACK = 0.5
-"""A row holds down to this fraction of the smallest mean count per answer cell at which it was
-validated (generated profiles differ in block sizes and empty blocks; below that, not
+"""A row holds down to this fraction of the smallest validated mean count per answer cell over
+least-squares RMSE (generated profiles differ in block sizes and empty blocks; below that, not
 validated)."""
 
 LOW, HIGH = 0.8, 1.25
@@ -85,6 +86,7 @@ class ValidatedRow:
     rho: float
     ratio: float
     mean_count: float
+    ls_rmse: float
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,12 @@ def validated_families(path: str = str(VALIDATION_FILE)) -> tuple[ValidatedFamil
         for r in fam["rows"]:
             key = (str(r["role"]), "" if r["role"] == "root" else str(r["level"]), str(r["query"]))
             rows.setdefault(key, []).append(
-                ValidatedRow(float(r["rho"]), float(r["ratio"]), float(r["mean_count"]))
+                ValidatedRow(
+                    float(r["rho"]),
+                    float(r["ratio"]),
+                    float(r["mean_count"] or 0.0),
+                    float(r["ls_rmse"]),
+                )
             )
         out.append(
             ValidatedFamily(
@@ -164,7 +171,13 @@ def _share_mismatch(
 
 
 def _row_reason(
-    family: ValidatedFamily, role: str, level: str, query: str, rho: float, mean_count: float | None
+    family: ValidatedFamily,
+    role: str,
+    level: str,
+    query: str,
+    rho: float,
+    mean_count: float | None,
+    ls_rmse: float,
 ) -> str | None:
     """Why a row of ``family``'s shares is outside what was validated (None: it holds)."""
     validated = family.rows.get((role, "" if role == "root" else level, query))
@@ -184,13 +197,19 @@ def _row_reason(
     if misses:
         worst = max(misses, key=lambda r: abs(math.log(r.ratio)) if r.ratio > 0 else math.inf)
         return f"measured {worst.ratio:.2f}× in validation ({family.name}, ρ = {worst.rho:g})"
-    floor = min(r.mean_count for r in validated)
-    if mean_count is not None and mean_count < MEAN_COUNT_SLACK * floor:
+    floor = min(_regime(r.mean_count, r.ls_rmse) for r in validated)
+    if mean_count is not None and _regime(mean_count, ls_rmse) < MEAN_COUNT_SLACK * floor:
         return (
-            f"mean count per answer cell {mean_count:.2g} below the validated {floor:.2g} "
-            f"(× {MEAN_COUNT_SLACK:g})"
+            f"mean count per answer cell {mean_count:.3g} is {_regime(mean_count, ls_rmse):.3g}× "
+            f"the least-squares RMSE; validated down to {floor:.3g}× (× {MEAN_COUNT_SLACK:g})"
         )
     return None
+
+
+def _regime(mean_count: float, ls_rmse: float) -> float:
+    """Mean count per answer cell over least-squares RMSE (large: non-negativity hardly
+    binds)."""
+    return mean_count / ls_rmse if ls_rmse > 0 else math.inf
 
 
 def assess_rows(
@@ -250,7 +269,13 @@ def _reason(
             mismatches.append(why)
             continue
         reason = _row_reason(
-            family, role, row.geolevel, row.query, float(allocation.rho), row.mean_count
+            family,
+            role,
+            row.geolevel,
+            row.query,
+            float(allocation.rho),
+            row.mean_count,
+            row.ls_rmse,
         )
         if reason is None:
             return None

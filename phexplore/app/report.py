@@ -1,7 +1,7 @@
-"""Session report: one self-contained HTML file for the budget meeting to take away (issue 10).
+"""Session report: one self-contained HTML file for the budget meeting to take away.
 
 Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
-conversion named (SPEC §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
+conversion named (docs/science.md §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
 charts) and a provenance block (PHExplore version, seeds, data source and licence, timestamp).
 Plotly's JavaScript is embedded once, so the file opens offline. Figures use the explicit report
 template of :mod:`phexplore.app.charts` (distinct colours, full log-axis labels) — never the app's
@@ -169,7 +169,7 @@ def build_report_html(
         parts.append(
             "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
             "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
-            "least squares, non-negativity and rounding; SPEC §7, docs/prediction.md) on the "
+            "least squares, non-negativity and rounding; docs/science.md §7, docs/prediction.md) on the "
             "Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
         )
         cols = [

@@ -1,4 +1,4 @@
-"""The exact least-squares covariance against Monte Carlo of the engine's least squares (SPEC §7).
+"""The exact least-squares covariance against Monte Carlo of the engine's least squares (docs/science.md §7).
 
 Small trees with large counts (non-negativity never binds), continuous Gaussian noise, no rounding:
 the engine's :func:`engine.topdown.qp.least_squares.multipass_least_squares` is run top-down exactly as

@@ -258,9 +258,7 @@ def test_the_block_path_matches_the_general_path_on_any_family() -> None:
     two = LevelDesign(weights, variances, (), passes)
     three = LevelDesign(weights, variances, (), (*passes, ("DETAILED",)))
     blocks = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, _parent_cov(), two, index)
-    general = child_support_covariances(
-        CHILD_SUPPORTS, PARENT_SUPPORT, _parent_cov(), three, index
-    )
+    general = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, _parent_cov(), three, index)
     for a, b in zip(blocks, general, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
