@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8501
+ALLOW_HOSTS ?=
+comma := ,
 
 .PHONY: run test install install-dev browser java lint format clean bench
 
@@ -45,8 +47,9 @@ java:
 		|| echo "WARNING: could not install Java 17; the Spark tests will be skipped (and fail under CI)"; \
 	fi
 
+# serve.py is app.py behind a Host check (loopback names, plus ALLOW_HOSTS="name1,name2").
 run: install
-	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
+	$(VENV)/bin/phexplore app --host $(HOST) --port $(PORT) $(foreach h,$(subst $(comma), ,$(ALLOW_HOSTS)),--allow-host $(h))
 
 test: install-dev browser java
 	$(VENV)/bin/ruff check .

@@ -44,7 +44,7 @@ from outputs import in_child  # noqa: E402  (the forked-child measurement of ben
 def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
     """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
     from engine.metrics.epl import epl_table
-    from engine.metrics.errors import mae_table
+    from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.runs import topdown as stages
@@ -100,6 +100,9 @@ def one_size(
     from engine.data.population import generate_population
     from engine.dp.presets import load_topdown_preset
     from engine.runs import topdown as stages
+    from engine.runs.control import RunControl
+    from engine.runs.data_source import DataSource
+    from engine.runs.options import TopDownRunOptions
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
     from engine.topdown.queries import query_group
@@ -111,13 +114,13 @@ def one_size(
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     spec = RunSpec(
         engine="topdown",
-        data={"source": "generated"},
+        data=DataSource(source="generated"),
         config=allocation.to_dict(),
         seed=seed,
-        options={"microdata": False},
+        options=TopDownRunOptions(microdata=False),
     )
-    result = execute(spec, data=hist, metrics=False, queries=("TOTAL",)).result
-    measured = stages.measure(spec, hist, stages.RunControl())
+    result = execute(spec, data=hist, outputs="tidy", queries=("TOTAL",)).result
+    measured = stages.measure(spec, hist, RunControl())
     dense_rows = sum(
         result.tree.n_nodes * query_group(result.schema, q).size for q in result.query_names
     )

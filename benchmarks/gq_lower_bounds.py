@@ -24,13 +24,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline_run import topdown_result  # noqa: E402
+
 import engine.topdown.plan as plan_module  # noqa: E402
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.inputs import load_topdown_input  # noqa: E402
 from engine.data.population import generate_population  # noqa: E402
 from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown.constraints import CountBounds, block_bounds  # noqa: E402
-from engine.topdown.run import run_topdown  # noqa: E402
 
 
 def _without_lower(hist: BlockHistogram) -> CountBounds | None:
@@ -50,7 +51,7 @@ def _rmse(
     try:
         mse: dict[tuple[str, str], list[float]] = {}
         for seed in range(seeds):
-            tidy = run_topdown(hist, alloc, seed=seed).to_tidy(queries)
+            tidy = topdown_result(hist, alloc, seed=seed).to_tidy(queries)
             err2 = (tidy["estimate"] - tidy["true"]).astype(float) ** 2
             for key, value in err2.groupby([tidy["geolevel"], tidy["query"]]).mean().items():
                 mse.setdefault((str(key[0]), str(key[1])), []).append(float(value))

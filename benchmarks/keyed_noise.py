@@ -22,10 +22,12 @@ import pandas as pd
 
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 from engine.noise.keyed import geounit_hashes
+from engine.topdown.estimation import estimate
 from engine.topdown.measure import measure
-from engine.topdown.run import estimate, plan_run, result_of
+from engine.topdown.plan import plan_run
+from engine.topdown.result import result_of
 
 
 def run_once(hist, allocation, seed: int, keyed: bool) -> tuple[pd.DataFrame, float]:

@@ -3,7 +3,7 @@
 For each population size (default 1e5 and 1e6 persons, a generated Rhode Island) the script, in a
 fresh subprocess per size:
 
-1. generates the population, runs ``topdown-2020-production`` once (``run_topdown``, one worker);
+1. generates the population, runs ``topdown-2020-production`` once (through the run pipeline, one worker);
 2. writes each table in each way ``--repeats`` times (default 3; ``--csv-repeats`` for the CSV
    ways), round-robin over the ways so that load changes on the shared machine fall on all of
    them alike, every write in a forked child so its extra memory is its own: wall seconds (median
@@ -142,18 +142,19 @@ def one_size(
     skip: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Generate, run once, then time every way of writing (inside its own subprocess)."""
+    from pipeline_run import topdown_result
+
     from engine.data.generated import load_generated_population
     from engine.data.population import generate_population
     from engine.dp.presets import load_topdown_preset
     from engine.topdown.export import estimate_rows, iter_estimate_frames, measurement_rows
-    from engine.topdown.run import run_topdown
 
     with tempfile.TemporaryDirectory() as tmp:
         generate_population(persons, seed=seed, states=["RI"], out_dir=Path(tmp) / "p")
         hist = load_generated_population(Path(tmp) / "p")
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     t0 = time.perf_counter()
-    result = run_topdown(hist, allocation, seed=seed)
+    result = topdown_result(hist, allocation, seed=seed)
     run_s = time.perf_counter() - t0
     ways = [w for w in _ways(result, baseline_max_rows) if f"{w[0]}:{w[1]}" not in skip]
     seconds: dict[tuple[str, str], list[float]] = {(t, w): [] for t, w, _ in ways}

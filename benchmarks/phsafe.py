@@ -21,7 +21,7 @@ import numpy as np
 from engine.data.synthetic import generate_households
 from engine.phsafe.config import preset
 from engine.phsafe.join import prepare_extract
-from engine.phsafe.run import measure_all, run_phsafe, tabulate_all
+from engine.phsafe.release import measure_all, run_phsafe, tabulate_all
 
 
 def main() -> None:

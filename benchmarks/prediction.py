@@ -4,8 +4,8 @@ against repeated TopDown runs, and the planner's recompute time.
 For each validated configuration — data (generated populations of 1,000,000 persons, the Rhode
 Island 2010 blocks) × allocation × total ρ — the prediction of
 :func:`engine.prediction.predict_topdown`, made before any run on the data's spine and counts, is
-set against the RMSE of the published counts measured over ``--seeds`` engine runs
-(``engine.topdown.run.run_topdown``; cached under ``--cache``, ``benchmarks/prediction_runs.py``),
+set against the RMSE of the published counts measured over ``--seeds`` engine runs (the run
+pipeline, ``benchmarks/pipeline_run.py``; cached under ``--cache``, ``benchmarks/prediction_runs.py``),
 per geolevel × query. Printed per row: mean true count per answer cell, the noisy-measurement σ
 (the baseline the planner showed before the prediction existed), the least-squares-only
 prediction, the published-count prediction, the measured RMSE with its relative standard error

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pipeline_run import topdown_result
 
 from engine.data.histogram import BlockHistogram
 from engine.data.population import generate_population
 from engine.dp.budget import TopDownAllocation
-from engine.runs.topdown import sparse_residuals
+from engine.runs.topdown_metrics import sparse_residuals
 from engine.topdown.feasibility import TopDownInfeasible
-from engine.topdown.run import run_topdown
 
 DEFAULT_CACHE = Path(__file__).resolve().parents[1] / "out"
 
@@ -70,7 +70,7 @@ def run_errors(
         if set(queries) <= set(data["queries"]):
             return data
     t0 = time.perf_counter()
-    result = run_topdown(hist, alloc, seed=seed)
+    result = topdown_result(hist, alloc, seed=seed, label=label)
     seconds = time.perf_counter() - t0
     rows: dict[str, dict[str, float]] = {}
     for (level, query), part in sparse_residuals(result, queries).items():

@@ -86,7 +86,7 @@ def bench_phsafe(
     """PHSafe, one trial of ``phsafe-2020``, local engine against Spark on the files in ``folder``."""
     from engine.data.cef import load_cef_extract
     from engine.phsafe.config import preset
-    from engine.phsafe.run import run_phsafe
+    from engine.phsafe.release import run_phsafe
     from engine.spark import phsafe as spark_phsafe
 
     config = preset("phsafe-2020")
@@ -134,6 +134,7 @@ def bench_topdown(
     """TopDown, the whole pipeline, in-process executor against the Spark executor."""
     from engine.core.executors import InProcessExecutor
     from engine.dp.presets import load_topdown_preset
+    from engine.runs.data_source import BlockFilter, DataSource
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import load
@@ -145,9 +146,9 @@ def bench_topdown(
     else:
         preset_name, source, label = "ri2010-production-like", "ri2010", "ri2010"
     allocation = load_topdown_preset(preset_name)["persons"]
-    spec_data: dict[str, Any] = {"source": source}
-    if county:
-        spec_data["filter"] = {"level": "County", "units": [county]}
+    spec_data = DataSource(
+        source=source, filter=BlockFilter("County", (county,)) if county else None
+    )
     spec = RunSpec(engine="topdown", data=spec_data, config=allocation.to_dict(), seed=seed)
     hist = load(spec)
     spark_executor = SparkExecutor(session)
@@ -156,12 +157,12 @@ def bench_topdown(
     # table would be ~630 M rows; one such run was killed for memory at 22.8 GB).
     def local() -> Any:
         return execute(
-            spec, data=hist, executor=InProcessExecutor(), metrics=False, max_tidy_rows=TIDY_ROWS
+            spec, data=hist, executor=InProcessExecutor(), outputs="tidy", max_tidy_rows=TIDY_ROWS
         ).result
 
     def spark() -> Any:
         return execute(
-            spec, data=hist, executor=spark_executor, metrics=False, max_tidy_rows=TIDY_ROWS
+            spec, data=hist, executor=spark_executor, outputs="tidy", max_tidy_rows=TIDY_ROWS
         ).result
 
     t_local, r_local = _median_time(local, repeats, warmup)

@@ -61,15 +61,14 @@ def child(
     """One timed run in this process (called in a fresh interpreter by :func:`main`)."""
     from engine.dp.presets import load_topdown_preset
     from engine.runs.control import RunControl
+    from engine.runs.data_source import DataSource
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import estimate, load, measure
     from engine.spark.executor import SparkExecutor
     from engine.spark.session import get_session
 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
-    data: dict[str, Any] = {"source": folder}
-    if data_format:
-        data["format"] = data_format
+    data = DataSource(source=folder, format=data_format or None)
     spec = RunSpec(engine="topdown", data=data, config=allocation.to_dict(), seed=seed)
     t = time.perf_counter()
     session = get_session(master, ui=False)

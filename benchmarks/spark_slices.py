@@ -33,6 +33,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from engine.dp.presets import load_topdown_preset
+    from engine.runs.data_source import DataSource
     from engine.runs.pipeline import execute
     from engine.runs.spec import RunSpec
     from engine.runs.topdown import load
@@ -44,7 +45,7 @@ def main() -> None:
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     spec = RunSpec(
         engine="topdown",
-        data={"source": str(args.population)},
+        data=DataSource(source=str(args.population)),
         config=allocation.to_dict(),
         seed=args.seed,
     )
@@ -63,7 +64,7 @@ def main() -> None:
             executor = SparkExecutor(session, **settings)
             t = time.perf_counter()
             result = execute(
-                spec, data=hist, executor=executor, metrics=False, max_tidy_rows=2_000_000
+                spec, data=hist, executor=executor, outputs="tidy", max_tidy_rows=2_000_000
             ).result
             times[name].append(time.perf_counter() - t)
             jobs[name] = executor.jobs

@@ -163,10 +163,10 @@ def record_block_group_families(
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import topdown_production as production
+    from pipeline_run import topdown_result
 
     from engine.dp.presets import load_topdown_preset
     from engine.topdown import estimation
-    from engine.topdown import run as run_module
 
     batches = []
     original = estimation.estimate_batch
@@ -182,7 +182,7 @@ def record_block_group_families(
         estimation.estimate_batch = recording
         try:
             allocation = load_topdown_preset("topdown-2020-production")["persons"]
-            run_module.run_topdown(hist, allocation, seed=seed)
+            topdown_result(hist, allocation, seed=seed)
         finally:
             estimation.estimate_batch = original
     held = []

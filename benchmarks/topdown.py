@@ -1,6 +1,6 @@
 """Benchmark of the TopDown engine (TDA §7): batched solvers vs a per-family cvxpy + SCS baseline.
 
-1. One full run (``engine.topdown.run.run_topdown``) on the data, recording every family batch.
+1. One full run (through the run pipeline, ``benchmarks/pipeline_run.py``) on the data, recording every family batch.
 2. The same per-family least-squares problems (TDA eq. 7.5), with the passes the engine used for
    each batch as recorded: one pass with every query for the root and for families whose
    children are blocks; elsewhere pass 1 TOTAL, then pass 2 the rest with the pass-1 totals held
@@ -29,11 +29,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline_run import topdown_result  # noqa: E402
+
 from engine.data.histogram import BlockHistogram  # noqa: E402
 from engine.data.samples import load_topdown_sample  # noqa: E402
 from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown import estimation as estimation_module  # noqa: E402
-from engine.topdown import run as run_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
 from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
 from engine.topdown.qp.problem import Band  # noqa: E402
@@ -60,7 +61,7 @@ def recorded_run(hist, allocation, seed):
 
     estimation_module.estimate_batch = recording
     try:
-        result = run_module.run_topdown(hist, allocation, seed=seed)
+        result = topdown_result(hist, allocation, seed=seed)
     finally:
         estimation_module.estimate_batch = original
     return result, batches
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     for fraction in [float(f) for f in args.fractions.split(",") if f]:
         sub = hist if fraction >= 1.0 else subset_by_tracts(hist, fraction, args.seed)
         t0 = time.perf_counter()
-        run_module.run_topdown(sub, allocation, seed=args.seed)
+        topdown_result(sub, allocation, seed=args.seed)
         report["scaling"].append(
             {"fraction": fraction, "blocks": sub.n_blocks, "run_s": time.perf_counter() - t0}
         )

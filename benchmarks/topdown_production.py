@@ -5,7 +5,7 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
 
 1. generates the population (``engine.data.population``; RI for sizes up to 2M persons, Ohio
    above, unless ``--state``), loads it with its block frame (structural zeros and GQ bounds held);
-2. runs ``topdown-2020-production`` (``run_topdown``, one worker), recording every family batch;
+2. runs ``topdown-2020-production`` (through the run pipeline, one worker), recording every family batch;
 3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
    and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess, in GiB:
    after loading and at the end of the run);
@@ -507,9 +507,10 @@ def one_size(
     every_batch: str | None = None,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
+    from pipeline_run import topdown_result
+
     from engine.dp.presets import load_topdown_preset
     from engine.topdown import estimation as estimation_module
-    from engine.topdown import run as run_module
 
     t0 = time.perf_counter()
     if cache:
@@ -534,7 +535,7 @@ def one_size(
     estimation_module.estimate_batch = recording
     try:
         t0, c0 = time.perf_counter(), time.process_time()
-        result = run_module.run_topdown(hist, allocation, seed=seed)
+        result = topdown_result(hist, allocation, seed=seed)
         run_s = time.perf_counter() - t0
         run_cpu_s = time.process_time() - c0
     finally:
@@ -545,7 +546,7 @@ def one_size(
         # The same run with the previous solver path (Clarabel for every 2,016-cell family).
         with _previous_path():
             t0, c0 = time.perf_counter(), time.process_time()
-            before = run_module.run_topdown(hist, allocation, seed=seed)
+            before = topdown_result(hist, allocation, seed=seed)
             previous = {
                 "run_s": time.perf_counter() - t0,
                 "run_cpu_s": time.process_time() - c0,

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore.api.budgets import CONVERSIONS, conversions, epsilon_for_delta, load_topdown_preset
+from phexplore.api.results import tidy_bytes
 from phexplore.app import state as S
 from phexplore.app.charts import readable
 from phexplore.app.guide import epsilon_reading
@@ -214,7 +215,7 @@ def render() -> None:
         )
         st.download_button(
             "Download ε table (CSV)",
-            frame.to_csv(index=False).encode("utf-8"),
+            tidy_bytes(frame, "csv"),
             file_name="epsilon_table.csv",
             mime="text/csv",
         )

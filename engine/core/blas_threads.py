@@ -25,9 +25,10 @@ _R = TypeVar("_R")
 
 @functools.cache
 def blas_libraries() -> ThreadpoolController:
-    """The process's BLAS libraries, found once (a fresh ``threadpool_limits`` scans the loaded
-    libraries on every call, ~2 ms; applying a limit with a known list takes ~0.01 ms). NumPy's
-    and SciPy's BLAS are imported by this module, so both are in the list."""
+    """The process's BLAS libraries, found once: a fresh ``threadpool_limits`` scans the loaded
+    libraries on every call, which costs far more than applying a limit with a known list
+    (measured: docs/topdown.md, "Family solvers at production scale"). NumPy's and SciPy's BLAS
+    are imported by this module, so both are in the list."""
     return ThreadpoolController()
 
 

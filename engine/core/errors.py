@@ -6,6 +6,13 @@ Data loaders raise :class:`DataValidationError`, carrying a list of located :cla
 row, column, what to do): the UI renders them as a list, the CLI one per line, and loaders collect as
 many as they can (up to a cap) before raising, so a user fixes a file in one pass. Output folders
 raise :class:`OutputError`; an interrupt (Ctrl-C, SIGTERM) while writing is :class:`Interrupted`.
+
+Two ways a run stops early, kept apart on purpose: :class:`RunCancelled` — a face asked the run to
+stop (the app's Cancel button, an experiment's cancel) and the engines stop between units of work,
+keeping nothing; :class:`Interrupted` — the process itself is being stopped (SIGTERM; Ctrl-C is
+Python's KeyboardInterrupt): it derives from KeyboardInterrupt so no ``except Exception`` swallows it,
+cleanup runs, and the CLI exits 130/143. A cancel is an ordinary outcome of a run; an interrupt ends
+the process.
 """
 
 from __future__ import annotations
@@ -58,6 +65,11 @@ class DataValidationError(PHExploreError, ValueError):
 
 class OutputError(ValidationError):
     """An output target cannot be used, or an output folder/file is not a complete PHExplore output."""
+
+
+class RunCancelled(PHExploreError):
+    """A run was cancelled on request (a face's Cancel, an experiment's cancel): raised between
+    units of work by every engine and by the run pipeline; nothing of the run is kept."""
 
 
 class Interrupted(PHExploreError, KeyboardInterrupt):

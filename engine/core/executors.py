@@ -1,19 +1,21 @@
-"""Where a stage's independent units of work run: in this process or in worker processes (SPEC §8).
+"""Where a stage's independent units of work run: in this process or in worker processes
+(docs/science.md §8).
 
 An engine cuts a stage into independent units — for TopDown a batch of parent families of one
-geolevel (a :class:`~engine.topdown.family.FamilyBatch` of arrays, TDA §7; SCALE-NOTES: hand a task
-a batch of families as arrays, not one family), for PHSafe one measured table (PHS §3) — and hands
-them to an :class:`Executor` with a top-level function. The executor decides where they run; the
-engine never does. Results come back in the order of the units whatever order they finish in, and
-the noise is keyed by (seed, level, geounit, query) (:mod:`engine.noise.keyed`), so every executor
-and every number of workers gives the same numbers.
+geolevel (a :class:`~engine.topdown.family.FamilyBatch` of arrays, TDA §7: a task gets a batch of
+families as arrays, not one family, docs/spark.md "Settings that matter"), for PHSafe one measured
+table (PHS §3) — and hands them to an :class:`Executor` with a top-level function. The executor
+decides where they run; the engine never does. Results come back in the order of the units whatever
+order they finish in, and the noise is keyed by (seed, level, geounit, query)
+(:mod:`engine.noise.keyed`), so every executor and every number of workers gives the same numbers.
 
 * :class:`InProcessExecutor` — one after the other in the calling process (default; no pickling).
 * :class:`ProcessExecutor` — a *spawn* process pool (a fork pool deadlocked after Clarabel had run in
-  the parent, SCALE-NOTES). Units and the function must be picklable.
+  the parent). Units and the function must be picklable.
 
-A Spark executor (a later issue) implements the same :class:`Executor` protocol: ``map`` over a
-sequence of picklable units, in order, with ``cancel`` polled and ``done`` called per unit.
+The Spark executor (:mod:`engine.spark.executor`) implements the same :class:`Executor` protocol:
+``map`` over a sequence of picklable units, in order, with ``cancel`` polled and ``done`` called per
+unit.
 
 This module imports nothing from the engines, so every engine can take an executor as a parameter.
 """
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, TimeoutError
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from engine.core.errors import PHExploreError, ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.core.numbers import RANGES
 
 U = TypeVar("U")
@@ -42,10 +44,6 @@ MAX_WORKERS = int(RANGES["workers"].high or 256)
 """Upper bound on worker processes: the shared range of ``--workers`` (1–256, engine.core.strict_json)."""
 POLL_S = 0.2
 """Seconds between two checks of ``cancel()`` while waiting for a worker."""
-
-
-class ExecutionCancelled(PHExploreError):
-    """``cancel()`` returned True while units were running; nothing of the stage is kept."""
 
 
 @runtime_checkable
@@ -65,9 +63,10 @@ class Executor(Protocol):
     ) -> list[Any]:
         """``[fn(u) for u in units]``; ``done(i, result)`` after each unit, ``cancel()`` polled.
 
-        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, issue 18; building
+        ``units`` may build each unit when indexed (TopDown's ``LevelUnits``, so the driver never holds a whole level's units: docs/spark.md, "Driver memory"; building
         may raise): take them in order and drop them once sent rather than listing them all,
-        where the executor can. Raises :class:`ExecutionCancelled` when ``cancel()`` returns True.
+        where the executor can. Raises :class:`~engine.core.errors.RunCancelled` when ``cancel()``
+        returns True (nothing of the stage is kept).
         """
         ...
 
@@ -93,7 +92,7 @@ class InProcessExecutor:
         out: list[R] = []
         for i, unit in enumerate(units):
             if cancel is not None and cancel():
-                raise ExecutionCancelled("cancelled")
+                raise RunCancelled("cancelled")
             result = fn(unit)
             out.append(result)
             if done is not None:
@@ -137,7 +136,7 @@ class ProcessExecutor:
         if not units:
             return []
         if cancel is not None and cancel():
-            raise ExecutionCancelled("cancelled")
+            raise RunCancelled("cancelled")
         # A lazy sequence's units are all built (and any error raised) before one is submitted;
         # the pool holds them all anyway.
         ready = list(units)
@@ -149,7 +148,7 @@ class ProcessExecutor:
             for i, fut in enumerate(futures):
                 while True:
                     if cancel is not None and cancel():
-                        raise ExecutionCancelled("cancelled")
+                        raise RunCancelled("cancelled")
                     try:
                         result = fut.result(timeout=POLL_S)
                         break

@@ -8,7 +8,9 @@ bytes, so a user who uploads the wrong thing is told what it is (docs/reliabilit
 
 from __future__ import annotations
 
+import errno
 import os
+import stat as _stat
 from pathlib import Path
 
 from engine.core.errors import ValidationError
@@ -68,7 +70,6 @@ def read_input_bytes(
         raise ValidationError(f"{name}: file not found") from None
     except OSError as exc:
         raise ValidationError(f"{name}: {_os_reason(exc)}") from None
-    import stat as _stat
 
     if _stat.S_ISDIR(info.st_mode):
         raise ValidationError(f"{name}: is a folder, not a file")
@@ -85,8 +86,6 @@ def read_input_bytes(
 
 
 def _os_reason(exc: OSError) -> str:
-    import errno
-
     if exc.errno == errno.ELOOP:
         return "a symbolic-link loop (the link points back at itself)"
     if exc.errno == errno.EACCES or isinstance(exc, PermissionError):

@@ -150,6 +150,12 @@ RANGES: dict[str, Range] = {
     "moe": Range(0, 1e9, low_open=True, meaning="target margin of error, in persons"),
     "n_boot": Range(0, 100_000, meaning="bootstrap resamples"),
     "persons": Range(1_000, 50_000_000, meaning="persons to generate"),
+    "population_persons": Range(
+        1_000, 400_000_000, meaning="persons of a generated population (the US has 331 million)"
+    ),
+    "chunk_persons": Range(
+        10_000, 50_000_000, meaning="persons generated at once; bounds the generator's memory"
+    ),
     "max_bytes": Range(1, 2**40, meaning="input size limit in bytes (1 TiB at most)"),
     "fraction": Range(0, 1, low_open=True, meaning="a sampling fraction"),
     "share_rho": Range(0, 1e6, meaning="ρ of one table and level; 0 skips it"),

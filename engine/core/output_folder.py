@@ -10,8 +10,13 @@ not match it.
 Guarantees (docs/reliability.md):
 
 - ``--out`` that already holds files is refused unless it is an earlier PHExplore output *and*
-  ``overwrite`` is set; then the whole folder is replaced (no file of the earlier run is left beside
-  the new ones). A command never writes over, or replaces a folder holding, one of its own inputs.
+  ``overwrite`` is set, and it is refused even then when it holds anything its manifest does not
+  list (a user's ``notes.md``, a ``.git``, a link), naming those entries: ``overwrite`` replaces
+  only what PHExplore wrote, and no file of the earlier run is left beside the new ones. A command
+  never writes over, or replaces a folder holding, one of its own inputs.
+- No symbolic link is followed: a ``--out`` that is a link, a lock file name that is a link (or a
+  hard link to another file) and links inside an output folder are refused with a message; lock and
+  manifest files are opened with ``O_NOFOLLOW`` (``O_EXCL`` where they are created).
 - An interrupt (Ctrl-C, SIGTERM) at any moment leaves the previous output intact and no
   complete-looking partial output: the temporary folder is removed, and the swap of old and new is
   one atomic ``renameat2(RENAME_EXCHANGE)`` where the kernel offers it (signals blocked otherwise).
@@ -31,6 +36,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -44,13 +50,20 @@ from engine.core.errors import Interrupted, OutputError
 from engine.core.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
+    NOFOLLOW,
     _tree_files,
     describe_input,
+    listed_files,
+    manifest_data,
+    safe_relative,
     sha256_file,
+    unlisted_entries,
     versions,
 )
 
 _TMP_TAG = ".phexplore-tmp-"
+_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 _OLD_TAG = ".phexplore-old-"
 _LOCK_TAG = ".phexplore-lock"
 
@@ -80,15 +93,25 @@ def _input_paths(inputs: Mapping[str, Any]) -> list[Path]:
 
 
 def is_phexplore_output(path: str | os.PathLike[str]) -> bool:
-    """True if ``path`` is a folder holding a PHExplore ``manifest.json`` (complete or not)."""
-    manifest = Path(path) / MANIFEST_NAME
-    if not manifest.is_file():
-        return False
+    """True if ``path`` is a folder holding a PHExplore ``manifest.json`` (complete or not; the
+    manifest itself must not be a symbolic link)."""
+    folder = Path(path)
+    return folder.is_dir() and manifest_data(folder) is not None
+
+
+def foreign_entries(path: str | os.PathLike[str]) -> list[str]:
+    """What the earlier PHExplore output at ``path`` holds besides the files its manifest lists
+    (and the manifest): a user's files, folders such as ``.git``, links. Empty when ``path`` holds
+    only what PHExplore wrote — the condition for replacing it."""
+    folder = Path(path)
+    data = manifest_data(folder)
+    if data is None:
+        return sorted(os.listdir(folder))
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT
+        listed = listed_files(data, str(folder / MANIFEST_NAME))
+    except OutputError:
+        return [f"{MANIFEST_NAME} (lists names outside the folder)"]
+    return unlisted_entries(folder, listed)
 
 
 def check_target(
@@ -116,8 +139,11 @@ def check_target(
                 f"{option} {path}: {what} one of this command's inputs ({item}); "
                 "write the output somewhere else"
             )
-    if path.is_symlink() and not path.exists():
-        raise OutputError(f"{option} {path}: is a broken symbolic link; remove it or pick another")
+    if path.is_symlink():
+        raise OutputError(
+            f"{option} {path}: is a symbolic link (to {os.readlink(path)}); PHExplore never "
+            "writes through or replaces a link — give the real path"
+        )
     if kind == "folder":
         if path.exists() and not path.is_dir():
             raise OutputError(f"{option} {path}: a file is in the way (expected a folder)")
@@ -132,10 +158,19 @@ def check_target(
                         f"{option} {path}: already holds {len(entries)} file(s) that are not a "
                         "PHExplore output (no manifest.json); choose an empty or new folder"
                     )
+                foreign = foreign_entries(path)
+                if foreign:
+                    shown = ", ".join(foreign[:8]) + (", …" if len(foreign) > 8 else "")
+                    raise OutputError(
+                        f"{option} {path}: holds an earlier PHExplore output and {len(foreign)} "
+                        f"entr{'y' if len(foreign) == 1 else 'ies'} PHExplore did not write "
+                        f"({shown}); --overwrite replaces only the files its manifest lists, so "
+                        "move those out of the folder or choose another --out"
+                    )
                 if not overwrite:
                     raise OutputError(
                         f"{option} {path}: already holds an earlier PHExplore output; pass "
-                        "--overwrite to replace it (the whole folder is replaced)"
+                        "--overwrite to replace it (only the files its manifest lists are replaced)"
                     )
     else:
         if path.is_dir():
@@ -168,10 +203,13 @@ REPORT_MARKER = '<meta name="generator" content="PHExplore'
 
 def _is_phexplore_file(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | _NONBLOCK)
     except OSError:
         return False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return False
+        head = handle.read(4096)
     return REPORT_MARKER.encode() in head
 
 
@@ -187,12 +225,7 @@ def target_lock(target: Path, option: str = "--out") -> Iterator[None]:
     """
     lock_path = target.parent / f".{target.name}{_LOCK_TAG}"
     while True:
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise OutputError(
-                f"{option} {target}: cannot create the lock file {lock_path} ({exc.strerror})"
-            ) from None
+        fd = _open_lock(lock_path, target, option)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -208,7 +241,7 @@ def target_lock(target: Path, option: str = "--out") -> Iterator[None]:
                 ) from None
             raise
         try:
-            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            same = os.fstat(fd).st_ino == os.lstat(lock_path).st_ino
         except FileNotFoundError:
             same = False
         if same:
@@ -222,6 +255,45 @@ def target_lock(target: Path, option: str = "--out") -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.unlink(lock_path)
         os.close(fd)
+
+
+def _open_lock(lock_path: Path, target: Path, option: str) -> int:
+    """The lock file's descriptor: created with ``O_EXCL`` when absent, else opened — never through
+    a symbolic link (``O_NOFOLLOW``), and refused when it is not a plain file of its own (a hard
+    link to another file would be truncated when the PID is written)."""
+    flags = os.O_RDWR | NOFOLLOW | _NONBLOCK | _CLOEXEC
+    for _ in range(5):
+        try:
+            fd = os.open(lock_path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                fd = os.open(lock_path, flags)
+            except FileNotFoundError:
+                continue  # removed by its holder meanwhile: create it
+            except OSError as exc:
+                raise _lock_error(lock_path, target, option, exc) from None
+        except OSError as exc:
+            raise _lock_error(lock_path, target, option, exc) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            raise OutputError(
+                f"{option} {target}: the lock file {lock_path} is not a plain file of its own (a "
+                "hard link or a special file); PHExplore will not write into it — remove it"
+            )
+        return fd
+    raise OutputError(f"{option} {target}: cannot create the lock file {lock_path}; try again")
+
+
+def _lock_error(lock_path: Path, target: Path, option: str, exc: OSError) -> OutputError:
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return OutputError(
+            f"{option} {target}: the lock file {lock_path} is a symbolic link; PHExplore never "
+            "follows one (it would write into the file it points to) — remove the link"
+        )
+    return OutputError(
+        f"{option} {target}: cannot create the lock file {lock_path} ({exc.strerror or exc})"
+    )
 
 
 # ------------------------------------------------------------------ signals and the swap
@@ -298,7 +370,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _replace_into_place(staging: Path, target: Path) -> None:
-    """Move the finished ``staging`` to ``target``, swapping out (then deleting) any old content."""
+    """Move the finished ``staging`` to ``target``, swapping out (then discarding) any old output."""
     with _signals_blocked():
         if not target.exists() and not target.is_symlink():
             os.rename(staging, target)
@@ -311,25 +383,62 @@ def _replace_into_place(staging: Path, target: Path) -> None:
             os.rename(target, old)
             os.rename(staging, target)
         _fsync_dir(target.parent)
-    if old.is_dir() and not old.is_symlink():
-        shutil.rmtree(old, ignore_errors=True)
-    else:
+    _discard_replaced(old, target)
+
+
+def _discard_replaced(old: Path, target: Path) -> None:
+    """Delete a replaced (or stale) output: the files its manifest lists, the manifest, then the
+    folders left empty — nothing else. Whatever else is found (put there after the checks) is kept
+    in a visible folder beside the target, and said on stderr; a folder without a manifest is one
+    of our own unfinished staging folders and is removed whole."""
+    if old.is_symlink() or not old.is_dir():
         with contextlib.suppress(OSError):
             old.unlink()
+        return
+    data = manifest_data(old)
+    if data is None:
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    files = data.get("files") if isinstance(data.get("files"), dict) else {}
+    for rel in [*files, MANIFEST_NAME]:
+        if not safe_relative(rel):
+            continue
+        path = old / rel
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path).st_mode) and not _under_link(old, rel):
+                path.unlink()
+    for root, dirs, _ in os.walk(old, topdown=False):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(root, name))  # only empty folders go
+    try:
+        os.rmdir(old)
+    except OSError:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        kept = target.parent / f"{target.name}.kept-{stamp}-{os.getpid()}"
+        with contextlib.suppress(OSError):
+            os.rename(old, kept)
+            print(
+                f"note: files added to {target} while it was being replaced were kept in {kept}",
+                file=sys.stderr,
+            )
+
+
+def _under_link(folder: Path, rel: str) -> bool:
+    """True when a folder on the way from ``folder`` to ``rel`` is a symbolic link."""
+    parts = rel.split("/")
+    return any((folder.joinpath(*parts[:i])).is_symlink() for i in range(1, len(parts)))
 
 
 def _remove_stale(target: Path) -> None:
-    """Remove temporary/old siblings of ``target`` left by a killed run (call with the lock held)."""
+    """Remove temporary/old siblings of ``target`` left by a killed run (call with the lock held),
+    by :func:`_discard_replaced` (only what their manifest lists, when they have one)."""
     prefix_tmp = f".{target.name}{_TMP_TAG}"
     prefix_old = f".{target.name}{_OLD_TAG}"
     with contextlib.suppress(OSError):
         for entry in os.scandir(target.parent):
             if entry.name.startswith((prefix_tmp, prefix_old)):
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
+                _discard_replaced(Path(entry.path), target)
 
 
 # ------------------------------------------------------------------ writing
@@ -412,9 +521,13 @@ class OutputFolder:
             rel = p.relative_to(self.path).as_posix()
             if rel == MANIFEST_NAME:
                 raise OutputError(f"{self.command}: {MANIFEST_NAME} is reserved for the manifest")
-            with open(p, "rb+") as handle:
-                os.fsync(handle.fileno())
-            files[rel] = {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            fd = os.open(p, os.O_RDONLY | NOFOLLOW | _CLOEXEC)
+            try:
+                os.fsync(fd)
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            files[rel] = {"bytes": size, "sha256": sha256_file(p)}
         manifest = {
             "format": MANIFEST_FORMAT,
             "command": self.command,
@@ -429,7 +542,8 @@ class OutputFolder:
         }
         text = json.dumps(manifest, indent=2, default=str, allow_nan=False) + "\n"
         manifest_path = self.path / MANIFEST_NAME
-        with open(manifest_path, "w", encoding="utf-8") as handle:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC
+        with os.fdopen(os.open(manifest_path, flags, 0o644), "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -467,8 +581,11 @@ def atomic_file(
         tmp = Path(name)
         try:
             yield tmp
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
+            fd = os.open(tmp, os.O_RDONLY | NOFOLLOW | _CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.chmod(tmp, 0o644 & ~_umask())
             with _signals_blocked():
                 os.replace(tmp, final)

@@ -1,7 +1,7 @@
 """Loader of a plain block CSV: one row per block, count columns mapped to schema cells.
 
-The user's own block-level counts (issue 4, item 1: "a plain CSV: one row per block with count
-columns, and a mapping file or UI mapping of columns to schema attributes"). The mapping is a JSON
+The user's own block-level counts: a plain CSV with one row per block and count columns, and a
+mapping (a JSON file, or the app's mapping form) of columns to schema cells. The mapping is a JSON
 object (documented in ``docs/data.md``)::
 
     {

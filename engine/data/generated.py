@@ -1,8 +1,10 @@
-"""TopDown input from a generated population folder: PPMF persons + the block frame (SPEC §6).
+"""TopDown input from a generated population folder: PPMF persons + the block frame (docs/science.md
+§6).
 
 :func:`load_generated_population` reads ``ppmf.csv`` chunk by chunk into (block, cell, count)
 triples (:mod:`engine.data.ppmf_cells`) summed into a sparse (CSR) block histogram — never the
-dense ``blocks × 2,016`` array, 4.7 GB for a 10,000,000-person state (issue 17) — and
+dense ``blocks × 2,016`` array, 4.7 GB for a 10,000,000-person state (docs/topdown.md, "Sparse
+block histograms from the file") — and
 ``blocks.csv``, the block frame written by :mod:`engine.data.population`. Every block of the frame becomes a row of the histogram — also the
 blocks without persons, which the PPMF alone cannot list — and the frame's housing units, occupied
 units and GQ facilities go to ``extra`` (``housing_units``, ``occupied_units``, ``gq_facilities``),

@@ -44,7 +44,7 @@ def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFr
 
     The prefixes are cut from a fixed-width ``'U'`` array and go straight into pandas' Arrow-backed
     strings (pandas ≥ 3); with object strings, each level's distinct ids become Python strings once,
-    not once a block (issue 14, peak memory of large files).
+    not once a block (the peak memory of large files).
     """
     ids = np.asarray(block_ids)
     if ids.dtype.kind != "U":

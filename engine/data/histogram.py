@@ -1,4 +1,4 @@
-"""Block-level histograms: the input of the TopDown engine (TDA §5.1, SPEC §4).
+"""Block-level histograms: the input of the TopDown engine (TDA §5.1, docs/science.md §4).
 
 A :class:`Schema` is a list of (attribute, levels); the histogram of a geounit is the flattened
 (C-order) array of counts over the Cartesian product of the attributes' levels, so a marginal query
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from engine.core.errors import ValidationError
+from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.schema.attributes import Schema
 
 MAX_DENSE_BLOCK_CELLS = 1 << 28
@@ -27,6 +27,10 @@ MAX_DENSE_BLOCK_CELLS = 1 << 28
 int64: a generated 1,000,000-person state on the 2,016-cell schema is 46.6 M cells, the generated
 10,000,000-person Ohio 589 M). Above it :attr:`BlockHistogram.counts` refuses with a message and
 the sparse form (:attr:`BlockHistogram.sparse_counts`) is the way to read the blocks."""
+MAX_TOTAL_COUNT = 10**10
+"""Most persons (or units) an input may count in all: 10 billion, more than the world's population.
+Beyond it counts are not a census (a typo, a column of ids read as counts) and the least-squares
+solve in float64 cannot keep them exact; int64 sums overflow near 9.2 × 10¹⁸."""
 
 
 class BlockHistogram:
@@ -34,7 +38,8 @@ class BlockHistogram:
 
     The counts are ``(n_blocks, schema.size)`` int64, held either dense (a NumPy array: the shipped
     samples, block CSVs, P.L. 94-171) or sparse (a SciPy CSR matrix of the non-zero cells: PPMF
-    persons and generated populations, whose 2,016-cell blocks are almost all zeros — issue 17).
+    persons and generated populations, whose 2,016-cell blocks are almost all zeros: docs/data.md,
+    "Sparse block histograms").
     :attr:`sparse_counts` is the CSR form either way (what the engine reads: SciPy CSR, sorted
     indices, no stored zeros); :attr:`counts` the dense form, built on each use from a sparse
     histogram and refused above :data:`MAX_DENSE_BLOCK_CELLS` cells — for small data (samples,
@@ -253,3 +258,57 @@ def keep_blocks(hist: BlockHistogram, keep: np.ndarray) -> BlockHistogram:
 def tree_levels(tree: Any, hist: BlockHistogram) -> tuple[str, ...]:
     """The spine's levels that are geography columns of the data (SRS tabulates those)."""
     return tuple(lv for lv in tree.levels if lv in hist.levels)
+
+
+def check_count_magnitude(hist: BlockHistogram, label: str) -> None:
+    """Refuse counts no census has, before any noise or solve: a negative count (a sum that
+    overflowed int64 while the input was read) or counts totalling more than
+    :data:`MAX_TOTAL_COUNT`. The :class:`DataValidationError` names ``label`` (the input), the
+    block (its geography), the cell and the count; without this check such input ended as "weighted
+    least squares failed numerically" or "invariant TOTAL is negative". Sums are taken in float64,
+    which cannot overflow."""
+    matrix = hist.sparse_counts
+    if matrix.nnz == 0:
+        return
+    blocks = hist.geography.iloc[:, -1].astype(str).to_numpy() if len(hist.geography) else None
+
+    def where(row: int, col: int) -> str:
+        block = f"block {blocks[row]}" if blocks is not None else f"block number {row + 1}"
+        index = np.unravel_index(col, hist.schema.shape)
+        cell = ", ".join(
+            f"{a.name}={a.levels[int(i)]}"
+            for a, i in zip(hist.schema.attributes, index, strict=True)
+        )
+        return f"{block}, cell {cell}"
+
+    if matrix.data.min() < 0:
+        k = int(np.argmin(matrix.data))
+        row = int(np.searchsorted(matrix.indptr, k, side="right") - 1)
+        raise DataValidationError(
+            [
+                Problem(
+                    label,
+                    f"{where(row, int(matrix.indices[k]))}: count {int(matrix.data[k]):,} is "
+                    "negative — the input's counts overflow the int64 range when added; check the "
+                    "count columns for values that are not counts",
+                )
+            ],
+            summary="counts out of range",
+        )
+    totals = np.asarray(matrix.sum(axis=1, dtype=np.float64)).ravel()
+    grand = float(totals.sum())
+    if grand > MAX_TOTAL_COUNT:
+        row = int(np.argmax(totals))
+        start, stop = matrix.indptr[row], matrix.indptr[row + 1]
+        k = start + int(np.argmax(matrix.data[start:stop]))
+        raise DataValidationError(
+            [
+                Problem(
+                    label,
+                    f"{where(row, int(matrix.indices[k]))}: count {int(matrix.data[k]):,} — the "
+                    f"input counts {grand:,.0f} in all, more than {MAX_TOTAL_COUNT:,} (more than "
+                    "the world's population; no census has it); check the count columns",
+                )
+            ],
+            summary="counts out of range",
+        )

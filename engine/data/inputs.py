@@ -1,7 +1,7 @@
 """One entry point for TopDown inputs: a shipped sample, a file of a known format, or uploads.
 
 The CLI (``phexplore run topdown --data``) and the app's Run page both resolve their data here, so
-they accept the same formats with the same validation (issue 4; formats in docs/data.md):
+they accept the same formats with the same validation (formats in docs/data.md):
 
 * ``ri2010``   — block CSV in the ALARM/RI 2010 layout (``GEOID, pop, pop_<group>…, vap…``);
 * ``block_csv`` — any one-row-per-block CSV plus a mapping JSON (:mod:`engine.data.block_csv`);
@@ -14,14 +14,21 @@ Every loader raises :class:`~engine.core.errors.DataValidationError` with locate
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from engine.core.errors import DataValidationError, Problem
 from engine.core.sniff import GZIP_MAGIC, check_content, check_path
+from engine.data.block_csv import load_block_csv
+from engine.data.generated import is_generated_population, load_generated_population
 from engine.data.histogram import BlockHistogram
+from engine.data.pl94171 import load_pl94171_histogram
+from engine.data.ppmf import load_ppmf
+from engine.data.ri2010 import load_ri2010
+from engine.data.samples import list_samples, load_topdown_sample
 from engine.data.validate import DEFAULT_MAX_BYTES
 
 FORMATS: dict[str, str] = {
@@ -30,14 +37,6 @@ FORMATS: dict[str, str] = {
     "ppmf": "PPMF / MDF person records (CSV)",
     "pl94171": "P.L. 94-171 2020-style file set (geo header + 3 segments)",
 }
-
-
-class NamedSource(Protocol):
-    """A file-like upload with a ``name`` (e.g. Streamlit's ``UploadedFile``)."""
-
-    name: str
-
-    def read(self, size: int = -1) -> bytes: ...
 
 
 def _name(source: Any) -> str:
@@ -69,13 +68,9 @@ def load_topdown_files(
     if not files:
         raise _error("no file given; choose the file(s) to load first")
     if kind == "ri2010":
-        from engine.data.ri2010 import load_ri2010
-
         one = _one(kind, files)
         return load_ri2010(one, name=_name(one), max_bytes=max_bytes)
     if kind == "block_csv":
-        from engine.data.block_csv import load_block_csv
-
         mappings = [f for f in files if _name(f).lower().endswith(".json")]
         data = [f for f in files if not _name(f).lower().endswith(".json")]
         if len(mappings) != 1 or len(data) != 1:
@@ -85,13 +80,9 @@ def load_topdown_files(
             )
         return load_block_csv(data[0], mappings[0], name=_name(data[0]), max_bytes=max_bytes)
     if kind == "ppmf":
-        from engine.data.ppmf import load_ppmf
-
         one = _one(kind, files)
         return load_ppmf(one, name=_name(one), max_bytes=max_bytes)
     if kind == "pl94171":
-        from engine.data.pl94171 import load_pl94171_histogram
-
         named = {_name(f).lower(): f for f in files}
         geo = [f for n, f in named.items() if "geo" in n]
         parts = [f for _, f in sorted((n, f) for n, f in named.items() if "geo" not in n)]
@@ -106,7 +97,6 @@ def load_topdown_files(
 
 def sniff_format(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Guess the format of one CSV file (plain or gzip) from its header line."""
-    import gzip
 
     check_path(path, str(path), max_bytes)
     try:
@@ -148,12 +138,10 @@ def load_topdown_input(
     ``max_bytes`` is the size limit of each file (the CLI's ``--max-bytes``; a generated population
     is our own output and is read in columns without that limit).
     """
-    from engine.data.samples import list_samples, load_topdown_sample
 
     path = Path(spec)
     if mapping is not None:
         return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
-    from engine.data.generated import is_generated_population, load_generated_population
 
     if is_generated_population(path):
         return load_generated_population(path)
@@ -180,11 +168,6 @@ def load_topdown_input(
     )
 
 
-PERSON_RECORD_FORMATS = ("ppmf", "generated")
-"""Inputs of person records (one row per person): what a Spark backend can read on its executors
-(:mod:`engine.spark.persons`) instead of loading here; every other format is one row per block."""
-
-
 def person_records_input(
     spec: str | os.PathLike[str],
     *,
@@ -198,8 +181,6 @@ def person_records_input(
     P.L. 94-171, …) and for anything it cannot resolve (the loader then says why).
 
     A file is sniffed without the size limit: the Spark backend reads it in parallel."""
-    from engine.data.generated import is_generated_population
-    from engine.data.samples import list_samples
 
     if mapping is not None:
         return None

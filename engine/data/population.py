@@ -1,4 +1,4 @@
-"""A synthetic population at any scale, one set of persons for both engines (issue 17, SPEC §6, §8).
+"""A synthetic population at any scale, one set of persons for both engines (docs/synthetic.md; docs/science.md §6, §8).
 
 :func:`generate_population` writes, from the same persons, into one folder:
 
@@ -46,20 +46,23 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engine.core.errors import ValidationError
-from engine.data.synthetic import (
-    DEFAULT_VACANCY_RATE,
-    StateTable,
-    _draw_group_quarters,
-    _draw_households,
-    _expand_household_persons,
-    _household_types,
-    load_state_table,
-    select_states,
-)
+from engine.core.numbers import RANGES
+from engine.data.census2010_tables import StateTable, load_state_table, select_states
+from engine.data.synthetic import DEFAULT_VACANCY_RATE
 from engine.data.synthetic_calibration import CALIBRATION_DIR, AcsCalibration, load_calibration
+from engine.data.synthetic_households import (
+    draw_group_quarters,
+    draw_households,
+    expand_household_persons,
+    household_types,
+)
 
-MIN_PERSONS = 1_000
-MAX_PERSONS = 400_000_000
+MIN_PERSONS = int(RANGES["population_persons"].low or 0)
+MAX_PERSONS = int(RANGES["population_persons"].high or 0)
+"""Valid population sizes (``engine.core.numbers.RANGES["population_persons"]``: 1,000 – 400M)."""
+MIN_CHUNK_PERSONS = int(RANGES["chunk_persons"].low or 0)
+MAX_CHUNK_PERSONS = int(RANGES["chunk_persons"].high or 0)
+"""Valid ``chunk_persons`` (``RANGES["chunk_persons"]``: 10,000 – 50,000,000)."""
 DEFAULT_CHUNK_PERSONS = 2_000_000
 NEIGHBOURHOOD_PERSONS = 30_000
 SEGREGATION_ALPHA = 0.3
@@ -73,7 +76,7 @@ TRACT_PERSONS = 4_000
 TRACT_LOG_SD = 0.35
 BLOCK_GROUPS_PER_TRACT_MEAN = 3.0
 EMPTY_BLOCK_SHARE = 1.0 - 6.2 / 11.0
-"""US 2010: ≈ 11.0 M blocks, ≈ 6.2 M with population (SCALE-NOTES) → 44% empty."""
+"""US 2010: ≈ 11.0 M blocks, ≈ 6.2 M with population (docs/science.md §8) → 44% empty."""
 RI_EMPTY_BLOCK_SHARE = 7_537 / 25_181
 """Rhode Island 2010 (the shipped sample): 7,537 of 25,181 blocks have no persons."""
 VACANT_ONLY_SHARE = 0.2
@@ -165,9 +168,9 @@ def raceeth_group(race: np.ndarray, hisp: np.ndarray) -> np.ndarray:
 def all_two_or_more_races() -> tuple[np.ndarray, np.ndarray]:
     """Every CENRACE code 07–63 with a 2010 probability among multiracial persons.
 
-    Codes in the shipped table (:func:`engine.data.synthetic.load_two_or_more_races`, the largest
-    combinations) keep their 2010 counts; each other code gets an equal share of what is left of
-    its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
+    Codes in the shipped table (:func:`engine.data.census2010_tables.load_two_or_more_races`, the
+    largest combinations) keep their 2010 counts; each other code gets an equal share of what is
+    left of its race count's 2010 total (:data:`RACE_COUNT_PERSONS_2010`), so all 57 codes occur.
     """
     frame = pd.read_csv(
         Path(CALIBRATION_DIR) / "census2010_two_or_more_races.csv", dtype={"cenrace": str}
@@ -341,9 +344,9 @@ def _chunk(
     total_share = hu_share + float(gq_shares.sum())
     n_inst = int(round(n_persons * gq_shares["institutional"] / total_share))
     n_noninst = int(round(n_persons * gq_shares["noninstitutional"] / total_share))
-    hh = _draw_households(n_persons - n_inst - n_noninst, cal, rng)
-    persons = _expand_household_persons(hh, cal, two[0], two[1], rng)
-    gq = _draw_group_quarters(n_inst, n_noninst, cal, two[0], two[1], rng)
+    hh = draw_households(n_persons - n_inst - n_noninst, cal, rng)
+    persons = expand_household_persons(hh, cal, two[0], two[1], rng)
+    gq = draw_group_quarters(n_inst, n_noninst, cal, two[0], two[1], rng)
     n_hh, n_gq = hh["size"].size, gq["size"].size
     n_vacant = int(round(n_hh * vacancy_rate / (1.0 - vacancy_rate)))
     # GQ facility types: institutional 1–4, non-institutional 5–7, by 2010 national shares.
@@ -403,7 +406,7 @@ def _chunk(
     block_geo = pa.table(geo_arrays)
 
     # Units, geo (CEF).
-    hht, hht2, cplt = _household_types(hh)
+    hht, hht2, cplt = household_types(hh)
     hh_of = np.where(is_hh, unit_order, 0)
 
     def hh_field(values: np.ndarray) -> np.ndarray:
@@ -619,8 +622,10 @@ def generate_population(
         )
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValidationError(f"seed must be a non-negative whole number, got {seed!r}")
-    if not 10_000 <= chunk_persons <= 50_000_000:
-        raise ValidationError("chunk_persons must be between 10,000 and 50,000,000")
+    if not MIN_CHUNK_PERSONS <= chunk_persons <= MAX_CHUNK_PERSONS:
+        raise ValidationError(
+            f"chunk_persons must be between {MIN_CHUNK_PERSONS:,} and {MAX_CHUNK_PERSONS:,}"
+        )
     report = progress or (lambda message, fraction: None)
     started = time.perf_counter()
     out = Path(out_dir)

@@ -106,7 +106,8 @@ def ppmf_histogram(
     :func:`load_ppmf` passes one entry per record; the Spark backend the ``groupBy(block, cell)``
     counts its executors made (:mod:`engine.spark.persons`)."""
     weights = np.ones(cell.size, dtype=np.int64) if count is None else count.astype(np.int64)
-    # Sparse from the start (issue 17): summed (block, cell) pairs, never a dense blocks × 2,016.
+    # Sparse from the start (docs/data.md, "Sparse block histograms"): summed (block, cell) pairs,
+    # never a dense blocks × 2,016.
     counts = sp.csr_matrix(
         (weights, (block_index, cell)),
         shape=(len(blocks), REDISTRICTING_SCHEMA.size),

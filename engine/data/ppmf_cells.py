@@ -1,4 +1,5 @@
-"""PPMF person records read in chunks as (block, cell, count) triples (TDA §5.1; issues 17, 18).
+"""PPMF person records read in chunks as (block, cell, count) triples (TDA §5.1; docs/data.md,
+"Sparse block histograms").
 
 A TopDown block histogram on the 2,016-cell redistricting schema
 (:data:`~engine.schema.attributes.REDISTRICTING_SCHEMA`: HHGQ × VOTINGAGE × HISPANIC × CENRACE) is
@@ -57,8 +58,8 @@ COLUMNS: tuple[str, ...] = (*GEO_COLUMNS, *CODE_RANGES)
 """Every column :func:`batch_block_cells` reads."""
 
 DEFAULT_BLOCK_BYTES = 8 << 20
-"""Bytes of CSV text per chunk (≈ 240,000 generated person records; on a 1,000,000-person file
-8 MiB chunks peaked at 0.26 GiB, 32 MiB at 0.35 GiB, in the same time)."""
+"""Bytes of CSV text per chunk (≈ 240,000 generated person records); why this size:
+docs/topdown.md, "Sparse block histograms from the file"."""
 
 TRIPLES_SCHEMA = pa.schema([("block", pa.string()), ("cell", pa.int32()), ("count", pa.int64())])
 """The Arrow layout of :meth:`BlockCells.to_arrow`."""

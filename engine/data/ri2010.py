@@ -3,8 +3,9 @@
 Source: 2010 Census P.L. 94-171 block counts for Rhode Island as packaged by the ALARM Project's
 ``census-2020`` repository (Kenny & McCartan, CC BY-SA 4.0; see ``data/samples/ri2010/``). One row
 per block: ``GEOID`` (15 digits), total population ``pop`` and ``pop_<g>``, voting-age population
-``vap`` and ``vap_<g>`` for the eight race–ethnicity groups ``g`` of SPEC §5 (``hisp`` = Hispanic of
-any race; non-Hispanic ``white``, ``black``, ``aian``, ``asian``, ``nhpi``, ``other``, ``two``).
+``vap`` and ``vap_<g>`` for the eight race–ethnicity groups ``g`` of docs/science.md §5 (``hisp`` =
+Hispanic of any race; non-Hispanic ``white``, ``black``, ``aian``, ``asian``, ``nhpi``, ``other``,
+``two``).
 
 The histogram is :data:`~engine.schema.attributes.RI2010_SCHEMA`: cell (under_18, g) = ``pop_g − vap_g``
 and cell (18_plus, g) = ``vap_g``. Checks: every column present and a non-negative integer,

@@ -24,6 +24,9 @@ from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.core.files import read_input_bytes
 from engine.core.strict_json import loads_strict_json
 from engine.data.histogram import BlockHistogram
+from engine.data.pl94171 import load_pl94171_histogram
+from engine.data.ppmf import load_ppmf
+from engine.data.ri2010 import load_ri2010
 
 KINDS: tuple[str, ...] = ("topdown", "phsafe", "entities")
 MANIFEST = "sample.json"
@@ -64,11 +67,6 @@ class SampleInfo:
     """Fraction of a full population the sample represents (None: the sample is the whole)."""
     full_scale_persons: int | None = None
     """Persons of that full population, when declared."""
-
-    @property
-    def projection_factor(self) -> float | None:
-        """1 / scale: the factor that projects a count that grows with population to full scale."""
-        return None if self.scale is None else 1.0 / self.scale
 
     def file_paths(self) -> tuple[Path, ...]:
         """Absolute paths of the data files, in manifest order."""
@@ -185,20 +183,14 @@ def get_sample(name: str, root: Path | None = None) -> SampleInfo:
 
 
 def _load_ri2010(info: SampleInfo) -> BlockHistogram:
-    from engine.data.ri2010 import load_ri2010
-
     return load_ri2010(info.file_paths()[0])
 
 
 def _load_ppmf(info: SampleInfo) -> BlockHistogram:
-    from engine.data.ppmf import load_ppmf
-
     return load_ppmf(info.file_paths()[0])
 
 
 def _load_pl94171(info: SampleInfo) -> BlockHistogram:
-    from engine.data.pl94171 import load_pl94171_histogram
-
     return load_pl94171_histogram(*info.file_paths()[:4])
 
 

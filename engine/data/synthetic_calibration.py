@@ -77,16 +77,6 @@ RAC1P_TO_CENRACE: dict[int, str] = {
     9: "two",
 }
 
-#: Age groups of ``acs2019_ages.csv`` (column name → description).
-AGE_GROUPS: dict[str, str] = {
-    "own_child": "age < 18 in a housing unit with NOC > 0",
-    "parent_adult": "age >= 18 in a housing unit with NOC > 0",
-    "family_adult": "age >= 18 in a family household (NPF >= 2) with NOC = 0",
-    "nonfamily_adult": "age >= 15 in a housing unit not in a family household (NPF N)",
-    "gq_institutional": "any age, institutional group quarters (HOUSING_TYPE 2)",
-    "gq_noninstitutional": "any age, non-institutional group quarters (HOUSING_TYPE 3)",
-}
-
 MAX_ACS_AGE = 99
 _MARRIED_POOL_NPF = 7  # cells with npf >= 7 share one married-share estimate
 

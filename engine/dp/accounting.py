@@ -1,4 +1,5 @@
-"""Privacy accounting for zCDP: composition, neighbour conversion and ρ → (ε, δ) (SPEC §1).
+"""Privacy accounting for zCDP: composition, neighbour conversion and ρ → (ε, δ) (docs/science.md
+§1).
 
 - Composition: ρ adds over sequentially composed mechanisms (TDA Def. 2, PHS Def. 4).
 - Neighbours: PHSafe's guarantees are stated for *unbounded* neighbours; the bounded guarantee is
@@ -58,25 +59,9 @@ def _check_epsilon(epsilon: np.ndarray | float) -> np.ndarray:
     return arr
 
 
-def compose(rhos: Iterable[float]) -> float:
-    """Sequential composition under zCDP: the total ρ is the sum of the parts (zero parts allowed)."""
-    total = 0.0
-    for i, r in enumerate(rhos):
-        value = float(r)
-        if not math.isfinite(value) or value < 0:
-            raise ValidationError(f"ρ component #{i + 1} must be finite and ≥ 0; got {r!r}")
-        total += value
-    return total
-
-
 def bounded_from_unbounded(rho_unbounded: float) -> float:
     """Bounded-neighbour ρ of a mechanism that is ρ-zCDP under unbounded neighbours (PHS Thm 3–4)."""
     return 2.0 * float(rho_unbounded)
-
-
-def unbounded_from_bounded(rho_bounded: float) -> float:
-    """Inverse of :func:`bounded_from_unbounded`."""
-    return float(rho_bounded) / 2.0
 
 
 # ---------------------------------------------------------------- Bun–Steinke

@@ -1,9 +1,9 @@
 """The one place that states the noise distributions' pmf, variance and central intervals.
 
 Discrete Gaussian N_Z(0, σ²): P(k) ∝ exp(−k²/(2σ²)) on the integers (Canonne, Kamath & Steinke 2020;
-SPEC §1; PHS Lemma 3). Its variance is *not* σ² for small σ (it is smaller), so we compute it from the
-pmf. Two-sided geometric G(z): P(k) = (1 − e^{−z}) e^{−z|k|} / (1 + e^{−z}) (SPEC §4; PF "TopDown
-options"), variance 2e^{−z}/(1 − e^{−z})².
+docs/science.md §1; PHS Lemma 3). Its variance is *not* σ² for small σ (it is smaller), so we
+compute it from the pmf. Two-sided geometric G(z): P(k) = (1 − e^{−z}) e^{−z|k|} / (1 + e^{−z})
+(docs/science.md §4; PF "TopDown options"), variance 2e^{−z}/(1 − e^{−z})².
 
 Used by the analytic layer (:mod:`engine.dp.moe`, exact MOE) and by the engines (:mod:`engine.noise`,
 reported VARIANCE); the analytic core stays free of engine imports because this module lives here.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import erfinv
 
 from engine.core.errors import ValidationError
 
@@ -90,13 +91,12 @@ def discrete_gaussian_central_mass(m: int, sigma2: float) -> float:
 
 
 def discrete_gaussian_moe(sigma2: float, confidence: float = 0.90) -> int:
-    """Exact MOE: the smallest integer m ≥ 0 with P(|X| ≤ m) ≥ ``confidence`` (SPEC §2, PHS Def. 10)."""
+    """Exact MOE: the smallest integer m ≥ 0 with P(|X| ≤ m) ≥ ``confidence`` (docs/science.md §2,
+    PHS Def. 10)."""
     s2 = _check_sigma2(sigma2)
     _check_confidence(confidence)
     sigma = math.sqrt(s2)
     if sigma >= _SIGMA_NORMAL_MASS:
-        from scipy.special import erfinv
-
         m = int(math.ceil(float(erfinv(confidence)) * sigma * math.sqrt(2.0) - 0.5))
         while m > 0 and discrete_gaussian_central_mass(m - 1, s2) >= confidence:
             m -= 1

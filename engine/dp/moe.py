@@ -1,9 +1,10 @@
-"""Noise scale and margins of error (SPEC §2; PHS §7.1, Def. 10, Corollary 2; TDA App. B, Thm 2).
+"""Noise scale and margins of error (docs/science.md §2; PHS §7.1, Def. 10, Corollary 2; TDA App. B,
+Thm 2).
 
 - Discrete Gaussian with L2 sensitivity Δ at ρ-zCDP: σ² = Δ²/(2ρ) (PHS Lemma 3).
 - Continuous MOE bound: MOE ≤ ⌊z·σ⌋ with z = 1.645 at 90% (PHS §7.1; the paper's Corollary 2 prints
-  1.3448 = 1.64²/2, but Table 10 reproduces to every printed digit only with 1.645 — SPEC §2).
-  Inverse: ρ = z²Δ²/(2·MOE²).
+  1.3448 = 1.64²/2, but Table 10 reproduces to every printed digit only with 1.645 — docs/science.md
+  §2). Inverse: ρ = z²Δ²/(2·MOE²).
 - Exact MOE: the smallest integer m with P(|X| ≤ m) ≥ confidence, from the pmf
   (:func:`engine.dp.distributions.discrete_gaussian_moe`).
 - PHSafe sensitivities: 2τ+2 for Algorithm-1 tables, 2 for Algorithm-2 (denominator) tables.
@@ -67,7 +68,7 @@ def moe_for_rho(rho: float, sensitivity: float, confidence: float = 0.90) -> int
 
 
 def moe_exact(sigma2: float, confidence: float = 0.90) -> int:
-    """Exact discrete-Gaussian MOE from the pmf (SPEC §2)."""
+    """Exact discrete-Gaussian MOE from the pmf (docs/science.md §2)."""
     return discrete_gaussian_moe(sigma2, confidence)
 
 
@@ -96,13 +97,3 @@ def phsafe_sensitivity(table: str, tau: int | None) -> int:
             f"{table} needs a truncation threshold τ ≥ 1 (whole number); got {tau!r}"
         )
     return 2 * int(tau) + 2
-
-
-def topdown_sigma2(rho: float, level_share: float, query_share: float) -> float:
-    """σ² = 1/(ρ·c·d) of a TopDown noisy query (TDA App. B, Thm 2)."""
-    budget = float(rho) * float(level_share) * float(query_share)
-    if not math.isfinite(budget) or budget <= 0:
-        raise ValidationError(
-            f"the query budget ρ·c·d must be positive; got ρ={rho}, c={level_share}, d={query_share}"
-        )
-    return 1.0 / budget

@@ -1,8 +1,9 @@
-"""Metrics shared by both engines, the CLI and the app (SPEC §5; TDA §9; PF Methods).
+"""Metrics shared by both engines, the CLI and the app (docs/science.md §5; TDA §9; PF Methods).
 
 Pure functions on the tidy comparison table (geolevel, geounit, query, cell, true, estimate):
 
-- :mod:`engine.metrics.errors` — MAE, median AE, relative error, share within ±k, size classes;
+- :mod:`engine.metrics.error_tables` — MAE, median AE, relative error, share within ±k, size
+  classes;
 - :mod:`engine.metrics.blau` — Blau index, quintile bias (TDA Table 13), homogeneity index (PF Fig. 3);
 - :mod:`engine.metrics.epl` — empirical privacy loss with its bootstrap interval (PF);
 - :mod:`engine.metrics.srs` — the simple-random-sampling baseline (PF Fig. 2);

@@ -1,4 +1,5 @@
-"""Blau-index and homogeneity-index bias of total population (TDA §9 Table 13; PF Fig. 3; SPEC §5).
+"""Blau-index and homogeneity-index bias of total population (TDA §9 Table 13; PF Fig. 3;
+docs/science.md §5).
 
 * Blau index of a geounit: ``1 − Σ_k p_k²`` over the eight race–ethnicity groups (Hispanic;
   non-Hispanic White, Black, AIAN, Asian, NHPI, Some Other Race alone; Two or more races), on the
@@ -29,7 +30,7 @@ from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
-from engine.metrics.errors import check_tidy
+from engine.metrics.error_tables import check_tidy
 from engine.schema.attributes import RACEETH
 
 RACEETH_GROUPS: tuple[str, ...] = RACEETH.levels
@@ -139,7 +140,7 @@ def raceeth_counts_from_histogram(
     """True counts of the race–ethnicity groups per geounit at every geolevel of ``hist``.
 
     The histogram is summed over every other attribute; ``groups`` defaults to the attribute's
-    levels (which must number eight for the Blau index of SPEC §5, but any count works).
+    levels (which must number eight for the Blau index of docs/science.md §5, but any count works).
     """
     try:
         axis = hist.schema.axis(attribute)

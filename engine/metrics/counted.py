@@ -1,10 +1,11 @@
-"""Error metrics of residuals given as counts, not rows: the sparse path of metrics.json (SPEC §5).
+"""Error metrics of residuals given as counts, not rows: the sparse path of metrics.json
+(docs/science.md §5).
 
 At production scale a TopDown run's residuals (estimate − true, per geounit × query cell) are
 almost all 0: both the true and the estimated count are 0 in most of the 2,016 cells of most
 blocks. Those zeros are counted here, never stored. A residual set is a :class:`CountedResiduals`:
 its sorted distinct values and how many residuals take each value (the zero's count included).
-From it follow, with the same numbers as :func:`engine.metrics.errors.mae_table` on the dense
+From it follow, with the same numbers as :func:`engine.metrics.error_tables.mae_table` on the dense
 table (residuals are integers, so every sum is exact):
 
 * MAE (TDA §9) = Σ |r| over the non-zero residuals / number of cells;
@@ -12,7 +13,7 @@ table (residuals are integers, so every sum is exact):
 * EPL with its bootstrap (PF Methods) by :func:`engine.metrics.epl.epl_details_counted`;
 * the app's whole error table (:func:`counted_error_table`: mean signed error, 95th percentile and
   maximum of |r| too, PF Extended Data) and the measured RMSE beside the prediction
-  (:func:`counted_rmse_table`, SPEC §7).
+  (:func:`counted_rmse_table`, docs/science.md §7).
 
 :func:`counted_residuals` builds a set from a SciPy sparse residual matrix (rows = geounits of one
 geolevel, columns = cells of one query); this module takes plain arrays and sparse matrices and
@@ -88,7 +89,7 @@ def counted_error_summary(residuals: CountedResiduals) -> dict[str, float | int]
 def counted_error_table(
     residuals: Mapping[tuple[str, ...], CountedResiduals], by: Sequence[str]
 ) -> pd.DataFrame:
-    """:func:`engine.metrics.errors.mae_table` of counted residual sets, one row per key.
+    """:func:`engine.metrics.error_tables.mae_table` of counted residual sets, one row per key.
 
     Columns ``[*by, n_cells, mae, median_ae, mean_error, p95_ae, max_ae]``, keys sorted as the
     dense table's sorted groupby sorts them, with the same numbers: residuals are integers, so
@@ -132,7 +133,8 @@ def counted_error_table(
 
 def counted_rmse_table(residuals: Mapping[tuple[str, str], CountedResiduals]) -> pd.DataFrame:
     """Per (geolevel, query) key: ``measured_rmse`` = √(Σ r² / n) and ``n_cells`` (the counted
-    form of :func:`engine.metrics.prediction.rmse_table`, SPEC §7), in the mapping's order."""
+    form of :func:`engine.metrics.prediction.rmse_table`, docs/science.md §7), in the mapping's
+    order."""
     rows = []
     for (level, query), part in residuals.items():
         n = part.n

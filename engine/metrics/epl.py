@@ -1,6 +1,7 @@
 """Empirical privacy loss (EPL) of a set of exchangeable residuals (Petti & Flaxman 2020, Methods).
 
-Definition, to the letter of SPEC §5 (PF Methods "Empirical Privacy Loss" and their published code):
+Definition, to the letter of docs/science.md §5 (PF Methods "Empirical Privacy Loss" and their
+published code):
 
 1. ``e`` = residuals (estimate − true) over exchangeable queries, e.g. every county's total population;
 2. ``bnd = m · max(|P(100−p)(e)|, |P(p)(e)|)`` with NumPy's default (linear) percentiles;
@@ -52,7 +53,7 @@ from engine.metrics.epl_settings import (
     EPLSettings,
     settings_of,
 )
-from engine.metrics.errors import check_tidy
+from engine.metrics.error_tables import check_tidy
 
 _KERNEL_BLOCK = 4_000_000  # grid points × distinct values evaluated per chunk
 
@@ -81,10 +82,6 @@ class EPLResult:
     x: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     density: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     epl_curve: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-
-    @property
-    def defined(self) -> bool:
-        return not math.isnan(self.value)
 
     def summary(self) -> dict[str, float | int | str | None]:
         """The scalar fields (for metrics.json and tables); NaN stays NaN."""
@@ -257,7 +254,8 @@ def _percentiles(e: np.ndarray, settings: EPLSettings) -> tuple[float, float] | 
 
 
 def empirical_privacy_loss(residuals: ArrayLike, *, settings: EPLSettings | None = None) -> float:
-    """EPL of ``residuals`` exactly as SPEC §5 defines it; NaN when undefined (see :func:`epl_details`).
+    """EPL of ``residuals`` exactly as docs/science.md §5 defines it; NaN when undefined (see
+    :func:`epl_details`).
 
     ``settings`` default: :data:`PF_PUBLISHED` (p = 95, m = 1.0).
     """

@@ -2,8 +2,8 @@
 
 The grid itself is run by :func:`engine.runs.experiments.run_experiment` (metrics run no engine);
 this module collects, per run, the engine-independent metrics of its tidy comparison table and of
-its noisy measurements, and summarises them (SPEC §5; PF Methods, Fig. 2–3, Table 1; TDA §9
-Tables 11–13):
+its noisy measurements, and summarises them (docs/science.md §5; PF Methods, Fig. 2–3, Table 1; TDA
+§9 Tables 11–13):
 
 * per (budget, seed, geolevel, query): MAE, median AE, mean signed error and EPL with its bootstrap
   interval and number of residuals (``runs``), plus signed-error quantiles (``error_quantiles``) for
@@ -11,8 +11,9 @@ Tables 11–13):
 * per (budget, seed, geolevel, Blau quintile): mean signed error of the total population
   (``blau_bias``, TDA Table 13) and per homogeneity index (``homogeneity_bias``, PF Fig. 3);
 * per (budget, seed, geolevel, query): empirical coverage of the noisy measurements by their 90%
-  MOE (``moe_coverage``): the analytic z·σ bound (SPEC §2, z = 1.645) and the exact integer MOE of
-  the discrete Gaussian / two-sided geometric noise actually drawn; invariant answers are left out;
+  MOE (``moe_coverage``): the analytic z·σ bound (docs/science.md §2, z = 1.645) and the exact
+  integer MOE of the discrete Gaussian / two-sided geometric noise actually drawn; invariant answers
+  are left out;
 * the SRS sweep over sample fractions (``srs``), and the MAE–EPL trade-off table of both designs on
   the same axes (:meth:`ExperimentResult.tradeoff`, PF Fig. 2).
 
@@ -32,15 +33,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
 from engine.dp.distributions import discrete_gaussian_moe, geometric_moe
 from engine.dp.moe import z_for_confidence
 from engine.metrics.epl import epl_table
 from engine.metrics.epl_settings import EPLSettings
-from engine.metrics.errors import SIGNED_ERROR_QUANTILES, error_table, mae_table
+from engine.metrics.error_tables import SIGNED_ERROR_QUANTILES, error_table, mae_table
 
 MOE_Z = z_for_confidence(0.90)
-"""z of the analytic 90% MOE z·σ (SPEC §2)."""
+"""z of the analytic 90% MOE z·σ (docs/science.md §2)."""
 Progress = Callable[[str, float], None]
 
 
@@ -162,7 +164,7 @@ class ExperimentResult:
         written = []
         for stem, table in self.tables().items():
             path = folder / f"{stem}.csv"
-            table.to_csv(path, index=False)
+            frame_to_csv(table, path)  # formula-like text made inert
             written.append(path)
         path = folder / "experiment.json"
         path.write_text(
@@ -242,7 +244,7 @@ def error_quantile_table(
 def moe_coverage_table(
     measurements: pd.DataFrame, *, mechanism: str, confidence: float = 0.90
 ) -> pd.DataFrame:
-    """Share of noisy measurements within their MOE, per geolevel × query (SPEC §2, §5).
+    """Share of noisy measurements within their MOE, per geolevel × query (docs/science.md §2, §5).
 
     ``measurements`` has geolevel, query, noisy, true, variance and ``scale``: the noise parameter
     σ² of the discrete Gaussian (zCDP) or z of the two-sided geometric (pure DP). ``moe_normal`` =

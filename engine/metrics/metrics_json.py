@@ -1,4 +1,5 @@
-"""The ``metrics.json`` file that ``phexplore run …`` writes beside an engine's outputs (SPEC §5).
+"""The ``metrics.json`` file that ``phexplore run …`` writes beside an engine's outputs
+(docs/science.md §5).
 
 Schema (version 1; documented for users in ``docs/metrics.md``)::
 
@@ -14,8 +15,9 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
               "n_residuals", "n_boot", "reason"}}},    # optional: PF's EPL with bootstrap interval
       "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
-                                                      # with "epl": the density range used (SPEC §5;
-                                                      # default PF's published p = 95, m = 1.0)
+                                                      # with "epl": the density range used
+                                                      # (docs/science.md §5; default PF's published
+                                                      # p = 95, m = 1.0)
       "blau_bias": {"<geolevel>": {"<quintile 1-5>": float}},   # optional: TDA Table 13, on the
                                                       # run's spine levels and the tabulation ones
       "blau_bias_geography": {"<geolevel>": "spine" | "tabulation" | "spine = tabulation"},
@@ -40,9 +42,9 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
-from engine.metrics.epl import epl_details_counted, epl_table
-from engine.metrics.epl_settings import EPLSettings, settings_of
-from engine.metrics.errors import mae_table
+from engine.metrics.epl import bootstrap_generator, epl_details_counted, epl_table
+from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, EPLSettings, settings_of
+from engine.metrics.error_tables import mae_table
 
 SCHEMA_VERSION = 1
 REQUIRED_KEYS: tuple[str, ...] = ("engine", "rho", "seed", "runtime_s", "mae")
@@ -109,10 +111,11 @@ def build_metrics_json(
     ``rho_spent`` (TopDown) is the ρ of the noisy measurements, written beside ``rho``: less than
     ``rho`` when shares go to invariant queries (TDA §5.2).
 
-    ``residuals`` (the sparse path, issue 17) replaces ``tidy`` for ``mae``, ``median_ae``,
-    ``n_cells`` and ``epl``: one :class:`~engine.metrics.counted.CountedResiduals` per ``by`` key
-    (zeros counted, not stored), with the same numbers as the dense table they stand for
-    (:func:`counted_metric_tables`). ``blau`` then needs a ``tidy`` holding the TOTAL rows.
+    ``residuals`` (the sparse path: docs/metrics.md, "Counted residuals") replaces ``tidy`` for
+    ``mae``, ``median_ae``, ``n_cells`` and ``epl``: one
+    :class:`~engine.metrics.counted.CountedResiduals` per ``by`` key (zeros counted, not stored),
+    with the same numbers as the dense table they stand for (:func:`counted_metric_tables`).
+    ``blau`` then needs a ``tidy`` holding the TOTAL rows.
     """
     if not isinstance(engine, str) or not engine:
         raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
@@ -213,7 +216,6 @@ def counted_metric_tables(
         return errors, None
     if epl_rng is None:
         epl_rng = np.random.default_rng([0 if seed is None else int(seed), 1])
-    from engine.metrics.epl import bootstrap_generator
 
     generator = bootstrap_generator(epl_rng)
     chosen = settings_of(epl_settings)
@@ -284,7 +286,6 @@ def epl_settings_of_metrics(payload: Mapping[str, Any]) -> EPLSettings | None:
     file with an ``epl`` section but no settings reads as :data:`~engine.metrics.epl_settings.PF_FUNCTION_DEFAULT`;
     ``None`` when the file has no EPL at all.
     """
-    from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT
 
     if "epl_settings" in payload:
         return EPLSettings.from_dict(dict(payload["epl_settings"]))

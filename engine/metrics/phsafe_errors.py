@@ -10,8 +10,8 @@ Per table × population-group level this module reports, over all cells and repe
 (the join runs once; only the noise is redrawn): MAE of the total, noise and truncation errors, the
 mean signed truncation error (a bias, ≤ 0), the empirical noise variance and 90% MOE (smallest m
 with at least 90% of |noise| ≤ m) next to the analytic VARIANCE and exact MOE, and the empirical
-coverage of the analytic MOE (SPEC §5, "Empirical MOE coverage"); and the truncation error at one
-scale with the noise (per 1,000 persons, projected to full scale).
+coverage of the analytic MOE (docs/science.md §5, "Empirical MOE coverage"); and the truncation
+error at one scale with the noise (per 1,000 persons, projected to full scale).
 
 Metrics run no engine: the inputs are plain arrays and frames — the truth before and after
 truncation (an engine diagnostic), the noisy estimates of every trial and the analytic noise of

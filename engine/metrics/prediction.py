@@ -21,6 +21,7 @@ import pandas as pd
 from engine.core.errors import PHExploreError
 from engine.dp.budget import TopDownAllocation
 from engine.prediction import DEFAULT_INVARIANTS, predict_topdown
+from engine.prediction.entities import predict_entities
 
 
 def rmse_table(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +111,6 @@ def entity_prediction_table(
     ``entity_sets``: ``(name, entity ids, membership (profile leaves × entities), {query: this
     run's errors (entities × answer cells)})`` — built by the run pipeline from the run's spine.
     """
-    from engine.prediction.entities import predict_entities
 
     queries = list(dict.fromkeys(q for _, _, _, errors in entity_sets for q in errors))
     try:

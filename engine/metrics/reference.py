@@ -23,10 +23,6 @@ LEVEL_NAMES: dict[str, str] = {
     "county": "County",
     "enum_dist": "Enumeration district",
 }
-COUNT_TYPES: dict[str, str] = {
-    "tc": "total count",
-    "sc": "counts stratified by age, race and ethnicity",
-}
 _BIAS_KEY = re.compile(r"^(tc|sc)_(state|county|enum_dist)_(\d+)_(\d+)_(\d+)_bias$")
 
 

@@ -1,4 +1,5 @@
-"""Simple-random-sampling baseline of Petti & Flaxman 2020 (Methods, Fig. 2, Table 1; SPEC §5).
+"""Simple-random-sampling baseline of Petti & Flaxman 2020 (Methods, Fig. 2, Table 1;
+docs/science.md §5).
 
 Sample a fraction ``f`` of the persons without replacement, scale the sampled counts by ``1/f`` and
 compute the same error and EPL metrics as for TopDown. On a block histogram the sample of
@@ -7,7 +8,7 @@ compute the same error and EPL metrics as for TopDown. On a block histogram the 
 those of sampling persons without replacement. ``f = 1`` reproduces the data (zero error).
 
 :func:`tabulate_tidy` turns true and estimated block histograms into the tidy comparison table of
-:mod:`engine.metrics.errors` for marginal queries named ``TOTAL``, ``DETAILED``, one attribute
+:mod:`engine.metrics.error_tables` for marginal queries named ``TOTAL``, ``DETAILED``, one attribute
 (``RACEETH``) or a product of attributes joined by ``*`` (``VOTINGAGE*RACEETH``); cell labels are the
 attribute levels joined by ``|`` (``TOTAL`` has the single cell ``total``).
 """
@@ -25,7 +26,7 @@ from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.epl import epl_table
 from engine.metrics.epl_settings import EPLSettings
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 from engine.schema.attributes import Schema
 
 DEFAULT_QUERIES: tuple[str, ...] = ("TOTAL", "VOTINGAGE", "RACEETH", "DETAILED")

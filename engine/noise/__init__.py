@@ -2,15 +2,15 @@
 
 Public API (other modules call exactly these):
 
-- :func:`discrete_gaussian` — N_Z(0, σ²), P(k) ∝ exp(−k²/(2σ²)) (SPEC §1; Canonne, Kamath & Steinke
-  2020). ``method="fast"``: vectorised NumPy rejection sampler driven by an explicit Generator
-  (:mod:`engine.noise.fast_discrete_gaussian`). ``method="exact"``: OpenDP's exact CKS sampler with
-  OS randomness (:mod:`engine.noise.exact`).
-- :func:`two_sided_geometric` — G(z), P(k) ∝ exp(−z|k|) (SPEC §4; Petti & Flaxman 2020).
+- :func:`discrete_gaussian` — N_Z(0, σ²), P(k) ∝ exp(−k²/(2σ²)) (docs/science.md §1; Canonne, Kamath
+  & Steinke 2020). ``method="fast"``: vectorised NumPy rejection sampler driven by an explicit
+  Generator (:mod:`engine.noise.fast_discrete_gaussian`). ``method="exact"``: OpenDP's exact CKS
+  sampler with OS randomness (:mod:`engine.noise.exact`).
+- :func:`two_sided_geometric` — G(z), P(k) ∝ exp(−z|k|) (docs/science.md §4; Petti & Flaxman 2020).
 - :func:`keyed_discrete_gaussian`, :func:`keyed_two_sided_geometric` — the same distributions from
   the counter-based generator keyed by (seed, level, geounit, query) of :mod:`engine.noise.keyed`
-  (SPEC §8): every value is a function of its key and position, so the split of work never
-  changes the numbers.
+  (docs/science.md §8): every value is a function of its key and position, so the split of work
+  never changes the numbers.
 - :func:`noise_variance` — the variance of either, per element (:mod:`engine.noise.variance`, which
   delegates to :mod:`engine.dp.distributions`).
 """
@@ -70,7 +70,10 @@ def discrete_gaussian(
         name="sigma2",
         lower=0.0,
         upper=MAX_SIGMA2,
-        hint="σ² is the noise variance Δ²/(2ρ) of the query (SPEC §1); it must be positive.",
+        hint=(
+            "σ² is the noise variance Δ²/(2ρ) of the query (docs/science.md §1); it must be "
+            "positive."
+        ),
     )
     if method == "exact":
         return exact.discrete_gaussian(scale)
@@ -86,8 +89,8 @@ def two_sided_geometric(
 ) -> np.ndarray:
     """Draw int64 noise from the two-sided geometric G(z), P(k) ∝ e^{−z|k|}.
 
-    ``z`` is the scale (ε/Δ of the query; the 2018 End-to-End test used z = query budget / 2, SPEC
-    §4), a scalar or an array that broadcasts to ``size``. ``method`` as in
+    ``z`` is the scale (ε/Δ of the query; the 2018 End-to-End test used z = query budget / 2,
+    docs/science.md §4), a scalar or an array that broadcasts to ``size``. ``method`` as in
     :func:`discrete_gaussian`; the exact method is OpenDP's discrete Laplace with scale 1/z.
     """
     _check_method(method)
@@ -97,7 +100,7 @@ def two_sided_geometric(
         name="z",
         lower=MIN_Z,
         upper=np.inf,
-        hint="z is the geometric scale ε/Δ of the query (SPEC §4); it must be positive.",
+        hint="z is the geometric scale ε/Δ of the query (docs/science.md §4); it must be positive.",
     )
     if method == "exact":
         return exact.two_sided_geometric(scale)
@@ -124,7 +127,10 @@ def keyed_discrete_gaussian(sigma2: ArrayLike, keys: ArrayLike, index: ArrayLike
         name="sigma2",
         lower=0.0,
         upper=MAX_SIGMA2,
-        hint="σ² is the noise variance Δ²/(2ρ) of the query (SPEC §1); it must be positive.",
+        hint=(
+            "σ² is the noise variance Δ²/(2ρ) of the query (docs/science.md §1); it must be "
+            "positive."
+        ),
     )
     return keyed.discrete_gaussian(sigma2, keys, index)
 
@@ -137,6 +143,6 @@ def keyed_two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -
         name="z",
         lower=MIN_Z,
         upper=np.inf,
-        hint="z is the geometric scale ε/Δ of the query (SPEC §4); it must be positive.",
+        hint="z is the geometric scale ε/Δ of the query (docs/science.md §4); it must be positive.",
     )
     return keyed.two_sided_geometric(z, keys, index)

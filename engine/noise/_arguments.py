@@ -1,8 +1,9 @@
 """Validation of the arguments every noise sampler shares: the scale array, the output size, the RNG.
 
-Parameters come from the accounting of SPEC §1 (σ² = Δ²/(2ρ), TopDown σ² = 1/(ρ·c·d)) and §4 (the
-geometric scale z); a mistake there must surface as a :class:`~engine.core.errors.ValidationError` that
-names the argument, the offending element and how to fix it, never as noise of the wrong size.
+Parameters come from the accounting of docs/science.md §1 (σ² = Δ²/(2ρ), TopDown σ² = 1/(ρ·c·d)) and
+§4 (the geometric scale z); a mistake there must surface as a
+:class:`~engine.core.errors.ValidationError` that names the argument, the offending element and how
+to fix it, never as noise of the wrong size.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Discrete Gaussian by rounding N(0, σ²) and accepting with a per-integer probability table.
 
-Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) (SPEC §1; Canonne, Kamath & Steinke 2020, Def. 1).
-Proposal: K = round(σZ), Z ~ N(0, 1), whose pmf is the Gaussian mass of the cell [k − ½, k + ½],
+Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) (docs/science.md §1; Canonne, Kamath & Steinke
+2020, Def. 1). Proposal: K = round(σZ), Z ~ N(0, 1), whose pmf is the Gaussian mass of the cell [k −
+½, k + ½],
 
     q(k) = Φ((k + ½)/σ) − Φ((k − ½)/σ).
 
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import erf, log_ndtr
+
+from engine.dp.distributions import discrete_gaussian_normaliser
 
 # Proposals are tabulated out to |Z| ≤ 39 standard deviations (see module docstring).
 _Z_REACH = 39.0
@@ -71,7 +74,6 @@ def acceptance_table(sigma2: float) -> np.ndarray:
 
 def acceptance_rate(sigma2: float) -> float:
     """P(one proposal is accepted) = Σ_k q(k)·a(k) = Z_σ·q(0)."""
-    from engine.dp.distributions import discrete_gaussian_normaliser
 
     q0 = math.erf(0.5 / math.sqrt(2.0 * sigma2))
     return discrete_gaussian_normaliser(sigma2) * q0

@@ -1,8 +1,8 @@
 """Discrete Gaussian by rounding a wider N(0, s²) and accepting with a continuous test.
 
-Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) on the integers (SPEC §1; Canonne, Kamath &
-Steinke 2020, Def. 1). CKS Algorithm 3 uses a discrete-Laplace proposal; here the proposal is a
-*continuous* Gaussian, which NumPy draws far faster (ziggurat), rounded to the nearest integer.
+Target: N_Z(0, σ²), P(k) ∝ p̃(k) = exp(−k²/(2σ²)) on the integers (docs/science.md §1; Canonne,
+Kamath & Steinke 2020, Def. 1). CKS Algorithm 3 uses a discrete-Laplace proposal; here the proposal
+is a *continuous* Gaussian, which NumPy draws far faster (ziggurat), rounded to the nearest integer.
 
 Construction (rejection sampling on the real line). Draw X ~ N(0, s²) with s² = σ² + d, d > 0, put
 K = round(X) and accept with probability
@@ -28,25 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-# Draws are generated this many at a time to bound memory (temporaries stay in cache: 2^16 was
-# fastest of 2^14 … 2^20 on the development machine).
 CHUNK = 1 << 16
+"""Draws generated at a time, to bound memory (why this size: docs/noise.md, the continuous
+test)."""
 
 
 def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:
     """The optimal d = s² − σ² of the Gaussian proposal (see module docstring)."""
     return (1.0 + np.sqrt(1.0 + 16.0 * np.asarray(sigma2, dtype=np.float64))) / 8.0
-
-
-def acceptance_rate(sigma2: float) -> float:
-    """Probability that one proposal is accepted, (σ/s)·e^{−1/(8d)}·(normaliser ratio)."""
-    from engine.dp.distributions import discrete_gaussian_normaliser
-
-    d = float(proposal_gap(sigma2))
-    s = np.sqrt(sigma2 + d)
-    return float(
-        discrete_gaussian_normaliser(sigma2) / (s * np.sqrt(2.0 * np.pi)) * np.exp(-1.0 / (8.0 * d))
-    )
 
 
 def sample(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,16 +1,16 @@
 """Release-grade integer noise from OpenDP's exact samplers (optional dependency ``opendp``).
 
 OpenDP's ``make_gaussian`` on an integer vector domain samples the discrete Gaussian N_Z(0, σ²) with
-the exact rational-arithmetic algorithm of Canonne, Kamath & Steinke 2020 (Algorithms 1–3; SPEC §1),
-and ``make_laplace`` on integers samples the discrete Laplace P(k) ∝ e^{−|k|/b}, which is the
-two-sided geometric G(z) of SPEC §4 with b = 1/z. Both draw their random bits in the Rust core
-through OpenDP's ``fill_bytes`` (OpenSSL's CSPRNG under its ``use-openssl`` feature, otherwise the
-OS generator), so they cannot be seeded or reproduced.
+the exact rational-arithmetic algorithm of Canonne, Kamath & Steinke 2020 (Algorithms 1–3;
+docs/science.md §1), and ``make_laplace`` on integers samples the discrete Laplace P(k) ∝
+e^{−|k|/b}, which is the two-sided geometric G(z) of docs/science.md §4 with b = 1/z. Both draw
+their random bits in the Rust core through OpenDP's ``fill_bytes`` (OpenSSL's CSPRNG under its
+``use-openssl`` feature, otherwise the OS generator), so they cannot be seeded or reproduced.
 
 Why OpenDP rather than our own implementation: it is the peer-reviewed, maintained implementation
-of CKS 2020 (with proofs), it runs in Rust (≈ 0.04–0.09 million draws/s here, 2–6× the Census
-Bureau's pure-Python reference sampler), and a second pure-Python copy would be both slower and
-less scrutinised.
+of CKS 2020 (with proofs), it runs in Rust, several times faster than the Census Bureau's
+pure-Python reference sampler (measured: docs/noise.md), and a second pure-Python copy would be
+both slower and less scrutinised.
 
 One caveat, stated where a user sees it (``docs/noise.md``): OpenDP takes the scale as a
 float64 standard deviation, so the sampled variance is ``float(√σ²)²``, which differs from σ² by at
@@ -83,7 +83,7 @@ def _per_distinct_value(scale: ScaleArray, build: Callable[[float], Any]) -> np.
 
 
 def _opendp() -> ModuleType:
-    try:
+    try:  # optional dependency (the exact extra): imported when an exact draw is asked for
         import opendp.prelude as dp
     except ImportError:
         raise ExactSamplerUnavailable(

@@ -1,7 +1,7 @@
 """The seeded discrete Gaussian sampler behind ``discrete_gaussian(..., method="fast")``.
 
-Every route draws N_Z(0, σ²) (SPEC §1; Canonne, Kamath & Steinke 2020) by rejection from a rounded
-continuous Gaussian, exact up to floating-point rounding; they differ only in speed:
+Every route draws N_Z(0, σ²) (docs/science.md §1; Canonne, Kamath & Steinke 2020) by rejection from
+a rounded continuous Gaussian, exact up to floating-point rounding; they differ only in speed:
 
 - ``TABLE``: :func:`engine.noise.dg_cell_table.sample`, per-integer acceptance looked up in a table
   of ≈ 39σ entries (acceptance ≥ 0.856 for every σ, lowest near σ = 0.42). Used for

@@ -1,10 +1,10 @@
 """Vectorised two-sided geometric sampler G(z): P(k) = (1 − e^{−z}) e^{−z|k|} / (1 + e^{−z}).
 
-This is the pure-DP noise of the 2018 End-to-End test (SPEC §4; Petti & Flaxman 2020, "TopDown
-options") and PHSafe's ``puredp`` option. Construction: if E ~ Exp(1) then G = ⌊E/z⌋ satisfies
-P(G ≥ g) = P(E ≥ gz) = e^{−gz}, a one-sided geometric with ratio q = e^{−z} on {0, 1, …}; the
-difference of two independent copies has P(G₁ − G₂ = k) = (1 − q)² Σ_g q^{g} q^{g+|k|}
-= (1 − q) q^{|k|} / (1 + q), the two-sided geometric. Exact up to floating-point rounding of E/z.
+This is the pure-DP noise of the 2018 End-to-End test (docs/science.md §4; Petti & Flaxman 2020,
+"TopDown options") and PHSafe's ``puredp`` option. Construction: if E ~ Exp(1) then G = ⌊E/z⌋
+satisfies P(G ≥ g) = P(E ≥ gz) = e^{−gz}, a one-sided geometric with ratio q = e^{−z} on {0, 1, …};
+the difference of two independent copies has P(G₁ − G₂ = k) = (1 − q)² Σ_g q^{g} q^{g+|k|} = (1 − q)
+q^{|k|} / (1 + q), the two-sided geometric. Exact up to floating-point rounding of E/z.
 """
 
 from __future__ import annotations

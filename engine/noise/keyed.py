@@ -1,5 +1,5 @@
 """Noise that does not depend on how work is split: a counter-based generator keyed by
-(seed, level, geounit, query) (SPEC §8).
+(seed, level, geounit, query) (docs/science.md §8).
 
 Every noisy value is a pure function of its key and its position: the key of a *unit* — one query
 of one geounit of one level, for one seed — and the index of the value inside the unit (the cell,
@@ -17,13 +17,13 @@ The top 53 bits give a double in [0, 1).
 Samplers (exact up to floating-point rounding, like the seeded NumPy samplers of
 :mod:`engine.noise`):
 
-* :func:`discrete_gaussian` — N_Z(0, σ²) (SPEC §1) by the rounded-Gaussian rejection test of
-  :mod:`engine.noise.dg_continuous`: attempt ``t`` of value ``c`` uses counters
+* :func:`discrete_gaussian` — N_Z(0, σ²) (docs/science.md §1) by the rounded-Gaussian rejection test
+  of :mod:`engine.noise.dg_continuous`: attempt ``t`` of value ``c`` uses counters
   ``3·(t·2³² + c) + {0, 1, 2}`` (Box–Muller normal from two uniforms, an exponential from the
   third). Rejected values are redrawn with the next attempt, so the accepted value depends only on
   (key, c).
-* :func:`two_sided_geometric` — G(z), P(k) ∝ e^{−z|k|} (SPEC §4): ⌊E₁/z⌋ − ⌊E₂/z⌋ with E₁, E₂
-  exponentials from counters ``3c`` and ``3c + 1``.
+* :func:`two_sided_geometric` — G(z), P(k) ∝ e^{−z|k|} (docs/science.md §4): ⌊E₁/z⌋ − ⌊E₂/z⌋ with
+  E₁, E₂ exponentials from counters ``3c`` and ``3c + 1``.
 
 The exact OpenDP samplers (:mod:`engine.noise.exact`) stay available for release-grade noise; they
 draw from OS randomness and are not keyed.
@@ -121,7 +121,9 @@ def discrete_gaussian(sigma2: ArrayLike, keys: ArrayLike, index: ArrayLike) -> n
     """int64 N_Z(0, σ²) of each value (key, index) with its σ² (all three broadcast together)."""
     s2, k, idx, shape = _broadcast(sigma2, keys, index)
     if s2.size and (not np.all(np.isfinite(s2)) or np.any(s2 <= 0)):
-        raise ValidationError("σ² must be finite and positive for every keyed draw (SPEC §1)")
+        raise ValidationError(
+            "σ² must be finite and positive for every keyed draw (docs/science.md §1)"
+        )
     out = np.empty(s2.size, dtype=np.int64)
     pending = np.arange(s2.size)
     attempt = np.uint64(0)
@@ -147,7 +149,9 @@ def two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.n
     """int64 two-sided geometric G(z) of each value (key, index) with its scale z."""
     zz, k, idx, shape = _broadcast(z, keys, index)
     if zz.size and (not np.all(np.isfinite(zz)) or np.any(zz <= 0)):
-        raise ValidationError("z must be finite and positive for every keyed draw (SPEC §4)")
+        raise ValidationError(
+            "z must be finite and positive for every keyed draw (docs/science.md §4)"
+        )
     base = idx * np.uint64(3)
     a = np.floor(_exponential(k, base) / zz)
     b = np.floor(_exponential(k, base + np.uint64(1)) / zz)

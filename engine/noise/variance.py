@@ -1,10 +1,10 @@
 """Vectorised noise variances for arrays of scales, delegating to :mod:`engine.dp.distributions`.
 
 :mod:`engine.dp.distributions` is the one place that states each distribution's variance (the exact
-discrete-Gaussian variance from its pmf, SPEC §1 and §2; the two-sided geometric's 2e^{−z}/(1−e^{−z})²,
-SPEC §4). Engines report a variance per noisy count (PHS §6.5), so this module applies those scalar
-formulas to whole arrays: one pmf evaluation per *distinct* small σ² (σ < 3), and the identity
-Var = σ² where the two agree to float64 precision.
+discrete-Gaussian variance from its pmf, docs/science.md §1 and §2; the two-sided geometric's
+2e^{−z}/(1−e^{−z})², docs/science.md §4). Engines report a variance per noisy count (PHS §6.5), so
+this module applies those scalar formulas to whole arrays: one pmf evaluation per *distinct* small
+σ² (σ < 3), and the identity Var = σ² where the two agree to float64 precision.
 """
 
 from __future__ import annotations
@@ -56,5 +56,7 @@ def noise_variance(mechanism: Mechanism, parameter: ArrayLike) -> np.ndarray:
     )
 
 
-_SIGMA2_HINT = "Pass the variance σ² = Δ²/(2ρ) of each query (SPEC §1), a positive number."
-_Z_HINT = "Pass the geometric scale z = ε/Δ of each query (SPEC §4), a positive number."
+_SIGMA2_HINT = (
+    "Pass the variance σ² = Δ²/(2ρ) of each query (docs/science.md §1), a positive number."
+)
+_Z_HINT = "Pass the geometric scale z = ε/Δ of each query (docs/science.md §4), a positive number."

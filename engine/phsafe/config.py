@@ -27,6 +27,7 @@ from engine.core.errors import ValidationError
 from engine.core.files import read_input_bytes
 from engine.core.strict_json import check_keys, loads_strict_json
 from engine.dp.moe import PHSAFE_TABLES
+from engine.dp.presets import list_presets, load_phsafe_preset
 
 MEASURED_TABLES: tuple[str, ...] = PHSAFE_TABLES
 """The nine measured runs (PHS §3.2)."""
@@ -253,8 +254,6 @@ PRESET_ALIASES: dict[str, str] = {"production-us": "phsafe-2020", "production-pr
 
 
 def _phsafe_preset_names() -> tuple[str, ...]:
-    from engine.dp.presets import list_presets
-
     return tuple(p.name for p in list_presets("phsafe"))
 
 
@@ -262,7 +261,6 @@ def preset(name: str) -> PHSafeConfig:
     """A shipped PHSafe preset as an engine configuration (``phsafe-2020``: PHS Table 10;
     ``phsafe-2020-pr``: its Puerto Rico run). The parameters live once, as data, in
     :mod:`engine.dp.presets`; ``production-us`` / ``production-pr`` are accepted aliases."""
-    from engine.dp.presets import load_phsafe_preset
 
     key = PRESET_ALIASES.get(name, name)
     if key not in _phsafe_preset_names():

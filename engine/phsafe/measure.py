@@ -1,15 +1,16 @@
 """Noise for one population-group level: PHS Algorithm 5 (discrete Gaussian) and its pure-DP twin.
 
 For a level with budget ρ_i the whole vector of basis counts of the level gets independent
-N_Z(0, σ²) noise with σ² = Δ²/(2ρ_i) (PHS Algorithm 5, SPEC §1), Δ = 2τ+2 for the Algorithm-1
-tables and Δ = 2 for the Algorithm-2 tables (PHS §5.1, SPEC §2). Under ``privacy_defn = puredp``
-(the official configuration option) the budget is ε_i and the noise two-sided geometric with
-P(k) ∝ e^{−z|k|}, z = ε_i/Δ (L1 sensitivity Δ), variance 2e^{−z}/(1 − e^{−z})².
+N_Z(0, σ²) noise with σ² = Δ²/(2ρ_i) (PHS Algorithm 5, docs/science.md §1), Δ = 2τ+2 for the
+Algorithm-1 tables and Δ = 2 for the Algorithm-2 tables (PHS §5.1, docs/science.md §2). Under
+``privacy_defn = puredp`` (the official configuration option) the budget is ε_i and the noise
+two-sided geometric with P(k) ∝ e^{−z|k|}, z = ε_i/Δ (L1 sensitivity Δ), variance
+2e^{−z}/(1 − e^{−z})².
 
 The reported VARIANCE (PHS §6.5) is what the official PHSafe writes: the noise parameter σ² for the
 discrete Gaussian and the exact variance for the geometric. An infinite budget means no noise and
 VARIANCE 0 (the official ``e2e_test2`` case). The analytic 90% MOE is the exact one from the pmf
-(SPEC §2) next to the paper's bound ⌊1.645·σ⌋ (PHS §7.1).
+(docs/science.md §2) next to the paper's bound ⌊1.645·σ⌋ (PHS §7.1).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from engine.noise import (
     keyed_two_sided_geometric,
     two_sided_geometric,
 )
+from engine.noise.keyed import geounit_hashes, unit_keys
 from engine.phsafe.join import LevelCounts
 
 DISCRETE_GAUSSIAN = "Discrete Gaussian"
 TWO_SIDED_GEOMETRIC = "Two-Sided Geometric"
 Z_90 = z_for_confidence(0.90)
-"""1.645, the 95th normal percentile of the paper-style MOE bound (SPEC §2; one copy in engine.dp.moe)."""
+"""1.645, the 95th normal percentile of the paper-style MOE bound (docs/science.md §2; one copy in
+engine.dp.moe)."""
 
 
 @dataclass(frozen=True)
@@ -177,11 +180,10 @@ class MeasuredLevel:
 
 def keyed_noise(spec: NoiseSpec, counts: LevelCounts, trials: int, seed: int) -> np.ndarray:
     """int64 noise of shape (trials, regions, iterations, cells) keyed by (seed, level, geounit,
-    query) (SPEC §8; :mod:`engine.noise.keyed`): the unit is one table (query) at one population
-    group (level) of one region and iteration code (geounit ``region/iteration``), and the value's
-    position inside the unit is ``trial × cells + cell``. A level's noise therefore does not depend
-    on which other tables or levels are measured, nor in which order or process."""
-    from engine.noise.keyed import geounit_hashes, unit_keys
+    query) (docs/science.md §8; :mod:`engine.noise.keyed`): the unit is one table (query) at one
+    population group (level) of one region and iteration code (geounit ``region/iteration``), and
+    the value's position inside the unit is ``trial × cells + cell``. A level's noise therefore does
+    not depend on which other tables or levels are measured, nor in which order or process."""
 
     n_r, n_i, n_c = counts.true_truncated.shape
     shape = (trials, n_r, n_i, n_c)

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.dp.distributions import discrete_gaussian_moe
 from engine.phsafe.measure import MeasuredLevel
 from engine.phsafe.tables import OUTPUT_SHELLS, OUTPUT_TABLES, PH8_NUM_FROM_PH7
 
-NON_PRIVATE_LABEL = "non-private (true tabulation, no noise)"
 NO_ITERATION_TABLES = ("PH2", "PH6")
 KEY_COLUMNS = ["table", "level", "region_type", "region_id", "iteration_code", "cell"]
 
@@ -196,11 +196,6 @@ def write_official(
                 continue
             frame = pd.DataFrame(columns=official_columns(table, private=False))
         path = out / f"{table}.csv"
-        frame.to_csv(path, sep="|", index=False, lineterminator="\n")
+        frame_to_csv(frame, path, sep="|", lineterminator="\n")  # formula-like text made inert
         paths.append(path)
     return paths
-
-
-def read_official(path: str | Path) -> pd.DataFrame:
-    """Read one official output file back as strings (for conformance checks)."""
-    return pd.read_csv(path, sep="|", dtype=str, keep_default_na=False)

@@ -299,7 +299,6 @@ OUTPUT_SHELLS: dict[str, TableShell] = {
 PH8_NUM_FROM_PH7: dict[int, tuple[int, ...]] = {2: (2, 3), 3: (4,)}
 """PH8_num owner = PH7 mortgage + free and clear; renter = PH7 renter (PHS §3.2, §6.4.1)."""
 
-ITERATION_LEVELS: tuple[str, ...] = ("*", "A-G", "H,I")
 ITERATION_CODES: dict[str, tuple[str, ...]] = {
     "*": ("*",),
     "A-G": ("A", "B", "C", "D", "E", "F", "G"),

@@ -1,4 +1,4 @@
-"""Truncation diagnostics of a PHSafe run, as a frame and as JSON (PHS §7.1; SPEC §3).
+"""Truncation diagnostics of a PHSafe run, as a frame and as JSON (PHS §7.1; docs/science.md §3).
 
 How many joined persons each truncated table's τ dropped, and the share other candidate τ values
 would drop (:class:`engine.phsafe.join.TruncationStats`): a diagnostic of the engine's own

@@ -18,6 +18,7 @@ from engine.prediction.predict import (
     predict_topdown,
 )
 from engine.prediction.shipped import (
+    describe_profile,
     profile_for,
     shipped_profile,
     shipped_profile_for,
@@ -32,6 +33,7 @@ __all__ = [
     "RUN_TABLE_MAX_UNITS",
     "QueryPrediction",
     "SpineProfile",
+    "describe_profile",
     "predict_topdown",
     "profile_for",
     "shipped_profile",

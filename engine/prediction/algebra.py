@@ -1,4 +1,5 @@
-"""Exact linear algebra on the cells of a Kronecker-structured histogram (SPN §2.3; docs/science.md §7).
+"""Exact linear algebra on the cells of a Kronecker-structured histogram (SPN §2.3; docs/science.md
+§7).
 
 Every matrix the least-squares covariance needs — the Gram matrices A_qᵀA_q of marginal queries,
 weighted sums of them, their (pseudo-)inverses, oblique projections onto query row spaces — lies in
@@ -194,20 +195,6 @@ class CellAlgebra:
         flat = flatten(cov)
         return np.array([flat @ self._variance_functionals[q] for q in queries])
 
-    def block_basis(self, b: int) -> np.ndarray:
-        """Orthonormal basis (cells × block dimension) of block ``b`` (Kronecker of its pieces)."""
-        return self._block_bases[b]
-
-    @cached_property
-    def _block_bases(self) -> tuple[np.ndarray, ...]:
-        out = []
-        for block in self.blocks:
-            basis = np.ones((1, 1))
-            for a, k in enumerate(block):
-                basis = np.kron(basis, self.pieces[a][k].basis)
-            out.append(basis)
-        return tuple(out)
-
     @cached_property
     def _determined(self) -> dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]]:
         return {}
@@ -323,19 +310,6 @@ def to_dense(algebra: CellAlgebra, op: Operator) -> np.ndarray:
         basis = np.ones((1, 1))
         for piece in pieces:
             basis = np.kron(basis, piece.basis)
-        coords = _block_matrix(mat, [p.dim for p in pieces], [p.scalar for p in pieces])
-        out += basis @ coords @ basis.T
-    return out
-
-
-def to_dense_rows(algebra: CellAlgebra, op: Operator, cells: np.ndarray) -> np.ndarray:
-    """The principal submatrix ``op[cells, cells]`` of the full matrix of ``op``, built from the
-    blocks' bases restricted to ``cells`` (no ``n_cells × n_cells`` matrix is formed)."""
-    cells = np.asarray(cells, dtype=np.int64)
-    out = np.zeros((cells.size, cells.size))
-    for b, (block, mat) in enumerate(zip(algebra.blocks, op, strict=True)):
-        pieces = [algebra.pieces[a][k] for a, k in enumerate(block)]
-        basis = algebra.block_basis(b)[cells]
         coords = _block_matrix(mat, [p.dim for p in pieces], [p.scalar for p in pieces])
         out += basis @ coords @ basis.T
     return out

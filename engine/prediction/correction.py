@@ -297,7 +297,7 @@ def level_corrections(
     held_total: np.ndarray | None = None,
     pinned_outside: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, LevelCorrection]:
-    """:func:`query_correction` of every query of ``linear_vars`` at once (the same numbers).
+    """The correction of every query of ``linear_vars`` at once (one query: a dict of one).
 
     The unit × cell arrays every query sums (clipping probabilities and moments, variances,
     counts) are stacked and summed into all queries' present answer cells by one sparse
@@ -478,33 +478,6 @@ def _answers_first(values: np.ndarray, present: np.ndarray, shape: tuple[int, in
     return values[:, present].T
 
 
-def query_correction(
-    moments: CellMoments,
-    counts: np.ndarray,
-    linear_var: np.ndarray,
-    cell_var: np.ndarray,
-    attributes: Sequence[tuple[str, Sequence[str]]],
-    query: str,
-    support: np.ndarray | None = None,
-    cells: np.ndarray | None = None,
-) -> LevelCorrection:
-    """Predicted RMSE of ``query`` over the units of ``moments`` (rows of ``counts`` etc.).
-
-    ``linear_var``: per unit (or unit × answer cell) the least-squares variance of an answer
-    cell; ``cell_var``: per unit (or unit × cell) the least-squares variance of a detailed cell.
-    ``support`` (unit × cell, optional): the cells the unit populates, where ``linear_var`` and
-    ``cell_var`` are those of least squares with the other cells held at 0
-    (:func:`engine.prediction.support.child_support_covariances`); the empty cells' own
-    clipped errors (from their free-cell variance in ``cell_var``) are then added to the
-    answer's, independently. ``cells``: the schema cells the arrays' columns are (default all;
-    cells no unit can populate carry no error and may be left out). Several queries of one
-    level at once: :func:`level_corrections` (the same numbers).
-    """
-    return level_corrections(
-        moments, counts, {query: linear_var}, cell_var, attributes, support, cells
-    )[query]
-
-
 def held_query_correction(
     counts: np.ndarray,
     linear_var: np.ndarray,
@@ -524,7 +497,7 @@ def held_query_correction(
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
-    in :func:`query_correction`; ``conserved`` (per unit or unit × answer cell) as in
+    in :func:`level_corrections`; ``conserved`` (per unit or unit × answer cell) as in
     :func:`level_corrections`, added as is (``linear_var`` is then the rest)."""
     sums = answer_sums(attributes, (query,), cells)
     answers = np.zeros((counts.shape[0], sums.sizes[0]))

@@ -1,4 +1,5 @@
-"""Predicted accuracy of off-spine entities (wards, places) built from blocks (docs/science.md §7; SPN §4, §7).
+"""Predicted accuracy of off-spine entities (wards, places) built from blocks (docs/science.md §7;
+SPN §4, §7).
 
 The least-squares error of a leaf is d_b = ε_b + ε_p/n_p + ε_gp/(n_p n_gp) + …, where ε_v is the
 innovation of geounit v in its family (Cov (1 − 1/n)K, −K/n between siblings, independent across

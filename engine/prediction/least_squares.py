@@ -1,5 +1,5 @@
-"""Exact error covariance of TopDown's least-squares stage, level by level (docs/science.md §7;
-TDA §7.1–7.2).
+"""Exact error covariance of TopDown's least-squares stage, level by level (docs/science.md §7; TDA
+§7.1–7.2).
 
 Without the non-negativity constraint the least-squares estimate is linear in the noise. For a
 family — a parent with estimate error D_p and n children measured with the same query matrices and
@@ -25,10 +25,11 @@ allocation, passes and invariants, so it is computed once per level in the block
 :mod:`engine.prediction.algebra`; a node's covariance is Σ_j c_j K_j with scalar coefficients
 c_j from the fan-outs on its path to the root (:func:`path_coefficients`).
 
-The engine's passes (``engine/topdown/plan.py``, ``engine/topdown/qp/least_squares.py``): one pass of every query at the root and where the
-children are blocks; elsewhere TOTAL first, then every other measured query, earlier answers held
-within τ̂ + 0.1 (we hold them exactly). Invariant queries (TDA §5.2) are exact: they are constraints
-in every pass and contribute no noise. A pass must determine the answers of every earlier pass
+The engine's passes (``engine/topdown/plan.py``, ``engine/topdown/qp/least_squares.py``): one
+pass of every query at the root and where the children are blocks; elsewhere TOTAL first, then
+every other measured query, earlier answers held within τ̂ + 0.1 (we hold them exactly).
+Invariant queries (TDA §5.2) are exact: they are constraints in every pass and contribute no
+noise. A pass must determine the answers of every earlier pass
 (passes of increasing detail, TDA §7.2) for the formula to be exact.
 """
 

@@ -1,13 +1,14 @@
 """The root's clipped empty cells: the mass its non-negative least squares lifts into them
-(docs/science.md §7; TDA §7.1 eq. 7.1–7.2, §5.2 invariants).
+(docs/science.md §7; TDA §7.1 eq. 7.1–7.2, §5.2 invariants; validated in docs/prediction.md §2b,
+"The root's empty cells").
 
 The support model (:mod:`engine.prediction.support`) holds the root's empty cells at 0. They
 are not held: the root has no parent, so every cell that is not a structural zero of the unit
 frame is a variable of its non-negative least squares (``engine/topdown/least_squares``), and on
-the 2,016-cell production schema ~1,600–1,800 of them are empty. Noise lifts some of them; the
-mass they take comes from the populated cells through the invariant TOTAL and the measured
-marginals, so each marginal's answers are biased (measured on a generated state: State
-HHINSTLEVELS RMSE 24–50 against 5–10 predicted without this term).
+the 2,016-cell production schema most of them are empty. Noise lifts some of them; the mass they
+take comes from the populated cells through the invariant TOTAL and the measured marginals, so
+each marginal's answers are biased, several times more than predicted without this term
+(docs/prediction.md §2b).
 
 Derivation. Let S be the root's populated cells, E its other variables (true count 0), H = Σ_q
 w_q A_qᵀA_q the information of its single pass and C x = c its invariants. With the cells of E
@@ -258,10 +259,11 @@ def chain_rounding(
     answers b the variance of nearest rounding of a uniform fraction, ∫₀¹ min(f, 1 − f)² df =
     1/12 (:data:`NEAREST_ROUNDING_VARIANCE`), times P(b non-integral) = 1 − Π_{i∈b}(1 − p_i)
     (the answers of c taken as independent). A query that coarsens one of the ``exact`` queries
-    (the geounit's invariants, e.g. TOTAL: integers already) has no rounding error. Monte Carlo of the engine's rounder
-    (tests/phexplore/prediction/test_root_clipping.py) measures 0.7–1.3× of this; the correction's
-    cell-by-cell rule (p_i/6 per cell, a fraction rounded up with probability equal to itself)
-    gives 2.7–20× of what the engine's rounder does there."""
+    (the geounit's invariants, e.g. TOTAL: integers already) has no rounding error. The
+    correction's cell-by-cell rule (p_i/6 per cell, a fraction rounded up with probability equal
+    to itself) over-states the engine's rounder there; both against Monte Carlo of the engine's
+    rounder (tests/engine/prediction/test_root_clipping.py): docs/prediction.md §2b, "The root's
+    rounding"."""
     attrs = tuple((str(a), tuple(str(x) for x in lv)) for a, lv in attributes)
     pieces = [cell_index(parse_marginal(c, attrs), attrs) for c in chain]
     pinned = [cell_index(parse_marginal(c, attrs), attrs) for c in exact]

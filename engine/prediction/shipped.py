@@ -105,3 +105,29 @@ def shipped_profile_for(runs: Any, n_states: int | None = None) -> SpineProfile:
     queries = [q for a in persons for q in a.all_queries()]
     national = bool(persons) and all("US" in a.geolevels for a in persons)
     return profile_for(list(dict.fromkeys(queries)), national=national, n_states=n_states)
+
+
+def describe_profile(profile: SpineProfile) -> str:
+    """A phrase naming the count profile a prediction rests on, for captions and reports ("the
+    Rhode Island 2010 blocks (…)", "a generated national population of … persons (…)")."""
+    counts = profile.counts
+    persons = "" if counts is None else f"{int(round(float(counts[0].sum()))):,} persons, "
+    shape = ", ".join(
+        f"{profile.n_units(k):,} {level.lower()}{'s' if profile.n_units(k) != 1 else ''}"
+        for k, level in enumerate(profile.levels)
+        if k > 0 and level.lower() != "block"
+    )
+    if profile.name == "ri2010":
+        return (
+            "the Rhode Island 2010 blocks (published counts on the folded VOTINGAGE × RACEETH "
+            f"schema; {persons}{shape})"
+        )
+    if profile.name == NATIONAL:
+        return f"a generated national population ({persons}{shape}; 2,016-cell schema)"
+    if profile.name.startswith(f"{NATIONAL}: "):
+        state = profile.name.split(": ", 1)[1]
+        return (
+            f"one state ({state}) of the generated national population ({persons}{shape}; "
+            "2,016-cell schema)"
+        )
+    return f"the count profile {profile.name!r} ({persons}{shape})"

@@ -25,6 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine.core.errors import ValidationError
+from engine.prediction.least_squares import path_coefficients
+from engine.prediction.support import SupportCache, answer_indices
+from engine.schema.marginals import cell_index, parse_marginal
 
 SPARSE_MIN_CELLS = 64
 """Counts on schemas of more cells than this are kept sparse (CSR), by level."""
@@ -133,7 +136,6 @@ class SpineProfile:
         (``cells``: only those columns)."""
         if self.zero_answers is None or not self.zero_query:
             return None
-        from engine.schema.marginals import cell_index, parse_marginal
 
         index = cell_index(parse_marginal(self.zero_query, attributes), attributes)
         if cells is not None:
@@ -156,7 +158,6 @@ class SpineProfile:
     def coefficients(self) -> list[np.ndarray]:
         """Per level, the path coefficients of
         :func:`engine.prediction.least_squares.path_coefficients` (computed once)."""
-        from engine.prediction.least_squares import path_coefficients
 
         return path_coefficients(self.fanouts)
 
@@ -165,7 +166,6 @@ class SpineProfile:
     ) -> Any:
         """The :class:`engine.prediction.support.SupportCache` of this profile for a schema
         and query set (budget-independent structure and covariances, reused across edits)."""
-        from engine.prediction.support import SupportCache, answer_indices
 
         key = (attributes, queries)
         if key not in self._support_caches:

@@ -1,5 +1,5 @@
-"""Published-count accuracy beside the noisy-measurement σ in the TopDown MOE table
-(docs/science.md §2, §7).
+"""Published-count accuracy beside the noisy-measurement σ in the TopDown MOE table (docs/science.md
+§2, §7).
 
 :func:`add_post_processed` extends the rows of :func:`phexplore.planning.moe_tables.topdown_rows`
 (one per run × geolevel × query) with ``post_processed_rmse`` and ``post_processed_moe`` (90% by
@@ -18,13 +18,6 @@ from engine.core.errors import ValidationError
 from engine.dp.budget import TopDownAllocation
 from engine.prediction.predict import DEFAULT_INVARIANTS, Prediction, predict_topdown
 from engine.prediction.spine import SpineProfile
-
-POST_PROCESSED_KEYS = (
-    "post_processed_rmse",
-    "post_processed_moe",
-    "post_processed_holds",
-    "post_processed_reason",
-)
 
 
 def predictions_for_runs(

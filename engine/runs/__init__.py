@@ -1,4 +1,4 @@
-"""The one run pipeline behind the CLI, the app and the experiments (SPEC §8).
+"""The one run pipeline behind the CLI, the app and the experiments (docs/science.md §8).
 
 Map (what happens when you press Run or type ``phexplore run``)::
 

@@ -1,8 +1,12 @@
-"""Progress and cancel of a run: one object every face (CLI, app, experiments) hands to the pipeline.
+"""Progress and cancel of a run: the one bookkeeping every face (CLI, app, experiments) hands over.
 
-The pipeline reports ``progress(message, fraction)`` with the overall fraction done (0–1) and
-polls ``cancelled()`` between units of work; engines receive the same two callables. A face only
-decides how to show progress (a line on stderr, a progress bar) and when to ask for a cancel.
+The pipeline reports ``progress(message, fraction)`` with the fraction of the current stage or run
+done (0–1) and polls ``cancelled()`` between units of work; engines receive the same two callables,
+and a cancel raises :class:`~engine.core.errors.RunCancelled` wherever it is noticed. The control
+keeps each stage's own fraction (:attr:`RunControl.stages`) and the overall fraction of the job
+(:attr:`RunControl.fraction`, never going back), mapped through the current *phase* when a job has
+several (the app's run, then its ρ sweep: :meth:`RunControl.phase`). A face only decides how to
+show it (a line on stderr, progress bars) and when to ask for a cancel.
 """
 
 from __future__ import annotations
@@ -11,52 +15,58 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.core.errors import PHExploreError
+from engine.core.errors import RunCancelled
 
 Progress = Callable[[str, float], None]
-
-
-class RunCancelled(PHExploreError):
-    """The run was cancelled through its :class:`RunControl`; nothing of it is kept."""
 
 
 def _ignore(message: str, fraction: float) -> None:
     return None
 
 
+def _clamp(fraction: float) -> float:
+    return min(max(float(fraction), 0.0), 1.0)
+
+
 @dataclass
 class RunControl:
-    """``on_progress(message, fraction)`` and a thread-safe cancel flag."""
+    """``on_progress(message, fraction)``, a thread-safe cancel flag and the progress so far."""
 
     on_progress: Progress = _ignore
-    _cancel: threading.Event = field(default_factory=threading.Event)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
     stages: dict[str, float] = field(default_factory=dict)
+    """Each stage's own fraction done (0–1), in the order the stages started."""
     fraction: float = 0.0
+    """The overall fraction done (0–1), never going back."""
+    span: tuple[float, float] = (0.0, 1.0)
+    """The part of the overall fraction the current phase fills."""
 
     def progress(self, message: str, fraction: float) -> None:
-        """Record the stage and the overall fraction (never going back), then tell the face."""
-        value = min(max(float(fraction), 0.0), 1.0)
+        """Record the stage and the overall fraction, then tell the face (the stage's fraction)."""
+        value = _clamp(fraction)
         self.stages[message] = value
-        self.fraction = max(self.fraction, value)
+        low, high = self.span
+        self.fraction = max(self.fraction, low + (high - low) * value)
         self.on_progress(message, value)
+
+    def phase(self, start: float, stop: float) -> None:
+        """Map the fractions reported from now on onto ``start``–``stop`` of the whole job."""
+        self.span = (_clamp(start), _clamp(stop))
 
     def cancel(self) -> None:
         """Ask the run to stop at the next check."""
-        self._cancel.set()
+        self.cancel_event.set()
 
     def cancelled(self) -> bool:
         """True once :meth:`cancel` was called (engines poll this between units of work)."""
-        return self._cancel.is_set()
+        return self.cancel_event.is_set()
 
     def check(self, where: str = "") -> None:
-        """Raise :class:`RunCancelled` when a cancel was asked for."""
+        """Raise :class:`~engine.core.errors.RunCancelled` when a cancel was asked for."""
         if self.cancelled():
             raise RunCancelled(f"run cancelled{' ' + where if where else ''}")
 
-    def scaled(self, start: float, stop: float) -> Progress:
-        """A progress callback mapping a stage's own 0–1 onto ``start``–``stop`` of the run."""
-
-        def report(message: str, fraction: float) -> None:
-            self.progress(message, start + (stop - start) * min(max(float(fraction), 0.0), 1.0))
-
-        return report
+    def silent(self) -> RunControl:
+        """A control sharing this one's cancel flag that reports no progress (one run of an
+        experiment's grid: the grid reports)."""
+        return RunControl(cancel_event=self.cancel_event)

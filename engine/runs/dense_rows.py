@@ -1,4 +1,4 @@
-"""Which queries of a run's dense comparison table the app holds (issue 17).
+"""Which queries of a run's dense comparison table the app holds (its row limit, docs/app.md).
 
 A TopDown run has one dense row per geounit × query cell: tens of millions at production scale.
 The app (a run of the session, or a run folder opened on the Results page) keeps at most a set

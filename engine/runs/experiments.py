@@ -3,26 +3,33 @@
 Engines: TopDown (budgets = total ρ of the allocation, or ε for a pure-DP preset) and PHSafe
 (budgets = total unbounded ρ of the configuration; metrics per table × population-group level, no
 SRS baseline or Blau table since PHSafe has no sub-state geography). The tables are described in
-:mod:`engine.metrics.experiments` (SPEC §5; PF Methods, Fig. 2–3; TDA §9 Tables 11–13).
+:mod:`engine.metrics.experiments` (docs/science.md §5; PF Methods, Fig. 2–3; TDA §9 Tables 11–13).
 
 Each cell of the grid is a :class:`~engine.runs.spec.RunSpec` — the base run with its budget and
 seed replaced (:func:`grid_specs`) — executed by :func:`engine.runs.pipeline.execute` on one shared
 executor, with the data loaded once. Each run uses its seed as the engine seed, so any cell can be
 re-run alone (its spec's fingerprint says which run it is). Reused across the grid: the data, the
-true Blau and homogeneity tables, the SRS sweep (it does not depend on the budget).
+true Blau and homogeneity tables, the SRS sweep (it does not depend on the budget). Progress and
+cancel go through one :class:`~engine.runs.control.RunControl`: the grid reports, each cell's run
+polls its cancel flag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
+from engine.data.cef import load_cef_extract
+from engine.data.cef_types import CefExtract
 from engine.data.histogram import BlockHistogram, tree_levels
+from engine.data.samples import get_sample, load_topdown_sample
+from engine.dp.presets import load_topdown_preset
 from engine.metrics.blau import (
     blau_quintile_bias,
     blau_table,
@@ -34,16 +41,28 @@ from engine.metrics.epl_settings import EPLSettings, settings_of
 from engine.metrics.experiments import (
     ExperimentGrid,
     ExperimentResult,
-    Progress,
     check_grid,
     check_srs_fractions,
     check_tradeoff,
 )
 from engine.metrics.experiments import _prefix as prefix
 from engine.metrics.srs import DEFAULT_FRACTIONS, srs_sweep
-from engine.runs.control import RunCancelled, RunControl
+from engine.phsafe.config import PRESET_NAMES, PHSafeConfig
+from engine.phsafe.config import preset as phsafe_preset
+from engine.phsafe.join import prepare_extract
+from engine.runs.control import RunControl
+from engine.runs.data_source import DataSource
+from engine.runs.inputs import with_inputs
+from engine.runs.options import BackendOptions, TopDownRunOptions
+from engine.runs.phsafe import config_of
+from engine.runs.phsafe_frames import phsafe_noise_frame, phsafe_tidy, scaled_config
 from engine.runs.pipeline import execute, executor_for
 from engine.runs.spec import RunSpec
+from engine.runs.table_files import resolve_format, write_table
+from engine.runs.topdown import allocation_of
+from engine.spark import phsafe as spark_phsafe
+from engine.topdown.plan import default_tree
+from engine.topdown.queries import SCHEMA_QUERIES
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 DEFAULT_PRESET = "ri2010-production-like"
@@ -58,13 +77,8 @@ def grid_specs(base: RunSpec, budgets: Sequence[float], seeds: Sequence[int]) ->
     out = []
     for budget in budgets:
         if base.engine == "topdown":
-            from engine.runs.topdown import allocation_of
-
             config = allocation_of(base).with_rho(budget).to_dict()
         else:
-            from engine.runs.phsafe import config_of
-            from engine.runs.phsafe_frames import scaled_config
-
             config = scaled_config(config_of(base), budget).to_dict()
         for seed in seeds:
             out.append(base.replace(config=config, seed=int(seed)))
@@ -83,13 +97,12 @@ def run_experiment(
     srs_fractions: Sequence[float] | None = DEFAULT_FRACTIONS,
     n_boot: int = 100,
     workers: int = 1,
-    progress: Progress | None = None,
-    cancel: Callable[[], bool] | None = None,
+    control: RunControl | None = None,
     data_name: str | None = None,
     tradeoff: tuple[str, str] | None = None,
     epl_settings: EPLSettings | None = None,
     backend: str = "local",
-    backend_options: Mapping[str, Any] | None = None,
+    backend_options: BackendOptions | None = None,
 ) -> ExperimentResult:
     """Run ``engine`` on ``data`` for every budget in ``rhos`` × every seed.
 
@@ -112,8 +125,8 @@ def run_experiment(
     Metrics are per table (``query``) × population-group level (``geolevel``); there is no SRS
     baseline or Blau table (no sub-state geography).
 
-    ``progress(message, fraction)`` is called after each run; ``cancel()`` is forwarded to the
-    engine. ``data_name`` labels data passed as an object. ``tradeoff`` = (geolevel, query), when
+    ``control`` (:class:`~engine.runs.control.RunControl`) hears the grid's progress after each
+    run, and its cancel flag stops the grid between and inside runs. ``data_name`` labels data passed as an object. ``tradeoff`` = (geolevel, query), when
     given, is checked against the data's levels and queries before any engine run (so a typo
     fails fast instead of giving an empty :meth:`ExperimentResult.tradeoff`).
     """
@@ -126,11 +139,13 @@ def run_experiment(
         raise ValidationError(f"n_boot must be a non-negative integer; got {n_boot!r}")
     if engine == "topdown" and srs_fractions is not None:
         srs_fractions = check_srs_fractions(srs_fractions)
-    report = progress or (lambda message, fraction: None)
-    grid = ExperimentGrid(budgets, seed_list, n_boot, report, engine, settings_of(epl_settings))
-    where = {"backend": backend, "backend_options": dict(backend_options or {})}
+    control = control or RunControl()
+    grid = ExperimentGrid(
+        budgets, seed_list, n_boot, control.progress, engine, settings_of(epl_settings)
+    )
+    where = {"backend": backend, "backend_options": backend_options or BackendOptions()}
     if engine == "phsafe":
-        return _phsafe_experiment(grid, data, preset, cancel, data_name, tradeoff, where)
+        return _phsafe_experiment(grid, data, preset, control, data_name, tradeoff, where)
     return _topdown_experiment(
         grid,
         data,
@@ -139,7 +154,7 @@ def run_experiment(
         queries,
         srs_fractions,
         workers,
-        cancel,
+        control,
         data_name,
         tradeoff,
         where,
@@ -178,8 +193,6 @@ def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
 
 
 def _topdown_allocation(preset: str, universe: str) -> Any:
-    from engine.dp.presets import load_topdown_preset
-
     allocations = load_topdown_preset(preset)
     if universe not in allocations:
         raise ValidationError(
@@ -193,8 +206,6 @@ def _load_histogram(data: str | BlockHistogram) -> tuple[str, BlockHistogram]:
         return "custom histogram", data
     if not isinstance(data, str):
         raise ValidationError(f"data must be a sample name or a BlockHistogram; got {data!r}")
-    from engine.data.samples import load_topdown_sample
-
     return data, load_topdown_sample(data)
 
 
@@ -206,14 +217,11 @@ def _topdown_experiment(
     queries: Sequence[str] | None,
     srs_fractions: Sequence[float] | None,
     workers: int,
-    cancel: Callable[[], bool] | None,
+    control: RunControl,
     data_name: str | None,
     tradeoff: tuple[str, str] | None = None,
     where: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
-    from engine.topdown.queries import SCHEMA_QUERIES
-    from engine.topdown.run import default_tree
-
     name, hist = _load_histogram("ri2010" if data is None else data)
     base = _topdown_allocation(preset or DEFAULT_PRESET, universe)
     query_names = (
@@ -226,24 +234,26 @@ def _topdown_experiment(
     has_raceeth = "RACEETH" in hist.schema.names
     blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
     homogeneity = homogeneity_index_from_histogram(hist)
-    base_spec = RunSpec(
-        engine="topdown",
-        data={"source": data_name or name},
-        config=base.to_dict(),
-        seed=grid.seeds[0],
-        options={"levels": list(tree.levels)},
-        workers=workers,
-        **(where or {}),
+    base_spec = with_inputs(
+        RunSpec(
+            engine="topdown",
+            data=DataSource(source=data_name or name),
+            config=base.to_dict(),
+            seed=grid.seeds[0],
+            options=TopDownRunOptions(levels=tuple(tree.levels)),
+            workers=workers,
+            **(where or {}),
+        )
     )
     specs = iter(grid_specs(base_spec, grid.budgets, grid.seeds))
     with executor_for(base_spec) as executor:
         for budget, seed in grid.cells():
             spec = next(specs)
-            if cancel is not None and cancel():
+            if control.cancelled():
                 raise RunCancelled("experiment cancelled")
             output = execute(
-                spec, control=_cell_control(cancel), data=hist, executor=executor,
-                queries=query_names, metrics=False,
+                spec, control=control.silent(), data=hist, executor=executor,
+                queries=query_names, outputs="tidy",
             )  # fmt: skip
             result, tidy = output.result, output.tidy
             noise = _measurements_with_truth(result, tidy)
@@ -276,11 +286,6 @@ def _topdown_experiment(
 
 def _phsafe_inputs(data: Any, preset: str | None) -> tuple[str, Any, Any, str]:
     """(data label, CefExtract, PHSafeConfig, config label) from the data and preset arguments."""
-    from engine.data.cef import load_cef_extract
-    from engine.data.cef_types import CefExtract
-    from engine.phsafe.config import PRESET_NAMES, PHSafeConfig
-    from engine.phsafe.config import preset as phsafe_preset
-
     folder: Path | None = None
     label = "custom extract"
     if data is None:
@@ -290,8 +295,6 @@ def _phsafe_inputs(data: Any, preset: str | None) -> tuple[str, Any, Any, str]:
         if path.is_dir():
             folder, label = path, str(data)
         else:
-            from engine.data.samples import get_sample
-
             folder, label = get_sample(str(data)).path, str(data)
     if preset is None:
         if folder is None or not (folder / "config.json").is_file():
@@ -320,15 +323,11 @@ def _phsafe_experiment(
     grid: ExperimentGrid,
     data: Any,
     preset: str | None,
-    cancel: Callable[[], bool] | None,
+    control: RunControl,
     data_name: str | None,
     tradeoff: tuple[str, str] | None = None,
     where: Mapping[str, Any] | None = None,
 ) -> ExperimentResult:
-    from engine.phsafe.join import prepare_extract
-    from engine.runs.phsafe import config_of
-    from engine.runs.phsafe_frames import phsafe_noise_frame, phsafe_tidy
-
     label, extract, config, preset_label = _phsafe_inputs(data, preset)
     measured = {
         (table, level)
@@ -341,18 +340,18 @@ def _phsafe_experiment(
         sorted({level for _, level in measured}),
         sorted({table for table, _ in measured}),
     )
-    base_spec = RunSpec(
-        engine="phsafe",
-        data={"source": data_name or label},
-        config=config.to_dict(),
-        seed=0,
-        **(where or {}),
+    base_spec = with_inputs(
+        RunSpec(
+            engine="phsafe",
+            data=DataSource(source=data_name or label),
+            config=config.to_dict(),
+            seed=0,
+            **(where or {}),
+        )
     )
     specs = iter(grid_specs(base_spec, grid.budgets, grid.seeds))
     with executor_for(base_spec) as executor:
         if executor.name == "spark":  # join and count once on Spark; every cell reuses the counts
-            from engine.spark import phsafe as spark_phsafe
-
             session = executor.session  # type: ignore[attr-defined]
             cef = spark_phsafe.read_cef(session, extract)
             prepared: Any = spark_phsafe.prepare(session, cef, config.state_filter)
@@ -360,9 +359,11 @@ def _phsafe_experiment(
             prepared = prepare_extract(extract, config.state_filter)
         for budget, seed in grid.cells():
             spec = next(specs)
+            if control.cancelled():
+                raise RunCancelled("experiment cancelled")
             output = execute(
-                spec, control=_cell_control(cancel), data=extract, executor=executor,
-                prepared=prepared, metrics=False,
+                spec, control=control.silent(), data=extract, executor=executor,
+                prepared=prepared, outputs="tidy",
             )  # fmt: skip
             result = output.result
             scaled = config_of(spec)
@@ -379,14 +380,6 @@ def _phsafe_experiment(
     )
 
 
-def _cell_control(cancel: Callable[[], bool] | None) -> RunControl:
-    """A control for one cell: no per-run progress (the grid reports), the experiment's cancel."""
-    cell = RunControl()
-    if cancel is not None:
-        cell.cancelled = cancel  # type: ignore[method-assign]
-    return cell
-
-
 def write_experiment(
     result: ExperimentResult,
     out_dir: str | Path,
@@ -400,10 +393,6 @@ def write_experiment(
     :data:`engine.runs.output_options.AUTO_CSV_MAX_ROWS` rows, then Parquet for every table
     (:func:`engine.runs.table_files.write_table`); experiment.json records the format.
     """
-    import json
-
-    from engine.runs.table_files import resolve_format, write_table
-
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,15 @@
-"""The PHSafe run's stages: load → measure and estimate → metrics (PHS §3–§7; SPEC §3, §5, §8).
+"""The PHSafe run's stages: load → measure and estimate → metrics (PHS §3–§7; docs/science.md §3,
+§5, §8).
 
 * :func:`load` — the CEF extract of ``spec.data`` (a sample name or a folder of the three CEF
   files), read for the configuration's ``state_filter``.
-* :func:`measure_and_estimate` — :func:`engine.phsafe.run.run_phsafe`: join and count the nine
+* :func:`measure_and_estimate` — :func:`engine.phsafe.release.run_phsafe`: join and count the nine
   measured tables (one unit of work each, handed to the run's executor), noise keyed by
   (seed, level, geounit, query), post-processing into the official outputs.
 * :func:`error_analysis` — the metrics stage: the engine's truth before and after truncation (a
   diagnostic), its noisy estimates and the analytic noise of each level handed to
   :mod:`engine.metrics.phsafe_errors` (noise vs truncation error, empirical vs analytic MOE,
-  truncation at scale; PHS §7.1, SPEC §5);
+  truncation at scale; PHS §7.1, docs/science.md §5);
 * :func:`metrics_payload` — metrics.json from that error analysis (MAE by table and
   population-group level, noise variance and MOE, truncation; schema in docs/phsafe.md).
 """
@@ -20,48 +21,45 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from engine.core.errors import ValidationError
 from engine.core.executors import Executor
+from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
+from engine.data.validate import DEFAULT_MAX_BYTES
 from engine.metrics import phsafe_errors
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
+from engine.phsafe.inputs import resolve_data_dir
 from engine.phsafe.measure import MeasuredLevel
-from engine.phsafe.run import PHSafeResult
+from engine.phsafe.release import PHSafeResult, run_phsafe
 from engine.phsafe.truncation_report import truncation_summary
 from engine.runs.control import RunControl
-from engine.runs.spec import RunSpec
-from engine.runs.topdown import noise_record
+from engine.runs.options import PHSafeRunOptions, noise_record
+from engine.runs.spec import RunSpec, thaw
+from engine.spark import phsafe as spark_phsafe
 
 
-def load(spec: RunSpec, *, max_bytes: int | None = None) -> CefExtract:
-    """Read and validate the CEF extract of ``spec.data["source"]`` for the config's states."""
-    from engine.data.cef import load_cef_extract
-    from engine.data.validate import DEFAULT_MAX_BYTES
-    from engine.phsafe.inputs import resolve_data_dir
+def options_of(spec: RunSpec) -> PHSafeRunOptions:
+    """The PHSafe options of a PHSafe spec."""
+    if not isinstance(spec.options, PHSafeRunOptions):
+        raise ValidationError(f"a {spec.engine} run has no PHSafe options")
+    return spec.options
 
-    config = config_of(spec)
-    limit = spec.data.get("max_bytes", max_bytes)
+
+def load(spec: RunSpec) -> CefExtract:
+    """Read and validate the CEF extract of ``spec.data.source`` for the config's states."""
+    limit = spec.data.max_bytes
     return load_cef_extract(
-        resolve_data_dir(str(spec.data["source"])),
-        max_bytes=DEFAULT_MAX_BYTES if limit is None else int(limit),
-        state_filter=config.state_filter,
+        resolve_data_dir(spec.data.source),
+        max_bytes=DEFAULT_MAX_BYTES if limit is None else limit,
+        state_filter=config_of(spec).state_filter,
     )
 
 
 def config_of(spec: RunSpec) -> PHSafeConfig:
     """The PHSafe configuration of a spec (its config is the official config.json dictionary)."""
-    from engine.runs.spec import _thaw
-
-    return PHSafeConfig.from_json(_thaw(spec.config))
-
-
-def seed_for(seed: int | None) -> int:
-    """``seed``, or a fresh one from OS entropy (recorded in metrics.json) when None."""
-    if seed is not None:
-        return int(seed)
-    return int(np.random.SeedSequence().entropy % (2**32))
+    return PHSafeConfig.from_json(thaw(spec.config))
 
 
 def measure_and_estimate(
@@ -72,23 +70,19 @@ def measure_and_estimate(
     *,
     prepared: Any = None,
 ) -> PHSafeResult:
-    """Join, count, add noise and post-process (:func:`engine.phsafe.run.run_phsafe`).
+    """Join, count, add noise and post-process (:func:`engine.phsafe.release.run_phsafe`).
 
     On the Spark backend (``executor.name == "spark"``) the join and counts run on Spark
     (:mod:`engine.spark.phsafe`), which reads ``extract`` when the caller holds one and else the
-    files of ``spec.data["source"]`` itself; noise and outputs are the same code either way."""
-    from engine.phsafe.run import run_phsafe
-
+    files of ``spec.data.source`` itself; noise and outputs are the same code either way."""
     config = config_of(spec)
+    options = options_of(spec)
     tabulate = None
     if getattr(executor, "name", "") == "spark":
-        from engine.phsafe.inputs import resolve_data_dir
-        from engine.spark import phsafe as spark_phsafe
-
         if prepared is None:
             session = executor.session  # type: ignore[attr-defined]
             control.progress("reading the extract on Spark", 0.0)
-            source = extract if extract is not None else resolve_data_dir(str(spec.data["source"]))
+            source = extract if extract is not None else resolve_data_dir(spec.data.source)
             cef = spark_phsafe.read_cef(session, source)
             prepared = spark_phsafe.prepare(session, cef, config.state_filter)
         if isinstance(prepared, spark_phsafe.SparkPrepared):
@@ -97,8 +91,8 @@ def measure_and_estimate(
         extract,
         config,
         seed=spec.seed,
-        trials=int(spec.options.get("trials", 1)),
-        non_private=bool(spec.options.get("non_private", False)),
+        trials=options.trials,
+        non_private=options.non_private,
         progress=control.progress,
         cancel=control.cancelled,
         prepared=prepared,
@@ -109,7 +103,7 @@ def measure_and_estimate(
 
 
 @dataclass(frozen=True)
-class PHSafeErrors:
+class PHSafeErrorAnalysis:
     """The error analysis of one PHSafe run against the truth (the metrics stage's frames)."""
 
     cells: pd.DataFrame
@@ -142,7 +136,7 @@ def level_truth(level: MeasuredLevel) -> phsafe_errors.LevelTruth:
     )
 
 
-def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeErrors:
+def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeErrorAnalysis:
     """Noise vs truncation error of ``result`` (:mod:`engine.metrics.phsafe_errors`, PHS §7.1).
 
     ``scale``: the fraction of a full population the data hold (the sample's declared scale, e.g.
@@ -155,7 +149,7 @@ def error_analysis(result: PHSafeResult, scale: float | None = None) -> PHSafeEr
     )
     levels = phsafe_errors.level_summary(level_truth(level) for level in result.levels)
     at_scale = phsafe_errors.truncation_at_scale(levels, max(int(result.n_persons), 1), scale)
-    return PHSafeErrors(cells, levels, at_scale, time.perf_counter() - started)
+    return PHSafeErrorAnalysis(cells, levels, at_scale, time.perf_counter() - started)
 
 
 def _nested(frame: pd.DataFrame, column: str) -> dict[str, dict[str, Any]]:
@@ -175,7 +169,7 @@ def metrics_payload(
     *,
     scale: float | None = None,
     noise_method: str = "fast",
-    errors: PHSafeErrors | None = None,
+    errors: PHSafeErrorAnalysis | None = None,
 ) -> dict[str, Any]:
     """metrics.json for a PHSafe run (documented in docs/phsafe.md); ``noise`` records the sampler.
 

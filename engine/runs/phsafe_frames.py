@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from engine.core.errors import ValidationError
+from engine.phsafe.config import PHSafeConfig
 
 
 def _measured(result: Any) -> pd.DataFrame:
@@ -75,8 +76,6 @@ def phsafe_noise_frame(result: Any, mechanism: str) -> pd.DataFrame:
 
 def scaled_config(config: Any, total: float) -> Any:
     """``config`` with every budget multiplied so that the budgets sum to ``total``."""
-    from engine.phsafe.config import PHSafeConfig
-
     current = config.total_budget()
     if not math.isfinite(current) or current <= 0:
         raise ValidationError(

@@ -1,4 +1,5 @@
-"""The one run pipeline: load → measure → estimate → metrics → write, for every face (SPEC §8).
+"""The one run pipeline: load → measure → estimate → metrics → write, for every face
+(docs/science.md §8).
 
 :func:`execute` takes a :class:`~engine.runs.spec.RunSpec` and a
 :class:`~engine.runs.control.RunControl` (progress and cancel) and returns a :class:`RunOutput`;
@@ -6,12 +7,15 @@
 experiments (:mod:`engine.runs.experiments`) all call these two functions, so "what happens when I
 press Run" is this module:
 
+0. **inputs** — the SHA-256 of every file the run reads is recorded in the description
+   (:func:`engine.runs.inputs.with_inputs`), so a replay can tell whether the data changed;
 1. **load** — the data of ``spec.data`` (:func:`engine.runs.topdown.load`,
    :func:`engine.runs.phsafe.load`), unless the caller passes data it already holds;
 2. **measure** and 3. **estimate** — the engine (:mod:`engine.topdown`, :mod:`engine.phsafe`),
    its independent units of work run by the executor of ``spec.backend``/``spec.workers``
    (:mod:`engine.core.executors`); noise keyed by (seed, level, geounit, query);
-4. **metrics** — from (truth, estimates) by :mod:`engine.metrics`, never inside the engine;
+4. **metrics** — from (truth, estimates) by :mod:`engine.metrics`, never inside the engine
+   (:mod:`engine.runs.topdown_metrics`, :mod:`engine.runs.phsafe`);
 5. **write** — :mod:`engine.runs.writers`.
 """
 
@@ -25,9 +29,21 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.errors import ValidationError
 from engine.core.executors import Executor, make_executor
-from engine.runs.control import RunCancelled, RunControl
+from engine.runs import phsafe as phsafe_stages
+from engine.runs import topdown as topdown_stages
+from engine.runs.control import RunControl
+from engine.runs.inputs import with_inputs
+from engine.runs.options import PHSafeRunOptions
 from engine.runs.spec import RunSpec
+from engine.runs.topdown_metrics import metrics as topdown_metrics
+from engine.runs.topdown_metrics import tidy_queries
+from engine.runs.writers import write_phsafe, write_topdown
+from engine.spark.executor import spark_executor
+
+OUTPUTS: tuple[str, ...] = ("metrics", "tidy", "result")
+"""What :func:`execute` computes after the engine: metrics.json, the tidy table, or nothing."""
 
 
 @dataclass
@@ -44,7 +60,7 @@ class RunOutput:
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Engine-specific leftovers a face may show (TopDown's spine sections; PHSafe's error
-    analysis, :class:`engine.runs.phsafe.PHSafeErrors`, under ``"errors"``)."""
+    analysis, :class:`engine.runs.phsafe.PHSafeErrorAnalysis`, under ``"errors"``)."""
 
     @property
     def runtime_s(self) -> float:
@@ -61,7 +77,7 @@ def execute(
     extra_metrics: Mapping[str, Any] | None = None,
     queries: Sequence[str] | None = None,
     prepared: Any = None,
-    metrics: bool = True,
+    outputs: str = "metrics",
     max_tidy_rows: int | None = None,
 ) -> RunOutput:
     """Run ``spec`` through load → measure → estimate → metrics (see the module docstring).
@@ -72,19 +88,27 @@ def execute(
     extra metrics.json sections; ``queries`` the TopDown queries of the metrics and tidy table
     (``max_tidy_rows``: the tidy table keeps only the queries fitting in that many dense rows,
     :func:`engine.runs.dense_rows.chosen_queries`; the others are listed in
-    ``extra["queries_left_out"]``); ``prepared`` a
-    PHSafe prepared extract to reuse. ``metrics=False`` skips metrics.json (experiments compute
-    their own tables from the tidy output, which ``max_tidy_rows`` bounds likewise).
+    ``extra["queries_left_out"]``); ``prepared`` a PHSafe prepared extract to reuse.
+
+    ``outputs`` (:data:`OUTPUTS`): ``"metrics"`` — metrics.json (and the tables); ``"tidy"`` — no
+    metrics.json, the tidy comparison table only (experiments compute their own tables from it;
+    ``max_tidy_rows`` bounds it likewise); ``"result"`` — the engine's result alone (benchmarks of
+    the engine; a TopDown run builds no table).
+
+    ``output.spec`` is ``spec`` with the content hashes of its input files recorded.
     """
+    if outputs not in OUTPUTS:
+        raise ValidationError(f"outputs must be one of {', '.join(OUTPUTS)}; got {outputs!r}")
     control = control or RunControl()
+    spec = with_inputs(spec)
     own = executor is None
     runner = executor if executor is not None else executor_for(spec)
     try:
         if spec.engine == "topdown":
             return _topdown(
-                spec, control, data, runner, tables, extra_metrics, queries, metrics, max_tidy_rows
+                spec, control, data, runner, tables, extra_metrics, queries, outputs, max_tidy_rows
             )
-        return _phsafe(spec, control, data, runner, extra_metrics, prepared, metrics)
+        return _phsafe(spec, control, data, runner, extra_metrics, prepared, outputs == "metrics")
     finally:
         if own:
             runner.close()
@@ -94,9 +118,7 @@ def executor_for(spec: RunSpec) -> Executor:
     """The executor ``spec.backend`` names: in process, a process pool, or Spark
     (:func:`engine.spark.executor.spark_executor` from ``spec.backend_options``)."""
     if spec.backend == "spark":
-        from engine.spark.executor import spark_executor
-
-        return spark_executor(spec.backend_options)
+        return spark_executor(spec.backend_options.to_json())
     return make_executor(spec.backend, spec.workers)
 
 
@@ -108,18 +130,19 @@ def _topdown(
     tables: bool,
     extra_metrics: Mapping[str, Any] | None,
     queries: Sequence[str] | None,
-    with_metrics: bool,
+    outputs: str,
     max_tidy_rows: int | None = None,
 ) -> RunOutput:
-    from engine.runs import topdown as stages
-
+    stages = topdown_stages
     started = time.perf_counter()
     hist = stages.load(spec, executor) if data is None else data
     control.check("after loading")
     measured = stages.measure(spec, hist, control, executor)
     result = stages.estimate(spec, hist, measured, executor, control, started)
-    if not with_metrics:
-        kept, left_out = stages.tidy_queries(result, queries, max_tidy_rows)
+    if outputs == "result":
+        return RunOutput(spec=spec, result=result, metrics={}, tidy=None, data=hist)
+    if outputs == "tidy":
+        kept, left_out = tidy_queries(result, queries, max_tidy_rows)
         return RunOutput(
             spec=spec,
             result=result,
@@ -129,7 +152,7 @@ def _topdown(
             extra={"queries": queries, "queries_left_out": left_out},
         )
     control.progress("Computing metrics", 1.0)
-    computed = stages.metrics(
+    computed = topdown_metrics(
         spec,
         result,
         hist,
@@ -163,16 +186,11 @@ def _phsafe(
     prepared: Any,
     with_metrics: bool,
 ) -> RunOutput:
-    from engine.phsafe.run import PHSafeCancelled
-    from engine.runs import phsafe as stages
-
+    stages = phsafe_stages
     # Spark reads (and casts) the files itself: the extract never has to fit in this process
     extract = stages.load(spec) if data is None and spec.backend != "spark" else data
     control.check("after loading")
-    try:
-        result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
-    except PHSafeCancelled:
-        raise RunCancelled("PHSafe run cancelled") from None
+    result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
     control.progress("error analysis", 1.0)
     errors = stages.error_analysis(result, _scale(spec))
     payload: dict[str, Any] = {}
@@ -202,29 +220,25 @@ def write(
     output: RunOutput,
     out_dir: str | Path,
     *,
-    microdata: bool = True,
     summary: Sequence[str] = (),
 ) -> dict[str, Path]:
     """The write stage: the run's files in ``out_dir`` (:mod:`engine.runs.writers`).
 
-    TopDown options read here (set by ``phexplore run topdown``): ``microdata``, ``measurements``
-    (False: not written), ``output_format`` (``auto``/``csv``/``parquet``) and ``estimates``
-    (``auto``/``dense``/``sparse``); the estimates are streamed from the result, not from
-    ``output.tidy``.
+    TopDown options read here: ``microdata``, ``measurements`` (False: not written), ``output_format``
+    (``auto``/``csv``/``parquet``) and ``estimates`` (``auto``/``dense``/``sparse``); the
+    estimates are streamed from the result, not from ``output.tidy``.
     """
-    from engine.runs.writers import write_phsafe, write_topdown
-
     if output.spec.engine == "topdown":
-        options = output.spec.options
+        options = topdown_stages.options_of(output.spec)
         return write_topdown(
             output.result,
             output.metrics,
             out_dir,
             queries=output.extra.get("queries"),
-            microdata=bool(options.get("microdata", microdata)),
-            measurements=bool(options.get("measurements", True)),
-            output_format=str(options.get("output_format", "auto")),
-            estimates=str(options.get("estimates", "auto")),
+            microdata=options.microdata,
+            measurements=options.measurements,
+            output_format=options.output_format,
+            estimates=options.estimates,
         )
     return write_phsafe(
         output.result, output.metrics, out_dir, summary, errors=output.extra.get("errors")
@@ -233,5 +247,4 @@ def write(
 
 def _scale(spec: RunSpec) -> float | None:
     """The data's declared fraction of the full population (PHSafe option ``scale``), or None."""
-    value = spec.options.get("scale")
-    return None if value is None else float(value)
+    return spec.options.scale if isinstance(spec.options, PHSafeRunOptions) else None

@@ -4,8 +4,16 @@
 ``run replay`` (docs/reliability.md): the manifest must be complete and every file must match its
 hash (:func:`engine.core.manifest.read_output_folder`), metrics.json must parse, and every table
 its ``outputs`` section lists must be readable with the row count recorded when it was written
-(:func:`engine.runs.table_files.check_table`; a truncated Parquet file is refused by name). Folders
-written before issue 17 (``estimates.csv`` etc., no ``outputs`` section) are read as dense CSV.
+(:func:`engine.runs.table_files.check_table`; a truncated Parquet file is refused by name), and
+nothing the manifest does not list may be in the folder (a file, a folder, a link). Folders
+written before tables could be Parquet (``estimates.csv`` etc., no ``outputs`` section) are read as
+dense CSV.
+
+Every later read (:meth:`RunFolder.table`, :meth:`RunFolder.iter`, :meth:`RunFolder.read`) opens
+the file without following links and checks its bytes, as they are read, against the manifest
+captured when the folder was opened (:meth:`engine.core.manifest.Manifest.open`): a folder replaced
+or edited afterwards is refused ("does not match the manifest … open it again"), never read as the
+run it was opened as (docs/reliability.md, "Outputs").
 
 :meth:`RunFolder.estimates` returns the dense tidy table (geolevel, geounit, query, cell, true,
 estimate), re-expanding a sparse one with :func:`dense_estimates` (every geounit × every cell, the
@@ -16,6 +24,7 @@ left-out rows with true = estimate = 0, in the writer's order), or the rows as s
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,13 +79,24 @@ class RunFolder:
         """Whether the run wrote ``table`` (measurements and microdata can be left out)."""
         return table in self.outputs.get("files", {})
 
-    def table(self, table: str) -> pd.DataFrame:
-        """A whole table as stored (estimates may be sparse: see :meth:`estimates`)."""
-        return read_table(self.path(table))
+    def file_name(self, table: str) -> str:
+        """The file name of ``table`` inside the folder (as the manifest lists it)."""
+        return self.path(table).relative_to(self.folder).as_posix()
 
-    def iter(self, table: str, chunk_rows: int = 500_000) -> Any:
-        """A table as stored, in frames of at most ``chunk_rows`` rows."""
-        return iter_table(self.path(table), chunk_rows=chunk_rows)
+    def read(self, name: str) -> bytes:
+        """The bytes of the folder's file ``name``, checked against the manifest read at open."""
+        return self.manifest.read(name)
+
+    def table(self, table: str) -> pd.DataFrame:
+        """A whole table as stored (estimates may be sparse: see :meth:`estimates`), read from the
+        file checked against the manifest read at open."""
+        with self.manifest.open(self.file_name(table)) as source:
+            return read_table(self.path(table), source=source)
+
+    def iter(self, table: str, chunk_rows: int = 500_000) -> Iterator[pd.DataFrame]:
+        """A table as stored, in frames of at most ``chunk_rows`` rows (checked like :meth:`table`)."""
+        with self.manifest.open(self.file_name(table)) as source:
+            yield from iter_table(self.path(table), chunk_rows=chunk_rows, source=source)
 
     def estimates(self, *, dense: bool = True) -> pd.DataFrame:
         """The tidy estimates; a sparse table is re-expanded unless ``dense=False``."""
@@ -159,7 +179,7 @@ def dense_estimates(
 
 
 def _legacy_outputs(files: dict[str, Any]) -> dict[str, Any]:
-    """The ``outputs`` section of a folder written before issue 17: dense CSV files."""
+    """The ``outputs`` section of a folder written before tables could be Parquet: dense CSV."""
     found = {
         name: {"file": f"{name}.csv", "format": "csv"} for name in TABLES if f"{name}.csv" in files
     }
@@ -179,7 +199,7 @@ def open_run_folder(folder: str | Path, *, check_tables: bool = True) -> RunFold
     if "metrics.json" not in manifest.files:
         raise OutputError(f"{base}: the output folder holds no metrics.json (not a run folder)")
     try:
-        metrics = json.loads((base / "metrics.json").read_text(encoding="utf-8"))
+        metrics = json.loads(manifest.read("metrics.json").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise OutputError(f"{base / 'metrics.json'}: not valid JSON ({exc})") from None
     if not isinstance(metrics, dict) or metrics.get("engine", "topdown") != "topdown":
@@ -199,5 +219,6 @@ def open_run_folder(folder: str | Path, *, check_tables: bool = True) -> RunFold
                 "not; the folder is incomplete — rerun the command"
             )
         if check_tables:
-            check_table(base / str(entry["file"]), rows=entry.get("rows"))
+            with manifest.open(str(entry["file"])) as source:
+                check_table(base / str(entry["file"]), rows=entry.get("rows"), source=source)
     return RunFolder(base, manifest, metrics, outputs)

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from engine.dp.budget import TopDownAllocation
+from engine.dp.presets import load_topdown_preset
 from engine.schema.ri_fold import CELLS_PER_GROUP, NOTE, PRODUCTION_QUERY, is_folded
 
 PRODUCTION_PRESET = "topdown-2020-production"
@@ -31,8 +32,6 @@ def folded_raceeth_comparison(
     if allocation.mechanism != "zcdp":
         return []
     if production is None:
-        from engine.dp.presets import load_topdown_preset
-
         production = load_topdown_preset(PRODUCTION_PRESET)["persons"]
     prod = production.with_rho(allocation.rho)
     rows = []

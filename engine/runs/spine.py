@@ -17,7 +17,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.spine import spine_mae
-from engine.topdown.run import TopDownResult
+from engine.topdown.result import TopDownResult
 from engine.topdown.spine.build import BuiltSpine
 from engine.topdown.spine.entities import EntitySet
 from engine.topdown.spine.levels import SpineLevels

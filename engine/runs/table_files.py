@@ -1,4 +1,4 @@
-"""Run tables as CSV or Parquet files, written from chunks and read back with checks (issue 17).
+"""Run tables as CSV or Parquet files, written from chunks and read back with checks (docs/topdown.md "Outputs").
 
 A run's large tables (TopDown estimates, measurements, microdata) are written from an *iterator of
 chunks* (:mod:`engine.topdown.export`), one chunk at a time, so a production-scale run never holds
@@ -14,7 +14,10 @@ production schema on more than a few hundred geounits).
 
 Reading (:func:`read_table`, :func:`iter_table`) refuses, with a message naming the file, a
 Parquet file that is truncated, damaged or not a PHExplore table, and one whose row count differs
-from the count recorded when it was written.
+from the count recorded when it was written. Each reader takes an already opened ``source`` (a
+binary file object) besides the path: a run folder passes the handle whose bytes it has just checked
+against the manifest (:meth:`engine.core.manifest.Manifest.open`), so what is parsed is what was
+verified (the path then only names the file and its format).
 """
 
 from __future__ import annotations
@@ -24,17 +27,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+from typing import IO, Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import OutputError, ValidationError
+from engine.runs.output_options import AUTO_CSV_MAX_ROWS, FORMATS
 
 SUFFIX = {"csv": ".csv", "parquet": ".parquet"}
 METADATA_KEY = b"phexplore"
@@ -101,15 +102,11 @@ def text_type() -> pa.DataType:
     pandas categoricals and the file as dictionaries: cheap to write and to read; pandas reads
     them back as categoricals (:func:`read_table` gives plain text unless asked).
     """
-    import pyarrow as pa
-
     return pa.dictionary(pa.int32(), pa.string())
 
 
 def _arrow_schema(frame: pd.DataFrame, schema: pa.Schema | None) -> pa.Schema:
     """The explicit ``schema``, or text for object columns and pandas' types for the rest."""
-    import pyarrow as pa
-
     if schema is not None:
         return schema
     fields = []
@@ -139,9 +136,6 @@ def write_table(
     text for object columns, pandas' types otherwise, from the first chunk). ``description`` is
     stored in the Parquet metadata (:data:`METADATA_KEY`) and returned in the :class:`TableFile`.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if fmt not in SUFFIX:
         raise ValidationError(f"table format must be csv or parquet; got {fmt!r}")
     started = time.perf_counter()
@@ -156,7 +150,7 @@ def write_table(
                 if not columns:
                     columns = tuple(str(c) for c in chunk.columns)
                 if fmt == "csv":
-                    chunk.to_csv(out, header=n_chunks == 0, index=False)
+                    frame_to_csv(chunk, out, header=n_chunks == 0)  # formula-like text made inert
                 else:
                     if writer is None:
                         arrow = _arrow_schema(chunk, schema).with_metadata(
@@ -208,13 +202,10 @@ class _nothing:
 # ------------------------------------------------------------------ reading
 
 
-def _parquet(path: Path) -> pq.ParquetFile:
+def _parquet(path: Path, source: IO[bytes] | None = None) -> pq.ParquetFile:
     """The opened Parquet file, or an :class:`OutputError` saying it is truncated or damaged."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(source if source is not None else path)
     except (pa.ArrowException, OSError) as exc:
         raise OutputError(
             f"{path}: not a complete Parquet file ({str(exc).strip() or type(exc).__name__}); "
@@ -222,12 +213,12 @@ def _parquet(path: Path) -> pq.ParquetFile:
         ) from None
 
 
-def table_description(path: str | Path) -> dict[str, Any]:
+def table_description(path: str | Path, source: IO[bytes] | None = None) -> dict[str, Any]:
     """The PHExplore description stored in a Parquet table's metadata (``{}`` for CSV)."""
     p = Path(path)
     if p.suffix != ".parquet":
         return {}
-    meta = _parquet(p).schema_arrow.metadata or {}
+    meta = _parquet(p, source).schema_arrow.metadata or {}
     raw = meta.get(METADATA_KEY)
     if raw is None:
         raise OutputError(f"{p}: a Parquet file without PHExplore's table description")
@@ -240,21 +231,21 @@ def table_description(path: str | Path) -> dict[str, Any]:
     return value
 
 
-def check_table(path: str | Path, *, rows: int | None = None) -> int:
+def check_table(
+    path: str | Path, *, rows: int | None = None, source: IO[bytes] | None = None
+) -> int:
     """Check that ``path`` is a readable table (and has ``rows`` rows when given); its row count.
 
     Parquet: the footer must be readable (a truncated file is refused) and carry PHExplore's
     description; every row group is read, so a damaged page is found here, not halfway through a
     reader. CSV: the file must exist and its row count (lines after the header) is returned.
     """
-    import pyarrow as pa
-
     p = Path(path)
-    if not p.is_file():
+    if source is None and not p.is_file():
         raise OutputError(f"{p}: missing; the run folder is incomplete — rerun the command")
     if p.suffix == ".parquet":
-        table_description(p)
-        handle = _parquet(p)
+        table_description(p, source)
+        handle = _parquet(p, source)
         counted = 0
         try:
             for i in range(handle.num_row_groups):
@@ -264,6 +255,9 @@ def check_table(path: str | Path, *, rows: int | None = None) -> int:
                 f"{p}: row group {i + 1} of {handle.num_row_groups} cannot be read ({exc}); the file "
                 "is damaged — rerun the command"
             ) from None
+    elif source is not None:
+        counted = max(0, sum(1 for _ in source) - 1)
+        source.seek(0)
     else:
         with open(p, "rb") as handle_csv:
             counted = max(0, sum(1 for _ in handle_csv) - 1)
@@ -275,8 +269,12 @@ def check_table(path: str | Path, *, rows: int | None = None) -> int:
     return counted
 
 
-def _csv_dtypes(path: Path, columns: Sequence[str] | None) -> dict[str, Any]:
-    header = pd.read_csv(path, nrows=0).columns
+def _csv_dtypes(
+    path: Path, columns: Sequence[str] | None, source: IO[bytes] | None = None
+) -> dict[str, Any]:
+    header = pd.read_csv(source if source is not None else path, nrows=0).columns
+    if source is not None:
+        source.seek(0)
     if "RTYPE" in header or "GEOID" in header:  # microdata: every column is a code
         return dict.fromkeys(header, str)
     return {c: str for c in header if c in STRING_COLUMNS and (columns is None or c in columns)}
@@ -291,25 +289,28 @@ def _plain_text(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_table(
-    path: str | Path, *, columns: Sequence[str] | None = None, categorical: bool = False
+    path: str | Path,
+    *,
+    columns: Sequence[str] | None = None,
+    categorical: bool = False,
+    source: IO[bytes] | None = None,
 ) -> pd.DataFrame:
     """A whole table file (CSV or Parquet) as a frame; identifiers and labels as text
-    (``categorical=True``: Parquet text columns stay categoricals, much smaller in memory)."""
-    import pyarrow as pa
-
+    (``categorical=True``: Parquet text columns stay categoricals, much smaller in memory).
+    ``source``: the file already opened (and verified) — read instead of ``path``."""
     p = Path(path)
     if p.suffix == ".parquet":
-        handle = _parquet(p)
+        handle = _parquet(p, source)
         try:
             frame = handle.read(columns=list(columns) if columns else None).to_pandas()
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"{p}: cannot be read ({exc}); rerun the command") from None
         return frame if categorical else _plain_text(frame)
-    if not p.is_file():
+    if source is None and not p.is_file():
         raise OutputError(f"{p}: missing; the run folder is incomplete — rerun the command")
     return pd.read_csv(
-        p,
-        dtype=_csv_dtypes(p, columns),
+        source if source is not None else p,
+        dtype=_csv_dtypes(p, columns, source),
         usecols=list(columns) if columns else None,
         keep_default_na=False,
         na_values=[""],
@@ -317,14 +318,17 @@ def read_table(
 
 
 def iter_table(
-    path: str | Path, *, chunk_rows: int = 500_000, columns: Sequence[str] | None = None
+    path: str | Path,
+    *,
+    chunk_rows: int = 500_000,
+    columns: Sequence[str] | None = None,
+    source: IO[bytes] | None = None,
 ) -> Iterator[pd.DataFrame]:
-    """A table file in frames of at most ``chunk_rows`` rows (bounded memory for large runs)."""
-    import pyarrow as pa
-
+    """A table file in frames of at most ``chunk_rows`` rows (bounded memory for large runs);
+    ``source``: the file already opened (and verified) — read instead of ``path``."""
     p = Path(path)
     if p.suffix == ".parquet":
-        handle = _parquet(p)
+        handle = _parquet(p, source)
         try:
             for batch in handle.iter_batches(
                 batch_size=chunk_rows, columns=list(columns) if columns else None
@@ -334,8 +338,8 @@ def iter_table(
             raise OutputError(f"{p}: cannot be read ({exc}); rerun the command") from None
         return
     yield from pd.read_csv(
-        p,
-        dtype=_csv_dtypes(p, columns),
+        source if source is not None else p,
+        dtype=_csv_dtypes(p, columns, source),
         usecols=list(columns) if columns else None,
         chunksize=chunk_rows,
         keep_default_na=False,

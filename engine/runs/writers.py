@@ -28,10 +28,29 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
 from engine.core.strict_json import json_default
+from engine.phsafe.outputs import write_official
 from engine.runs.output_options import ESTIMATE_CHOICES
+from engine.runs.phsafe import error_analysis
+from engine.runs.table_files import (
+    AUTO_CSV_MAX_ROWS,
+    check_format,
+    resolve_format,
+    text_type,
+    write_table,
+)
+from engine.topdown.export import (
+    DEFAULT_CHUNK_ROWS,
+    estimate_rows,
+    iter_estimate_frames,
+    iter_measurement_frames,
+    iter_microdata_frames,
+)
+from engine.topdown.queries import query_group
 
 
 def strict(value: Any, *, infinity: str | None = None) -> Any:
@@ -77,10 +96,6 @@ SPARSE_NOTE = (
 
 
 def _estimate_schema() -> Any:
-    import pyarrow as pa
-
-    from engine.runs.table_files import text_type
-
     return pa.schema(
         [
             ("geolevel", text_type()),
@@ -94,10 +109,6 @@ def _estimate_schema() -> Any:
 
 
 def _measurement_schema() -> Any:
-    import pyarrow as pa
-
-    from engine.runs.table_files import text_type
-
     return pa.schema(
         [
             ("geolevel", text_type()),
@@ -141,20 +152,6 @@ def write_topdown(
     caller already holds) is written in slices instead; ``queries`` are the estimates' queries
     (default the run's). metrics.json gets an ``outputs`` section describing every file.
     """
-    from engine.runs.table_files import (
-        AUTO_CSV_MAX_ROWS,
-        check_format,
-        resolve_format,
-        write_table,
-    )
-    from engine.topdown.export import (
-        DEFAULT_CHUNK_ROWS,
-        estimate_rows,
-        iter_estimate_frames,
-        iter_measurement_frames,
-        iter_microdata_frames,
-    )
-
     check_format(output_format)
     if estimates not in ESTIMATE_CHOICES:
         raise ValidationError(
@@ -218,7 +215,6 @@ def _cells_frame(
     """query, cell of every estimates cell, in the estimates' order (for re-expansion)."""
     if tidy is not None:
         return tidy[["query", "cell"]].drop_duplicates().reset_index(drop=True)
-    from engine.topdown.queries import query_group
 
     names = result.query_names if queries is None else tuple(queries)
     rows = [
@@ -238,12 +234,10 @@ def write_phsafe(
 ) -> dict[str, Path]:
     """Write the official files, metrics.json, summary.txt and details/ into ``out_dir``.
 
-    ``errors``: the run's :class:`engine.runs.phsafe.PHSafeErrors` (the metrics stage's error
+    ``errors``: the run's :class:`engine.runs.phsafe.PHSafeErrorAnalysis` (the metrics stage's error
     analysis, written to ``details/errors_by_level.csv`` and ``details/truncation_at_scale.csv``);
     when None it is computed here with ``scale`` (the data's fraction of the full population).
     """
-    from engine.phsafe.outputs import write_official
-
     out = _folder(out_dir)
     paths: dict[str, Path] = {}
     for path in write_official(result.official, out, private=not result.non_private):
@@ -251,8 +245,6 @@ def write_phsafe(
     paths["metrics"] = out / "metrics.json"
     paths["metrics"].write_text(json_text(payload, infinity="string"), encoding="utf-8")
     if errors is None:
-        from engine.runs.phsafe import error_analysis
-
         errors = error_analysis(result, scale)
     details = out / "details"
     details.mkdir(exist_ok=True)
@@ -266,7 +258,7 @@ def write_phsafe(
     for stem, frame in frames.items():
         if frame is not None:
             paths[f"details/{stem}"] = details / f"{stem}.csv"
-            frame.to_csv(paths[f"details/{stem}"], index=False)
+            frame_to_csv(frame, paths[f"details/{stem}"])  # formula-like text made inert
     paths["summary"] = out / "summary.txt"
     paths["summary"].write_text("\n".join(summary) + "\n", encoding="utf-8")
     return paths

@@ -2,14 +2,15 @@
 
 A TopDown query group is a marginal of the histogram: over each schema attribute its matrix is an
 identity (attribute kept), a row of ones (dropped) or a collapse of levels into coarser groups
-(recoded, e.g. HHINSTLEVELS groups HHGQ into household / institutional / non-institutional), and the
-query matrix is the Kronecker product of these factors (SPN §2.3; TDA §5.1). This module parses a
-query name into those per-attribute factors; :mod:`engine.topdown.queries` builds its partition
-index from the same parse, and :mod:`engine.prediction` builds Gram matrices from it without
-ever forming the Kronecker product.
+(recoded, e.g. HHINSTLEVELS groups HHGQ into household / institutional / non-institutional)
+(docs/science.md §4), and the query matrix is the Kronecker product of these factors (SPN §2.3;
+TDA §5.1, §6.4). This module parses a query name into those per-attribute factors;
+:mod:`engine.topdown.queries` builds its partition index from the same parse, and
+:mod:`engine.prediction` builds Gram matrices from it without ever forming the Kronecker product.
 
-Names: ``TOTAL`` (no attribute kept), ``DETAILED`` (all kept), ``HHINSTLEVELS``, or attribute names
-joined by ``*`` (``VOTINGAGE*HISPANIC*CENRACE``).
+Names: ``TOTAL`` (no attribute kept), ``DETAILED`` (all kept), a recode (``HHINSTLEVELS``), or
+attribute names joined by ``*`` (``VOTINGAGE*HISPANIC*CENRACE``). The attributes, levels and
+recodes are those declared in :mod:`engine.schema.attributes`.
 """
 
 from __future__ import annotations
@@ -20,38 +21,35 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.core.errors import ValidationError
+from engine.schema.attributes import (
+    HHINSTLEVELS_RECODE,
+    PERSONS_SCHEMAS,
+    RECODES,
+    REDISTRICTING_SCHEMA,
+    RI2010_SCHEMA,
+)
 
 TOTAL = "TOTAL"
 DETAILED = "DETAILED"
-HHINSTLEVELS = "HHINSTLEVELS"
+HHINSTLEVELS = HHINSTLEVELS_RECODE.name
 
-HHINST_GROUPS: dict[str, int] = {
-    "household": 0,
-    "1": 1,
-    "2": 1,
-    "3": 1,
-    "4": 1,
-    "5": 2,
-    "6": 2,
-    "7": 2,
-}
-"""HHGQ level → HHINSTLEVELS group (TDA §5.1: household / institutional GQ / non-institutional GQ)."""
-HHINST_LABELS = ("household", "institutional", "noninstitutional")
+AttributeLevels = tuple[tuple[str, tuple[str, ...]], ...]
+"""A schema as ``(attribute, level labels)`` pairs in cell order
+(:attr:`Schema.attribute_levels`)."""
 
-SCHEMA_ATTRIBUTES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "ri2010": (
-        ("VOTINGAGE", ("under_18", "18_plus")),
-        ("RACEETH", ("hisp", "white", "black", "aian", "asian", "nhpi", "other", "two")),
-    ),
-    "redistricting2020": (
-        ("HHGQ", ("household", "1", "2", "3", "4", "5", "6", "7")),
-        ("VOTINGAGE", ("under_18", "18_plus")),
-        ("HISPANIC", ("not_hispanic", "hispanic")),
-        ("CENRACE", tuple(f"{code:02d}" for code in range(1, 64))),
-    ),
-}
-"""Attributes (name, level labels) of the shipped schemas, in cell order (TDA §5.1; SPEC §4).
-The engine's :mod:`engine.schema.attributes` declares the same attributes; a test checks they agree."""
+
+def _distinct_attribute_lists() -> dict[str, AttributeLevels]:
+    out: dict[str, AttributeLevels] = {}
+    for schema in PERSONS_SCHEMAS:
+        if schema.attribute_levels not in out.values():
+            out[schema.name] = schema.attribute_levels
+    return out
+
+
+SCHEMA_ATTRIBUTES: dict[str, AttributeLevels] = _distinct_attribute_lists()
+"""The shipped person schemas as ``(attribute, levels)`` pairs, one per distinct attribute list
+(``ri2010``, then ``redistricting2020``; ``pl94171`` has ri2010's attributes), in the order schema
+inference tries them — derived from :data:`engine.schema.attributes.PERSONS_SCHEMAS`."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +72,8 @@ class MarginalParse:
 
 
 ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
-    "ri2010": ("TOTAL", "VOTINGAGE", "DETAILED"),
-    "redistricting2020": (
+    RI2010_SCHEMA.name: ("TOTAL", "VOTINGAGE", "DETAILED"),
+    REDISTRICTING_SCHEMA.name: (
         "TOTAL",
         "HHGQ",
         "HHGQ*HISPANIC",
@@ -83,9 +81,10 @@ ROUNDER_CHAINS: dict[str, tuple[str, ...]] = {
         "DETAILED",
     ),
 }
-"""Nested chains of marginals minimised by the multi-pass rounder (TDA §7.3, eq. 7.7; SPEC §4);
-the engine's rounder (:func:`engine.topdown.queries.rounder_chain`) and the prediction's rounding
-model (:mod:`engine.prediction.root_clipping`) read them from here."""
+"""Nested chains of marginals minimised by the multi-pass rounder, per shipped schema (TDA §7.3,
+eq. 7.7; docs/science.md §4, "Total unimodularity"); the engine's rounder
+(:func:`engine.topdown.queries.rounder_chain`) and the prediction's rounding model
+(:mod:`engine.prediction.root_clipping`) read them from here."""
 
 
 def default_rounder_chain(attributes: Sequence[tuple[str, Sequence[str]]]) -> tuple[str, ...]:
@@ -116,23 +115,26 @@ def parse_marginal(
     kept: list[str] = []
     for part in name.split("*"):
         attr = part
-        if part == HHINSTLEVELS:
-            attr = "HHGQ"
+        recode = RECODES.get(part)
+        if recode is not None:
+            attr = recode.attribute
             if attr not in names:
                 raise ValidationError(
-                    f"query {name!r} needs attribute HHGQ, which schema {schema_name!r} lacks"
+                    f"query {name!r} needs attribute {attr}, which schema {schema_name!r} lacks"
                 )
             levels = list(attributes[names.index(attr)][1])
-            unknown = [lv for lv in levels if lv not in HHINST_GROUPS]
+            groups = [recode.group_of(lv) for lv in levels]
+            unknown = [lv for lv, g in zip(levels, groups, strict=True) if g is None]
             if unknown:
                 raise ValidationError(
-                    f"HHINSTLEVELS cannot group HHGQ level(s) {unknown} of schema {schema_name!r}"
+                    f"{part} cannot group {attr} level(s) {unknown} of schema {schema_name!r}"
                 )
-            recodes.append((attr, tuple(HHINST_GROUPS[lv] for lv in levels), HHINST_LABELS))
+            recodes.append((attr, tuple(g for g in groups if g is not None), recode.labels))
         elif part not in names:
             raise ValidationError(
                 f"query {name!r}: schema {schema_name!r} has no attribute {part!r}; "
-                f"known attributes: {', '.join(names)} (or TOTAL, DETAILED, HHINSTLEVELS)"
+                f"known attributes: {', '.join(names)} "
+                f"(or {', '.join((TOTAL, DETAILED, *RECODES))})"
             )
         if attr in kept:
             raise ValidationError(f"query {name!r} names attribute {attr!r} twice")

@@ -1,8 +1,11 @@
-"""Number of cells of each named TopDown query group (TDA Tables 4 and 7; SPEC §4).
+"""Number of cells of each named TopDown query group (TDA Tables 4, 5, 7 and 8; docs/science.md §4).
 
-Attribute sizes of the redistricting schema: HHGQ 8, VOTINGAGE 2, HISPANIC 2, CENRACE 63,
-HHINSTLEVELS 3 (a collapse of HHGQ); of the RI 2010 schema: VOTINGAGE 2, RACEETH 8; housing units:
-OCCUPANCY 2. A query name is ``TOTAL``, ``DETAILED`` or attributes joined by ``*``.
+The planner counts a query's cells from its name alone, before any data is loaded: a query name
+is ``TOTAL``, ``DETAILED`` or attribute (or recode) names joined by ``*``, and its cells are the
+product of their sizes. Every size is derived from the one declaration in
+:mod:`engine.schema.attributes`: HHGQ 8, VOTINGAGE 2, HISPANIC 2, CENRACE 63 and the recode
+HHINSTLEVELS 3 (redistricting schema); VOTINGAGE 2, RACEETH 8 (RI 2010 schema); OCCUPANCY 2
+(housing units).
 """
 
 from __future__ import annotations
@@ -10,21 +13,31 @@ from __future__ import annotations
 from collections.abc import Iterable
 from math import prod
 
+from engine.schema.attributes import (
+    RECODES,
+    REDISTRICTING_SCHEMA,
+    RI2010_SCHEMA,
+    SCHEMAS,
+    Schema,
+)
+
 ATTRIBUTE_SIZES: dict[str, int] = {
-    "HHGQ": 8,
-    "HHINSTLEVELS": 3,
-    "VOTINGAGE": 2,
-    "HISPANIC": 2,
-    "CENRACE": 63,
-    "RACEETH": 8,
-    "OCCUPANCY": 2,
+    **{a.name: a.size for schema in SCHEMAS.values() for a in schema.attributes},
+    **{recode.name: len(recode.labels) for recode in RECODES.values()},
 }
-DETAILED_CELLS: dict[str, int] = {"redistricting2020": 2016, "ri2010": 16}
-SCHEMA_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "redistricting2020": frozenset({"HHGQ", "HHINSTLEVELS", "VOTINGAGE", "HISPANIC", "CENRACE"}),
-    "ri2010": frozenset({"VOTINGAGE", "RACEETH"}),
-}
-DEFAULT_SCHEMA = "redistricting2020"
+"""Answer cells of each attribute or recode a query name may join, over every declared schema."""
+DETAILED_CELLS: dict[str, int] = {name: schema.size for name, schema in SCHEMAS.items()}
+"""Cells of each declared schema (its DETAILED query)."""
+DEFAULT_SCHEMA = REDISTRICTING_SCHEMA.name
+TOTAL, DETAILED = "TOTAL", "DETAILED"
+"""The two query names that join no attribute (as :mod:`engine.schema.marginals` spells them; not
+imported from there, so that counting cells imports no numpy)."""
+
+
+def query_parts(schema: Schema) -> frozenset[str]:
+    """The names a query on ``schema`` may join: its attributes and the recodes of them."""
+    recodes = {r.name for r in RECODES.values() if r.attribute in schema.names}
+    return frozenset(schema.names) | recodes
 
 
 def allocation_schema(queries: Iterable[str], declared: str | None = None) -> str:
@@ -35,17 +48,17 @@ def allocation_schema(queries: Iterable[str], declared: str | None = None) -> st
     """
     if declared:
         return declared
-    used = {part for q in queries if q not in ("TOTAL", "DETAILED") for part in q.split("*")}
-    if "RACEETH" in used and used <= SCHEMA_ATTRIBUTES["ri2010"]:
-        return "ri2010"
+    used = {part for q in queries if q not in (TOTAL, DETAILED) for part in q.split("*")}
+    if "RACEETH" in used and used <= query_parts(RI2010_SCHEMA):
+        return RI2010_SCHEMA.name
     return DEFAULT_SCHEMA
 
 
-def query_cells(query: str, schema: str = "redistricting2020") -> int | None:
+def query_cells(query: str, schema: str = DEFAULT_SCHEMA) -> int | None:
     """Cells of a query group; ``None`` when the name is not built from known attributes."""
-    if query == "TOTAL":
+    if query == TOTAL:
         return 1
-    if query == "DETAILED":
+    if query == DETAILED:
         return DETAILED_CELLS.get(schema)
     parts = query.split("*")
     if all(p in ATTRIBUTE_SIZES for p in parts):

@@ -7,25 +7,44 @@ RACEETH query. A RACEETH group that production spread over many cells — Hispan
 non-Hispanic Two or more races (57 cells) — is measured on RI as one cell with the σ of one
 production cell, so RACEETH accuracy on RI overstates production's for those groups; the five
 one-race-alone groups and non-Hispanic White are one cell in both.
+
+The fold is :func:`raceeth_of` on the attributes declared in :mod:`engine.schema.attributes`;
+:data:`CELLS_PER_GROUP` and :data:`FOLDED_SCHEMAS` are derived from it and from that declaration.
 """
 
 from __future__ import annotations
 
-FOLDED_SCHEMAS: tuple[str, ...] = ("ri2010", "pl94171")
-"""Schemas whose RACEETH folds production's HISPANIC × CENRACE."""
-PRODUCTION_QUERY = "HISPANIC*CENRACE"
-PRODUCTION_QUERY_CELLS = 126
-CELLS_PER_GROUP: dict[str, int] = {
-    "hisp": 63,
-    "white": 1,
-    "black": 1,
-    "aian": 1,
-    "asian": 1,
-    "nhpi": 1,
-    "other": 1,
-    "two": 57,
+from collections import Counter
+
+from engine.schema.attributes import CENRACE, HISPANIC, PERSONS_SCHEMAS, RACEETH
+
+CENRACE_ALONE_GROUPS: dict[str, str] = {
+    "01": "white",
+    "02": "black",
+    "03": "aian",
+    "04": "asian",
+    "05": "nhpi",
+    "06": "other",
 }
-"""HISPANIC × CENRACE cells behind each RACEETH group (CENRACE 07–63 are the 57 multi-race codes)."""
+"""CENRACE codes of the six single-race groups → RACEETH level; codes 07–63 are ``"two"``."""
+
+
+def raceeth_of(hispanic: str, cenrace: str) -> str:
+    """The RACEETH level (the Blau groups of docs/science.md §5) of a HISPANIC level and a CENRACE
+    code: Hispanic of any race is ``"hisp"``, else the one-race-alone group or ``"two"``."""
+    if hispanic == "hispanic":
+        return "hisp"
+    return CENRACE_ALONE_GROUPS.get(cenrace, "two")
+
+
+FOLDED_SCHEMAS: tuple[str, ...] = tuple(s.name for s in PERSONS_SCHEMAS if RACEETH in s.attributes)
+"""Schemas whose RACEETH folds production's HISPANIC × CENRACE (``ri2010``, ``pl94171``)."""
+PRODUCTION_QUERY = f"{HISPANIC.name}*{CENRACE.name}"
+"""The production query that RACEETH folds."""
+_FOLDED = Counter(raceeth_of(h, c) for h in HISPANIC.levels for c in CENRACE.levels)
+CELLS_PER_GROUP: dict[str, int] = {group: _FOLDED[group] for group in RACEETH.levels}
+"""HISPANIC × CENRACE cells behind each RACEETH group: Hispanic 63, the six alone groups 1 each
+(non-Hispanic), Two or more races 57 (the multi-race CENRACE codes 07–63, non-Hispanic)."""
 
 NOTE = (
     "RI's schema folds production's HISPANIC × CENRACE (126 cells) into 8 RACEETH groups: "

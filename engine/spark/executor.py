@@ -1,7 +1,7 @@
-"""An executor that runs a stage's independent units of work as Spark tasks (SPEC §8).
+"""An executor that runs a stage's independent units of work as Spark tasks (docs/spark.md).
 
 The run pipeline cuts a stage into independent units — for TopDown a batch of parent families of
-one geolevel, as arrays, with their parents' estimates (TDA §7; SCALE-NOTES: hand a task a batch
+one geolevel, as arrays, with their parents' estimates (TDA §7; docs/spark.md: hand a task a batch
 of families, not one family) — and hands them to an executor with a top-level function.
 :class:`SparkExecutor` is that executor on Spark: the units, pickled, become the rows of a
 DataFrame with one partition per unit; ``mapInArrow`` unpickles each on an executor, calls the
@@ -15,20 +15,26 @@ slice, at most ``jobs_in_flight`` jobs at a time (the next slice is pickled and 
 previous one runs, so the cluster does not idle between slices). A level's units are pickled one
 slice at a time, so the driver's memory for them — the Python process, the JVM that builds the
 DataFrame and collects the results and, over Spark Connect, the server — is bounded by
-``jobs_in_flight × slice_bytes`` plus their results, whatever the number of families. (A 10⁷-person
-national TopDown run has ≈ 1.7 GB of block-level units; sent at once they overflowed Spark's
-default 1 GB driver heap.) Slicing does not change the numbers: every unit is still solved alone.
+``jobs_in_flight × slice_bytes`` plus their results, whatever the number of families (a large
+run's block level holds more units than Spark's default driver heap: docs/spark.md, "What runs
+where"). Slicing does not change the numbers: every unit is still solved alone.
 
 Checkpoints: with ``checkpoint_dir`` every finished slice is saved as a Parquet file named by the
 SHA-256 of the function and the slice's pickled units. A run that failed or was stopped, started
 again with the same inputs, seed and slice size, finds the slices it already finished (their
 units, which hold the parents' estimates, are byte-identical) and resumes at the first slice it had
 not finished — within a level, not only at a level's start.
+
+A checkpoint is reused only when it reads back whole and its results hash to the SHA-256 stored
+in its metadata when it was written; a damaged one (truncated, edited, not Parquet) is never an
+error: its slice is computed again and the file rewritten, with one warning naming the file
+(:attr:`SparkExecutor.recomputed`). Checkpoints hold pickled results: keep the folder private.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import threading
@@ -42,8 +48,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.core.errors import PHExploreError, ValidationError
-from engine.core.executors import ExecutionCancelled, check_backend_options
+from engine.core.errors import PHExploreError, RunCancelled, ValidationError
+from engine.core.executors import check_backend_options
+from engine.spark.session import fail_fast, get_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -52,7 +59,10 @@ POLL_S = 0.2
 """Seconds between two checks of ``cancel()`` while a Spark job runs."""
 CANCEL_WAIT_S = 30.0
 """After a cancel, wait at most this long for the interrupted job before returning."""
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+"""Part of every checkpoint's name: version 2 files carry the SHA-256 of their results."""
+_RESULTS_SHA = b"phexplore_results_sha256"
+_LOG = logging.getLogger(__name__)
 MAX_PARTITIONS = 10_000
 """At most this many units (tasks) per slice: one unit per task (units are already batches)."""
 MIB = 1 << 20
@@ -69,10 +79,6 @@ whole number of bytes in the valid range; larger slices give a big cluster more 
 DEFAULT_JOBS_IN_FLIGHT = 2
 MAX_JOBS_IN_FLIGHT = 16
 """Spark jobs (slices) of one ``map`` running at once: 1–16, default 2."""
-
-
-class SparkCancelled(ExecutionCancelled):
-    """``cancel()`` returned True while a Spark job ran; the job was interrupted."""
 
 
 class SparkTaskFailed(PHExploreError):
@@ -93,6 +99,7 @@ def check_slice_bytes(value: object) -> int:
 
 
 def _dumps(value: Any) -> bytes:
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark import cloudpickle
 
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -163,6 +170,8 @@ class SparkExecutor:
         """Seconds each unit took on its executor, in unit order (for benchmarks)."""
         self.checkpoint_hits = 0
         """Slices read back from checkpoints instead of being run."""
+        self.recomputed: list[Path] = []
+        """Damaged checkpoint files whose slices were computed again (and the files rewritten)."""
         self.jobs = 0
         """Spark jobs (slices) run so far."""
         try:
@@ -180,23 +189,42 @@ class SparkExecutor:
         return digest.hexdigest()
 
     def _load_checkpoint(self, key: str, n: int) -> pa.Table | None:
+        """The finished slice ``key`` of ``n`` units, or None when there is no usable checkpoint:
+        absent, or damaged (unreadable, other rows, results not matching their stored SHA-256 —
+        then the slice is recomputed and the file rewritten, see the module docstring)."""
         if self.checkpoint_dir is None:
             return None
         path = self.checkpoint_dir / f"{key}.parquet"
         if not path.is_file():
             return None
-        table = pq.read_table(path)
-        if table.num_rows != n or table.schema.metadata is None:
-            return None
-        if table.schema.metadata.get(b"phexplore_units") != str(n).encode():
-            return None
-        return table
+        try:
+            table = pq.read_table(path)
+            meta = table.schema.metadata or {}
+            problem = None
+            if table.num_rows != n or meta.get(b"phexplore_units") != str(n).encode():
+                problem = f"it holds {table.num_rows} results for {n} units"
+            elif meta.get(_RESULTS_SHA) != _results_digest(table).encode():
+                problem = "its results do not match their SHA-256"
+        except (pa.ArrowException, OSError, KeyError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {str(exc).strip()[:120]}"
+        if problem is None:
+            return table
+        self.recomputed.append(path)
+        _LOG.warning(
+            "Spark checkpoint %s is damaged (%s); computing its units again and rewriting it",
+            path,
+            problem,
+        )
+        return None
 
     def _save_checkpoint(self, key: str, table: pa.Table) -> None:
         if self.checkpoint_dir is None:
             return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        meta = {b"phexplore_units": str(table.num_rows).encode()}
+        meta = {
+            b"phexplore_units": str(table.num_rows).encode(),
+            _RESULTS_SHA: _results_digest(table).encode(),
+        }
         tmp = self.checkpoint_dir / f".{key}.{uuid.uuid4().hex}.tmp"
         pq.write_table(table.replace_schema_metadata(meta), tmp)
         os.replace(tmp, self.checkpoint_dir / f"{key}.parquet")
@@ -228,11 +256,11 @@ class SparkExecutor:
     ) -> list[Any]:
         """``[fn(u) for u in units]`` on Spark, sent in slices; ``done(i, result)`` per unit once
         its slice's job ended (in unit order), ``cancel()`` polled while jobs run (then every
-        running job is interrupted and :class:`SparkCancelled` raised)."""
+        running job is interrupted and :class:`~engine.core.errors.RunCancelled` raised)."""
         if not units:
             return []
         if cancel is not None and cancel():
-            raise SparkCancelled("cancelled before the Spark job started")
+            raise RunCancelled("cancelled before the Spark job started")
         results: list[Any] = []
         running: deque[_SliceJob] = deque()
         slices = self._slices(units)
@@ -285,6 +313,8 @@ class SparkExecutor:
                         done(len(results), result)
                     results.append(result)
         except BaseException:
+            if _classic_context(self.session) is None:  # Spark Connect: give up fast when the
+                fail_fast(self.session)  # server is gone (an interrupt must end the process)
             self._cancel_all(running)()
             raise
         return results
@@ -391,7 +421,7 @@ class _SliceJob:
             if cancel is not None and self.thread.is_alive() and cancel():
                 stop_all()
                 self.thread.join(CANCEL_WAIT_S)
-                raise SparkCancelled("cancelled; the Spark job was interrupted")
+                raise RunCancelled("cancelled; the Spark job was interrupted")
 
     def result(self) -> pa.Table:
         if "error" in self.outcome:
@@ -400,6 +430,18 @@ class _SliceJob:
                 f"a unit of work failed on Spark: {_first_line(error)}"
             ) from error
         return self.outcome["table"]
+
+
+def _results_digest(table: pa.Table) -> str:
+    """SHA-256 of a slice's results in unit order (index, length and bytes of each result)."""
+    digest = hashlib.sha256()
+    for i, blob in sorted(
+        zip(table.column("i").to_pylist(), table.column("result").to_pylist(), strict=True)
+    ):
+        digest.update(int(i).to_bytes(8, "little", signed=True))
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.hexdigest()
 
 
 def _classic_context(spark: SparkSession) -> Any:
@@ -428,7 +470,6 @@ def spark_executor(
     (reused if this process already has one; a new classic one with ``driver_memory``, see
     :func:`engine.spark.session.get_session`), the optional ``checkpoint`` folder, and slices of
     :data:`SLICE_BYTES_ENV` bytes when that variable is set."""
-    from engine.spark.session import get_session
 
     options = check_backend_options("spark", backend_options)
     slice_bytes = DEFAULT_SLICE_BYTES

@@ -121,6 +121,7 @@ def level_truth(spark: SparkSession, tree: GeoTree, cells: DataFrame) -> DataFra
     conventional spine) and counted once for each of them; ``groupBy(node, cell)`` sums them —
     one shuffle for all levels, whatever the spine (a bypassed level or a coarser leaf level
     only changes the ancestor lists)."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     up = _leaf_ancestors(spark, tree)

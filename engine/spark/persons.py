@@ -29,6 +29,7 @@ Connect too.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -39,10 +40,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.core.sniff import GZIP_MAGIC, check_content, check_path
+from engine.data.generated import PPMF_TYPES, _find, generated_cells, generated_histogram
+from engine.data.geography import ID_LENGTHS
 from engine.data.histogram import BlockHistogram
-from engine.data.validate import CsvLayout
+from engine.data.population import read_manifest
+from engine.data.ppmf import COLUMNS, not_usable, ppmf_histogram, ppmf_records
+from engine.data.validate import CsvLayout, csv_layout, lines_table
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -152,9 +159,6 @@ def _recode_ppmf(
     each batch of lines (row numbers counted from the batch's split)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from engine.data.ppmf import not_usable, ppmf_records
-        from engine.data.validate import lines_table
-
         for item in _split_batches(batches):
             if isinstance(item, tuple):
                 yield _one_row(LINES, item[0], 0, item[1], None)
@@ -187,10 +191,6 @@ def _recode_generated(
     of lines, then :func:`engine.data.generated.generated_cells`."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.csv as pacsv
-
-        from engine.data.generated import PPMF_TYPES, generated_cells
-
         for item in _split_batches(batches):
             if isinstance(item, tuple):
                 yield _one_row(LINES, item[0], 0, item[1], None)
@@ -214,9 +214,6 @@ def _recode_generated(
 
     def _unreadable(item: _Batch, exc: Exception) -> str:
         """The first value that is not a whole number, else the batch's first row."""
-        import pyarrow.csv as pacsv
-
-        from engine.data.generated import PPMF_TYPES
 
         try:
             text = pacsv.read_csv(
@@ -252,6 +249,7 @@ def _recode_generated(
 
 def _text_frame(spark: SparkSession, path: Path | str) -> DataFrame:
     """The file's lines with the start of the split each was read from."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     text = str(path)
@@ -264,9 +262,6 @@ def _text_frame(spark: SparkSession, path: Path | str) -> DataFrame:
 
 def _header_line(path: Path) -> str:
     """The first line of a local file (plain or gzip), byte-order mark and line end removed."""
-    import gzip
-
-    from engine.core.sniff import GZIP_MAGIC, check_content, check_path
 
     check_path(path, path.name, 1 << 62)
     with path.open("rb") as handle:
@@ -291,6 +286,7 @@ def _recoded(
     The sums are one row per (block, cell) with persons (kind :data:`CELLS`), one per batch with
     problems and one per file split with its number of lines: the batches are added up by
     ``groupBy``. Only the few rows of problems and split lengths are collected here."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     lines = _text_frame(spark, path)
@@ -374,9 +370,8 @@ def _block_cells(cells: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 def _block_filter(frame: DataFrame, block_filter: Mapping[str, Any] | None) -> DataFrame:
     """Keep the block cells inside ``--filter LEVEL=ID,…`` (ids as full geocodes), in Spark."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
-
-    from engine.data.geography import ID_LENGTHS
 
     if not block_filter:
         return frame
@@ -409,9 +404,6 @@ def read_person_records(
     Raises the local loader's errors for bad input.
     """
     if kind == "ppmf":
-        from engine.data.ppmf import COLUMNS, ppmf_histogram
-        from engine.data.validate import csv_layout
-
         layout = csv_layout(_header_line(path), COLUMNS, label=path.name)
         grouped, table = _recoded(spark, path, _recode_ppmf(layout))
         _raise_problems(table, path.name, generated=False)
@@ -423,9 +415,6 @@ def read_person_records(
         blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = ppmf_histogram(blocks, index, cell, count)
     elif kind == "generated":
-        from engine.data.generated import PPMF_TYPES, _find, generated_histogram
-        from engine.data.population import read_manifest
-
         manifest = read_manifest(path)
         persons = _find(path, "ppmf")
         header = [h.strip() for h in _header_line(persons).split(",")]
@@ -454,6 +443,7 @@ class SparkBlockCells:
     block_filter: Mapping[str, Any] | None = None
 
     def cells(self) -> DataFrame:
+        # optional dependency (the spark extra): imported where Spark runs
         from pyspark.sql import functions as F
 
         cells = self.frame.filter(F.col("kind") == CELLS).select("block", "cell", "count")
@@ -469,6 +459,7 @@ def block_node_cells(
     """The long block cells ``(block, cell, count)`` as ``(node, cell, count)``, ``node`` the
     block's leaf geounit in ``tree`` (``block_ids``: the tree's blocks in order, 15-digit ids);
     cells of blocks outside the tree (a filtered run) are dropped by the join."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     ids = pc.cast(pa.array(np.asarray(block_ids, dtype=object), pa.string()), pa.int64())

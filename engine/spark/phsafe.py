@@ -1,7 +1,7 @@
 """PHSafe's truncate-and-join and grouped counts as Spark DataFrame operations (PHS §3, Algs. 1–4).
 
 The same steps as :mod:`engine.phsafe.join`, with the data in Spark and the engine's own code for
-everything that decides a number (SPEC §8: any backend gives the same numbers):
+everything that decides a number (docs/science.md §8: any backend gives the same numbers):
 
 1. :func:`prepare` (PHSafe reader and preprocessing, PHS §6.2.1, §6.3): keep the configured states,
    drop group-quarters geography (geo RTYPE 4 or 5), join units to their state, cast every code to
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from engine.core.errors import DataValidationError, Problem
+from engine.core.errors import DataValidationError, Problem, RunCancelled
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig
 from engine.phsafe.join import (
@@ -46,7 +46,7 @@ from engine.phsafe.join import (
     truncation_stats,
     with_occurrence,
 )
-from engine.phsafe.run import PHSafeCancelled, run_levels
+from engine.phsafe.release import run_levels
 from engine.phsafe.tables import MEASURED
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -147,6 +147,7 @@ def read_cef(spark: SparkSession, source: str | Path | CefExtract) -> SparkCef:
 
 def _integers(frame: DataFrame, names: Mapping[str, str], label: str) -> DataFrame:
     """Cast the named string columns to bigint; a located error for any value that is not a number."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     cast = frame.select(
@@ -221,6 +222,7 @@ def prepare(spark: SparkSession, cef: SparkCef, state_filter: Sequence[str]) -> 
 
     Lazy apart from three small jobs (the states present, and the numbers of persons and units):
     the hashing and filters run when :func:`tabulate_all` asks for counts."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -342,14 +344,15 @@ def tabulate_all(
     progress: ProgressCallback | None = None,
     cancel: CancelCallback | None = None,
 ) -> dict[str, TableTabulation]:
-    """Every measured table at the run's levels (:func:`engine.phsafe.run.run_levels`): the same
-    :class:`TableTabulation` as :func:`engine.phsafe.run.tabulate_all` on the same extract; a
-    ``tabulate`` for :func:`engine.phsafe.run.run_phsafe`.
+    """Every measured table at the run's levels (:func:`engine.phsafe.release.run_levels`): the same
+    :class:`TableTabulation` as :func:`engine.phsafe.release.tabulate_all` on the same extract; a
+    ``tabulate`` for :func:`engine.phsafe.release.run_phsafe`.
 
     All tables in one pass: one window ranks each household's persons for every table (the first
     τ by record hash), one window finds non-unique units, one join, one counting job and one
     household-size job. ``cancel()`` is checked between jobs (then
-    :class:`~engine.phsafe.run.PHSafeCancelled`)."""
+    :class:`~engine.core.errors.RunCancelled`)."""
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -363,7 +366,7 @@ def tabulate_all(
 
     def check(step: str, fraction: float) -> None:
         if cancel is not None and cancel():
-            raise PHSafeCancelled(f"PHSafe run on Spark cancelled before {step}")
+            raise RunCancelled(f"PHSafe run on Spark cancelled before {step}")
         if progress is not None:
             progress(step, fraction)
 
@@ -460,6 +463,7 @@ def _any(columns: Iterable[Column]) -> Column:
 
 
 def _sum_counts(counted: DataFrame) -> list:
+    # optional dependency (the spark extra): imported where Spark runs
     from pyspark.sql import functions as F
 
     return (

@@ -1,5 +1,5 @@
 """The noisy answers a batch of families needs, filled in where the batch is solved (TDA eq. 7.5;
-SPEC §8; issue 17).
+docs/science.md §8; docs/topdown.md, "Sparse histograms and lazy keyed measurements").
 
 In a family's weighted least squares (TDA eq. 7.5) a child's cell that is empty in the parent, or a
 structural zero (TDA §5.3), is 0 in every feasible point. An answer ``A_q x_c`` that sums only such
@@ -81,7 +81,7 @@ class DrawnAnswers:
 
 @dataclass(frozen=True)
 class KeyedAnswers:
-    """What a unit of work needs to draw its children's noisy answers itself (SPEC §8).
+    """What a unit of work needs to draw its children's noisy answers itself (docs/science.md §8).
 
     ``truth`` the children's true histograms ``(K, n_cells)`` (CSR), ``geounit_hash`` their
     H(level, geounit), ``scale`` ``(K, n_queries)`` the noise scale of every measured answer (σ² of

@@ -1,4 +1,5 @@
-"""Structural zeros and group-quarters bounds as constraints (TDA §5.3, §6.2; SPEC §4, §6).
+"""Structural zeros and group-quarters bounds as constraints (TDA §5.3, §6.2; docs/science.md §4,
+§6).
 
 Production TopDown held, for every block, bounds on the person counts by HHGQ derived from the
 invariant unit frame: a block with no housing unit and no group-quarters (GQ) facility has 0 persons
@@ -6,7 +7,7 @@ in every cell (a structural zero), a GQ type without a facility in the block hol
 GQ facility holds at least one person (a lower bound per GQ type), and each occupied housing unit
 holds at least its householder (a lower bound on the household population). The right-hand sides
 are summed up the tree, so every parent→children problem stays feasible when the parent meets its
-own bounds (SPEC §4).
+own bounds (docs/science.md §4).
 
 :func:`block_bounds` derives these bounds from whatever the data carry:
 
@@ -49,11 +50,6 @@ class CountBounds:
     lower: np.ndarray
     upper: np.ndarray
     source: str
-
-    @property
-    def n_structural_zero_rows(self) -> int:
-        """Rows whose every answer is bounded by 0 (e.g. blocks with no unit at all)."""
-        return int(np.sum(np.all(self.upper == 0, axis=1)))
 
 
 def _frame_facts(hist: BlockHistogram) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, str]:
@@ -164,7 +160,7 @@ def _check_truth(hist: BlockHistogram, bounds: CountBounds) -> None:
 
 
 def node_bounds(tree, bounds: CountBounds) -> CountBounds:
-    """Block bounds summed up ``tree`` (SPEC §4: right-hand sides summed up the tree)."""
+    """Block bounds summed up ``tree`` (docs/science.md §4: right-hand sides summed up the tree)."""
     lower = tree.aggregate(bounds.lower)
     upper = tree.aggregate(bounds.upper)
     return CountBounds(bounds.query, lower, upper, bounds.source)
@@ -178,7 +174,8 @@ def child_bounds(spec: QuerySpec, bounds: CountBounds, kids: np.ndarray) -> Chil
 
 @dataclass(frozen=True)
 class UnconstrainedNote:
-    """What a run without unit data did to empty blocks (issue 13 item 10, SPEC §6)."""
+    """What a run without unit data did to empty blocks (docs/science.md §6: such data get no
+    bounds, and every run says so next to its results)."""
 
     empty_blocks: int
     blocks: int
@@ -192,7 +189,7 @@ class UnconstrainedNote:
     def sentence(self) -> str:
         return (
             f"The data carry no housing units or group quarters, so structural zeros could not be "
-            f"held (SPEC §6): the {self.empty_blocks:,} blocks with no persons (of "
+            f"held (docs/science.md §6): the {self.empty_blocks:,} blocks with no persons (of "
             f"{self.blocks:,}) received {self.persons_in_empty_blocks:,} persons "
             f"({100 * self.share:.1f}% of {self.persons:,}); production would have held blocks "
             "without housing units or group quarters at 0."

@@ -1,10 +1,12 @@
-"""A rough time and memory estimate of a TopDown run, shown before Run (issue 17).
+"""A rough time and memory estimate of a TopDown run, shown before Run (docs/topdown.md,
+"The cost estimate shown before Run").
 
 A linear model in the number of blocks and the schema's cells, with coefficients measured by
 ``benchmarks/topdown_production.py`` on generated states with the 2,016-cell schema on a quiet
-2-core machine (docs/topdown.md, "Production scale — where it stands"), plus the dense comparison
-table a caller keeps (the app keeps at most a set number of rows). It is an order of magnitude for
-planning, not a promise: the time depends on the machine and its load.
+2-core machine, plus the dense comparison table a caller keeps (the app keeps at most a set number
+of rows) and the app's predicted-vs-measured table. The measurements behind each coefficient are in
+that section of docs/topdown.md. It is an order of magnitude for planning, not a promise: the time
+depends on the machine and its load.
 """
 
 from __future__ import annotations
@@ -12,41 +14,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SECONDS_PER_BLOCK_2016 = 0.0009
-"""Wall-clock seconds per block with the 2,016-cell schema on a quiet machine: 18.8 s / 23,133
-blocks (1,000,000 persons, median of 3: 0.00081) and 268.2 s / 292,120 blocks (10,000,000
-persons: 0.00092), 2026-11-24 08:30–08:41 (34.4 s and 416.6 s, 0.0015, before that day's
-solvers)."""
+"""Wall-clock seconds per block of a run with the 2,016-cell schema on a quiet 2-core machine
+(measured: docs/topdown.md, "The cost estimate shown before Run")."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""
 BYTES_PER_BLOCK_CELL = 1.8
-"""Peak bytes per (block × cell) of a run whose blocks are loaded sparse (generated populations,
-PPMF; docs/topdown.md "Sparse block histograms from the file"): the CLI peaked at 0.39–0.40 GiB
-on 23,133 blocks × 2,016 cells (1,000,000 persons): 0.43 GB, 0.08 GB over :data:`BASE_GB` = 1.7
-bytes; the 10,000,000-person benchmark (292,120 blocks) at 1.11 GiB = 1.19 GB, 1.4 bytes. Before
-the sparse loader the dense block histogram (int64) made it 9.6 bytes (0.72 GiB at 1,000,000
-persons, 5.58 GiB at 10,000,000)."""
+"""Peak bytes per (block × cell) over :data:`BASE_GB` of a run whose blocks are loaded sparse
+(generated populations, PPMF; measured: docs/topdown.md, "The cost estimate shown before Run")."""
 TABLE_BYTES_PER_ROW = 330.0
 """Bytes per row of the dense comparison table (geounit × query cell) the app keeps, with the
-tables built beside it: the app's metrics stage took +494 MB for 1,508,590 kept rows at 100,000
-persons (``benchmarks/app_metrics.py``, docs/topdown.md "Known limitations")."""
+tables built beside it (measured by ``benchmarks/app_metrics.py``: docs/topdown.md, "The cost
+estimate shown before Run")."""
 ANSWERS_PER_CELL = 1.3
 """Query answer cells per histogram cell of a geounit (the production query set: ≈ 2,600 answer
 cells over 2,016 histogram cells)."""
 PREDICTION_PROFILE_BYTES_PER_BLOCK_CELL = 9.0
 PREDICTION_PROFILE_SECONDS_PER_BLOCK_2016 = 1.3e-4
-"""The app's predicted-vs-measured table (issue 19), first its count profile of the run's spine
-(every geounit's true counts): +419 MB and 3.1 s at 1,000,000 persons (23,133 blocks, 2,016
-cells; the prediction step of ``benchmarks/app_metrics.py``, measured alone in a forked child)."""
+"""The app's predicted-vs-measured table (docs/prediction.md), first its count profile of the
+run's spine (every geounit's true counts): bytes per (block × cell) and seconds per block at 2,016
+cells (measured: docs/topdown.md, "The cost estimate shown before Run")."""
 PREDICTION_SAMPLED_GB_2016 = 0.5
 PREDICTION_SAMPLED_SECONDS_2016 = 8.0
 PREDICTION_SAMPLED_FULL_BLOCKS = 23_133
 """Then the prediction itself, evaluated on a sample of whole families of at most
-``engine.prediction.RUN_TABLE_MAX_UNITS`` geounits per level, so bounded: +485 MB and 8.0 s at
-1,000,000 persons (the dense model: the largest family exceeds the support model's limit), +168 MB
-and 1.3–1.9 s at 100,000 (support model); the time taken to grow with blocks up to the 1e6 size,
-the memory as the bound throughout (an over-estimate for small runs). Before the sample the table
-took +6.9 GB and 141 s at 1,000,000 persons. The CLI does not compute it."""
+``engine.prediction.RUN_TABLE_MAX_UNITS`` geounits per level, so bounded: its memory (GB) and
+seconds at 2,016 cells and the block count up to which its time grows with the blocks; the memory
+is the bound throughout (an over-estimate for small runs). The CLI does not compute it (measured:
+docs/topdown.md, "The cost estimate shown before Run")."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
 

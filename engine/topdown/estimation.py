@@ -1,4 +1,5 @@
-"""The estimation phase of a TopDown run, root first then depth by depth (TDA §7; SPEC §4, §8).
+"""The estimation phase of a TopDown run, root first then depth by depth (TDA §7; docs/science.md
+§4, §8).
 
 The root is solved alone (TDA eq. 7.1, 7.3). Below it each parent's children form a family solved
 as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
@@ -7,7 +8,8 @@ as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5�
 §8.1). Families of one depth are independent: they are batched into chunks of about
 ``chunk_cells`` variables, the units of work an :class:`~engine.core.executors.Executor` runs;
 feasibility is checked before solving (:mod:`engine.topdown.feasibility`). A level's units are
-built one at a time as the executor takes them (:class:`LevelUnits`, issue 18). Chunking does not
+built one at a time as the executor takes them (:class:`LevelUnits`: docs/spark.md, "Driver
+memory"). Chunking does not
 depend on the executor, so results are identical for any number of workers.
 """
 
@@ -20,7 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.sparse as sp
 
-from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.core.errors import RunCancelled
+from engine.core.executors import Executor, InProcessExecutor
 from engine.topdown.batch_answers import BatchAnswers, with_answers
 from engine.topdown.constraints import CountBounds, child_bounds
 from engine.topdown.family import ChildSum, FamilyBatch, QuerySpec
@@ -28,7 +31,7 @@ from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
 from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
-from engine.topdown.options import Progress, RunCancelled, unit_variables
+from engine.topdown.options import Progress, unit_variables
 from engine.topdown.plan import TopDownPlan
 from engine.topdown.qp.least_squares import multipass_least_squares
 from engine.topdown.rounding import round_batch
@@ -72,7 +75,8 @@ def _batch_frame(
 ) -> tuple[FamilyBatch, BatchAnswers]:
     """A batch of families without its noisy answers, and where to get them: the unit of work
     fills them in (:func:`~engine.topdown.batch_answers.with_answers`), drawing keyed noise for
-    the answers the batch needs only (issue 17)."""
+    the answers the batch needs only (docs/topdown.md, "Sparse histograms and lazy keyed
+    measurements")."""
     ptr, idx = tree.children_ptr
     if root:
         kids = np.array([0])
@@ -151,7 +155,7 @@ least-squares passes and the rounding chain."""
 
 class LevelUnits(Sequence[Unit]):
     """A level's units of work, each built (and checked for feasibility) only when an executor
-    asks for it, so the driver never holds a whole level's units (issue 18).
+    asks for it, so the driver never holds a whole level's units (docs/spark.md, "Driver memory").
 
     ``units[k]`` is chunk ``k``'s :class:`FamilyBatch` (without its noisy answers), built by
     ``frame(chunks[k])``; :func:`~engine.topdown.feasibility.check_batch` runs on it and raises
@@ -204,7 +208,7 @@ def _unit(args: Unit) -> BatchOutcome:
     estimates come back as CSR."""
     batch, answers, passes, chain = args
     outcome = estimate_batch(with_answers(batch, answers), passes, chain)
-    # Sent back sparse: a level's results are all held until the level ends (issue 17).
+    # Sent back sparse: a level's results are all held until the level ends.
     return replace(outcome, x=sp.csr_matrix(outcome.x, dtype=np.int64))
 
 
@@ -307,7 +311,7 @@ def estimate(
         ) -> None:
             report(label, 0.02 + 0.98 * (base + int(ends[k])) / total_children)
 
-        # Built one at a time as the executor takes them (issue 18): the driver holds a slice of
+        # Built one at a time as the executor takes them: the driver holds a slice of
         # units, not the level's; the parents' estimates they read do not change until map ends.
         units = LevelUnits(
             chunks,
@@ -317,10 +321,7 @@ def estimate(
             ),
             chain,
         )
-        try:
-            results = runner.map(_unit, units, cancel=is_cancelled, done=done)
-        except ExecutionCancelled:
-            raise RunCancelled("TopDown run cancelled") from None
+        results = runner.map(_unit, units, cancel=is_cancelled, done=done)
         del units
         done_children += int(ends[-1]) if len(ends) else 0
         for chunk, res in zip(chunks, results, strict=True):

@@ -9,8 +9,9 @@ redistricting schema these are the PPMF columns ``RTYPE`` (3 household, 5 group 
 holding its level label (``VOTING_AGE`` is coded 1/2 whenever the schema has VOTINGAGE).
 
 The tidy tables of a run come in chunks, so a production-scale run is written in bounded memory
-(issue 17): :func:`iter_estimate_frames` (geolevel, geounit, query, cell, true, estimate; with
-``sparse`` the rows whose true and estimated counts are both 0 are left out),
+(docs/topdown.md, "Production scale"): :func:`iter_estimate_frames` (geolevel, geounit, query,
+cell, true, estimate; with ``sparse`` the rows whose true and estimated counts are both 0 are left
+out),
 :func:`iter_measurement_frames` (geolevel, geounit, query, cell, noisy, variance: the noisy
 measurements of TDA §6.1, every measured cell) and :func:`iter_microdata_frames` (persons, a chunk
 of whole blocks at a time). Each yields frames of at most ``chunk_rows`` rows (or one geounit's
@@ -143,7 +144,7 @@ def iter_estimate_frames(
     its rows whose ``true`` or ``estimate`` is non-zero (``sparse=True``), in the same order; the
     text columns are categoricals (cheap to build, written as text). Each chunk is built from a slice
     of at most ``chunk_rows // cells`` geounits, so no table larger than a chunk is held. The
-    sparse table is built from the non-zero cells of the sparse histograms (issue 17): its cost
+    sparse table is built from the non-zero cells of the sparse histograms: its cost
     grows with the non-zero cells, not with geounits × cells.
     """
     chunk_rows = _check_chunk_rows(chunk_rows)
@@ -266,7 +267,7 @@ def _microdata_chunk(
     result: TopDownResult, rows: np.ndarray, leaf_ids: np.ndarray, ppmf: bool
 ) -> pd.DataFrame:
     """Persons of the blocks whose estimate rows are ``rows`` (PPMF-like columns, categoricals)."""
-    blocks = result.estimates_sparse[rows].tocoo()  # non-zero cells only (issue 17)
+    blocks = result.estimates_sparse[rows].tocoo()  # non-zero cells only
     order = np.lexsort((blocks.col, blocks.row))  # block by block, cells in order
     counts = blocks.data[order]
     if np.any(counts < 0):

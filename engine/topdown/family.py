@@ -1,4 +1,4 @@
-"""The data of a batch of parent→children estimation problems (TDA §6, eq. 7.2; SPEC §4).
+"""The data of a batch of parent→children estimation problems (TDA §6, eq. 7.2; docs/science.md §4).
 
 TopDown estimates the children of each fixed parent jointly (TDA eq. 7.2, 7.4); the families of one
 depth of the spine are independent, so the engine batches many of them into one problem (a
@@ -146,12 +146,6 @@ class FamilyBatch:
             shape=(1, self.n_children),
         )
         return sp.kron(pick, a_q, format="csr")
-
-    def query_position(self, name: str) -> int:
-        for k, q in enumerate(self.queries):
-            if q.name == name:
-                return k
-        raise KeyError(name)
 
     def subset(self, families: Sequence[int] | np.ndarray) -> FamilyBatch:
         """The batch restricted to ``families`` (in the given order)."""

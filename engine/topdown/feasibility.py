@@ -1,14 +1,14 @@
-"""Feasibility diagnostics for the parent→children problems (TDA §6.2, §7.3; SPEC §4).
+"""Feasibility diagnostics for the parent→children problems (TDA §6.2, §7.3; docs/science.md §4).
 
 Every TopDown subproblem must admit a non-negative histogram for each child such that the children
 sum to the (already rounded) parent cell by cell and every invariant holds (including the sums of
 siblings held exact, e.g. a split state's two branches, TDA §7.4). Invariants derived from
 the same data are consistent once their right-hand sides are summed up the tree (an invariant at a
-level is also held at every level above it, SPEC §4), but a hand-made tree, an allocation with
-invariants below noisy levels or a corrupt input can break this. :func:`check_batch` tests the
+level is also held at every level above it, docs/science.md §4), but a hand-made tree, an allocation
+with invariants below noisy levels or a corrupt input can break this. :func:`check_batch` tests the
 necessary conditions *before* solving and reports, in words, which geounit and which constraint
-fails; :func:`describe_family_failure` turns a solver failure into such a sentence by re-testing each
-family with a small feasibility LP. Users never see a bare solver trace.
+fails; :func:`describe_family_failure` turns a solver failure into such a sentence by re-testing
+each family with a small feasibility LP. Users never see a bare solver trace.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _bound_label(name: str, a: int) -> str:
 
 
 def _bound_problems(batch: FamilyBatch) -> list[str]:
-    """The parent's answer must lie within the children's summed bounds (SPEC §4, §6)."""
+    """The parent's answer must lie within the children's summed bounds (docs/science.md §4, §6)."""
     problems: list[str] = []
     for bound in batch.bounds:
         lower = np.where(np.isfinite(bound.lower), bound.lower, 0.0)

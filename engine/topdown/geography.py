@@ -20,7 +20,7 @@ Estimation processes *families* (a parent and its children) depth by depth from 
 
 The per-node per-query privacy budgets come from :func:`engine.topdown.measure.node_query_budget`,
 which a different spine may replace by passing its own array to
-:func:`engine.topdown.run.run_topdown`.
+:func:`engine.topdown.plan.plan_run`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """Measurement phase: noisy answers to every query group at every geounit (TDA §6.1, App. B).
 
 Per-node per-query budgets come from the allocation (:func:`node_query_budget`): the query budget of
-node n for query q is ρ·c_level·d_{level,q} (TDA App. B Thm 2; SPEC §1). zCDP runs add discrete
-Gaussian noise with σ² = 1/budget (bounded neighbours: L2 sensitivity √2, so σ² = Δ²/(2ρ_q) =
-1/ρ_q); pure-DP runs (2018 E2E test, PF) add two-sided geometric noise with z = budget/2 (L1
+node n for query q is ρ·c_level·d_{level,q} (TDA App. B Thm 2; docs/science.md §1). zCDP runs add
+discrete Gaussian noise with σ² = 1/budget (bounded neighbours: L2 sensitivity √2, so σ² = Δ²/(2ρ_q)
+= 1/ρ_q); pure-DP runs (2018 E2E test, PF) add two-sided geometric noise with z = budget/2 (L1
 sensitivity 2). Noise comes from :mod:`engine.noise`: by default from the counter-based generator
-keyed by (seed, level, geounit, query) (:mod:`engine.noise.keyed`, SPEC §8), so a run is
+keyed by (seed, level, geounit, query) (:mod:`engine.noise.keyed`, docs/science.md §8), so a run is
 reproducible from its seed whatever the order or split of the work; ``method="exact"`` draws from
 OpenDP's exact samplers (release-grade, not reproducible).
 
 Invariants (TDA §5.2) bypass noise: by default the TOTAL of the US and of every state. An invariant
 set at one level is also held at every level above it (its right-hand side summed up the tree,
-SPEC §4), which keeps every parent→children problem feasible. A spine may also hold the *sum* of
-sibling geounits (:class:`InvariantSum`): a state split into AIAN-style inside and outside
+docs/science.md §4), which keeps every parent→children problem feasible. A spine may also hold the
+*sum* of sibling geounits (:class:`InvariantSum`): a state split into AIAN-style inside and outside
 branches measures both branches with noise and holds only their sum (TDA §7.4).
 
 A spine other than the conventional one (SPN: AIAN branches, optimized block groups, bypassed
@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from engine import noise
 from engine.core.errors import ValidationError
 from engine.dp.budget import TopDownAllocation
+from engine.noise.keyed import unit_keys
 from engine.topdown.batch_answers import DrawnAnswers
 from engine.topdown.geography import GeoTree
 from engine.topdown.queries import QueryGroup
@@ -295,7 +296,8 @@ def noise_variances(b: np.ndarray, mechanism: str) -> tuple[np.ndarray, np.ndarr
     """(exact, nominal) variance of the noise of answers measured with budgets ``b`` > 0.
 
     zCDP: discrete Gaussian with σ² = 1/b (TDA App. B; the exact variance is below σ² for small σ,
-    SPEC §1); pure DP: two-sided geometric with z = b/2, nominal variance 2/z² (SPEC §4)."""
+    docs/science.md §1); pure DP: two-sided geometric with z = b/2, nominal variance 2/z²
+    (docs/science.md §4)."""
     if mechanism == "zcdp":
         return noise.discrete_gaussian_variance(1.0 / b), 1.0 / b
     return noise.two_sided_geometric_variance(b / 2.0), 2.0 / (b / 2.0) ** 2
@@ -317,8 +319,9 @@ def measure(
 
     With ``seed`` and ``geounit_hash`` (H(level, geounit) of every node,
     :func:`engine.noise.keyed.geounit_hashes`) the ``fast`` noise comes from the counter-based
-    generator keyed by (seed, level, geounit, query) (SPEC §8): a node's noise does not depend on
-    which other nodes are measured with it. Otherwise from ``rng``; ``method="exact"`` uses OpenDP.
+    generator keyed by (seed, level, geounit, query) (docs/science.md §8): a node's noise does not
+    depend on which other nodes are measured with it. Otherwise from ``rng``; ``method="exact"``
+    uses OpenDP.
     """
     keyed = method == "fast" and seed is not None and geounit_hash is not None
     if keyed and len(geounit_hash) != truth.shape[0]:  # type: ignore[arg-type]
@@ -337,8 +340,6 @@ def measure(
             b = budget[measured, j][:, None]
             shape = (measured.size, group.size)
             if keyed:
-                from engine.noise.keyed import unit_keys
-
                 keys = unit_keys(int(seed), group.name, geounit_hash[measured])[:, None]  # type: ignore[arg-type, index]
                 cells = np.arange(group.size, dtype=np.uint64)[None, :]
             if keyed and mechanism == "zcdp":

@@ -1,4 +1,5 @@
-"""The measurement phase of a planned TopDown run (TDA §6.1; SPEC §8; issue 17).
+"""The measurement phase of a planned TopDown run (TDA §6.1; docs/science.md §8; docs/topdown.md,
+"Sparse histograms and lazy keyed measurements").
 
 :func:`measure_plan` fixes the noisy answers of every (node, query) of a
 :class:`~engine.topdown.plan.TopDownPlan`. With keyed ``fast`` noise (the default) nothing is drawn
@@ -23,7 +24,7 @@ import scipy.sparse as sp
 
 from engine import noise
 from engine.core.errors import ValidationError
-from engine.core.executors import Executor
+from engine.noise.keyed import check_seed, geounit_hashes, unit_keys
 from engine.topdown.batch_answers import KeyedAnswers
 from engine.topdown.measure import (
     Measurements,
@@ -47,7 +48,7 @@ DRAW_CELLS = 2_000_000
 
 @dataclass(frozen=True)
 class KeyedMeasurements:
-    """The measurements of a run with keyed noise, drawn on demand (SPEC §8).
+    """The measurements of a run with keyed noise, drawn on demand (docs/science.md §8).
 
     Same attributes as :class:`~engine.topdown.measure.Measurements` (``noisy`` is drawn in full
     when first read — only for runs small enough to hold it), plus ``truth`` (the true histograms,
@@ -91,8 +92,6 @@ class KeyedMeasurements:
         scale = self.scale[nodes, j]
         rows = np.flatnonzero(scale > 0)
         if rows.size:
-            from engine.noise.keyed import unit_keys
-
             keys = unit_keys(self.seed, group.name, self.geounit_hash[nodes[rows]])[:, None]
             cells = np.arange(group.size, dtype=np.uint64)[None, :]
             s = scale[rows][:, None]
@@ -140,11 +139,10 @@ RunMeasurements = Measurements | KeyedMeasurements
 def keyed_measurements(
     plan: TopDownPlan, truth: np.ndarray | sp.spmatrix, seed: int
 ) -> KeyedMeasurements:
-    """The plan's measurements with keyed noise, nothing drawn yet (TDA §6.1, SPEC §8).
+    """The plan's measurements with keyed noise, nothing drawn yet (TDA §6.1, docs/science.md §8).
 
     Budgets, invariants and variances are those :func:`~engine.topdown.measure.measure` sets.
     """
-    from engine.noise.keyed import check_seed, geounit_hashes
 
     tree, queries, budget = plan.tree, plan.queries, plan.budget
     mechanism = plan.allocation.mechanism
@@ -184,23 +182,18 @@ def measure_plan(
     plan: TopDownPlan,
     truth: np.ndarray | sp.spmatrix,
     seed: int,
-    *,
-    executor: Executor | None = None,
 ) -> RunMeasurements:
     """The measurement phase (TDA §6.1): noisy answers of every (node, query) of the plan.
 
-    ``fast`` noise is keyed by (seed, level, geounit, query) (SPEC §8, :mod:`engine.noise.keyed`)
+    ``fast`` noise is keyed by (seed, level, geounit, query) (docs/science.md §8, :mod:`engine.noise.keyed`)
     and drawn lazily (:class:`KeyedMeasurements`): each batch of families draws its own answers
-    in its unit of work, on whatever ``executor`` estimates it, with the numbers a whole draw
+    in its unit of work, on whatever executor estimates it, with the numbers a whole draw
     gives. ``exact`` noise comes from OpenDP, drawn here for every answer at once (it needs this
-    process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS` answers. ``executor``
-    is accepted for compatibility: no measurement work is dispatched.
+    process's OS randomness); it is refused above :data:`MAX_EXACT_CELLS` answers.
     """
-    del executor  # keyed draws happen in the estimation's units of work
     method = plan.options.noise_method
     if method == "fast":
         return keyed_measurements(plan, truth, seed)
-    from engine.noise.keyed import geounit_hashes
 
     tree = plan.tree
     answers = tree.n_nodes * sum(q.size for q in plan.queries)

@@ -1,10 +1,10 @@
-"""Settings and control of a TopDown run (SPEC §4, §8).
+"""Settings and control of a TopDown run (docs/science.md §4, §8).
 
 :class:`TopDownOptions` holds the estimation settings, whose defaults follow production: the
 least-squares passes of TDA §8.1–8.2, the rounder's nested marginals (TDA eq. 7.7), the invariants
 (TDA §5.2) and invariant sums of sibling nodes (TDA §7.4), the noise method and the size of the
-units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run;
-:class:`RunCancelled` is what a ``True`` answer of its ``cancel()`` raises.
+units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run; a ``True``
+answer of its ``cancel()`` raises :class:`engine.core.errors.RunCancelled`.
 """
 
 from __future__ import annotations
@@ -12,19 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.core.errors import PHExploreError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
 
 Progress = Callable[[str, float], None]
 
 
-class RunCancelled(PHExploreError):
-    """The user cancelled a TopDown run (raised between chunks; no partial result)."""
-
-
 @dataclass(frozen=True)
 class TopDownOptions:
-    """Estimation settings; the defaults follow production (SPEC §4).
+    """Estimation settings; the defaults follow production (docs/science.md §4).
 
     ``ls_passes``: query names of each least-squares pass, used at every level (default, as in
     production, TDA §8.1–8.2: one pass with every query for the root and for the block level, and
@@ -48,16 +43,14 @@ class TopDownOptions:
     :data:`UNIT_CHILDREN` children of a large schema)."""
     structural_zeros: bool = True
     """Hold structural zeros and GQ/occupied-unit lower bounds where the data carry a unit frame
-    (:mod:`engine.topdown.constraints`; TDA §5.3, SPEC §6)."""
+    (:mod:`engine.topdown.constraints`; TDA §5.3, docs/science.md §6)."""
 
 
 UNIT_CHILDREN = 120
-"""With the default ``chunk_cells``, a unit of work holds at least this many children: on the
-2,016-cell schema 60,000 variables were ≈ 30 children (a tract's block groups, a few block groups'
-blocks) and every unit paid its own fixed costs. Measured on the generated 1M RI (one worker, two
-runs each, same process): 30 → 120 children per unit took the run from 22.2 / 21.9 to 17.8 /
-17.5 s (rounding CPU 12.0 → 8.8 s; block-group least squares: more small families per interior
-point). Small schemas keep 60,000 variables (thousands of children per unit)."""
+"""With the default ``chunk_cells``, a unit of work holds at least this many children, so that a
+unit's fixed costs (rounding set-up, batch frames, one interior point per size group) are shared by
+many small families of a large schema; small schemas keep 60,000 variables (thousands of children
+per unit). Why 120: docs/topdown.md, "Where it stands" (the paragraph on batching)."""
 
 
 def unit_variables(options: TopDownOptions, n_cells: int) -> int:

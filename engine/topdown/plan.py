@@ -1,10 +1,10 @@
-"""Planning a TopDown run: everything fixed before any noise (TDA §6, §8.1; SPEC §4).
+"""Planning a TopDown run: everything fixed before any noise (TDA §6, §8.1; docs/science.md §4).
 
 :func:`plan_run` checks the inputs and fixes the spine (:func:`default_tree`, the allocation's
 levels on the data's geography), the query groups (:func:`run_query_names`), the per-node
 per-query budgets (:func:`~engine.topdown.measure.node_query_budget`, TDA §6.1), the invariants
-(TDA §5.2), the structural-zero and GQ bounds (TDA §5.3, SPEC §6) and the least-squares passes
-(TDA §8.1–8.2) as a :class:`TopDownPlan`.
+(TDA §5.2), the structural-zero and GQ bounds (TDA §5.3, docs/science.md §6) and the least-squares
+passes (TDA §8.1–8.2) as a :class:`TopDownPlan`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def default_tree(hist: BlockHistogram, allocation: TopDownAllocation) -> GeoTree
 
 def run_query_names(allocation: TopDownAllocation, options: TopDownOptions) -> list[str]:
     """Query order of a run's per-node budget arrays: the allocation's queries, then the
-    invariant-only ones in the order the invariants name them (one copy, used by the spine runner)."""
+    invariant-only ones in the order the invariants name them (one copy, used by every spine)."""
     names = list(allocation.all_queries())
     for level_names in options.invariants.values():
         for name in level_names:

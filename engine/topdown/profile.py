@@ -1,7 +1,8 @@
-"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (docs/science.md §7).
+"""A TopDown spine as the analytic prediction sees it: levels, fan-outs, counts (docs/science.md
+§7).
 
 :func:`spine_profile` turns the engine's conventional spine of a histogram
-(:func:`engine.topdown.run.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
+(:func:`engine.topdown.plan.default_tree`) into a :class:`engine.prediction.SpineProfile`: per
 level the number of children of every geounit above, and each geounit's true counts (the count
 profile of the non-negativity correction). The core never imports the engine; callers (CLI, app
 API, benchmarks) build the profile here and hand it to :func:`engine.prediction.predict_topdown`.
@@ -20,16 +21,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine.core.errors import ValidationError
+from engine.data.census2010_tables import load_state_table
 from engine.data.histogram import BlockHistogram
 from engine.data.inputs import load_topdown_input
 from engine.data.population import generate_population
 from engine.data.samples import load_topdown_sample
-from engine.data.synthetic import load_state_table
 from engine.dp.budget import TopDownAllocation
 from engine.prediction.spine import SPARSE_MIN_CELLS, SpineProfile, profile_to_npz
 from engine.topdown.constraints import block_bounds, node_bounds
 from engine.topdown.geography import US, GeoTree
-from engine.topdown.run import default_tree
+from engine.topdown.plan import default_tree
 from engine.topdown.sparse_histograms import aggregate_sparse
 
 
@@ -63,7 +64,7 @@ def tree_profile(
             counts = tuple(truth[o] for o in order)
         else:
             counts = tuple(truth[o].toarray() for o in order)
-    attributes = tuple((a.name, a.levels) for a in hist.schema.attributes)
+    attributes = hist.schema.attribute_levels
     zero_query, zero_answers = "", None
     frame = block_bounds(hist) if with_counts else None
     if frame is not None:  # the unit frame's structural zeros, held by the engine (plan.py)

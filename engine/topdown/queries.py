@@ -1,4 +1,4 @@
-"""Marginal query groups on a histogram schema (SPEC §4; SPN §2.3; TDA §5.1, §7).
+"""Marginal query groups on a histogram schema (docs/science.md §4; SPN §2.3; TDA §5.1, §7).
 
 A query group is a marginal of the histogram: the attributes it keeps (optionally collapsed into
 coarser groups, e.g. HHINSTLEVELS collapses HHGQ into household / institutional / non-institutional)
@@ -114,8 +114,8 @@ class QueryGroup:
     @cached_property
     def cell_index(self) -> np.ndarray:
         """``(schema.size,)`` int64: the answer cell that each histogram cell is counted in."""
-        attributes = [(a.name, a.levels) for a in self.schema.attributes]
-        return marginal_cell_index(MarginalParse(self.name, self.kept, self.recodes), attributes)
+        parse = MarginalParse(self.name, self.kept, self.recodes)
+        return marginal_cell_index(parse, self.schema.attribute_levels)
 
     @cached_property
     def labels(self) -> tuple[str, ...]:
@@ -192,8 +192,7 @@ def query_group(schema: Schema, name: str) -> QueryGroup:
 
     The name is parsed by :func:`engine.schema.marginals.parse_marginal` (shared with the analytic
     prediction of :mod:`engine.prediction`)."""
-    attributes = [(a.name, a.levels) for a in schema.attributes]
-    parse = parse_marginal(name, attributes, schema.name)
+    parse = parse_marginal(name, schema.attribute_levels, schema.name)
     return QueryGroup(name, schema, parse.kept, parse.recodes)
 
 

@@ -1,10 +1,10 @@
-"""What a TopDown run produced, assembled from its stages (TDA §6–7; SPEC §4, §6).
+"""What a TopDown run produced, assembled from its stages (TDA §6–7; docs/science.md §4, §6).
 
 :class:`TopDownResult` holds the int64 estimates and truth of every geounit, the noisy
 measurements (TDA §6.1), timings and diagnostics, and the ρ spent along the costliest
 root-to-block path (TDA §5.2). :func:`result_of` builds it from a plan, its measurements and its
 estimation, with the report of what the run did about structural zeros and GQ bounds (TDA §5.3,
-SPEC §6).
+docs/science.md §6).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.schema.attributes import Schema
+from engine.topdown import export
 from engine.topdown.constraints import CountBounds, unconstrained_note
 from engine.topdown.estimation import Estimation
 from engine.topdown.family import QuerySpec
@@ -36,9 +37,10 @@ class TopDownResult:
     """Everything a run produced, indexed like ``tree`` (node metadata: :attr:`nodes`).
 
     ``estimates_sparse`` / ``truth_sparse`` are int64 CSR ``(n_nodes, n_cells)`` (non-zero cells
-    only, issue 17); :attr:`estimates` / :attr:`truth` are the same as dense arrays, built on
-    first use for runs small enough (:data:`~engine.topdown.sparse_histograms.MAX_DENSE_CELLS`).
-    Large outputs are read in chunks: :meth:`iter_estimate_frames`, :meth:`iter_measurement_frames`.
+    only: docs/topdown.md, "Sparse histograms and lazy keyed measurements"); :attr:`estimates` /
+    :attr:`truth` are the same as dense arrays, built on first use for runs small enough
+    (:data:`~engine.topdown.sparse_histograms.MAX_DENSE_CELLS`). Large outputs are read in chunks:
+    :meth:`iter_estimate_frames`, :meth:`iter_measurement_frames`.
     """
 
     tree: GeoTree
@@ -82,11 +84,10 @@ class TopDownResult:
         :data:`engine.topdown.export.DEFAULT_CHUNK_ROWS`): geolevel, geounit, query, cell, noisy,
         variance (0 = invariant, no noise); query by query, geounits in node order.
 
-        Keyed noise is drawn again for each frame (the numbers the estimation used, SPEC §8), so
-        the whole table never has to be in memory (issue 17;
-        :func:`engine.topdown.export.iter_measurement_frames`).
+        Keyed noise is drawn again for each frame (the numbers the estimation used,
+        docs/science.md §8), so the whole table never has to be in memory
+        (:func:`engine.topdown.export.iter_measurement_frames`).
         """
-        from engine.topdown import export
 
         yield from export.iter_measurement_frames(
             self, chunk_rows=export.DEFAULT_CHUNK_ROWS if rows is None else rows
@@ -103,7 +104,6 @@ class TopDownResult:
         """:meth:`to_tidy` in frames of at most ``rows`` rows (query by query, nodes in order):
         geolevel, geounit, query, cell, true, estimate; with ``sparse`` only the rows where either
         count is non-zero (:func:`engine.topdown.export.iter_estimate_frames`)."""
-        from engine.topdown import export
 
         yield from export.iter_estimate_frames(
             self,
@@ -198,7 +198,7 @@ def _structural_report(
     estimates: sp.spmatrix,
     held: tuple[QuerySpec, CountBounds] | None,
 ) -> dict[str, object]:
-    """What the run did about structural zeros and GQ bounds (issue 13 item 10; SPEC §6).
+    """What the run did about structural zeros and GQ bounds (docs/science.md §6).
 
     With a unit frame: how many geounits were bounded and how many estimates break a bound (0 when
     the constraints held). Without: persons placed in blocks with no true persons.

@@ -1,4 +1,5 @@
-"""Sparse ``(n_nodes × n_cells)`` histograms of a TopDown run (issue 17; SPEC §4).
+"""Sparse ``(n_nodes × n_cells)`` histograms of a TopDown run (docs/science.md §4; docs/topdown.md,
+"Sparse histograms and lazy keyed measurements").
 
 On the 2,016-cell schema almost every cell of every geounit is 0 (a generated 1,000,000-person RI:
 132,187 non-zero cells of 48.6 M), so the true and estimated histograms of all geounits are kept as

@@ -253,14 +253,23 @@ def topdown_data() -> TopDownData:
     return TopDownData(hist, data_label, sample, level, list(units), folder)
 
 
-def phsafe_data() -> tuple[Any | None, str, float | None, dict[str, Any] | None]:
+@dataclass(frozen=True)
+class ReadAgain:
+    """Where a run's data can be read again for a replay: a shipped sample or a generated
+    population's folder (neither: an upload, held only in this session)."""
+
+    sample: str | None = None
+    folder: str | None = None
+
+
+def phsafe_data() -> tuple[Any | None, str, float | None, ReadAgain]:
     """Data column of a PHSafe run: shipped sample, validated upload or generated population.
 
     Returns (CEF extract or None until valid, data label, sample scale or None, where the data
-    can be read again for a replay — :func:`phexplore.api.data_source`; None for an upload).
+    can be read again for a replay).
     """
     s = st.session_state
-    extract, data_label, scale, source = None, "", None, None
+    extract, data_label, scale, where = None, "", None, ReadAgain()
     st.markdown("**Data (CEF extract)**")
     source = st.radio(
         "Source",
@@ -280,12 +289,12 @@ def phsafe_data() -> tuple[Any | None, str, float | None, dict[str, Any] | None]
         )
         if loaded is not None:
             extract, data_label, scale = loaded, sample, R.sample_scale(sample)
-            source = R.data_source(sample=sample)
+            where = ReadAgain(sample=sample)
     elif source == "generated":
         folder = _generated_controls("run_ph")
         if folder is not None:
             extract = R.generated_cef(folder)
-            source = R.data_source(folder=folder)
+            where = ReadAgain(folder=folder)
             persons, states, seed = s["run_generated"][0]
             data_label = f"generated {persons:,} ({' '.join(states) or 'US'}, seed {seed})"
     else:
@@ -305,4 +314,4 @@ def phsafe_data() -> tuple[Any | None, str, float | None, dict[str, Any] | None]
             extract, data_label = s[UPLOAD_CEF]
             st.success(f"Loaded {data_label}")
     _problems(f"phsafe:sample:{s.get('run_ph_sample')}" if source == "sample" else "phsafe:upload")
-    return extract, data_label, scale, source
+    return extract, data_label, scale, where

@@ -8,7 +8,7 @@ from pages.run_parts.data_source import phsafe_data
 from pages.run_parts.jobs import JOB, next_run_id
 from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
 from phexplore import api as R
-from phexplore.api.budgets import budget_fingerprint, short_fingerprint
+from phexplore.api.budgets import PHExploreError, budget_fingerprint, short_fingerprint
 from phexplore.app import state as S
 
 PHSAFE_DEFAULTS: dict[str, object] = {
@@ -26,7 +26,7 @@ def phsafe_form() -> R.RunJob | None:
         s.setdefault(key, default)
     c1, c2 = st.columns(2)
     with c1:
-        extract, data_label, scale, source = phsafe_data()
+        extract, data_label, scale, where = phsafe_data()
         states = st.text_input(
             "States to run (2-digit FIPS, comma separated)",
             key="run_ph_states",
@@ -61,19 +61,28 @@ def phsafe_form() -> R.RunJob | None:
     if not go or extract is None:
         return None
     wanted = [x.strip() for x in states.split(",") if x.strip()]
-    work = R.phsafe_work(
-        run_id=next_run_id(),
-        scenario=s[S.SCENARIO_NAME],
-        extract=extract,
-        data_label=data_label + (f" [states {', '.join(wanted)}]" if wanted else ""),
-        budget=budget,
-        origin=ph_origin,
-        states=wanted,
-        seed=int(seed),
-        trials=int(trials),
-        scale=scale,
-        noise_method=str(s["run_ph_noise"]),
-        backend=s.get("run_ph_backend", "local"),
-        source=source,
-    )
+    label = data_label + (f" [states {', '.join(wanted)}]" if wanted else "")
+    try:
+        # The run description, typed as the CLI builds it (a bad value is refused here).
+        spec = R.RunSpec(
+            engine="phsafe",
+            data=R.app_data_source(label, sample=where.sample, folder=where.folder),
+            config=R.phsafe_run_config(budget, wanted),
+            seed=int(seed),
+            options=R.PHSafeRunOptions(
+                trials=int(trials), scale=scale, noise_method=str(s["run_ph_noise"])
+            ),
+            **R.app_backend(s.get("run_ph_backend", "local")),
+        )
+        session = R.SessionRun(
+            run_id=next_run_id(),
+            scenario=s[S.SCENARIO_NAME],
+            data_label=label,
+            budget=budget,
+            origin=ph_origin,
+        )
+        work = R.phsafe_work(spec, session, extract)
+    except PHExploreError as exc:
+        st.error(str(exc))
+        return None
     return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)

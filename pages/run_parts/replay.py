@@ -1,8 +1,10 @@
 """Replay controls (Results page): run a recorded run again — one of this session or from a file.
 
 Thin: what a replay is and does lives in :mod:`phexplore.api.replay` (the run's recorded description
-through the same pipeline, SPEC §8); here are the buttons, the upload, the one-line errors and the
-progress/Cancel panel the Run page uses too.
+through the same pipeline, docs/science.md §8); here are the buttons, the upload, where it runs
+(this machine, or the Spark the app was configured with — never the backend named in a file), the
+consent to replay on changed data, the one-line errors and the progress/Cancel panel the Run page
+uses too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ PENDING = "res_replay_pending"
 """Set while a replay started here runs: the Results page then shows the new run when it ends."""
 ERROR = "res_replay_error"
 """A replay refused before it started (one line), shown once."""
+BACKEND = "res_replay_backend"
+ALLOW_CHANGED = "res_replay_allow_changed"
 
 
 def _start(run: R.RecordedRun) -> None:
@@ -29,7 +33,12 @@ def _start(run: R.RecordedRun) -> None:
         return
     try:
         work = R.replay_work(
-            run, run_id=next_run_id(), scenario=s[S.SCENARIO_NAME], records=s[S.RUNS]
+            run,
+            run_id=next_run_id(),
+            scenario=s[S.SCENARIO_NAME],
+            records=s[S.RUNS],
+            backend=s.get(BACKEND, "local"),
+            allow_changed=bool(s.get(ALLOW_CHANGED)),
         )
     except PHExploreError as exc:
         s[ERROR] = f"Cannot replay {run.label}: {exc}"
@@ -84,6 +93,31 @@ def messages() -> None:
         st.error(refused, icon=":material/error:")
 
 
+def replay_controls() -> None:
+    """Where replays run (offered only when the app has Spark configured) and the consent to
+    replay on data that changed since the run was recorded."""
+    options = R.spark_backend_options()
+    if options is not None:
+        st.radio(
+            "Replays run on",
+            ["local", "spark"],
+            format_func=lambda b: (
+                "This machine" if b == "local" else f"Spark ({options.describe()})"
+            ),
+            key=BACKEND,
+            horizontal=True,
+            help="Where a replay runs is your choice, never the backend named in the run's file "
+            "(the numbers do not depend on it).",
+        )
+    st.checkbox(
+        "Replay on the data as they are now",
+        key=ALLOW_CHANGED,
+        help="A run's file records the content hash of every input file; a replay whose data "
+        "changed since is refused unless this is ticked. Then it runs on the data as they are "
+        "now, says which files changed and records them with the replay.",
+    )
+
+
 def replay_session_run(record: R.RunRecord) -> None:
     """ "Replay this run" for the run shown, with what it will do (or why it cannot)."""
     busy = st.session_state.get(JOB) is not None
@@ -101,7 +135,7 @@ def replay_session_run(record: R.RunRecord) -> None:
         help=R.SAME_SEED_NOTE,
         icon=":material/replay:",
     )
-    c2.caption(R.replay_note(run))
+    c2.caption(R.replay_note(run, st.session_state.get(BACKEND, "local")))
 
 
 def replay_from_file() -> None:
@@ -132,7 +166,7 @@ def replay_from_file() -> None:
             key="res_replay_pick",
             help="A scenario file may hold several runs; a metrics.json holds one.",
         )
-        st.caption(R.replay_note(runs[index]))
+        st.caption(R.replay_note(runs[index], s.get(BACKEND, "local")))
         st.button(
             "Replay from file",
             key="res_replay_file_go",

@@ -36,7 +36,7 @@ def backend_choice(key: str) -> None:
     options = R.spark_backend_options()
     if options is None:
         return
-    target = options.get("master") or options.get("remote")
+    target = options.master or options.remote
     st.radio(
         "Where to run",
         ["local", "spark"],

@@ -107,31 +107,43 @@ def topdown_form() -> R.RunJob | None:
         return None
     label = data_label + (f" [{level} {', '.join(units)}]" if level and units else "")
     try:
-        R.epl_settings(s["run_td_epl_p"], s["run_td_epl_m"])
+        # The run description, typed as the CLI builds it: a bad value is refused here, in one
+        # line naming it, before any job starts.
+        spec = R.RunSpec(
+            engine="topdown",
+            data=R.app_data_source(
+                label,
+                sample=data.sample,
+                folder=data.folder,
+                level=level,
+                units=units,
+                hist=run_data,
+            ),
+            config=alloc.to_dict(),
+            seed=budget.seed,
+            options=R.TopDownRunOptions(
+                spine=s[S.SPINE],
+                entities=(budget.entity,) if budget.use_entities and budget.entity else (),
+                special_areas=budget.special_areas,
+                spread_invariant_share=bool(s[S.SPREAD_INVARIANT]),
+                noise_method=budget.noise_method,
+                epl_boot=R.EPL_BOOT,
+                epl_percentile=float(s["run_td_epl_p"]),
+                epl_multiplier=float(s["run_td_epl_m"]),
+            ),
+            workers=budget.workers,
+            **R.app_backend(s.get("run_td_backend", "local")),
+        )
+        session = R.SessionRun(
+            run_id=next_run_id(),
+            scenario=s[S.SCENARIO_NAME],
+            data_label=label,
+            budget=alloc,
+            origin=budget.origin,
+        )
+        sweep = R.Sweep(preset, tuple(rhos), sweep_seeds, srs) if rhos and preset else None
+        work = R.topdown_work(spec, session, run_data, sweep)
     except PHExploreError as exc:
         st.error(str(exc))
         return None
-    work = R.topdown_work(
-        run_id=next_run_id(),
-        scenario=s[S.SCENARIO_NAME],
-        hist=run_data,
-        data_label=label,
-        allocation=alloc,
-        preset=preset,
-        seed=budget.seed,
-        workers=budget.workers,
-        noise_method=budget.noise_method,
-        spine=s[S.SPINE],
-        entities=[budget.entity] if budget.use_entities and budget.entity else [],
-        special_areas=budget.special_areas,
-        spread_invariant_share=bool(s[S.SPREAD_INVARIANT]),
-        sweep_rhos=rhos,
-        sweep_seeds=sweep_seeds,
-        srs=srs,
-        epl_percentile=float(s["run_td_epl_p"]),
-        epl_multiplier=float(s["run_td_epl_m"]),
-        backend=s.get("run_td_backend", "local"),
-        origin=budget.origin,
-        source=R.data_source(sample=data.sample, folder=data.folder, level=level, units=units),
-    )
-    return R.start_job(R.RunJob(engine="topdown", label=label, phases=2 if rhos else 1), work)
+    return R.start_job(R.RunJob(engine="topdown", label=label), work)

@@ -1,21 +1,28 @@
 """The app-facing API: what the Streamlit pages and ``app.py`` call to load data and run engines.
 
-Like :mod:`phexplore.cli`, this is a *wiring* package: it may import ``engine`` (the run pipeline
-:mod:`engine.runs`, data loading in :mod:`engine.data`, metrics in :mod:`engine.metrics`). The
-analytic core is ``phexplore/`` minus ``cli/`` and ``api/``; it imports nothing from ``engine``.
-Pages import this package, never :mod:`phexplore.cli` or ``engine`` (tests/test_import_rules.py).
+Like :mod:`phexplore.cli`, this is a *wiring* package: it imports ``engine`` (the run pipeline
+:mod:`engine.runs`, data loading in :mod:`engine.data`, metrics in :mod:`engine.metrics`). Pages
+import this package, never :mod:`phexplore.cli` or ``engine`` (import-linter contracts in
+pyproject.toml), so the typed records of a run description are re-exported here: the Run page
+builds :class:`RunSpec` from :class:`TopDownRunOptions` / :class:`PHSafeRunOptions` and a
+:func:`app_data_source`, as the CLI builds it from its arguments.
 
 Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
 in a thread with the pipeline's progress and cancel, the runs kept in the session),
-:mod:`~phexplore.api.runs` (a RunSpec from the widgets, executed by :func:`engine.runs.pipeline.execute`),
+:mod:`~phexplore.api.run_choices` (what the Run page offers: samplers, EPL settings, backend, data
+source), :mod:`~phexplore.api.runs` (a run description executed by
+:func:`engine.runs.pipeline.execute`), :mod:`~phexplore.api.run_records` (a finished run's record),
 :mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads),
 :mod:`~phexplore.api.replay` (a recorded run again through the same pipeline). Pages use them as
-``from phexplore import api as R`` and ``R.topdown_work(...)``.
+``from phexplore import api as R`` and ``R.topdown_work(spec, session, hist)``.
 """
 
 from __future__ import annotations
 
 from engine.data.histogram import BlockHistogram
+from engine.runs.options import PHSafeRunOptions, TopDownRunOptions
+from engine.runs.spec import RunSpec
+from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.data import (
     GENERATED_PERSONS_RANGE,
     TOPDOWN_UPLOAD_KINDS,
@@ -54,12 +61,7 @@ from phexplore.api.results import (
     run_epl_settings,
     tidy_bytes,
 )
-from phexplore.api.run_folders import (
-    FolderFile,
-    folder_files,
-    folder_record,
-)
-from phexplore.api.runs import (
+from phexplore.api.run_choices import (
     EPL_BOOT,
     EPL_MULTIPLIER,
     EPL_MULTIPLIER_RANGE,
@@ -69,24 +71,32 @@ from phexplore.api.runs import (
     NOISE_METHODS,
     SRS_HELP,
     TRUTH_NOTE,
-    bootstrap_rng,
-    data_fingerprint,
-    data_source,
+    app_backend,
+    app_data_source,
     epl_settings,
-    phsafe_spec,
-    phsafe_work,
+    phsafe_run_config,
     sample_scale,
     spark_backend_options,
-    spread_for_run,
-    states_in,
-    topdown_spec,
-    topdown_work,
 )
+from phexplore.api.run_folders import (
+    FolderFile,
+    folder_changed,
+    folder_files,
+    folder_record,
+)
+from phexplore.api.runs import SessionRun, Sweep, phsafe_work, topdown_work
 
 __all__ = [
     "SAME_SEED_NOTE",
     "RecordedRun",
-    "data_source",
+    "RunSpec",
+    "TopDownRunOptions",
+    "PHSafeRunOptions",
+    "SessionRun",
+    "Sweep",
+    "app_backend",
+    "app_data_source",
+    "phsafe_run_config",
     "recorded_in_file",
     "recorded_of",
     "replay_note",
@@ -95,6 +105,7 @@ __all__ = [
     "APP_MAX_ROWS",
     "CSV_CONVERSION_MAX_ROWS",
     "FolderFile",
+    "folder_changed",
     "folder_files",
     "folder_record",
     "GENERATED_PERSONS_RANGE",
@@ -121,7 +132,6 @@ __all__ = [
     "bootstrap_rng",
     "budget_caption",
     "collect_finished",
-    "data_fingerprint",
     "epl_curves",
     "epl_settings",
     "pf_reference_epl",
@@ -133,18 +143,14 @@ __all__ = [
     "load_topdown_upload",
     "metrics_bytes",
     "phsafe_sample",
-    "phsafe_spec",
     "phsafe_work",
     "problem_lines",
     "sample_scale",
     "samples_of",
-    "spread_for_run",
-    "states_in",
     "start_job",
     "subset",
     "subset_units",
     "tidy_bytes",
     "topdown_sample",
-    "topdown_spec",
     "topdown_work",
 ]

@@ -7,6 +7,7 @@ the list the Run page shows.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,15 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.errors import DataValidationError
-from engine.data.histogram import BlockHistogram
+from engine.core.sniff import assign_by_name
+from engine.data.cef import load_cef_extract
+from engine.data.generated import load_generated_population
+from engine.data.histogram import BlockHistogram, subset_histogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
+from engine.data.inputs import load_topdown_files
+from engine.data.population import generate_population
+from engine.data.samples import get_sample, list_samples, load_topdown_sample
+from engine.topdown.cost import estimate_topdown_cost, table_rows
 from phexplore.api import limits
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
@@ -25,8 +33,6 @@ TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 @st.cache_resource(show_spinner="Loading the sample…", max_entries=8)
 def topdown_sample(name: str) -> BlockHistogram:
     """A shipped TopDown sample as a block histogram (cached for the server's lifetime)."""
-    from engine.data.samples import load_topdown_sample
-
     hist = load_topdown_sample(name)
     # Shared by every session: read-only so no page or engine can change the sample in place.
     hist.set_read_only()
@@ -36,9 +42,6 @@ def topdown_sample(name: str) -> BlockHistogram:
 @st.cache_resource(show_spinner="Loading the CEF extract…", max_entries=2)
 def phsafe_sample(name: str) -> Any:
     """A shipped PHSafe CEF extract (cached)."""
-    from engine.data.cef import load_cef_extract
-    from engine.data.samples import get_sample
-
     return load_cef_extract(get_sample(name).path)
 
 
@@ -49,10 +52,6 @@ GENERATED_PERSONS_RANGE = (1_000, 2_000_000)
 @st.cache_resource(show_spinner="Generating the population…", max_entries=4)
 def generated_population(persons: int, states: tuple[str, ...], seed: int) -> str:
     """A generated population folder for both engines (cached per persons, states and seed)."""
-    import tempfile
-
-    from engine.data.population import generate_population
-
     folder = Path(tempfile.mkdtemp(prefix="phexplore-population-")) / "population"
     generate_population(persons, seed=seed, states=list(states) or None, out_dir=folder)
     return str(folder)
@@ -61,8 +60,6 @@ def generated_population(persons: int, states: tuple[str, ...], seed: int) -> st
 @st.cache_resource(show_spinner="Loading the generated population…", max_entries=4)
 def generated_topdown(folder: str) -> BlockHistogram:
     """TopDown data of a generated folder: PPMF persons with the block frame (structural zeros)."""
-    from engine.data.generated import load_generated_population
-
     hist = load_generated_population(folder)
     hist.set_read_only()
     return hist
@@ -71,8 +68,6 @@ def generated_topdown(folder: str) -> BlockHistogram:
 @st.cache_resource(show_spinner="Loading the generated CEF extract…", max_entries=2)
 def generated_cef(folder: str) -> Any:
     """PHSafe data of a generated folder: its persons/units/geo CEF extract."""
-    from engine.data.cef import load_cef_extract
-
     return load_cef_extract(folder)
 
 
@@ -80,31 +75,22 @@ def topdown_cost_sentence(n_blocks: int, n_cells: int) -> str:
     """The run-time and memory estimate shown before Run (:mod:`engine.topdown.cost`), with the
     app's dense comparison table (at most ``APP_MAX_ROWS`` rows) and its predicted-vs-measured
     table."""
-    from engine.topdown.cost import estimate_topdown_cost, table_rows
-
     kept = table_rows(n_blocks, n_cells, limits.APP_MAX_ROWS)
     return estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept, prediction=True).sentence()
 
 
 def samples_of(kind: str) -> dict[str, str]:
     """``{sample name: title}`` of the shipped samples of ``kind`` ("topdown" or "phsafe")."""
-    from engine.data.samples import list_samples
-
     return {s.name: s.title for s in list_samples() if s.kind == kind}
 
 
 def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
     """Validate and load uploaded TopDown data of ``kind`` (raises DataValidationError)."""
-    from engine.data.inputs import load_topdown_files
-
     return load_topdown_files(kind, files)
 
 
 def load_cef_upload(files: Sequence[Any]) -> Any:
     """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
-    from engine.core.sniff import assign_by_name
-    from engine.data.cef import load_cef_extract
-
     # Several files that could each be "the persons file" are refused, never one picked.
     return load_cef_extract(assign_by_name(files, ("persons", "units", "geo"), what="CEF extract"))
 
@@ -125,6 +111,5 @@ def subset(hist: BlockHistogram, level: str | None, units: Sequence[str]) -> Blo
     """The blocks of the chosen geounits (all data when ``level`` is None or nothing is chosen)."""
     if not level or not units:
         return hist
-    from engine.data.histogram import subset_histogram
 
     return subset_histogram(hist, level, units)

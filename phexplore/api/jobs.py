@@ -2,9 +2,11 @@
 
 Part of the app-facing API (:mod:`phexplore.api`). A run executes in a worker thread so the page can
 show progress and offer Cancel: :class:`RunJob` holds the :class:`~engine.runs.control.RunControl`
-the pipeline reports to and polls (the same object the CLI and experiments use); the thread never
-touches ``st.session_state`` — it fills the job, which the page reads. :func:`collect_finished`
-moves a finished job's :class:`RunRecord` into the session on whatever page is open.
+the pipeline reports to and polls — the one progress bookkeeping the CLI and experiments use too
+(each stage's fraction, the overall fraction through the job's phases, the cancel flag); the
+thread never touches ``st.session_state`` — it fills the job, which the page reads.
+:func:`collect_finished` moves a finished job's :class:`RunRecord` into the session on whatever
+page is open.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from engine.core.errors import PHExploreError
+from engine.core.errors import PHExploreError, RunCancelled
 from engine.runs.control import RunControl
 from phexplore.api.data import problem_lines
+from phexplore.failures import describe_failure
 
 
 @dataclass
@@ -55,37 +58,31 @@ class RunJob:
 
     engine: str
     label: str
-    cancel_event: threading.Event = field(default_factory=threading.Event)
-    stages: dict[str, float] = field(default_factory=dict)
-    fraction: float = 0.0
+    control: RunControl = field(default_factory=RunControl)
+    """The pipeline's progress and cancel (the work maps a second phase, a ρ sweep, onto the
+    second half of the overall fraction: :meth:`RunControl.phase`)."""
     record: RunRecord | None = None
     error: list[str] | None = None
     cancelled: bool = False
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     thread: threading.Thread | None = None
-    phases: int = 1
-    """Phases of the job: 1 (one run) or 2 (a run, then a budget sweep whose stages start with
-    "Sweep"/"ρ sweep"); each phase is an equal part of :attr:`fraction`."""
-    control: RunControl = field(init=False)
 
-    def __post_init__(self) -> None:
-        # The pipeline's progress and cancel: the same RunControl the CLI and experiments use,
-        # sharing this job's cancel flag (the Cancel button sets cancel_event).
-        self.control = RunControl(self._record_progress, self.cancel_event)
+    @property
+    def cancel_event(self) -> threading.Event:
+        """The cancel flag the Cancel button sets."""
+        return self.control.cancel_event
 
-    def _record_progress(self, label: str, fraction: float) -> None:
-        """Keep the stage and the overall fraction: never back, never 100% before the end.
+    @property
+    def stages(self) -> dict[str, float]:
+        """Each stage's own fraction done, in the order the stages started."""
+        return self.control.stages
 
-        The pipeline's fraction is that of the current phase; with a sweep the run is the first
-        half and the sweep the second. Work remains until the thread has finished (metrics, the
-        sweep), so the overall fraction stops at 99% until :attr:`done`.
-        """
-        value = min(max(float(fraction), 0.0), 1.0)
-        self.stages[label] = value
-        phase = 1 if label.startswith(("Sweep", "ρ sweep")) and self.phases > 1 else 0
-        overall = (phase + value) / max(self.phases, 1)
-        self.fraction = max(self.fraction, min(overall, 0.99))
+    @property
+    def fraction(self) -> float:
+        """The overall fraction done, never 100% before the end: work remains until the thread
+        has finished (metrics, a sweep), so it stops at 99% until :attr:`done`."""
+        return min(self.control.fraction, 0.99)
 
     @property
     def shown_fraction(self) -> float:
@@ -98,7 +95,7 @@ class RunJob:
 
     def cancel(self) -> bool:
         """Cancel callback: True once Cancel was pressed."""
-        return self.cancel_event.is_set()
+        return self.control.cancelled()
 
     @property
     def done(self) -> bool:
@@ -154,14 +151,11 @@ def start_job(job: RunJob, work: Callable[[RunJob], RunRecord]) -> RunJob:
     def target() -> None:
         try:
             job.record = work(job)
+        except RunCancelled:
+            job.cancelled = True
         except PHExploreError as exc:
-            if type(exc).__name__ in ("RunCancelled", "PHSafeCancelled"):
-                job.cancelled = True
-            else:
-                job.error = problem_lines(exc)
+            job.error = problem_lines(exc)
         except Exception as exc:  # one line in place; the traceback goes to the log file
-            from phexplore.failures import describe_failure
-
             job.error = [describe_failure(exc, f"the {job.engine} run")]
         finally:
             job.finished = time.monotonic()

@@ -1,11 +1,14 @@
 """What the Results and Run pages show of a kept run: EPL curves, headline numbers, downloads.
 
 Part of the app-facing API (:mod:`phexplore.api`). Numbers come from :mod:`engine.metrics`
-(EPL, SPEC §5) and from the run's own tables; this module only selects and formats them.
+(EPL, docs/science.md §5) and from the run's own tables; this module only selects and formats them.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,14 +16,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from engine.core.csv_cells import frame_to_csv
+from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
+from engine.metrics.epl import epl_details
+from engine.metrics.reference import load_petti_flaxman_tradeoff
+from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.jobs import RunRecord
-from phexplore.api.runs import (
-    EPL_BOOT,
-    EPL_MULTIPLIER,
-    EPL_PERCENTILE,
-    bootstrap_rng,
-    epl_settings,
-)
+from phexplore.api.run_choices import EPL_BOOT, EPL_MULTIPLIER, EPL_PERCENTILE, epl_settings
 
 
 def run_epl_settings(record: RunRecord) -> dict[str, Any]:
@@ -43,7 +45,6 @@ def pf_reference_epl(settings: Mapping[str, Any]) -> tuple[pd.DataFrame | None, 
             "±1 × max(|P5|, |P95|) (percentile 95, multiplier 1.0). EPLs under different "
             "density ranges are not comparable (up to ~10× apart on the same residuals)."
         )
-    from engine.metrics.reference import load_petti_flaxman_tradeoff
 
     ref = load_petti_flaxman_tradeoff()
     part = ref[
@@ -70,12 +71,10 @@ def epl_curves(
 ) -> dict[str, Any]:
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
-    Residuals are estimate − true over the group's cells (SPEC §5);
+    Residuals are estimate − true over the group's cells (docs/science.md §5);
     :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
     EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
-    from engine.metrics.epl import epl_details
-
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
     result = epl_details(
@@ -102,8 +101,6 @@ def epl_curves(
 
 def budget_caption(record: RunRecord) -> str | None:
     """ "ρ = 2.56 nominal, ρ spent on noisy measurements = 1.728 …" of a TopDown run, else None."""
-    from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
-
     if record.engine != "topdown" or record.rho is None:
         return None
     what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"
@@ -160,8 +157,7 @@ def headline_error(record: RunRecord) -> tuple[str, float | None, str]:
 def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
     """A table as CSV or Parquet bytes for ``st.download_button``."""
     if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8")
-    import io
+        return frame_to_csv(frame).encode("utf-8")  # formula-like text made inert
 
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
@@ -170,8 +166,6 @@ def tidy_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
 
 def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
     """metrics.json bytes (NaN and ∞ written as null so any JSON reader accepts them)."""
-    import json
-    import math
 
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
@@ -188,7 +182,7 @@ def metrics_bytes(metrics: Mapping[str, Any]) -> bytes:
 def prediction_sample_sentence(table: pd.DataFrame) -> str | None:
     """What a run's predicted-vs-measured rows were evaluated on, when some level used a sample
     of its families (``units_evaluated`` below ``units``); None when every geounit was used or
-    the table predates the columns (SPEC §7; ``engine.runs.topdown.prediction_sampling_note``)."""
+    the table predates the columns (docs/science.md §7; ``engine.runs.topdown_metrics.prediction_sampling_note``)."""
     if "units_evaluated" not in table or "units" not in table:
         return None
     levels = table.drop_duplicates("geolevel")

@@ -1,4 +1,4 @@
-"""A TopDown run folder written by the command line, opened on the Results page (issue 17).
+"""A TopDown run folder written by the command line, opened on the Results page (docs/app.md).
 
 Part of the app-facing API (:mod:`phexplore.api`). :func:`folder_record` reads a folder written
 by ``phexplore run topdown`` / ``run replay`` — CSV or Parquet, dense or sparse — through the
@@ -13,6 +13,13 @@ fit together (TOTAL first; :func:`engine.runs.dense_rows.chosen_queries`, the ru
 session follows too), and says which were left out (their MAE is in metrics.json).
 :func:`folder_files` lists the folder's files for download in the format written, with a CSV
 conversion for tables of at most :data:`~phexplore.api.limits.CSV_CONVERSION_MAX_ROWS` rows.
+
+The record keeps the manifest read when the folder was opened. A download reads its file at click
+time, without following links, and refuses bytes whose SHA-256 is not that manifest's
+(:meth:`engine.core.manifest.Manifest.read`); :func:`folder_changed` tells the page, on every rerun,
+that the folder was replaced or edited since (its files then are not offered). So a folder replaced
+after it was opened never serves another run's files under the first run's label
+(docs/reliability.md, "Outputs").
 """
 
 from __future__ import annotations
@@ -25,17 +32,21 @@ from typing import Any
 
 import pandas as pd
 
+from engine.core.csv_cells import frame_to_csv
 from engine.core.errors import ValidationError
+from engine.core.manifest import Manifest, unlisted_entries
+from engine.metrics.error_tables import mae_table
 from engine.runs.dense_rows import chosen_queries
+from engine.runs.provenance import Provenance
+from engine.runs.run_folder import dense_estimates, open_run_folder
+from engine.runs.table_files import read_table
 from phexplore.api import limits
 from phexplore.api.jobs import RunRecord
-from phexplore.api.runs import run_label, run_provenance
+from phexplore.api.run_records import run_label
 
 
 def _estimates(run: Any, limit: int) -> tuple[pd.DataFrame, list[str]]:
     """The dense tidy estimates the app keeps and the queries left out."""
-    from engine.runs.run_folder import dense_estimates
-
     dense_rows = int(run.outputs.get("files", {}).get("estimates", {}).get("dense_rows") or 0)
     if not run.sparse:
         if dense_rows and dense_rows > limit:
@@ -93,9 +104,6 @@ def _blau_frame(metrics: dict[str, Any]) -> pd.DataFrame | None:
 
 def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete)."""
-    from engine.metrics.errors import mae_table
-    from engine.runs.run_folder import open_run_folder
-
     text = str(path).strip()
     if not text:
         raise ValidationError("give the path of a run folder written by 'phexplore run topdown'")
@@ -115,19 +123,24 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
     what = "ε" if mechanism == "puredp" else "ρ"
     budget_text = f"{what}={float(rho or 0):.4g}"
     fingerprint = metrics.get("budget_fingerprint")
-    provenance: dict[str, Any] = {}
+    provenance: Provenance | None = None
     if fingerprint:
-        # The CLI records the budget it ran (issue 15): label and attach the run like an app run.
-        provenance = run_provenance(
+        # The CLI records the budget it ran (budget_fingerprint, budget_origin): label and attach the run like an app run.
+        provenance = Provenance(
+            budget_fingerprint=str(fingerprint),
+            budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
             run_id=run_id,
-            token=uuid.uuid4().hex,
-            data_label=data,
+            run_token=uuid.uuid4().hex,
+            data=data,
             seed=int(metrics.get("seed") or 0),
-            fingerprint=str(fingerprint),
-            origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
         )
         label = run_label(
-            run_id, "TopDown", f"folder {run.folder}", budget_text, provenance["seed"], provenance
+            run_id,
+            "TopDown",
+            f"folder {run.folder}",
+            budget_text,
+            int(provenance.seed or 0),
+            provenance,
         )
     else:  # folders written before budgets were recorded
         label = (
@@ -140,7 +153,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
         label=label,
         engine="topdown",
         scenario=scenario,
-        **({"token": provenance["run_token"]} if provenance else {}),
+        **({"token": str(provenance.run_token)} if provenance else {}),
         settings={
             "data": data,
             "allocation": metrics.get("allocation"),
@@ -155,8 +168,10 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
             "fingerprint": spec.get("fingerprint"),
             "folder": str(run.folder),
             "outputs": run.outputs,
+            "manifest_files": run.manifest.files,
+            "folder_state": _folder_state(run.folder, run.manifest.files),
             "queries_left_out": left_out,
-            **provenance,
+            **(provenance.as_dict() if provenance else {}),
         },
         metrics=metrics,
         tidy=tidy,
@@ -174,15 +189,67 @@ class FolderFile:
     data: Callable[[], bytes]
 
 
+def _folder_state(folder: Path, files: dict[str, Any]) -> dict[str, list[int]]:
+    """Inode, size and modification time of each listed file (``lstat``: a link is not followed)."""
+    state: dict[str, list[int]] = {}
+    for name in files:
+        try:
+            info = (folder / name).lstat()
+        except OSError:
+            continue
+        state[name] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode]
+    return state
+
+
+def folder_changed(record: RunRecord) -> str | None:
+    """Why the folder of an opened record is no longer what was opened (None when unchanged): a
+    listed file replaced, edited, removed or turned into a link, or something added to the folder.
+    A cheap check for every rerun of the page; each download still checks its file's SHA-256."""
+    settings = record.settings
+    folder = Path(str(settings.get("folder", "")))
+    files = settings.get("manifest_files")
+    if not files or not settings.get("folder_state"):
+        return None
+    what = ""
+    if not folder.is_dir():
+        what = "it is gone"
+    elif _folder_state(folder, files) != settings["folder_state"]:
+        what = "its files were replaced or edited"
+    else:
+        try:
+            added = unlisted_entries(folder, files)
+        except OSError:
+            added = ["?"]
+        if added:
+            what = f"it now holds what its manifest does not list ({', '.join(added[:3])})"
+    if not what:
+        return None
+    return (
+        f"The run folder {folder} changed since it was opened ({what}); its files are no longer "
+        "offered here, and this run's charts show what was read when it was opened. Open the "
+        "folder again to see what it holds now."
+    )
+
+
+def _manifest(record: RunRecord) -> Manifest:
+    """The manifest captured when the record's folder was opened."""
+    folder = Path(str(record.settings["folder"]))
+    files = record.settings.get("manifest_files")
+    if not isinstance(files, dict):
+        raise ValidationError(f"{folder}: open the folder again (no manifest was kept)")
+    return Manifest(folder, {"files": files})
+
+
 def folder_files(record: RunRecord) -> list[FolderFile]:
     """The tables and metrics.json of an opened folder, in the format written, plus CSV copies of
-    the Parquet tables of at most :data:`~phexplore.api.limits.CSV_CONVERSION_MAX_ROWS` rows (sparse estimates as stored)."""
-    folder = Path(str(record.settings["folder"]))
+    the Parquet tables of at most :data:`~phexplore.api.limits.CSV_CONVERSION_MAX_ROWS` rows (sparse
+    estimates as stored). Each file's bytes are read when asked for and checked against the
+    manifest read when the folder was opened (a changed folder raises, naming the file)."""
+    manifest = _manifest(record)
     outputs = record.settings.get("outputs") or {}
     out: list[FolderFile] = []
     for table, entry in (outputs.get("files") or {}).items():
         name = str(entry["file"])
-        path = folder / name
         parquet = name.endswith(".parquet")
         rows = int(entry.get("rows") or 0)
         sparse = " (sparse)" if entry.get("sparse") else ""
@@ -191,7 +258,7 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
                 name,
                 f"{name}{sparse} · {rows:,} rows",
                 "application/octet-stream" if parquet else "text/csv",
-                path.read_bytes,
+                lambda name=name: manifest.read(name),
             )
         )
         if parquet and rows <= limits.CSV_CONVERSION_MAX_ROWS:
@@ -200,7 +267,7 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
                     f"{table}.csv",
                     f"{table}.csv{sparse} (converted) · {rows:,} rows",
                     "text/csv",
-                    lambda path=path: _csv_bytes(path),
+                    lambda name=name: _csv_bytes(manifest, name),
                 )
             )
     out.append(
@@ -208,13 +275,13 @@ def folder_files(record: RunRecord) -> list[FolderFile]:
             "metrics.json",
             "metrics.json",
             "application/json",
-            (folder / "metrics.json").read_bytes,
+            lambda: manifest.read("metrics.json"),
         )
     )
     return out
 
 
-def _csv_bytes(path: Path) -> bytes:
-    from engine.runs.table_files import read_table
-
-    return read_table(path).to_csv(index=False).encode("utf-8")
+def _csv_bytes(manifest: Manifest, name: str) -> bytes:
+    with manifest.open(name) as source:
+        frame = read_table(manifest.folder / name, source=source)
+    return frame_to_csv(frame).encode("utf-8")

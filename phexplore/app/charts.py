@@ -1,4 +1,4 @@
-"""Readable charts: one set of rules for every figure of the app and of the HTML report (issue 15).
+"""Readable charts: one set of rules for every figure of the app and of the HTML report.
 
 Presentation only, no science. The rules, checked by the browser tests at 1366×768:
 

@@ -1,10 +1,10 @@
 """Plain-language guide: what ε means, a glossary, and the worked example of the start page.
 
 No new science: :func:`epsilon_reading` restates the (ε, δ)-DP definition (Dwork & Roth 2014,
-Def. 2.4; SPEC §1) for one number — for any set of outputs S and neighbouring data sets D, D',
-P[M(D) ∈ S] ≤ e^ε · P[M(D') ∈ S] + δ — and :func:`worked_example` computes its numbers with the
-same functions as the planners (PHS §7.1, ρ = z²Δ²/(2·MOE²); SPEC §1 conversions), so the start
-page, the planners and the privacy page never disagree.
+Def. 2.4; docs/science.md §1) for one number — for any set of outputs S and neighbouring data sets
+D, D', P[M(D) ∈ S] ≤ e^ε · P[M(D') ∈ S] + δ — and :func:`worked_example` computes its numbers with
+the same functions as the planners (PHS §7.1, ρ = z²Δ²/(2·MOE²); docs/science.md §1 conversions), so
+the start page, the planners and the privacy page never disagree.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.dp.conversions import CONVERSION_LABELS, DEFAULT_DELTA
+from engine.dp.moe import moe_for_rho
+from engine.dp.presets import load_phsafe_preset
 from phexplore.app.naming import cell_label, level_label
 from phexplore.planning.moe_tables import epsilons
 
@@ -116,8 +118,6 @@ def worked_example(
     total ρ and ε before and after, computed like the planner (bounded ρ = 2 × unbounded, PHS
     Thm 3–4).
     """
-    from engine.dp.moe import moe_for_rho
-    from engine.dp.presets import load_phsafe_preset
 
     table, level = "PH3", "state_A-G"
     before = load_phsafe_preset("phsafe-2020")

@@ -1,12 +1,13 @@
-"""Session report: one self-contained HTML file for the budget meeting to take away.
+"""Session report: one self-contained HTML file for the budget meeting to take away (docs/app.md,
+"Budget session").
 
 Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
-conversion named (docs/science.md §1), the (ε, δ) curve (TDA Figure 1), any attached run results (MAE tables and
-charts) and a provenance block (PHExplore version, seeds, data source and licence, timestamp).
-Plotly's JavaScript is embedded once, so the file opens offline. Figures use the explicit report
-template of :mod:`phexplore.app.charts` (distinct colours, full log-axis labels) — never the app's
-Streamlit theme, whose colours only resolve inside the app. Only runs made with the scenario's exact
-budget (same fingerprint) are reported, each once, with run number, data and seed.
+conversion named (docs/science.md §1), the (ε, δ) curve (TDA Figure 1), any attached run results
+(MAE tables and charts) and a provenance block (PHExplore version, seeds, data source and licence,
+timestamp). Plotly's JavaScript is embedded once, so the file opens offline. Figures use the
+explicit report template of :mod:`phexplore.app.charts` (distinct colours, full log-axis labels) —
+never the app's Streamlit theme, whose colours only resolve inside the app. Only runs made with the
+scenario's exact budget (same fingerprint) are reported, each once, with run number, data and seed.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.core.errors import PHExploreError
 from engine.dp.accounting import delta_grid, epsilon_curves
 from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
 from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS
+from engine.prediction import describe_profile, shipped_profile_for
+from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import for_report
 from phexplore.app.naming import display_frame
+from phexplore.planning.moe_tables import epsilons
 from phexplore.planning.scenarios import Scenario
 
 CONVERSION_SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS", "gaussian": "Gaussian profile"}
@@ -169,8 +174,8 @@ def build_report_html(
         parts.append(
             "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
             "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
-            "least squares, non-negativity and rounding; docs/science.md §7, docs/prediction.md) on the "
-            "Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
+            "least squares, non-negativity and rounding; docs/science.md §7, docs/prediction.md) "
+            f"on {_profile_phrase(scenario)}. Measured errors of runs follow below.</p>"
         )
         cols = [
             "run",
@@ -237,13 +242,20 @@ def build_report_html(
     return "\n".join(parts)
 
 
+def _profile_phrase(scenario: Scenario) -> str:
+    """The count profile the scenario's published-count prediction rests on, in words."""
+    if scenario.topdown is None:
+        return "no count profile"
+    try:
+        return describe_profile(shipped_profile_for(scenario.topdown))
+    except PHExploreError as exc:
+        return f"no count profile ({exc})"
+
+
 def _with_post_processed(
     scenario: Scenario, rows: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """MOE rows plus the predicted published-count accuracy (docs/science.md §7) and its notes."""
-    from engine.core.errors import PHExploreError
-    from engine.prediction import shipped_profile_for
-    from engine.prediction.tables import add_post_processed, predictions_for_runs
 
     assert scenario.topdown is not None
     try:
@@ -323,8 +335,6 @@ def run_title(metrics: Mapping[str, Any]) -> str:
 
 
 def _privacy_table(scenario: Scenario) -> str:
-    from phexplore.planning.moe_tables import epsilons
-
     rows = []
     if scenario.kind == "phsafe":
         assert scenario.phsafe is not None

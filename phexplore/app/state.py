@@ -13,6 +13,7 @@ values, so that pages stay thin and reruns stay fast.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, MutableMapping
 from typing import Any
@@ -27,8 +28,11 @@ from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS, DEFAULT_DELTA
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
 from engine.dp.origin import budget_origin
 from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset
+from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
+from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app import naming
 from phexplore.app.naming import display_frame, table_label
+from phexplore.failures import describe_failure
 from phexplore.planning.moe_tables import phsafe_rows, phsafe_summary, topdown_rows, topdown_summary
 
 # Session-state keys (one place, so pages and tests agree on them).
@@ -212,11 +216,6 @@ def topdown_frames(
 def _post_processed_cached(
     runs_json: str, confidence: float, n_states: int | None = None
 ) -> dict[str, Any]:
-    import json
-
-    from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
-    from engine.prediction.tables import add_post_processed, predictions_for_runs
-
     runs = {
         name: TopDownAllocation.from_dict(data, name=data.get("name"))
         for name, data in json.loads(runs_json).items()
@@ -240,7 +239,6 @@ def topdown_post_processed(
     (docs/science.md §7: ``post_processed_rmse``, ``post_processed_moe``, and whether each row is
     in the validated range, ``post_processed_holds`` / ``post_processed_reason``) on the shipped
     count profile of the allocation's schema (cached), and the prediction's notes."""
-    import json
 
     payload = json.dumps({k: a.to_dict() for k, a in runs.items()}, sort_keys=True)
     out = _post_processed_cached(payload, confidence, n_states)
@@ -309,7 +307,6 @@ def sync_widget(widget_key: str, canonical_key: str) -> None:
 
 def json_bytes(data: Any) -> bytes:
     """Pretty UTF-8 JSON for downloads (∞ written as ``Infinity`` like the official config)."""
-    import json
 
     return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
 
@@ -385,7 +382,6 @@ def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
 
 def show_failure(exc: BaseException, what: str) -> None:
     """Show one readable line for ``exc`` (traceback to the log file, never on the page)."""
-    from phexplore.failures import describe_failure
 
     st.error(describe_failure(exc, what))
 

@@ -1,8 +1,11 @@
 """``--backend local|spark``, ``--spark-master``, ``--spark-remote`` (and ``--spark-checkpoint``,
-``--spark-driver-memory``): where a run runs (SPEC §8).
+``--spark-driver-memory``): where a run runs (docs/science.md §8).
 
-Shared by ``run topdown``, ``run phsafe`` and ``experiment``; the choice goes into the run
-description's ``backend`` and ``backend_options`` and never changes the numbers (docs/spark.md).
+Shared by ``run topdown``, ``run phsafe``, ``run replay`` and ``experiment``; the choice goes into
+the run description's ``backend`` and ``backend_options``
+(:class:`~engine.runs.options.BackendOptions`) and never changes the numbers (docs/spark.md). Only
+these options decide where a run runs: ``run replay`` never takes the backend of the file it
+replays (docs/reliability.md "Replays").
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 from typing import Any
 
 from engine.core.errors import ValidationError
+from engine.runs.options import BackendOptions
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +57,10 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """(backend, backend_options) from parsed arguments, with a clear error for a bad mix."""
+def backend_of(args: argparse.Namespace) -> tuple[str, Any]:
+    """(backend, :class:`~engine.runs.options.BackendOptions`) from parsed arguments, with a clear
+    error for a bad mix."""
+
     backend = getattr(args, "backend", "local") or "local"
     options = {
         "master": getattr(args, "spark_master", None),
@@ -67,7 +73,7 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         if options:
             flags = ", ".join(f"--spark-{k.replace('_', '-')}" for k in sorted(options))
             raise ValidationError(f"{flags} apply only with --backend spark")
-        return backend, {}
+        return backend, BackendOptions()
     if "master" in options and "remote" in options:
         raise ValidationError("give either --spark-master or --spark-remote, not both")
     if "master" not in options and "remote" not in options:
@@ -75,6 +81,7 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             "--backend spark needs --spark-master URL (e.g. local[2], spark://HOST:7077, yarn) "
             "or --spark-remote sc://HOST:15002"
         )
+    # heavy (the Spark checks): imported when the command runs, so `--help` stays light
     from engine.spark.session import (
         check_driver_memory,
         check_master,
@@ -96,4 +103,4 @@ def backend_of(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     reason = spark_unavailable_reason(remote="remote" in options)
     if reason is not None:
         raise ValidationError(f"--backend spark cannot run here: {reason}")
-    return backend, options
+    return backend, BackendOptions(**options)

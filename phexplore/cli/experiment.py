@@ -224,6 +224,7 @@ def _run(
     level: str,
     query: str,
 ) -> int:
+    from engine.runs.control import RunControl
     from engine.runs.experiments import run_experiment, write_experiment
 
     out = staging.path
@@ -271,7 +272,7 @@ def _run(
         srs_fractions=srs,
         n_boot=args.n_boot,
         workers=args.workers,
-        progress=progress,
+        control=RunControl(progress),
         data_name=data_label,
         tradeoff=(level, query),
         epl_settings=epl_settings,

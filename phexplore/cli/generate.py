@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ValidationError
-from engine.core.numbers import option_type
+from engine.core.numbers import RANGES, option_type
 from phexplore.cli._options import add_seed_option
 from phexplore.cli._output import (
     add_format_option,
@@ -27,7 +27,9 @@ from phexplore.cli._output import (
     progress_line,
 )
 
-_whole_number = option_type("whole", "persons", "--persons")
+_households_persons = option_type("whole", "persons", "--persons")
+_population_persons = option_type("whole", "population_persons", "--persons")
+_chunk_persons = option_type("whole", "chunk_persons", "--chunk-persons")
 GENERATE_OUT_HELP = "output folder (written atomically, with manifest)"
 
 
@@ -50,9 +52,9 @@ def register(subparsers: Any) -> None:
     )
     households.add_argument(
         "--persons",
-        type=_whole_number,
+        type=_households_persons,
         required=True,
-        help="number of persons (1,000 – 50,000,000)",
+        help=f"number of persons, {RANGES['persons']}",
     )
     add_seed_option(households, "random seed, 0 – 2^63-1 (same seed → same files)", required=True)
     households.add_argument(
@@ -85,9 +87,9 @@ def register(subparsers: Any) -> None:
     )
     population.add_argument(
         "--persons",
-        type=_whole_number,
+        type=_population_persons,
         required=True,
-        help="number of persons (1,000 – 400,000,000)",
+        help=f"number of persons, {RANGES['population_persons']}",
     )
     add_seed_option(population, "random seed, ≥ 0 (same seed → same files)", required=True)
     population.add_argument(
@@ -98,9 +100,10 @@ def register(subparsers: Any) -> None:
     )
     population.add_argument(
         "--chunk-persons",
-        type=_whole_number,
+        type=_chunk_persons,
         default=None,
-        help="persons generated at once (10,000 – 50,000,000; default 2,000,000): bounds memory",
+        help=f"persons generated at once, {RANGES['chunk_persons']} (default 2,000,000): bounds "
+        "memory",
     )
     population.add_argument("--compress", action="store_true", help="write .csv.gz files")
     add_output_folder_options(population, GENERATE_OUT_HELP, type=Path)

@@ -1,4 +1,4 @@
-"""``phexplore plan phsafe|topdown``: the least ρ that meets accuracy targets (issue 10, TDA §6.3, PHS §7)."""
+"""``phexplore plan phsafe|topdown``: the least ρ that meets accuracy targets (TDA §6.3, PHS §7)."""
 
 from __future__ import annotations
 
@@ -99,23 +99,21 @@ def run_phsafe(args: argparse.Namespace) -> int:
     """Print the PHSafe plan."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.presets import load_phsafe_preset, phsafe_from_dict
+    from phexplore.planning.target_files import phsafe_targets_budget
     from phexplore.planning.targets import plan_phsafe
 
     data = _read_targets(args.targets)
     if data is None:
         budget = load_phsafe_preset(args.targets)
     else:
-        if "moe_targets" not in data or "tau" not in data:
-            raise ValidationError(f"{args.targets}: needs 'tau' and 'moe_targets'")
-        placeholder = {t: dict.fromkeys(r, 1.0) for t, r in data["moe_targets"].items()}
-        budget = phsafe_from_dict({**data, "privacy_budget": placeholder}, name=args.targets)
+        budget = phsafe_from_dict(phsafe_targets_budget(data, args.targets), name=args.targets)
     plan = plan_phsafe(budget, rho_cap=args.rho_cap, objective=args.objective)
     print_rows(plan["rows"], plan["summary"], args.format)
     return 0
 
 
 def run_topdown_published(args: argparse.Namespace) -> int:
-    """Least ρ meeting published-count targets with fixed shares (SPEC §7)."""
+    """Least ρ meeting published-count targets with fixed shares (docs/science.md §7)."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.presets import load_topdown_preset, topdown_from_dict
     from engine.prediction import shipped_profile_for
@@ -150,6 +148,7 @@ def run_topdown(args: argparse.Namespace) -> int:
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.moe import z_for_confidence
     from engine.dp.presets import load_topdown_preset, preset_info
+    from phexplore.planning.target_files import topdown_targets
     from phexplore.planning.targets import plan_topdown, sigma_targets_of
 
     if args.published:
@@ -169,27 +168,7 @@ def run_topdown(args: argparse.Namespace) -> int:
         targets = sigma_targets_of(runs)
         geolevels = {k: a.geolevels for k, a in runs.items()}
     else:
-        runs_raw = data.get("runs")
-        if (
-            not isinstance(runs_raw, dict)
-            or not runs_raw
-            or not all(isinstance(v, dict) for v in runs_raw.values())
-        ):
-            raise ValidationError(f"{args.targets}: needs 'runs' mapping run names to targets")
-        targets, geolevels = {}, {}
-        for run, spec in runs_raw.items():
-            if "sigma" in spec:
-                targets[run] = spec["sigma"]
-            elif "moe90" in spec:
-                z = z_for_confidence(0.90)
-                targets[run] = {
-                    lv: {q: float(m) / z for q, m in qs.items()} for lv, qs in spec["moe90"].items()
-                }
-            else:
-                raise ValidationError(
-                    f"{args.targets}: run {run!r} needs 'sigma' or 'moe90' targets"
-                )
-            geolevels[run] = spec.get("geolevels", list(targets[run]))
+        targets, geolevels = topdown_targets(data, args.targets, z_for_confidence(0.90))
     plan = plan_topdown(targets, geolevels=geolevels, denominator=args.denominator)
     rows = plan["rows"]
     for row in rows:

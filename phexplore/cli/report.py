@@ -1,4 +1,10 @@
-"""``phexplore report``: write the self-contained HTML session report (issue 10)."""
+"""``phexplore report``: write the self-contained HTML session report.
+
+Each ``--results`` must be a run's metrics.json (a verified run folder, a metrics.json inside one, or
+a standalone one downloaded from the app) whose recorded budget is its run's own
+(:func:`engine.runs.provenance.check_reported_run`) and this scenario's; anything else is refused
+before the report is built.
+"""
 
 from __future__ import annotations
 
@@ -54,10 +60,12 @@ def run(args: argparse.Namespace) -> int:
     check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
     mine = scenario.fingerprints()
+    from engine.runs.provenance import check_reported_run
+
     for path in results:
-        metrics = load_json_object(path)
+        metrics = check_reported_run(load_json_object(path), f"--results {path}")
         recorded = metrics.get("budget_fingerprint")
-        if metrics.get("engine") not in (None, scenario.kind):
+        if metrics.get("engine") != scenario.kind:
             raise ValidationError(
                 f"--results {path}: a {metrics.get('engine')} run cannot belong to a "
                 f"{scenario.kind} scenario; give the metrics.json of a {scenario.kind} run"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.core.numbers import RANGES, option_type, parse_whole
+from engine.runs.options import PHSafeRunOptions
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._options import add_max_bytes_option, add_noise_method_option, add_seed_option
 from phexplore.cli._output import add_output_folder_options, input_location, open_output
@@ -108,8 +109,8 @@ def summary_lines(
 
     ``scale`` (the data's fraction of the full population) adds truncation error per 1,000 persons
     and projected to full scale, beside the noise MOE (which does not grow with population).
-    ``errors``: the run's error analysis (:class:`engine.runs.phsafe.PHSafeErrors`, the pipeline's
-    metrics stage, ``RunOutput.extra["errors"]``) at ``scale``; computed here when None.
+    ``errors``: the run's error analysis (:class:`engine.runs.phsafe.PHSafeErrorAnalysis`, the
+    pipeline's metrics stage, ``RunOutput.extra["errors"]``) at ``scale``; computed here when None.
     """
     if errors is None:
         from engine.runs.phsafe import error_analysis
@@ -167,56 +168,59 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**32))
+    spec = spec_of(args, tau, seed)  # every option checked before --out is opened
     config_path = args.config if args.config and Path(args.config).exists() else None
     inputs = {"data": input_location(args.data), "config": config_path or args.config}
     with open_output(args, "run phsafe", inputs, seed=seed) as staging:
-        return _run(args, staging, tau, seed)
+        return _run(args, staging, spec)
 
 
 def spec_of(args: argparse.Namespace, tau: dict[str, int] | None, seed: int) -> Any:
-    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (configuration resolved)."""
+    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (configuration resolved;
+    the data folder recorded as an absolute path)."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.data.samples import declared_scale
     from engine.phsafe.inputs import resolve_config, resolve_data_dir
+    from engine.runs.data_source import DataSource
+    from engine.runs.inputs import resolve_paths
     from engine.runs.spec import RunSpec
 
     config = resolve_config(args.config, resolve_data_dir(args.data))
     if tau:
         config = config.with_tau(tau)
-    data: dict[str, Any] = {"source": args.data}
-    if args.max_bytes is not None:
-        data["max_bytes"] = args.max_bytes
     scale = args.scale if args.scale is not None else declared_scale(args.data)
     backend, backend_options = backend_of(args)
-    return RunSpec(
+    spec = RunSpec(
         engine="phsafe",
-        data=data,
+        data=DataSource(source=args.data, max_bytes=args.max_bytes),
         config=config.to_dict(),
         seed=seed,
-        options={
-            "trials": args.trials,
-            "non_private": bool(args.non_private),
-            "scale": scale,
-            "noise_method": args.noise_method,
-        },
+        options=PHSafeRunOptions(
+            trials=args.trials,
+            non_private=bool(args.non_private),
+            scale=scale,
+            noise_method=args.noise_method,
+        ),
         backend=backend,
         backend_options=backend_options,
     )
+    return resolve_paths(spec, Path.cwd())
 
 
-def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, seed: int) -> int:
+def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
     """Run the description through the one pipeline and write into the staging folder."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.runs.pipeline import execute, write
 
-    spec = spec_of(args, tau, seed)
     staging.settings.update(
         {
             "privacy_defn": spec.config.get("privacy_defn", "zcdp"),
             "non_private": args.non_private,
-            "run_fingerprint": spec.fingerprint(),
         }
     )
     output = execute(spec, extra_metrics=budget_provenance(args, spec))
-    scale = spec.options.get("scale")
+    staging.settings["run_fingerprint"] = output.spec.fingerprint()
+    scale = spec.options.scale
     lines = summary_lines(output.result, staging.final, scale, output.extra.get("errors"))
     write(output, staging.path, summary=lines)
     print("\n".join(lines))
@@ -224,7 +228,8 @@ def _run(args: argparse.Namespace, staging: Any, tau: dict[str, int] | None, see
 
 
 def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, str]:
-    """``budget_fingerprint`` and ``budget_origin`` of the run, as the app records them (issue 15).
+    """``budget_fingerprint`` and ``budget_origin`` of the run, as the app records them
+    (:func:`engine.runs.provenance.run_provenance`, the one builder).
 
     The fingerprint is that of the configuration actually run (after ``--tau``), as the PHSafe
     planner would hold it (:func:`engine.runs.provenance.phsafe_budget_of`), so a scenario of the
@@ -234,8 +239,9 @@ def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, str]:
     """
     if args.non_private:
         return {}
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.phsafe.config import PRESET_ALIASES, PRESET_NAMES
-    from engine.runs.provenance import budget_origin_of, spec_budget_fingerprint
+    from engine.runs.provenance import run_provenance
 
     named = str(args.config) if args.config else None
     preset = PRESET_ALIASES.get(named, named) if named in PRESET_NAMES else None
@@ -245,10 +251,7 @@ def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, str]:
         name = Path(named).name
     else:
         name = f"{args.data}/config.json"
-    return {
-        "budget_fingerprint": spec_budget_fingerprint(spec),
-        "budget_origin": budget_origin_of(spec, preset=preset, name=name),
-    }
+    return run_provenance(spec, preset=preset, name=name).metrics()
 
 
 def scale_lines(at_scale: pd.DataFrame, scale: float | None) -> list[str]:

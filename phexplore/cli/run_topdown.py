@@ -1,8 +1,10 @@
 """``phexplore run topdown``: run the TopDown engine (TDA §6–§7) and write its outputs.
 
-The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`), run by the one run
-pipeline (:func:`engine.runs.pipeline.execute`, :func:`engine.runs.pipeline.write`) the app and experiments use,
-written into the atomic output folder (:mod:`engine.core.output_folder`).
+The arguments become a :class:`~engine.runs.spec.RunSpec` (:func:`spec_of`: typed
+:class:`~engine.runs.options.TopDownRunOptions`, a :class:`~engine.runs.data_source.DataSource`
+with absolute paths), run by the one run pipeline (:func:`engine.runs.pipeline.execute`,
+:func:`engine.runs.pipeline.write`) the app and experiments use, written into the atomic output
+folder (:mod:`engine.core.output_folder`).
 
 Writes to ``--out`` (see docs/topdown.md "Outputs"): ``estimates`` (tidy: geolevel, geounit,
 query, cell, true, estimate), ``measurements`` (noisy answers and variances, unless
@@ -16,13 +18,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import parse_exact
+from engine.runs.options import TopDownRunOptions
 from engine.runs.output_options import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
+from engine.runs.typed import FieldError
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -138,17 +143,22 @@ def register(engines: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_filter(spec: str) -> dict[str, Any]:
-    """``LEVEL=ID[,ID…]`` → ``{"level": LEVEL, "units": [ID, …]}`` (the run's block filter)."""
-    level, sep, ids = spec.partition("=")
+def parse_filter(text: str) -> Any:
+    """``LEVEL=ID[,ID…]`` → the run's :class:`~engine.runs.data_source.BlockFilter`."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.runs.data_source import BlockFilter
+
+    level, sep, ids = text.partition("=")
     level = level.strip()
     wanted = [i.strip() for i in ids.split(",") if i.strip()]
     if not sep or not level or not wanted:
-        raise ValidationError(f"--filter {spec!r}: expected LEVEL=ID[,ID…], e.g. County=44001")
-    return {"level": level, "units": wanted}
+        raise ValidationError(f"--filter {text!r}: expected LEVEL=ID[,ID…], e.g. County=44001")
+    return BlockFilter(level=level, units=tuple(wanted))
 
 
 def _load_allocation(args: argparse.Namespace) -> Any:
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.core.strict_json import load_json_object
     from engine.dp.budget import TopDownAllocation
     from engine.dp.presets import load_topdown_preset
 
@@ -158,8 +168,6 @@ def _load_allocation(args: argparse.Namespace) -> Any:
             raise ValidationError(f"preset {args.preset!r} has no persons allocation")
         allocation = allocations["persons"]
     else:
-        from engine.core.strict_json import load_json_object
-
         path = Path(args.config)
         data = load_json_object(path, label=f"--config {path}")
         if isinstance(data.get("runs"), dict) and "persons" in data["runs"]:
@@ -178,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rho is not None:
         parse_exact(args.rho, where="--rho", range_name="rho")  # fail before loading anything
     epl_settings_from_args(args)
+    spec = spec_of(args)  # every option checked before --out is opened
     inputs = {
         "data": input_location(args.data),
         "config": args.config,
@@ -185,96 +194,101 @@ def run(args: argparse.Namespace) -> int:
         "mapping": args.mapping,
     }
     with open_output(args, "run topdown", inputs, seed=args.seed) as staging:
-        return _run(args, staging)
+        return _run(args, staging, spec)
+
+
+def options_of(args: argparse.Namespace) -> Any:
+    """The :class:`~engine.runs.options.TopDownRunOptions` of the parsed arguments.
+
+    Output options are set as given; ``run replay`` writes the same files."""
+    epl = epl_settings_from_args(args)
+    spine: dict[str, Any] = {}
+    if spine_options_given(args):
+        spine = {
+            "spine": args.spine or "conventional",
+            "entities": tuple(args.entities),
+            "special_areas": args.special_areas,
+            "fanout_cutoff": args.fanout_cutoff,
+            "tract_groups": bool(args.tract_groups),
+            "bypass": args.bypass,
+        }
+    levels = [lv.strip() for lv in (args.levels or "").split(",") if lv.strip()]
+    try:
+        return TopDownRunOptions(
+            levels=tuple(levels) or None,
+            microdata=not args.no_microdata,
+            measurements=not args.no_measurements,
+            output_format=args.output_format,
+            estimates=args.estimates,
+            spread_invariant_share=bool(args.spread_invariant_share),
+            noise_method=args.noise_method,
+            epl_percentile=epl.percentile,
+            epl_multiplier=epl.multiplier,
+            **spine,
+        )
+    except FieldError as exc:  # name the flags, not the record's fields
+        raise ValidationError(as_flags(str(exc))) from None
+
+
+def as_flags(message: str) -> str:
+    """An option record's message with its field names (a name before ``:``, ``,`` or ``)``)
+    spelt as this command's flags."""
+    names = "|".join(sorted(TopDownRunOptions.__dataclass_fields__, key=len, reverse=True))
+    return re.sub(
+        rf"\b({names})\b(?=[:,)])", lambda m: "--" + m.group(1).replace("_", "-"), message
+    )
 
 
 def spec_of(args: argparse.Namespace) -> Any:
-    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (checked, nothing loaded)."""
+    """The :class:`~engine.runs.spec.RunSpec` of the parsed arguments (checked, nothing loaded);
+    the paths it names are recorded as absolute paths."""
+    # heavy: imported when the command runs, so `phexplore … --help` stays light
+    from engine.runs.data_source import DataSource
+    from engine.runs.inputs import resolve_paths
     from engine.runs.spec import RunSpec
 
-    data: dict[str, Any] = {"source": args.data}
-    if args.data_format:
-        data["format"] = args.data_format
-    if args.mapping:
-        data["mapping"] = args.mapping
-    if args.max_bytes:
-        data["max_bytes"] = args.max_bytes
-    if args.filter:
-        data["filter"] = parse_filter(args.filter)
-    allocation = _load_allocation(args)
-    epl = epl_settings_from_args(args)
-    options: dict[str, Any] = {
-        "microdata": not args.no_microdata,
-        "spread_invariant_share": bool(args.spread_invariant_share),
-        "noise_method": args.noise_method,
-        "epl_percentile": epl.percentile,
-        "epl_multiplier": epl.multiplier,
-    }
-    # Output options enter the spec only when not the default, so default runs keep their
-    # fingerprints; `run replay` writes the same files.
-    if args.no_measurements:
-        options["measurements"] = False
-    if args.output_format != "auto":
-        options["output_format"] = args.output_format
-    if args.estimates != "auto":
-        options["estimates"] = args.estimates
-    if args.levels:
-        options["levels"] = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
-    if spine_options_given(args):
-        if args.levels:
-            raise ValidationError("--levels cannot be combined with the spine options (--spine …)")
-        options.update(
-            spine=args.spine or "conventional",
-            entities=list(args.entities),
-            special_areas=args.special_areas,
-            fanout_cutoff=args.fanout_cutoff,
-            tract_groups=bool(args.tract_groups),
-            bypass=args.bypass,
-        )
+    data = DataSource(
+        source=args.data,
+        format=args.data_format,
+        mapping=args.mapping,
+        max_bytes=args.max_bytes,
+        filter=parse_filter(args.filter) if args.filter else None,
+    )
     backend, backend_options = backend_of(args)
-    return RunSpec(
+    spec = RunSpec(
         engine="topdown",
         data=data,
-        config=allocation.to_dict(),
+        config=_load_allocation(args).to_dict(),
         seed=args.seed,
-        options=options,
+        options=options_of(args),
         workers=args.workers,
         backend=backend,
         backend_options=backend_options,
     )
+    return resolve_paths(spec, Path.cwd())
 
 
-def _run(args: argparse.Namespace, staging: Any) -> int:
-    """Parse into a run description, run it through the one pipeline, write into the staging folder."""
+def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
+    """Run the description through the one pipeline, write into the staging folder."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
     from engine.runs.control import RunControl
     from engine.runs.pipeline import execute, write
+    from engine.runs.provenance import run_provenance
     from engine.runs.schema_note import note_lines
 
-    spec = spec_of(args)
     staging.settings.update(
-        {
-            "allocation": spec.config.get("name"),
-            "rho": str(spec.config.get("rho")),
-            "filter": args.filter,
-            "run_fingerprint": spec.fingerprint(),
-        }
+        {"allocation": spec.config.get("name"), "rho": str(spec.config.get("rho"))}
     )
-
+    staging.settings["filter"] = args.filter
     progress = progress_line(not args.quiet)
-
-    from engine.runs.provenance import budget_origin_of, spec_budget_fingerprint
-
-    # The allocation's fingerprint ties this metrics.json to its exact budget (issue 15): a
-    # scenario's report accepts only runs of its own allocations. The origin names the preset
-    # ("modified from <preset>" after --rho changed it), as the app's budget_origin does.
-    provenance = {
-        "budget_fingerprint": spec_budget_fingerprint(spec),
-        "budget_origin": budget_origin_of(spec, preset=args.preset),
-    }
-    output = execute(spec, control=RunControl(progress), extra_metrics=provenance)
+    # The allocation's fingerprint ties this metrics.json to its exact budget: a scenario's report
+    # accepts only runs of its own allocations. The origin names the preset ("modified from
+    # <preset>" after --rho changed it), as the app's does.
+    provenance = run_provenance(spec, preset=args.preset)
+    output = execute(spec, control=RunControl(progress), extra_metrics=provenance.metrics())
     end_progress_line(not args.quiet)
+    staging.settings["run_fingerprint"] = output.spec.fingerprint()
     paths = write(output, staging.path)
     final = {k: staging.final / p.relative_to(staging.path) for k, p in paths.items()}
     payload = json.loads(paths["metrics"].read_text(encoding="utf-8"))

@@ -12,18 +12,12 @@
     --tract-groups                        add Algorithm 2's greedy tract groups (optimized only)
     --bypass / --no-bypass                bypass single-child parents (default: optimized only)
 
-``apply_spine_options(args, hist, allocation)`` resolves them through
-:func:`engine.topdown.spine.plan.plan_spine` into a :class:`~engine.topdown.spine.plan.SpinePlan`.
+``phexplore run topdown`` puts them in its :class:`~engine.runs.options.TopDownRunOptions`; the run
+pipeline resolves them (:func:`engine.runs.topdown.spine_plan_of`) into a
+:class:`~engine.topdown.spine.plan.SpinePlan`.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.data.histogram import BlockHistogram
-    from engine.dp.budget import TopDownAllocation
-    from engine.topdown.spine.plan import SpinePlan
 
 import argparse
 
@@ -91,23 +85,4 @@ def spine_options_given(args: argparse.Namespace) -> bool:
         or args.tract_groups
         or args.bypass is not None
         or args.fanout_cutoff != DEFAULT_FANOUT_CUTOFF
-    )
-
-
-def apply_spine_options(
-    args: argparse.Namespace, hist: BlockHistogram, allocation: TopDownAllocation
-) -> SpinePlan:
-    """Resolve the parsed spine options on ``hist`` into a :class:`SpinePlan` (see :func:`plan_spine`)."""
-    # heavy: imported when the command runs, so `phexplore … --help` stays light
-    from engine.topdown.spine.plan import plan_spine
-
-    return plan_spine(
-        hist,
-        allocation,
-        args.spine or "conventional",
-        args.entities,
-        special_areas=args.special_areas,
-        fanout_cutoff=args.fanout_cutoff,
-        tract_groups=args.tract_groups,
-        bypass=args.bypass,
     )

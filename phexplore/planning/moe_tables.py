@@ -2,7 +2,7 @@
 
 These are the rows ``phexplore moe`` prints and the planner pages show (PHS §7.1, Table 10; TDA
 App. B). Summaries carry total ρ (unbounded and bounded for PHSafe) and ε at δ under each conversion
-(SPEC §1). Pure functions of the budget objects: the CLI and the app call the same code.
+(docs/science.md §1). Pure functions of the budget objects: the CLI and the app call the same code.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from engine.dp.moe import (
     sigma2_for_rho,
     z_for_confidence,
 )
+from engine.schema.query_cells import allocation_schema, query_cells
 
 
 def epsilons(rho: float, delta: float = DEFAULT_DELTA) -> dict[str, float]:
@@ -109,7 +110,6 @@ def topdown_rows(
     one-state bypass, SPN §5), for a geography of ``n_states`` states
     (default :func:`engine.dp.budget.default_states`).
     """
-    from engine.schema.query_cells import allocation_schema, query_cells
 
     z = z_for_confidence(confidence)
     rows = []

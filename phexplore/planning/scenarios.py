@@ -4,7 +4,7 @@ A scenario holds either PHSafe parameters (:class:`~engine.dp.budget.PHSafeBudge
 allocations by universe (:class:`~engine.dp.budget.TopDownAllocation`), plus the reporting choices
 (δ, which ρ → ε conversion is quoted, spine) and the ``metrics.json`` payloads of runs attached to it.
 JSON schema (``"schema": "phexplore-scenario/1"``) is documented in the README; comparisons of two
-scenarios are rows of ρ, ε and MOE side by side (SPEC §1–§2).
+scenarios are rows of ρ, ε and MOE side by side (docs/science.md §1–§2).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.files import read_input_bytes
 from engine.core.numbers import as_float
-from engine.core.strict_json import as_mapping, check_keys, loads_strict_json
+from engine.core.strict_json import as_mapping, check_keys, dumps_json, loads_strict_json
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.dp.budget.fingerprint import budget_fingerprint
 from engine.dp.conversions import CONVERSIONS, DEFAULT_DELTA
@@ -26,8 +26,8 @@ from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
     preset_info,
-    topdown_from_dict,
 )
+from engine.runs.provenance import check_reported_run
 from phexplore.planning.moe_tables import (
     epsilons,
     phsafe_rows,
@@ -229,6 +229,10 @@ class Scenario:
         results = data.get("results", [])
         if not isinstance(results, list):
             raise ValidationError("scenario: 'results' must be a list of metrics.json objects")
+        attached = tuple(as_mapping(r, where="scenario: results[]") for r in results)
+        for i, result in enumerate(attached, start=1):
+            if result.get("budget_fingerprint"):  # a run claiming a budget must be that budget's
+                check_reported_run(result, f"scenario: attached run {i}")
         return cls(
             name=str(data.get("name", "")),
             kind=str(kind),
@@ -238,12 +242,11 @@ class Scenario:
             conversion=str(data.get("conversion", "cks")),
             spine=str(data.get("spine", "conventional")),
             notes=str(data.get("notes", "")),
-            results=tuple(as_mapping(r, where="scenario: results[]") for r in results),
+            results=attached,
         )
 
     def to_json(self) -> str:
         """Pretty JSON text."""
-        from engine.core.strict_json import dumps_json
 
         return dumps_json(self.to_dict())
 
@@ -259,12 +262,6 @@ class Scenario:
                 raise
             raise ValidationError(f"{source}: {exc}") from None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the scenario as JSON."""
-        p = Path(path)
-        p.write_text(self.to_json() + "\n", encoding="utf-8")
-        return p
-
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
         """Read a scenario JSON file."""
@@ -278,11 +275,6 @@ def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scen
     if info.kind == "phsafe":
         return Scenario(name=scenario_name or name, kind="phsafe", phsafe=load_phsafe_preset(name))
     return Scenario(name=scenario_name or name, kind="topdown", topdown=load_topdown_preset(name))
-
-
-def scenario_from_allocation_json(data: Mapping[str, Any], *, name: str) -> Scenario:
-    """A TopDown scenario from an allocation JSON (single allocation or ``runs``)."""
-    return Scenario(name=name, kind="topdown", topdown=topdown_from_dict(data))
 
 
 def compare(a: Scenario, b: Scenario) -> dict[str, list[dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """Target-driven planning: the least privacy loss that meets accuracy targets (TDA §2.1, §6.3; PHS §7).
 
-PHSafe (PHS §7.1, SPEC §2): a 90% MOE target T for a table with sensitivity Δ needs
+PHSafe (PHS §7.1, docs/science.md §2): a 90% MOE target T for a table with sensitivity Δ needs
 ρ = z²Δ²/(2T²) (closed form). Under a total cap R, the allocation minimising the worst ratio of
 achieved to target MOE scales every target-meeting ρ* by k = R/Σρ* (all ratios equal 1/√k); the
 weighted objective Σ wᵢ·ratioᵢ with ratioᵢ ∝ ρᵢ^{-1/2} is minimised by ρᵢ ∝ (wᵢ·aᵢ)^{2/3}
@@ -26,6 +26,8 @@ from engine.core.strict_json import as_mapping
 from engine.dp.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
 from engine.dp.conversions import DEFAULT_DELTA
 from engine.dp.moe import moe_bound, moe_exact, rho_for_moe, sigma2_for_rho, z_for_confidence
+from engine.prediction import predict_topdown
+from engine.prediction.predict import SUPPORT_MAX_FAMILIES
 from phexplore.planning.moe_tables import epsilons, phsafe_rows, topdown_rows
 from phexplore.planning.objectives import OBJECTIVES
 
@@ -255,24 +257,6 @@ def sigma_targets_of(
     }
 
 
-def shares_from_weights(
-    weights: Mapping[str, float], denominator: int | None = None
-) -> dict[str, Fraction]:
-    """Shares proportional to non-negative weights (exact, or rounded to ``denominator``)."""
-    bad = {k: w for k, w in weights.items() if not (w >= 0 and math.isfinite(w))}
-    if bad:
-        raise ValidationError(f"weights must be finite and ≥ 0; got {bad}")
-    positive = {k: float(w) for k, w in weights.items() if w > 0}
-    if not positive:
-        raise ValidationError("at least one weight must be positive")
-    if denominator:
-        out = round_shares(positive, denominator)
-    else:
-        total = sum(Fraction(w).limit_denominator(10**9) for w in positive.values())
-        out = {k: Fraction(w).limit_denominator(10**9) / total for k, w in positive.items()}
-    return {k: out.get(k, Fraction(0)) for k in weights}
-
-
 # ---------------------------------------------------------------------------- trade-off curves
 
 
@@ -325,33 +309,8 @@ def tradeoff_scale_topdown(
     return out
 
 
-def move_share(
-    alloc: TopDownAllocation, source: str, target: str, amount: Fraction
-) -> TopDownAllocation:
-    """Move ``amount`` of level share from ``source`` to ``target`` (total ρ unchanged)."""
-    if source == target:
-        raise ValidationError("source and target levels must differ")
-    shares = dict(alloc.level_shares)
-    for lv in (source, target):
-        if lv not in shares:
-            raise ValidationError(
-                f"unknown geolevel {lv!r}; levels are {', '.join(alloc.geolevels)}"
-            )
-    if amount < 0 or amount > shares[source]:
-        raise ValidationError(
-            f"can move between 0 and {float(shares[source]):.4f} of {source}'s share; got {float(amount):.4f}"
-        )
-    if not alloc.queries(target):
-        raise ValidationError(f"level {target} measures no queries; give it query shares first")
-    shares[source] -= amount
-    shares[target] += amount
-    query_shares = dict(alloc.query_shares)
-    if shares[source] == 0:
-        query_shares[source] = {}
-    return replace(alloc, level_shares=shares, query_shares=query_shares)
-
-
-# ---------------------------------------------------------------- published-count targets (SPEC §7)
+# ---------------------------------------------------------------- published-count targets
+# (docs/science.md §7)
 PUBLISHED_MEASURES = ("rmse", "moe90")
 
 
@@ -369,7 +328,7 @@ def plan_topdown_published(
 ) -> dict[str, Any]:
     """The least total ρ, keeping ``alloc``'s shares, at which every targeted published count
     (geolevel → query → RMSE, or 90% MOE with ``measure="moe90"``) is predicted to meet its target
-    (:func:`engine.prediction.predict_topdown`, SPEC §7).
+    (:func:`engine.prediction.predict_topdown`, docs/science.md §7).
 
     The least-squares error scales exactly as 1/√ρ; the non-negativity and rounding correction
     does not (rounding leaves a floor of about √(1/6) person per non-zero cell), so ρ is found by
@@ -378,8 +337,6 @@ def plan_topdown_published(
     ``{"rows", "summary", "allocation"}``; a target the prediction cannot reach below ``rho_max``
     (under the rounding floor, say) is a :class:`ValidationError` naming it.
     """
-    from engine.prediction import predict_topdown
-    from engine.prediction.predict import SUPPORT_MAX_FAMILIES
 
     if measure not in PUBLISHED_MEASURES:
         raise ValidationError(f"measure must be one of {PUBLISHED_MEASURES}; got {measure!r}")

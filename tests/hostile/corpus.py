@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 14: bad (and a few good) inputs across every format and option.
+"""The hostile-input corpus: bad (and a few good) inputs across every format and option.
 
 Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry point
 (:func:`phexplore.cli.main`) in-process with its argv, and states the exact class of outcome:
@@ -8,7 +8,7 @@ Each :class:`Case` builds its inputs in a fresh folder, runs the real CLI entry 
 
 ``check`` (optional) asserts what must hold on disk afterwards (e.g. an earlier output left intact,
 no stale file beside a new one). ``run_case`` is also used by ``run_corpus.py``, which replays the
-corpus against another checkout (e.g. the commit before issue 14) in subprocesses with a timeout.
+corpus against another checkout (e.g. a commit before these guarantees) in subprocesses with a timeout.
 """
 
 from __future__ import annotations
@@ -327,6 +327,175 @@ MOE_CONFIG = lambda d: ["moe", "phsafe", "--config", str(d / "config.json")]  # 
 
 
 # ------------------------------------------------------------------ the corpus
+
+# ------------------------------------------------------------------ replays (docs/reliability.md "Replays")
+
+
+def _recorded(edit: Callable[[dict], None] | None = None) -> Callable[[Path], None]:
+    """A run's metrics.json copied to d/m.json with its run description edited by ``edit`` and
+    its fingerprint removed (what a refusal of an edited file used to suggest: "remove
+    'fingerprint' to accept the fields as they are")."""
+
+    def setup(d: Path) -> None:
+        prior_output(d)
+        metrics = json.loads((d / "out" / "metrics.json").read_text(encoding="utf-8"))
+        if edit is not None:
+            edit(metrics["run"])
+            metrics["run"].pop("fingerprint", None)
+        _write(d / "m.json", json.dumps(metrics))
+
+    return setup
+
+
+def replay(*extra: str, spec: str = "m.json") -> Callable[[Path], list[str]]:
+    return lambda d: [
+        "run",
+        "replay",
+        "--spec",
+        str(d / spec),
+        "--quiet",
+        "--out",
+        str(d / "r"),
+        *extra,
+    ]
+
+
+def _remote_backend(run: dict) -> None:
+    run["backend"] = "spark"
+    run["backend_options"] = {"remote": "sc://127.0.0.1:9"}
+
+
+def _changed_data(d: Path) -> None:
+    """The run recorded, then its data file edited (one count changed)."""
+    _recorded()(d)
+    _write(d / "blocks.csv", ri_text(RI_ROWS[0].replace(",23,19,", ",24,20,", 1), *RI_ROWS[1:]))
+
+
+def _relative_source(d: Path) -> None:
+    """A description in d/rec naming ``blocks.csv`` relative to it; another blocks.csv in d."""
+    prior_output(d)
+    metrics = json.loads((d / "out" / "metrics.json").read_text(encoding="utf-8"))
+    run = metrics["run"]
+    run["data"] = {"source": "blocks.csv"}
+    run.pop("fingerprint")
+    _write(d / "rec" / "m.json", json.dumps({"run": run}))
+    _write(d / "rec" / "blocks.csv", ri_text())
+    _write(d / "blocks.csv", ri_text(*RI_ROWS[:2]))  # the current folder's: other data
+
+
+def _read_from_rec(d: Path) -> None:
+    run = json.loads((d / "r" / "metrics.json").read_text())["run"]
+    assert run["data"]["source"] == str(d / "rec" / "blocks.csv"), "read from the current folder"
+    assert json.loads((d / "r" / "metrics.json").read_text())["n_blocks"] == 3, "other data read"
+
+
+def _missing_relative(d: Path) -> None:
+    _relative_source(d)
+    (d / "rec" / "blocks.csv").unlink()
+
+
+def _not_written(d: Path) -> None:
+    assert not (d / "r").exists(), "an output was written for a refused replay"
+
+
+def _recorded_changes(d: Path) -> None:
+    of = json.loads((d / "r" / "metrics.json").read_text())["replay_of"]
+    assert of["inputs_changed"] == ["data/blocks.csv (content differs)"], of
+    assert of["recorded_placement"] == "local, 1 worker", of
+
+
+REPLAY_CASES: list[Case] = [
+    Case(
+        "replay-misspelt-option",
+        "replay",
+        replay(),
+        "refused",
+        ("unknown key 'spin'", "did you mean 'spine'", "nothing was run"),
+        _recorded(lambda run: run["options"].update(spin="aian")),
+        _not_written,
+    ),
+    Case(
+        "replay-misspelt-section",
+        "replay",
+        replay(),
+        "refused",
+        ("unknown key 'optons'", "did you mean 'options'"),
+        _recorded(lambda run: run.update(optons=run.pop("options"))),
+        _not_written,
+    ),
+    Case(
+        "replay-option-of-a-newer-version",
+        "replay",
+        replay(),
+        "refused",
+        ("unknown key 'rounding_passes'", "newer PHExplore"),
+        _recorded(lambda run: run["options"].update(rounding_passes=3)),
+        _not_written,
+    ),
+    Case(
+        "replay-option-out-of-range",
+        "replay",
+        replay(),
+        "refused",
+        ("run.options.epl_boot", "out of range"),
+        _recorded(lambda run: run["options"].update(epl_boot=10**9)),
+        _not_written,
+    ),
+    Case(
+        "replay-option-wrong-type",
+        "replay",
+        replay(),
+        "refused",
+        ("run.options.microdata", "expected true or false"),
+        _recorded(lambda run: run["options"].update(microdata="no")),
+        _not_written,
+    ),
+    Case(
+        "replay-file-names-a-remote-spark",
+        "replay",
+        replay(),
+        "accepted",
+        ("recorded on spark (remote sc://127.0.0.1:9)", "replayed on local, 1 worker"),
+        _recorded(_remote_backend),
+    ),
+    Case(
+        "replay-changed-data",
+        "replay",
+        replay(),
+        "refused",
+        ("data/blocks.csv (content differs)", "--allow-changed-data"),
+        _changed_data,
+        _not_written,
+    ),
+    Case(
+        "replay-changed-data-allowed",
+        "replay",
+        replay("--allow-changed-data"),
+        "accepted",
+        ("warning: input changed since the run was recorded: data/blocks.csv",),
+        _changed_data,
+        _recorded_changes,
+    ),
+    Case(
+        "replay-relative-source-read-from-its-file",
+        "replay",
+        replay(spec="rec/m.json"),
+        "accepted",
+        ("Replayed topdown run",),
+        _relative_source,
+        _read_from_rec,
+    ),
+    Case(
+        "replay-relative-source-missing-beside-its-file",
+        "replay",
+        replay(spec="rec/m.json"),
+        "refused",
+        ("rec/blocks.csv",),
+        _missing_relative,
+        _not_written,
+    ),
+]
+
 
 R, A = "refused", "accepted"
 CASES: list[Case] = [
@@ -974,3 +1143,21 @@ CASES: list[Case] = [
         prior_output,
     ),
 ]
+
+
+def _more_cases(name: str) -> list[Case]:
+    """The cases of ``tests/hostile/<name>.py`` (built with this module's helpers)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        f"hostile_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.cases(sys.modules[__name__]))
+
+
+CASES += _more_cases("corpus_trust")
+CASES += REPLAY_CASES

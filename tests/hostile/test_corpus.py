@@ -20,7 +20,10 @@ _spec.loader.exec_module(corpus)
 def test_corpus_is_large_and_covers_every_group() -> None:
     groups = Counter(c.group for c in corpus.CASES)
     assert len(corpus.CASES) >= 60
-    assert set(groups) == {"number", "json", "file", "output"}
+    assert set(groups) == {
+        "number", "json", "file", "output", "run-folder", "report", "spreadsheet", "message",
+        "replay",
+    }  # fmt: skip
     assert len({c.id for c in corpus.CASES}) == len(corpus.CASES)
 
 

@@ -16,6 +16,7 @@ from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from phexplore import api as R
 from phexplore.app import state as S
 from tests.pages.conftest import wait_for_job
+from tests.phexplore.api.app_runs import topdown_app_work
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 RUN_TIMEOUT_S = 150
@@ -96,7 +97,7 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     # RI results say that RACEETH folds production's 126 HISPANIC × CENRACE cells.
     assert record.metrics["schema_note"]["schema"] == "ri2010"
     assert any("overstates production" in i.value for i in at.info)
-    # Predicted RMSE of the published counts beside the measured one (issue 19).
+    # Predicted RMSE of the published counts beside the measured one (docs/science.md §7).
     pred = record.tables["prediction"]
     assert {"predicted_rmse", "measured_rmse", "ratio"} <= set(pred.columns)
     block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]
@@ -186,20 +187,8 @@ def test_cancel_flag_stops_a_run() -> None:
     hist = R.subset(load_topdown_sample("ri2010"), "County", ["44001"])
     job = R.RunJob(engine="topdown", label="cancel test")
     job.cancel_event.set()
-    work = R.topdown_work(
-        run_id=1,
-        scenario="test",
-        hist=hist,
-        data_label="ri2010",
-        allocation=load_topdown_preset("ri2010-production-like")["persons"],
-        preset=None,
-        seed=1,
-        workers=1,
-        spine="conventional",
-        entities=[],
-        sweep_rhos=[],
-        sweep_seeds=1,
-        srs=False,
+    work = topdown_app_work(
+        hist, "ri2010", load_topdown_preset("ri2010-production-like")["persons"], seed=1
     )
     R.start_job(job, work)
     assert job.thread is not None

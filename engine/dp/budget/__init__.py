@@ -1,4 +1,4 @@
-"""Typed budget models: TopDown allocations and PHSafe parameters (SPEC §1, §3, §4).
+"""Typed budget models: TopDown allocations and PHSafe parameters (docs/science.md §1, §3, §4).
 
 Re-exports :class:`TopDownAllocation` (:mod:`engine.dp.budget.allocation`) and :class:`PHSafeBudget`
 (:mod:`engine.dp.budget.phsafe`) so callers write ``from engine.dp.budget import ...``.

@@ -1,11 +1,11 @@
 """TopDown allocations: total ρ split over geolevels and, within each level, over query groups.
 
-TDA App. B, Thm 2 and SPEC §1: with total ρ, level proportion c and query proportion d, a query is
-answered with σ² = 1/(ρ·c·d); the levels' c sum to 1 along every root-to-block path and each level's
-d sum to 1. Shares are exact :class:`fractions.Fraction` so that presets transcribed from TDA
-Tables 3–8 can be checked to sum to exactly 1 (SPEC §4 lists three transcription typos a validator
-must catch). Pure-DP allocations (the 2018 E2E test, PF) use ε in place of ρ and two-sided geometric
-noise with z = ε·c·d/2 (bounded neighbours: L1 sensitivity 2).
+TDA App. B, Thm 2 and docs/science.md §1: with total ρ, level proportion c and query proportion d, a
+query is answered with σ² = 1/(ρ·c·d); the levels' c sum to 1 along every root-to-block path and
+each level's d sum to 1. Shares are exact :class:`fractions.Fraction` so that presets transcribed
+from TDA Tables 3–8 can be checked to sum to exactly 1 (docs/science.md §4 lists three transcription
+typos a validator must catch). Pure-DP allocations (the 2018 E2E test, PF) use ε in place of ρ and
+two-sided geometric noise with z = ε·c·d/2 (bounded neighbours: L1 sensitivity 2).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.strict_json import check_keys
-from engine.dp.budget.fractions_io import format_fraction, parse_fraction
+from engine.dp.budget.fractions_io import format_fraction, parse_fraction, parse_share, sum_text
 from engine.dp.distributions import MAX_SIGMA2, geometric_variance
 
 MECHANISMS = ("zcdp", "puredp")
@@ -107,7 +107,8 @@ class TopDownAllocation:
         return value
 
     def geometric_z(self, level: str, query: str) -> float:
-        """Two-sided geometric scale z = ε·c·d / 2 (pure DP; SPEC §4, PF 'TopDown options')."""
+        """Two-sided geometric scale z = ε·c·d / 2 (pure DP; docs/science.md §4, PF 'TopDown
+        options')."""
         if self.mechanism != "puredp":
             raise ValidationError(f"{self.name} is a zCDP allocation; it has no geometric scale")
         return self.query_budget(level, query) / 2.0
@@ -163,7 +164,7 @@ class TopDownAllocation:
         if not isinstance(levels_raw, Mapping) or not isinstance(queries_raw, Mapping):
             raise ValidationError(f"{label}: level_shares and query_shares must be JSON objects")
         level_shares = {
-            str(lv): parse_fraction(v, where=f"{label}: level share of {lv}")
+            str(lv): parse_share(v, where=f"{label}: level share of {lv}")
             for lv, v in levels_raw.items()
         }
         query_shares: dict[str, dict[str, Fraction]] = {}
@@ -171,7 +172,7 @@ class TopDownAllocation:
             if not isinstance(qs, Mapping):
                 raise ValidationError(f"{label}: query_shares[{lv!r}] must be an object")
             query_shares[str(lv)] = {
-                str(q): parse_fraction(v, where=f"{label}: share of query {q} at {lv}")
+                str(q): parse_share(v, where=f"{label}: share of query {q} at {lv}")
                 for q, v in qs.items()
             }
         budget = data.get("rho", data.get("epsilon"))
@@ -231,7 +232,7 @@ def validate_topdown(alloc: TopDownAllocation) -> None:
     if total != 1:
         raise ValidationError(
             f"{name}: geolevel shares must sum to exactly 1 along the spine; they sum to "
-            f"{format_fraction(total)} (≈ {float(total):.6f})"
+            f"{sum_text(total)}"
         )
     extra = [lv for lv in alloc.query_shares if lv not in alloc.geolevels]
     if extra:
@@ -249,7 +250,7 @@ def validate_topdown(alloc: TopDownAllocation) -> None:
         if qtotal != 1:
             raise ValidationError(
                 f"{name}: query shares at level {lv} must sum to exactly 1; they sum to "
-                f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})"
+                f"{sum_text(qtotal)}"
             )
 
 
@@ -269,15 +270,16 @@ class ShareProblem:
 def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
     """Every offending share of a draft allocation dict, located for the planner to mark it.
 
-    Checks what :func:`validate_topdown` checks on shares (SPEC §4: level shares sum to exactly 1
-    along the spine, each measured level's query shares sum to exactly 1, no negative or unreadable
-    share), but collects all problems with their (level, query) instead of stopping at the first.
+    Checks what :func:`validate_topdown` checks on shares (docs/science.md §4: level shares sum to
+    exactly 1 along the spine, each measured level's query shares sum to exactly 1, no negative or
+    unreadable share), but collects all problems with their (level, query) instead of stopping at
+    the first.
     """
     problems: list[ShareProblem] = []
     levels: dict[str, Fraction] = {}
     for lv, raw in (data.get("level_shares") or {}).items():
         try:
-            levels[str(lv)] = parse_fraction(raw, where=f"level share of {lv}")
+            levels[str(lv)] = parse_share(raw, where=f"level share of {lv}")
         except ValidationError as exc:
             problems.append(ShareProblem("levels", str(lv), None, str(exc)))
             continue
@@ -293,8 +295,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
                     "levels",
                     None,
                     None,
-                    f"geolevel shares must sum to exactly 1; they sum to "
-                    f"{format_fraction(total)} (≈ {float(total):.6f})",
+                    f"geolevel shares must sum to exactly 1; they sum to {sum_text(total)}",
                 )
             )
     for lv, qs in (data.get("query_shares") or {}).items():
@@ -302,7 +303,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
         bad = False
         for q, raw in (qs or {}).items():
             try:
-                parsed[q] = parse_fraction(raw, where=f"share of query {q} at {lv}")
+                parsed[q] = parse_share(raw, where=f"share of query {q} at {lv}")
             except ValidationError as exc:
                 problems.append(ShareProblem("queries", str(lv), str(q), str(exc)))
                 bad = True
@@ -323,7 +324,7 @@ def locate_share_problems(data: Mapping[str, Any]) -> list[ShareProblem]:
                     str(lv),
                     None,
                     f"query shares at level {lv} must sum to exactly 1; they sum to "
-                    f"{format_fraction(qtotal)} (≈ {float(qtotal):.6f})",
+                    f"{sum_text(qtotal)}",
                 )
             )
     return problems

@@ -1,4 +1,4 @@
-"""Budget fingerprints: which exact allocation produced a number (provenance, issue 15).
+"""Budget fingerprints: which exact allocation produced a number (the provenance every run records).
 
 A fingerprint is the SHA-256 of the allocation's canonical JSON — the numbers that decide the noise
 (PHSafe: ρ or ε per table × level, τ, privacy definition and state filter, PHS §7.1; TopDown: total

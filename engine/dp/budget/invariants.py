@@ -86,10 +86,6 @@ class BudgetUse:
     def unspent(self) -> Fraction:
         return self.nominal - self.spent
 
-    @property
-    def spent_fraction(self) -> float:
-        return float(self.spent / self.nominal) if self.nominal else 0.0
-
     def level_share(self, allocation: TopDownAllocation, level: str) -> Fraction:
         """The share a level's geounits are measured at: with a one-state bypass the US level
         carries the US + State shares (SPN §5), the State level none; otherwise its own."""

@@ -1,10 +1,11 @@
-"""PHSafe budgets: ρ (or ε) per table × population-group level, with τ per table (PHS §2.3, §7; SPEC §3).
+"""PHSafe budgets: ρ (or ε) per table × population-group level, with τ per table (PHS §2.3, §7;
+docs/science.md §3).
 
 Population-group levels are {Nation, State} × {Unattributed, A-G, H-I}, keyed as in the official
 ``config.json`` (``usa_*``, ``usa_A-G``, ``usa_H,I``, ``state_*``, ``state_A-G``, ``state_H,I``). A
 budget of 0 (or an absent key) skips that level. PH2 and PH6 exist only at the Unattributed levels.
 Accounting (PHS Thm 1–4): the unbounded ρ is the sum over tables and levels; bounded = 2× unbounded.
-MOE targets, when given, determine ρ through ρ = z²Δ²/(2·MOE²) (PHS §7.1, SPEC §2).
+MOE targets, when given, determine ρ through ρ = z²Δ²/(2·MOE²) (PHS §7.1, docs/science.md §2).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.core.numbers import as_float, as_int
 from engine.core.strict_json import as_mapping, check_keys
+from engine.dp.accounting import bounded_from_unbounded
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
 
 LEVEL_KEYS: tuple[str, ...] = ("usa_*", "usa_A-G", "usa_H,I", "state_*", "state_A-G", "state_H,I")
@@ -131,7 +133,7 @@ class PHSafeBudget:
 
     def total_bounded(self) -> float:
         """Bounded-neighbour total: exactly twice the unbounded total (PHS Thm 3–4)."""
-        return 2.0 * self.total_unbounded()
+        return bounded_from_unbounded(self.total_unbounded())
 
     # ------------------------------------------------------------------ edits (return new budgets)
     def with_rho(self, table: str, level: str, rho: float) -> PHSafeBudget:

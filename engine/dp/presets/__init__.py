@@ -1,18 +1,18 @@
 """Preset registry: named budget configurations stored as JSON data files beside this module.
 
 Each file carries a ``citation``. TopDown presets (TDA Tables 3–8, PF's 1940 E2E settings) hold
-exact 'a/b' shares validated to sum to 1 (SPEC §4 lists the transcription typos that validation must
-catch); PHSafe presets hold τ and MOE targets from PHS Table 10, from which ρ follows (SPEC §2).
-A preset may be ``derived_from`` another: TopDown derivations fold or rename geolevels (per-query
-budgets c·d add, as in SPN Algorithm 3) and project queries onto a smaller schema; PHSafe derivations
-drop levels and set a state filter (Puerto Rico, PHS §6.6).
+exact 'a/b' shares validated to sum to 1 (docs/science.md §4 lists the transcription typos that
+validation must catch); PHSafe presets hold τ and MOE targets from PHS Table 10, from which ρ
+follows (docs/science.md §2). A preset may be ``derived_from`` another: TopDown derivations fold or
+rename geolevels (per-query budgets c·d add, as in SPN Algorithm 3) and project queries onto a
+smaller schema; PHSafe derivations drop levels and set a state filter (Puerto Rico, PHS §6.6).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +24,7 @@ from engine.core.strict_json import as_mapping, check_keys, loads_strict_json
 from engine.dp.budget import PHSafeBudget, TopDownAllocation, parse_fraction
 from engine.dp.budget.phsafe import PHSAFE_KEYS, allowed_levels, parse_moe_targets, parse_tau
 from engine.dp.moe import PHSAFE_TABLES, phsafe_sensitivity, rho_for_moe
+from engine.schema.query_cells import allocation_schema
 
 PRESET_DIR = Path(__file__).resolve().parent
 
@@ -209,7 +210,6 @@ def load_phsafe_preset(name: str) -> PHSafeBudget:
     if "derived_from" in data:
         spec = data["derived_from"]
         base = load_phsafe_preset(spec["preset"]).without_levels(spec.get("drop_levels", ()))
-        from dataclasses import replace
 
         return replace(
             base,
@@ -221,13 +221,13 @@ def load_phsafe_preset(name: str) -> PHSafeBudget:
 
 
 def default_topdown_preset(schema: str) -> str | None:
-    """The TopDown preset to start from for data of ``schema`` (issue 15: follows the data).
+    """The TopDown preset to start from for data of ``schema`` (the default allocation follows the
+    data's schema).
 
     Among the presets whose persons allocation counts cells of ``schema``, a production-like one
     is preferred (``ri2010`` → ``ri2010-production-like``, ``redistricting2020`` →
     ``topdown-2020-production``); None when no preset fits the schema.
     """
-    from engine.schema.query_cells import allocation_schema
 
     fitting = []
     for info in list_presets("topdown"):

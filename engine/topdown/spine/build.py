@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 
@@ -52,8 +51,6 @@ from engine.topdown.spine.optimized import (
 )
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 
-SpineKind = Literal["conventional", "aian", "optimized"]
-
 OPTIMIZED_BLOCK_GROUP_LEVEL = "Optimized_Block_Group"
 PRODUCTION_ROOT_FRACTION = Fraction(104, 104 + 1440)
 """US : (US + State) level shares of the 2020 production persons allocation (TDA Table 6)."""
@@ -67,7 +64,7 @@ BORROWED_LEVEL: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class BuiltSpine:
-    """A spine ready for :func:`engine.topdown.run.run_topdown`.
+    """A spine ready for :func:`engine.topdown.plan.plan_run` (its tree, per-node budgets, invariants).
 
     ``levels`` is the spine before bypassing (OSEDs are computed on it; bypassing a single-child
     parent does not change any OSED); ``tree`` the spine the run measures on; ``share[n]`` the

@@ -124,24 +124,6 @@ def bypass_geounits(
     return BypassResult(kept=kept, parent=parent, share=shares, query_owner=owner)
 
 
-def path_share_sums(parent: np.ndarray, share: np.ndarray, leaves: np.ndarray) -> list:
-    """Σ γ along the root-to-leaf path of each of ``leaves`` (Theorem 3's accounting check)."""
-    parent = np.asarray(parent, dtype=np.int64)
-    sums = []
-    for leaf in np.asarray(leaves, dtype=np.int64).tolist():
-        total = share[leaf] * 0
-        node = leaf
-        steps = 0
-        while node >= 0:
-            total = total + share[node]
-            node = int(parent[node])
-            steps += 1
-            if steps > parent.size:
-                raise ValidationError("the parent array has a cycle")
-        sums.append(total)
-    return sums
-
-
 def _is_object(share: object) -> bool:
     values = share.tolist() if isinstance(share, np.ndarray) else list(share)  # type: ignore[arg-type]
     return any(not isinstance(v, int | float | np.floating | np.integer) for v in values)

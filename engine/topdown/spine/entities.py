@@ -88,15 +88,6 @@ class EntitySet:
         """Boolean block mask of the union of the set's entities."""
         return self.codes >= 0
 
-    def entity_totals(self, block_totals: np.ndarray) -> np.ndarray:
-        """Sum of ``block_totals`` over each entity's blocks."""
-        inside = self.codes >= 0
-        return np.bincount(
-            self.codes[inside],
-            weights=np.asarray(block_totals, dtype=np.float64)[inside],
-            minlength=self.n_entities,
-        )
-
 
 def block_ids_of(geography: pd.DataFrame, block_level: str = "Block") -> np.ndarray:
     """The block identifiers of a histogram's geography, as strings."""

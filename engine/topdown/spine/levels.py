@@ -149,12 +149,6 @@ class SpineLevels:
         """Number of blocks b[l, u] in each geounit of ``level``."""
         return np.bincount(self.codes[level], minlength=self.n_units(level))
 
-    def fanout(self, level: int) -> np.ndarray:
-        """Number of children (in ``level + 1``) of each geounit of ``level``."""
-        if level >= self.n_levels - 1:
-            raise ValidationError("blocks have no children")
-        return np.bincount(self.parent_codes(level + 1), minlength=self.n_units(level))
-
     def with_level(
         self, name: str, codes: np.ndarray, labels: Sequence[str], *, at: int
     ) -> SpineLevels:

@@ -149,13 +149,6 @@ def reduce_osed(values: np.ndarray, how: Reduce) -> float | tuple[int, ...]:
     raise ValidationError(f"unknown OSED reduce {how!r}; use 'mean', 'max' or 'sorted'")
 
 
-def osed_reduced(
-    spine: SpineLevels, membership: np.ndarray, how: Reduce = "mean"
-) -> float | tuple[int, ...]:
-    """Algorithm 1, OSEDs_Reduced(A, K, {C_k}, h)."""
-    return reduce_osed(entity_osed(spine, membership), how)
-
-
 def lexicographic_le(candidate: tuple[int, ...], current: tuple[int, ...]) -> bool:
     """``candidate ≤_lexicographic current`` as defined for Algorithm 2 (ties are ⊤)."""
     if len(candidate) != len(current):

@@ -10,10 +10,12 @@ pipeline's metrics stage (:mod:`engine.runs.spine`, with :mod:`engine.metrics.sp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import ValidationError
+from engine.topdown.options import TopDownOptions
+from engine.topdown.plan import run_query_names
 from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 
 if TYPE_CHECKING:
@@ -21,11 +23,21 @@ if TYPE_CHECKING:
 
     from engine.data.histogram import BlockHistogram
     from engine.dp.budget import TopDownAllocation
-    from engine.topdown.run import TopDownOptions
     from engine.topdown.spine.build import BuiltSpine
     from engine.topdown.spine.entities import EntitySet
 
 NO_SPECIAL_AREAS = "none"
+
+
+def spine_options(built: BuiltSpine, options: TopDownOptions | None = None) -> TopDownOptions:
+    """``options`` (default settings if None) with the spine's invariants (the root's total and
+    every state total, a split state's as the sum of its branches, TDA §5.2, §7.4)."""
+    base = options or TopDownOptions()
+    return replace(
+        base,
+        invariants={k: tuple(v) for k, v in built.invariants.items()},
+        invariant_sums=built.invariant_sums,
+    )
 
 
 @dataclass(frozen=True)
@@ -39,9 +51,7 @@ class SpinePlan:
     def run_kwargs(
         self, allocation: TopDownAllocation, options: TopDownOptions | None = None
     ) -> dict[str, Any]:
-        """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.run.run_topdown`."""
-        from engine.topdown.spine.runner import run_query_names, spine_options
-
+        """``tree``, ``node_budgets`` and ``options`` for :func:`engine.topdown.plan.plan_run`."""
         run_options = spine_options(self.built, options)
         return {
             "tree": self.built.tree,
@@ -77,6 +87,7 @@ def plan_spine(
     ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
     branches only for areas the user names; required for the AIAN-style spine).
     """
+    # Imported on use: the CLI imports this module to parse the spine options (see run_kwargs).
     import numpy as np
 
     from engine.topdown.spine.build import build_spine
@@ -123,7 +134,7 @@ def plan_spine(
 
 
 def _load_all(sources: Sequence[str], block_ids: np.ndarray) -> list[EntitySet]:
-    from engine.topdown.spine.entities import load_entities
+    from engine.topdown.spine.entities import load_entities  # on use (see run_kwargs)
 
     out: list[EntitySet] = []
     for source in sources:

@@ -6,13 +6,8 @@ from functools import partial
 
 import pytest
 
-from engine.core.errors import ValidationError
-from engine.core.executors import (
-    ExecutionCancelled,
-    InProcessExecutor,
-    ProcessExecutor,
-    make_executor,
-)
+from engine.core.errors import RunCancelled, ValidationError
+from engine.core.executors import InProcessExecutor, ProcessExecutor, make_executor
 
 # A spawn worker imports the function it runs by module name; the tests package is not importable
 # there (pytest's importlib mode puts no project root on the workers' path), so use a built-in.
@@ -37,10 +32,10 @@ def test_cancel_stops_before_the_next_unit() -> None:
         calls.append(x)
         return x
 
-    with pytest.raises(ExecutionCancelled):
+    with pytest.raises(RunCancelled):
         InProcessExecutor().map(record, [1, 2, 3], cancel=lambda: len(calls) >= 2)
     assert calls == [1, 2]
-    with ProcessExecutor(2) as pool, pytest.raises(ExecutionCancelled):
+    with ProcessExecutor(2) as pool, pytest.raises(RunCancelled):
         pool.map(_square, [1, 2], cancel=lambda: True)
 
 

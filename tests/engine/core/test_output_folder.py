@@ -1,4 +1,5 @@
-"""Atomic output folders/files with a manifest (issue 14): writing, refusing, verifying, locking."""
+"""Atomic output folders/files with a manifest: writing, refusing, verifying, locking, and never
+deleting or following what PHExplore did not write (docs/reliability.md, "Outputs")."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from pathlib import Path
 import pytest
 
 from engine.core.errors import OutputError
-from engine.core.manifest import MANIFEST_NAME, check_result_file, read_output_folder
-from engine.core.output_folder import OutputFolder, atomic_file
+from engine.core.manifest import (
+    MANIFEST_NAME,
+    check_result_file,
+    read_output_folder,
+    read_verified,
+)
+from engine.core.output_folder import OutputFolder, _discard_replaced, atomic_file
 
 
 def _write(target: Path, files: dict[str, str], **kw: object) -> None:
@@ -34,7 +40,7 @@ def test_manifest_records_inputs_files_and_versions(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["in.csv", "out"]
 
 
-def test_existing_output_needs_overwrite_and_is_replaced_whole(tmp_path: Path) -> None:
+def test_existing_output_needs_overwrite_and_its_listed_files_are_replaced(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _write(out, {"microdata.csv": "old", "estimates.csv": "old"})
     with pytest.raises(OutputError, match="--overwrite"):
@@ -153,3 +159,80 @@ def test_atomic_file_refuses_foreign_file_and_needs_overwrite(tmp_path: Path) ->
         tmp.write_text(page + "2")
     assert target.read_text().endswith("2")
     assert sorted(os.listdir(tmp_path)) == ["report.html"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "shown"),
+    [
+        (lambda d: (d / "notes.md").write_text("mine"), "notes.md"),
+        (lambda d: (d / ".git").mkdir(), ".git/"),
+        (lambda d: os.symlink(d / "a.csv", d / "b.csv"), "b.csv (a symbolic link)"),
+        (lambda d: (d / "details").mkdir(), "details/"),
+    ],
+)
+def test_overwrite_refuses_a_folder_holding_anything_unlisted(
+    tmp_path: Path, extra: object, shown: str
+) -> None:
+    out = tmp_path / "out"
+    _write(out, {"a.csv": "old"})
+    extra(out)  # type: ignore[operator]
+    before = sorted(os.listdir(out))
+    with pytest.raises(OutputError, match="did not write") as refused:
+        _write(out, {"a.csv": "new"}, overwrite=True)
+    assert shown in str(refused.value)
+    assert sorted(os.listdir(out)) == before and (out / "a.csv").read_text() == "old"
+
+
+def test_a_link_as_out_or_lock_is_refused_and_never_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    os.symlink(victim, tmp_path / ".out.phexplore-lock")
+    with pytest.raises(OutputError, match="lock file .* symbolic link"):
+        _write(tmp_path / "out", {"a": "1"})
+    os.unlink(tmp_path / ".out.phexplore-lock")
+    os.link(victim, tmp_path / ".out.phexplore-lock")
+    with pytest.raises(OutputError, match="hard link"):
+        _write(tmp_path / "out", {"a": "1"})
+    assert victim.read_text() == "keep me" and not (tmp_path / "out").exists()
+    os.unlink(tmp_path / ".out.phexplore-lock")
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "linked")
+    with pytest.raises(OutputError, match="symbolic link"):
+        _write(tmp_path / "linked", {"a": "1"})
+    os.symlink(victim, tmp_path / "r.html")
+    with pytest.raises(OutputError, match="symbolic link"), atomic_file(tmp_path / "r.html") as tmp:
+        tmp.write_text("x")
+    assert victim.read_text() == "keep me"
+
+
+def test_discarding_an_old_output_deletes_only_its_listed_files(tmp_path: Path) -> None:
+    """The last step of a replacement: a file added after the checks is kept, visibly; a manifest
+    naming a file outside the folder makes nothing outside it go."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine")
+    old = tmp_path / ".out.phexplore-tmp-x"
+    _write(old, {"a.csv": "1", "details/b.csv": "2"})
+    (old / "late.md").write_text("written during the swap")
+    manifest = json.loads((old / MANIFEST_NAME).read_text())
+    manifest["files"]["../outside.txt"] = {"bytes": 4, "sha256": "0" * 64}
+    (old / MANIFEST_NAME).write_text(json.dumps(manifest))
+    _discard_replaced(old, tmp_path / "out")
+    assert outside.read_text() == "mine" and not old.exists()
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("out.kept-")]
+    assert len(kept) == 1 and sorted(os.listdir(kept[0])) == ["late.md"]
+
+
+def test_reads_are_checked_against_the_manifest_read_at_open(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _write(out, {"a.csv": "first"})
+    manifest = read_output_folder(out)
+    assert manifest.read("a.csv") == b"first"
+    _write(out, {"a.csv": "other"}, overwrite=True)  # replaced after it was opened
+    with pytest.raises(OutputError, match="does not match the manifest"):
+        manifest.read("a.csv")
+    (out / "a.csv").unlink()
+    os.symlink(tmp_path / "elsewhere", out / "a.csv")
+    with pytest.raises(OutputError, match="symbolic link"):
+        read_verified(out, "a.csv", manifest.entry("a.csv"))
+    with pytest.raises(OutputError, match="symbolic link"):
+        read_output_folder(out)

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every parser and option validator of issue 14 (hypothesis).
+"""Property-based fuzzing of every parser and option validator (hypothesis).
 
 Whatever the input, each parser either returns a value inside its documented range or raises the
 project's own error type with a message — never another exception, never a hang (hypothesis'

@@ -1,4 +1,4 @@
-"""BlockHistogram holds its counts dense or sparse; the two forms answer alike (issue 17)."""
+"""BlockHistogram holds its counts dense or sparse; the two forms answer alike."""
 
 from __future__ import annotations
 

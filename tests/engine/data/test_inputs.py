@@ -1,4 +1,4 @@
-"""engine.data.inputs: one resolver for the CLI's --data and the app's uploads (issue 4)."""
+"""engine.data.inputs: one resolver for the CLI's --data and the app's uploads (docs/data.md)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import pytest
 from engine.data.geography import BLOCK_LEVELS
 from engine.data.ppmf import load_ppmf
 from engine.data.samples import samples_dir
-from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA, raceeth_of
+from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA
+from engine.schema.ri_fold import raceeth_of
 
 FOLDER = samples_dir() / "ppmf_perry_al"
 PERSONS = FOLDER / "ppmf_perry_al_persons.csv"

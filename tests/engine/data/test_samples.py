@@ -90,7 +90,7 @@ def test_samples_declare_their_scale(tmp_path):
     from engine.data.samples import declared_scale, read_manifest
 
     us = get_sample("phsafe_synthetic_us")
-    assert us.scale == 0.001 and us.projection_factor == 1000
+    assert us.scale == 0.001
     assert us.full_scale_persons == 308_745_538
     assert us.persons / us.scale == pytest.approx(us.full_scale_persons, rel=1e-5)
     assert get_sample("ri2010").scale is None

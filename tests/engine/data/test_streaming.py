@@ -1,4 +1,4 @@
-"""Large files are read block by block (issue 14): same table as the whole-file reader."""
+"""Large files are read block by block: same table as the whole-file reader."""
 
 from __future__ import annotations
 

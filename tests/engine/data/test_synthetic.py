@@ -17,11 +17,8 @@ from hypothesis import strategies as st
 
 from engine.core.errors import ValidationError
 from engine.data.cef_types import GEO_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, CefExtract
-from engine.data.synthetic import (
-    FAMILY_HOUSEHOLDER_MIN_AGE,
-    generate_households,
-    load_state_table,
-)
+from engine.data.census2010_tables import load_state_table
+from engine.data.synthetic import generate_households
 from engine.data.synthetic_calibration import (
     CALIBRATION_DIR,
     TABLE_FILES,
@@ -29,6 +26,7 @@ from engine.data.synthetic_calibration import (
     load_calibration,
     read_acs_records,
 )
+from engine.data.synthetic_households import FAMILY_HOUSEHOLDER_MIN_AGE
 from engine.data.synthetic_validation import acs_person_profile, extract_person_profile, shares
 
 FIXTURE = (

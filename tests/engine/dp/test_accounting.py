@@ -11,7 +11,6 @@ import pytest
 from engine.core.errors import ValidationError
 from engine.dp.accounting import (
     bounded_from_unbounded,
-    compose,
     conversions,
     delta_for_epsilon,
     delta_grid,
@@ -71,8 +70,7 @@ def test_curves_are_vectorised_and_fast() -> None:
     assert elapsed < 0.2  # generous bound; measured ≈ 5 ms (docs/analytic.md)
 
 
-def test_composition_and_neighbours() -> None:
-    assert compose([0.1, 0.2, 0.0]) == pytest.approx(0.3)
+def test_bounded_neighbours_double_rho() -> None:
     assert bounded_from_unbounded(1.257281) == pytest.approx(2.514562)
 
 
@@ -90,8 +88,3 @@ def test_composition_and_neighbours() -> None:
 def test_invalid_inputs_have_clear_messages(kwargs: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         conversions(**kwargs)
-
-
-def test_negative_component_in_composition_is_named() -> None:
-    with pytest.raises(ValidationError, match="ρ component #2 must be finite and ≥ 0; got -0.5"):
-        compose([0.1, -0.5])

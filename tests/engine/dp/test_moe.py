@@ -1,4 +1,5 @@
-"""Tests of engine.dp.moe and the MOE tables: PHSafe Table 10 and the TopDown σ of SPEC §4."""
+"""Tests of engine.dp.moe and the MOE tables: PHSafe Table 10 and the TopDown σ of docs/science.md
+§4."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from engine.dp.moe import (
     phsafe_sensitivity,
     rho_for_moe,
     sigma2_for_rho,
-    topdown_sigma2,
     z_for_confidence,
 )
 from engine.dp.presets import load_phsafe_preset, load_topdown_preset
@@ -115,12 +115,6 @@ def test_topdown_summary_epsilon() -> None:
     assert round(summary["runs"]["persons"]["epsilon"]["cks"], 2) == 17.14
     assert round(summary["runs"]["units"]["epsilon"]["cks"], 2) == 2.47
     assert round(summary["runs"]["persons"]["rho"], 4) == 2.5562
-
-
-def test_topdown_sigma2_formula_and_error() -> None:
-    assert topdown_sigma2(2.0, 0.5, 0.25) == pytest.approx(4.0)
-    with pytest.raises(ValidationError, match="the query budget ρ·c·d must be positive"):
-        topdown_sigma2(1.0, 0.0, 1.0)
 
 
 def test_pure_dp_topdown_rows_use_exact_geometric_moe() -> None:

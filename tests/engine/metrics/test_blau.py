@@ -1,4 +1,4 @@
-"""Blau index, its quintiles and bias tables; PF's homogeneity index (SPEC §5)."""
+"""Blau index, its quintiles and bias tables; PF's homogeneity index (docs/science.md §5)."""
 
 from __future__ import annotations
 

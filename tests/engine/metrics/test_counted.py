@@ -1,4 +1,4 @@
-"""Counted residuals give the dense error and RMSE tables to the bit (issue 17)."""
+"""Counted residuals give the dense error and RMSE tables to the bit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from engine.metrics.counted import (
     counted_residuals,
     counted_rmse_table,
 )
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 from engine.metrics.prediction import rmse_table
 
 

@@ -1,4 +1,5 @@
-"""PHSafe error analysis (PHS §7.1, SPEC §5) from plain truth, estimates and analytic noise."""
+"""PHSafe error analysis (PHS §7.1, docs/science.md §5) from plain truth, estimates and analytic
+noise."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics.errors import mae_table
+from engine.metrics.error_tables import mae_table
 from engine.metrics.srs import sample_counts, srs_estimate, srs_sweep, srs_tidy, tabulate_tidy
 
 

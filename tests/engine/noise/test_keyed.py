@@ -1,4 +1,5 @@
-"""Keyed counter-based noise (SPEC §8): right distributions, and numbers that ignore the split."""
+"""Keyed counter-based noise (docs/science.md §8): right distributions, and numbers that ignore the
+split."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Tests of engine.noise: goodness of fit against the exact pmf, moments, symmetry, seeding, errors.
 
-The reference pmfs and variances are those of :mod:`engine.dp.distributions` (SPEC §1, §4). Every
-statistical test uses a fixed seed, so it is deterministic; the thresholds (p > 1e-3, 5 standard
-errors) are loose enough for a correct sampler and tight enough that a plainly rounded Gaussian is
-rejected (checked by ``test_goodness_of_fit_detects_a_rounded_gaussian``).
+The reference pmfs and variances are those of :mod:`engine.dp.distributions` (docs/science.md §1,
+§4). Every statistical test uses a fixed seed, so it is deterministic; the thresholds (p > 1e-3, 5
+standard errors) are loose enough for a correct sampler and tight enough that a plainly rounded
+Gaussian is rejected (checked by ``test_goodness_of_fit_detects_a_rounded_gaussian``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from engine.data.cef_types import CefExtract
 from engine.phsafe.config import TRUNCATED_TABLES, preset
 from engine.phsafe.measure import sensitivity
 from engine.phsafe.outputs import format_variance
-from engine.phsafe.run import PHSafeResult, run_phsafe
+from engine.phsafe.release import PHSafeResult, run_phsafe
 from engine.runs.phsafe import error_analysis
 
 TRIALS = 200

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from engine.data.cef import load_cef_extract
 from engine.phsafe.config import PHSafeConfig
-from engine.phsafe.outputs import read_official, write_official
-from engine.phsafe.run import run_phsafe
+from engine.phsafe.outputs import write_official
+from engine.phsafe.release import run_phsafe
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official"
 CASES = {"e2e_test1": True, "e2e_test2": False}  # case → non_private
@@ -48,7 +49,7 @@ def test_private_fixture_has_zero_variance_and_full_key_set(tmp_path: Path) -> N
         load_cef_extract(directory, state_filter=config.state_filter), config, seed=5
     )
     write_official(result.official, tmp_path, private=True)
-    ph3 = read_official(tmp_path / "PH3.csv")
+    ph3 = pd.read_csv(tmp_path / "PH3.csv", sep="|", dtype=str, keep_default_na=False)
     assert set(ph3["VARIANCE"]) == {"0"}
     assert set(ph3["NOISE_DISTRIBUTION"]) == {"Two-Sided Geometric"}
     # 2 regions × 10 iteration codes × 7 basis cells, zeros included

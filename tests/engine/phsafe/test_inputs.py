@@ -10,7 +10,7 @@ from engine.core.errors import DataValidationError, ValidationError
 from engine.phsafe.config import PHSafeConfig
 from engine.phsafe.inputs import load_inputs, resolve_config
 from engine.phsafe.join import prepare_extract
-from engine.phsafe.run import run_phsafe
+from engine.phsafe.release import run_phsafe
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "phsafe_official" / "e2e_test1"
 

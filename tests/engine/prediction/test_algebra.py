@@ -12,9 +12,7 @@ from engine.prediction.algebra import (
     scale,
     to_dense,
 )
-from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA, Attribute, Schema
-from engine.schema.marginals import SCHEMA_ATTRIBUTES, attribute_factor, cell_index, parse_marginal
-from engine.topdown.queries import query_group
+from engine.schema.marginals import SCHEMA_ATTRIBUTES, attribute_factor, parse_marginal
 
 SMALL = (
     ("HHGQ", ("household", "1", "2", "3", "4", "5", "6", "7")),
@@ -59,14 +57,3 @@ def test_production_schema_blocks_are_small() -> None:
     algebra = CellAlgebra(SCHEMA_ATTRIBUTES["redistricting2020"], ("TOTAL", "HHINSTLEVELS"))
     assert max(algebra.dims) <= 3
     assert sum(d * m for d, m in zip(algebra.dims, algebra.mults, strict=True)) == 2016
-
-
-def test_shared_parse_agrees_with_engine_schemas() -> None:
-    for schema in (RI2010_SCHEMA, REDISTRICTING_SCHEMA):
-        attrs = tuple((a.name, a.levels) for a in schema.attributes)
-        assert SCHEMA_ATTRIBUTES[schema.name] == attrs
-    schema = Schema("small", tuple(Attribute(a, lv) for a, lv in SMALL))
-    for q in QUERIES:
-        np.testing.assert_array_equal(
-            cell_index(parse_marginal(q, SMALL), SMALL), query_group(schema, q).cell_index
-        )

@@ -141,9 +141,15 @@ def test_level_corrections_match_the_formula_query_by_query(monkeypatch) -> None
             assert got[q].rmse == pytest.approx(rmse, rel=1e-12)
             assert got[q].mean_count == pytest.approx(mean_count, rel=1e-12)
             np.testing.assert_allclose(got[q].unit_bias, bias, rtol=1e-12, atol=1e-14)
-        one = correction.query_correction(
-            moments, counts, linear["DETAILED"], cell_var, attributes, "DETAILED", support, cells
-        )
+        one = correction.level_corrections(
+            moments,
+            counts,
+            {"DETAILED": linear["DETAILED"]},
+            cell_var,
+            attributes,
+            support=support,
+            cells=cells,
+        )["DETAILED"]
         assert one.rmse == pytest.approx(expected["DETAILED"][0], rel=1e-12)
 
 

@@ -1,8 +1,9 @@
-"""The exact least-squares covariance against Monte Carlo of the engine's least squares (docs/science.md §7).
+"""The exact least-squares covariance against Monte Carlo of the engine's least squares
+(docs/science.md §7).
 
 Small trees with large counts (non-negativity never binds), continuous Gaussian noise, no rounding:
 the engine's :func:`engine.topdown.qp.least_squares.multipass_least_squares` is run top-down exactly as
-``engine/topdown/run.py`` orders its passes (root and leaf families one pass, TOTAL-then-rest in
+``engine/topdown/plan.py`` orders its passes (root and leaf families one pass, TOTAL-then-rest in
 between, invariants exact), replicates batched as independent families. The predicted mean squared
 error per level × query must match the Monte Carlo one to sampling precision (4 standard errors).
 """

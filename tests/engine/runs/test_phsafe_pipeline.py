@@ -7,7 +7,8 @@ import pytest
 
 from engine.core.executors import ProcessExecutor
 from engine.phsafe.join import prepare_extract
-from engine.phsafe.run import measure_all, run_phsafe, tabulate_all
+from engine.phsafe.release import measure_all, run_phsafe, tabulate_all
+from engine.runs.data_source import DataSource
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 
@@ -19,7 +20,7 @@ def _spec(**changes) -> RunSpec:
 
     config = preset("phsafe-2020").to_dict()
     config["state_filter"] = ["44"]
-    base = {"engine": "phsafe", "data": {"source": SAMPLE}, "config": config, "seed": 11}
+    base = {"engine": "phsafe", "data": DataSource(source=SAMPLE), "config": config, "seed": 11}
     return RunSpec(**{**base, **changes})
 
 
@@ -33,7 +34,13 @@ def extract():
 def test_pipeline_run_records_the_noise_and_the_spec(extract) -> None:
     out = execute(_spec(), data=extract)
     assert out.metrics["engine"] == "phsafe" and out.metrics["noise"]["method"] == "fast"
-    assert out.metrics["run"]["fingerprint"] == _spec().fingerprint()
+    assert out.metrics["run"]["fingerprint"] == out.spec.fingerprint()
+    assert out.spec.replace(data=_spec().data) == _spec()  # the spec, with its inputs' hashes
+    assert set(out.spec.data.inputs) == {
+        "data/persons.csv.gz",
+        "data/units.csv.gz",
+        "data/geo.csv.gz",
+    }
     again = execute(_spec(), data=extract)
     assert out.result.measurements.equals(again.result.measurements)
 

@@ -8,15 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.runs import topdown as stages
-from engine.runs.control import RunCancelled, RunControl
+from engine.runs.control import RunControl
+from engine.runs.data_source import BlockFilter, DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.pipeline import execute, write
 from engine.runs.spec import RunSpec
-from engine.topdown.run import TopDownOptions, run_topdown
+from engine.topdown.options import TopDownOptions
+from tests.engine.topdown.helpers import engine_run
 
 TRACTS = ["44007001000", "44007001100"]
 
@@ -35,10 +38,10 @@ def _spec(**changes) -> RunSpec:
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
     base = {
         "engine": "topdown",
-        "data": {"source": "ri2010", "filter": {"level": "Tract", "units": TRACTS}},
+        "data": DataSource(source="ri2010", filter=BlockFilter("Tract", tuple(TRACTS))),
         "config": allocation.to_dict(),
         "seed": 4,
-        "options": {"microdata": False, "epl_boot": 10},
+        "options": TopDownRunOptions(microdata=False, epl_boot=10),
     }
     return RunSpec(**{**base, **changes})
 
@@ -56,23 +59,29 @@ def test_spec_round_trip_and_fingerprint() -> None:
     with pytest.raises(ValidationError, match="fingerprint does not match"):
         RunSpec.from_dict(tampered)
     with pytest.raises(TypeError):
-        spec.options["seed"] = 1  # type: ignore[index]
+        spec.config["seed"] = 1  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        spec.options.seed = 1  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
         ({"engine": "spark"}, "unknown engine"),
-        ({"seed": -1}, "seed must be"),
-        ({"data": {}}, "must name its source"),
+        ({"seed": -1}, "seed: -1 is out of range"),
+        ({"data": {"source": "ri2010"}}, "must be a DataSource"),
         ({"backend": "cluster"}, "unknown backend"),
-        ({"workers": 0}, "workers must be"),
-        ({"options": {"noise_method": "secure"}}, "noise_method"),
+        ({"workers": 0}, "workers: 0 is out of range"),
+        ({"options": {"noise_method": "fast"}}, "takes TopDownRunOptions"),
     ],
 )
 def test_bad_specs_are_refused(changes, message) -> None:
     with pytest.raises(ValidationError, match=message):
         _spec(**changes)
+    with pytest.raises(ValidationError, match="noise_method: the text 'secure' is not one of"):
+        TopDownRunOptions(noise_method="secure")
+    with pytest.raises(ValidationError, match="source: expected a non-empty text"):
+        DataSource(source="")
 
 
 def test_workers_do_not_change_the_outputs(tmp_path: Path) -> None:
@@ -86,14 +95,16 @@ def test_workers_do_not_change_the_outputs(tmp_path: Path) -> None:
     ma, mb = (json.loads(p["metrics"].read_text()) for p in (a, b))
     assert ma["mae"] == mb["mae"] and ma["epl"] == mb["epl"]
     assert ma["noise"]["method"] == "fast" and "keyed" in ma["noise"]["sampler"]
-    assert ma["run"]["fingerprint"] == mb["run"]["fingerprint"] == _spec().fingerprint()
+    assert ma["run"]["fingerprint"] == mb["run"]["fingerprint"] == one.spec.fingerprint()
+    # the pipeline records the content hash of every input file (the sample's) in the spec
+    assert one.spec.data.inputs and ma["run"]["data"]["inputs"] == dict(one.spec.data.inputs)
     assert two.result.diagnostics["workers"] == 2
 
 
 def test_chunking_does_not_change_the_estimates(small) -> None:
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
-    big = run_topdown(small, allocation, seed=3)
-    tiny = run_topdown(small, allocation, seed=3, options=TopDownOptions(chunk_cells=50))
+    big = engine_run(small, allocation, seed=3)
+    tiny = engine_run(small, allocation, seed=3, options=TopDownOptions(chunk_cells=50))
     assert np.array_equal(big.estimates, tiny.estimates)
     assert big.measurements.equals(tiny.measurements)
 
@@ -130,7 +141,7 @@ def test_progress_and_cancel_go_through_the_control() -> None:
 
 
 def test_exact_mechanism_is_recorded() -> None:
-    out = execute(_spec(options={"noise_method": "exact", "epl_boot": 0}))
+    out = execute(_spec(options=TopDownRunOptions(noise_method="exact", epl_boot=0)))
     assert out.metrics["noise"]["method"] == "exact"
     assert out.metrics["run"]["options"]["noise_method"] == "exact"
 
@@ -148,6 +159,12 @@ def test_experiments_build_grids_of_run_specs() -> None:
     ]
     assert len({s.fingerprint() for s in specs}) == 4
     assert all(s.data == base.data and s.options == base.options for s in specs)
+    control = RunControl()
+    control.cancel()
+    with pytest.raises(RunCancelled):  # one cancel, whoever asks: the grid stops
+        from engine.runs.experiments import run_experiment
+
+        run_experiment("topdown", "ri2010", [1.0], [1], n_boot=0, control=control)
 
 
 def test_filter_subsets_the_unit_frame_like_the_app(tmp_path) -> None:
@@ -165,7 +182,8 @@ def test_filter_subsets_the_unit_frame_like_the_app(tmp_path) -> None:
     generate_population(5_000, seed=2, states=["RI"], out_dir=folder)
     hist = load_generated_population(folder)
     tract = str(hist.geography["Tract"].iloc[0])
-    cli, app = filter_blocks(hist, "Tract", [tract]), subset_histogram(hist, "Tract", [tract])
+    cli = filter_blocks(hist, BlockFilter("Tract", (tract,)))
+    app = subset_histogram(hist, "Tract", [tract])
     assert cli.n_blocks < hist.n_blocks
     for key, value in app.extra.items():
         if isinstance(value, np.ndarray):
@@ -174,11 +192,18 @@ def test_filter_subsets_the_unit_frame_like_the_app(tmp_path) -> None:
 
 
 def test_a_run_without_metrics_keeps_only_the_tidy_rows_asked_for(small):
-    whole = execute(_spec(), data=small, metrics=False)
+    whole = execute(_spec(), data=small, outputs="tidy")
     n_nodes = whole.result.tree.n_nodes
-    bounded = execute(_spec(), data=small, metrics=False, max_tidy_rows=3 * n_nodes)
+    bounded = execute(_spec(), data=small, outputs="tidy", max_tidy_rows=3 * n_nodes)
     assert set(bounded.tidy["query"]) == {"TOTAL", "VOTINGAGE"}  # 1 + 2 cells per geounit
     assert bounded.extra["queries_left_out"] == ["RACEETH", "DETAILED"]
     kept = whole.tidy[whole.tidy["query"].isin(["TOTAL", "VOTINGAGE"])].reset_index(drop=True)
     assert bounded.tidy.reset_index(drop=True).astype(str).equals(kept.astype(str))
     assert (bounded.result.estimates_sparse != whole.result.estimates_sparse).nnz == 0
+
+
+def test_an_engine_result_alone_builds_no_table(small):
+    out = execute(_spec(), data=small, outputs="result")
+    assert out.tidy is None and out.metrics == {} and out.result.tree.n_blocks == small.n_blocks
+    with pytest.raises(ValidationError, match="outputs must be one of"):
+        execute(_spec(), data=small, outputs="everything")

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.dp.presets import load_topdown_preset
+from engine.runs.data_source import BlockFilter, DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 
 
-def _providence(**options: object) -> RunSpec:
+def _providence(**options: Any) -> RunSpec:
     """Providence County (RI 2010, ``ri2010-production-like`` at ρ = 1, seed 3)."""
     alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(1)
     return RunSpec(
         engine="topdown",
-        data={"source": "ri2010", "filter": {"level": "County", "units": ["44007"]}},
+        data=DataSource(source="ri2010", filter=BlockFilter("County", ("44007",))),
         config=alloc.to_dict(),
         seed=3,
-        options=options,
+        options=TopDownRunOptions(**options),
     )
 
 

@@ -1,4 +1,4 @@
-"""RI's folded schema: the note and production's σ for comparison (issue 13 item 8)."""
+"""RI's folded schema: the note and production's σ for comparison (docs/science.md §4: the RI sample's folded schema)."""
 
 from __future__ import annotations
 

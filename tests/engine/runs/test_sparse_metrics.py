@@ -1,4 +1,4 @@
-"""The sparse metrics stage (issue 17): metrics.json from the sparse histograms, zeros counted.
+"""The sparse metrics stage: metrics.json from the sparse histograms, zeros counted.
 
 The sparse path (the CLI's, ``tables=False``, and the app's, ``tables=True``) must give the old
 dense path's metrics.json and app tables (built on ``result.to_tidy()``): MAE, median AE and n_cells exactly, EPL and its
@@ -19,6 +19,10 @@ from engine.dp.presets import load_topdown_preset
 from engine.metrics.counted import counted_error_summary, counted_residuals
 from engine.metrics.epl import epl_details, epl_details_counted
 from engine.runs import topdown as stages
+from engine.runs import topdown_metrics as metrics_stage
+from engine.runs.control import RunControl
+from engine.runs.data_source import BlockFilter, DataSource
+from engine.runs.options import TopDownRunOptions
 from engine.runs.pipeline import execute
 from engine.runs.spec import RunSpec
 from engine.topdown.result import TopDownResult
@@ -39,30 +43,30 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 
 
 def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
-    """The old dense path (before issue 17's app change): metrics.json and the app's tables
+    """The old dense path (before the metrics were computed from sparse histograms): metrics.json and the app's tables
     computed from the whole tidy table ``result.to_tidy()``."""
     from engine.metrics.epl import epl_table
-    from engine.metrics.errors import mae_table
+    from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
 
     tidy = result.to_tidy()
-    epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
-    settings = stages.epl_settings_of(spec)
+    epl_boot = spec.options.epl_boot
+    settings = metrics_stage.epl_settings_of(spec)
     tables = {"mae": mae_table(tidy)}
-    _, blau_bias = stages.blau_bias_of(result, tidy, hist)
+    _, blau_bias = metrics_stage.blau_bias_of(result, tidy, hist)
     if blau_bias is not None:
         tables["blau_bias"] = blau_bias
     tables["epl"] = epl_table(
-        tidy, n_boot=epl_boot, rng=stages.bootstrap_rng(spec.seed), settings=settings
+        tidy, n_boot=epl_boot, rng=metrics_stage.bootstrap_rng(spec.seed), settings=settings
     )
     profile, _ = tree_profile(result.tree, hist, "run")
     # the app's sample of families per level (RUN_TABLE_MAX_UNITS), so the tables compare
     predicted = prediction_table(profile, measured.allocation, tidy, max_units=RUN_TABLE_MAX_UNITS)
     if predicted is not None:
         tables["prediction"] = predicted
-    payload = stages.metrics_payload(
+    payload = metrics_stage.metrics_payload(
         result,
         {},
         tidy=tidy,
@@ -75,11 +79,11 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
 
 
 def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
-    output = execute(spec, data=hist, metrics=False)
-    result, measured = output.result, stages.measure(spec, hist, stages.RunControl())
+    output = execute(spec, data=hist, outputs="result")
+    result, measured = output.result, stages.measure(spec, hist, RunControl())
     dense, dense_tables = _dense_reference(spec, result, hist, measured)
-    app = stages.metrics(spec, result, hist, measured, tables=True)
-    sparse = stages.metrics(spec, result, hist, measured, tables=False)
+    app = metrics_stage.metrics(spec, result, hist, measured, tables=True)
+    sparse = metrics_stage.metrics(spec, result, hist, measured, tables=False)
     assert sparse.tidy is None and app.tidy is not None
     assert app.queries_left_out == ()
     pd.testing.assert_frame_equal(app.tidy, result.to_tidy())
@@ -92,7 +96,9 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
         _assert_same(dense, payload)
     pd.testing.assert_frame_equal(  # NaN ratios where the measured RMSE is 0
         pd.DataFrame(app.payload["prediction"]),
-        pd.DataFrame(dense_tables["prediction"][stages.PREDICTION_COLUMNS].to_dict("records")),
+        pd.DataFrame(
+            dense_tables["prediction"][metrics_stage.PREDICTION_COLUMNS].to_dict("records")
+        ),
         check_exact=True,
     )
     return dense, sparse.payload, result
@@ -125,12 +131,12 @@ def test_ri_county_sparse_equals_dense() -> None:
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
     spec = RunSpec(
         engine="topdown",
-        data={"source": "ri2010", "filter": {"level": "County", "units": ["44005"]}},
+        data=DataSource(source="ri2010", filter=BlockFilter("County", ("44005",))),
         config=allocation.to_dict(),
         seed=7,
-        options={"microdata": False, "epl_boot": 25},
+        options=TopDownRunOptions(microdata=False, epl_boot=25),
     )
-    hist = stages.filter_blocks(load_topdown_sample("ri2010"), "County", ["44005"])
+    hist = stages.filter_blocks(load_topdown_sample("ri2010"), BlockFilter("County", ("44005",)))
     dense, sparse, _ = _metrics_both_ways(spec, hist)
     _assert_same(dense, sparse)
     assert "blau_bias" in sparse  # the RI sample schema has RACEETH
@@ -151,10 +157,10 @@ def _production_spec(epl_boot: int) -> RunSpec:
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     return RunSpec(
         engine="topdown",
-        data={"source": "generated"},
+        data=DataSource(source="generated"),
         config=allocation.to_dict(),
         seed=3,
-        options={"microdata": False, "epl_boot": epl_boot},
+        options=TopDownRunOptions(microdata=False, epl_boot=epl_boot),
     )
 
 
@@ -164,7 +170,7 @@ def test_generated_production_sparse_equals_dense(generated) -> None:
     levels = result.tree.levels
     assert set(sparse["mae"]) == set(map(str, levels))
     # DETAILED residuals are mostly zeros: the counted sets hold far fewer values than cells
-    residuals = stages.sparse_residuals(result)
+    residuals = metrics_stage.sparse_residuals(result)
     block = residuals[(str(levels[-1]), "DETAILED")]
     assert block.values.size < block.n / 100
 
@@ -173,7 +179,7 @@ def test_sparse_path_never_builds_the_dense_table(generated, monkeypatch) -> Non
     """The CLI path at production shape: to_tidy of anything but TOTAL is refused, and every
     array the residuals hold is far smaller than geounits × cells."""
     spec = _production_spec(5)
-    output = execute(spec, data=generated, metrics=False)
+    output = execute(spec, data=generated, outputs="result")
     result = output.result
     cells = result.tree.n_nodes * result.schema.size
     original = TopDownResult.to_tidy
@@ -185,10 +191,10 @@ def test_sparse_path_never_builds_the_dense_table(generated, monkeypatch) -> Non
 
     monkeypatch.setattr(TopDownResult, "to_tidy", guarded)
     monkeypatch.setattr(TopDownResult, "estimates", property(lambda self: 1 / 0))
-    measured = stages.measure(spec, generated, stages.RunControl())
-    computed = stages.metrics(spec, result, generated, measured, tables=False)
+    measured = stages.measure(spec, generated, RunControl())
+    computed = metrics_stage.metrics(spec, result, generated, measured, tables=False)
     assert computed.tidy is None and computed.payload["mae"]
-    for part in stages.sparse_residuals(result).values():
+    for part in metrics_stage.sparse_residuals(result).values():
         assert part.values.size * 50 < cells
 
 
@@ -213,7 +219,7 @@ def test_counted_residuals_match_the_dense_statistics() -> None:
 
 def test_the_cli_path_never_densifies_the_block_histogram(generated, monkeypatch, tmp_path):
     """Load (sparse), measure, estimate, metrics.json and the output files of a production run
-    with any dense block histogram refused (issue 17: blocks × 2,016 never held dense)."""
+    with any dense block histogram refused (blocks × 2,016 cells are never held dense)."""
     from engine.data import histogram as histogram_module
     from engine.runs.pipeline import write
 

@@ -11,7 +11,7 @@ from engine.core.errors import ValidationError
 from engine.runs.spine import spine_report, spine_sections
 from engine.topdown.spine.build import build_spine
 from engine.topdown.spine.plan import plan_spine
-from engine.topdown.spine.runner import run_on_spine
+from tests.engine.topdown.helpers import spine_run
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).parents[1] / "topdown" / "spine_toy.py"
@@ -28,7 +28,7 @@ def test_run_on_each_spine_reports_comparable_metrics(kind):
         "optimized": {"special_areas": cases.CITY, "entities": [cases.CITY, cases.WARDS]},
     }
     built = build_spine(hist, kind, cases.ALLOCATION, **options.get(kind, {}))
-    result = run_on_spine(hist, cases.ALLOCATION, built, seed=11)
+    result = spine_run(hist, cases.ALLOCATION, built, seed=11)
     blocks = result.block_histogram()
     assert blocks.sum() == hist.counts.sum()  # the state total is invariant on every spine
     assert (blocks >= 0).all()
@@ -46,7 +46,7 @@ def test_a_result_of_another_spine_is_refused():
     hist = cases.toy_histogram()
     built = build_spine(hist, "conventional", cases.ALLOCATION)
     other = build_spine(hist, "aian", cases.ALLOCATION, special_areas=cases.CITY)
-    result = run_on_spine(hist, cases.ALLOCATION, other, seed=11)
+    result = spine_run(hist, cases.ALLOCATION, other, seed=11)
     with pytest.raises(ValidationError, match="not produced on this spine"):
         spine_report(result, hist, [cases.CITY], built)
 
@@ -54,7 +54,7 @@ def test_a_result_of_another_spine_is_refused():
 def test_spine_sections_add_the_plan_summary():
     hist = cases.toy_histogram()
     plan = plan_spine(hist, cases.ALLOCATION, "conventional")
-    result = run_on_spine(hist, cases.ALLOCATION, plan.built, seed=3)
+    result = spine_run(hist, cases.ALLOCATION, plan.built, seed=3)
     sections = spine_sections(plan, result, hist)
     assert list(sections) == ["conventional_mae", "entity_mae", "osed", "spine"]
     assert sections["spine"] == plan.summary()

@@ -1,4 +1,4 @@
-"""Run tables written chunk by chunk as CSV or Parquet and read back with checks (issue 17)."""
+"""Run tables written chunk by chunk as CSV or Parquet and read back with checks (docs/topdown.md "Outputs")."""
 
 from __future__ import annotations
 

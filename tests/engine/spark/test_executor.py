@@ -1,4 +1,5 @@
-"""The Spark executor runs units of work on Spark with the results of the in-process loop (SPEC §8).
+"""The Spark executor runs units of work on Spark with the results of the in-process loop
+(docs/science.md §8).
 
 Units are arrays (as TopDown's family batches are); results come back in unit order; a finished
 ``map`` is checkpointed to Parquet and found again by a new executor with the same inputs; an error
@@ -13,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
-from engine.spark.executor import SparkCancelled, SparkExecutor, SparkTaskFailed
+from engine.core.errors import RunCancelled, ValidationError
+from engine.spark.executor import SparkExecutor, SparkTaskFailed
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +66,7 @@ def test_task_error_is_named_and_cancel_interrupts(spark) -> None:
         executor.map(fails_on_three, [1, 2, 3])
     started = time.perf_counter()
     deadline = started + 2.0
-    with pytest.raises(SparkCancelled):
+    with pytest.raises(RunCancelled):
         executor.map(sleeps, [60.0, 60.0], cancel=lambda: time.perf_counter() > deadline)
     assert time.perf_counter() - started < 20
 

@@ -1,4 +1,4 @@
-"""Spark's true histograms equal the tree's sums (TDA §5; issue 18: sparse block histograms in a
+"""Spark's true histograms equal the tree's sums (TDA §5; sparse block histograms in a
 DataFrame, upper levels by ``groupBy``).
 
 On a county of the shipped RI sample (conventional spine) and on a hand-made spine with a bypassed
@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from engine.data.inputs import load_topdown_input
+from engine.runs.data_source import BlockFilter
 from engine.runs.topdown import filter_blocks
 from engine.spark.histograms import (
     _ancestors,
@@ -60,7 +61,7 @@ def test_hand_made_spine_dense_and_sparse(spark) -> None:
 
 
 def test_ri_county_equals_tree_sums_and_writes_parquet(spark, tmp_path: Path) -> None:
-    hist = filter_blocks(load_topdown_input("ri2010"), "County", ["44001"])
+    hist = filter_blocks(load_topdown_input("ri2010"), BlockFilter("County", ("44001",)))
     tree = GeoTree.from_histogram(hist)
     cells = block_cells(spark, tree, hist.counts)
     assert cells.count() == int(np.count_nonzero(hist.counts))

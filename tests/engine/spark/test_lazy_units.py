@@ -1,4 +1,4 @@
-"""The Spark executor builds a lazy sequence's units one slice at a time (issue 18).
+"""The Spark executor builds a lazy sequence's units one slice at a time.
 
 TopDown hands an executor a level's units as a :class:`~collections.abc.Sequence` that builds unit
 ``k`` when asked (:class:`~engine.topdown.estimation.LevelUnits`); the Spark executor pickles a

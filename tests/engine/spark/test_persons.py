@@ -1,4 +1,4 @@
-"""Person records read and recoded on the Spark executors (issue 18, ``engine.spark.persons``).
+"""Person records read and recoded on the Spark executors (``engine.spark.persons``).
 
 The histogram the driver builds from the executors' ``groupBy(block, cell)`` counts equals the
 local loader's (PPMF sample, generated population, with and without ``--filter``), Spark's true
@@ -17,6 +17,7 @@ import pytest
 
 from engine.core.errors import DataValidationError, PHExploreError
 from engine.data.samples import samples_dir
+from engine.runs.data_source import DataSource
 from engine.runs.spec import RunSpec
 from engine.runs.topdown import load
 
@@ -37,7 +38,10 @@ def _spec(source: Path | str, **data: Any) -> RunSpec:
 
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
     return RunSpec(
-        engine="topdown", data={"source": str(source), **data}, config=allocation.to_dict(), seed=1
+        engine="topdown",
+        data=DataSource.from_json({"source": str(source), **data}),
+        config=allocation.to_dict(),
+        seed=1,
     )
 
 

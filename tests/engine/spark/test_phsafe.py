@@ -22,7 +22,7 @@ from engine.data.samples import get_sample
 from engine.phsafe.config import PHSafeConfig
 from engine.phsafe.join import LevelCounts
 from engine.phsafe.outputs import write_official
-from engine.phsafe.run import run_phsafe
+from engine.phsafe.release import run_phsafe
 from engine.spark import phsafe as spark_phsafe
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,4 @@
-"""Structural zeros and GQ bounds held in least squares and rounding (issue 13 item 10; SPEC §6)."""
+"""Structural zeros and GQ bounds held in least squares and rounding (docs/science.md §6)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from engine.data.histogram import subset_histogram
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.topdown.constraints import block_bounds, unconstrained_note
+from engine.topdown.estimation import _build_batch
 from engine.topdown.feasibility import check_batch
-from engine.topdown.run import TopDownOptions, _build_batch, run_topdown
-from tests.engine.topdown.helpers import ri_subset
+from engine.topdown.options import TopDownOptions
+from tests.engine.topdown.helpers import engine_run, ri_subset
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def ri_with_frame():
 def test_empty_blocks_receive_nobody_when_the_frame_says_so(ri_with_frame, ri_allocation):
     empty = ri_with_frame.counts.sum(axis=1) == 0
     assert empty.sum() > 50
-    result = run_topdown(ri_with_frame, ri_allocation, seed=11)
+    result = engine_run(ri_with_frame, ri_allocation, seed=11)
     blocks = result.block_histogram()
     assert blocks[empty].sum() == 0
     # each occupied unit holds its householder: TOTAL ≥ occupied units (= 1 per populated block)
@@ -48,7 +49,7 @@ def test_empty_blocks_receive_nobody_when_the_frame_says_so(ri_with_frame, ri_al
 
 def test_without_a_frame_the_run_quantifies_persons_in_empty_blocks(ri_with_frame, ri_allocation):
     bare = ri_with_frame.replace(extra={})
-    result = run_topdown(bare, ri_allocation, seed=11)
+    result = engine_run(bare, ri_allocation, seed=11)
     report = result.diagnostics["structural"]
     assert report["structural_zeros_held"] is False
     moved = result.block_histogram()[bare.counts.sum(axis=1) == 0].sum()
@@ -71,7 +72,7 @@ def perry_tract():
 
 def test_ppmf_gq_types_are_lower_and_upper_bounds(perry_tract):
     allocation = load_topdown_preset("topdown-2020-production")["persons"]
-    result = run_topdown(perry_tract, allocation, seed=5)
+    result = engine_run(perry_tract, allocation, seed=5)
     est = result.block_histogram().reshape(perry_tract.n_blocks, 8, -1).sum(axis=2)
     present = perry_tract.extra["gq_types_present"] > 0
     assert np.all(est[:, 1:][~present] == 0), "persons in a GQ type the block has no facility of"
@@ -90,7 +91,7 @@ def test_truth_that_breaks_the_frame_is_reported_in_words(ri_with_frame):
 
 
 def test_feasibility_check_names_the_family_and_the_bound(ri_with_frame, ri_allocation):
-    result = run_topdown(ri_with_frame, ri_allocation, seed=11)
+    result = engine_run(ri_with_frame, ri_allocation, seed=11)
     tree = result.tree
     from engine.topdown.constraints import node_bounds
     from engine.topdown.family import QuerySpec
@@ -122,7 +123,7 @@ def test_unconstrained_note_counts_persons_in_empty_blocks():
 
 
 def test_structural_zeros_can_be_switched_off(ri_with_frame, ri_allocation):
-    result = run_topdown(
+    result = engine_run(
         ri_with_frame, ri_allocation, seed=11, options=TopDownOptions(structural_zeros=False)
     )
     assert result.diagnostics["structural"]["structural_zeros_held"] is False
@@ -144,7 +145,7 @@ def test_bounded_family_matches_a_cvxpy_model(ri_with_frame, ri_allocation):
 
     estimation_module.estimate_batch = recording
     try:
-        run_topdown(ri_with_frame, ri_allocation, seed=3)
+        engine_run(ri_with_frame, ri_allocation, seed=3)
     finally:
         estimation_module.estimate_batch = original
     batch, passes = next((b, p) for b, p in batches if b.child_level == "Block" and b.has_bounds)

@@ -1,4 +1,4 @@
-"""The chunk iterators of a TopDown result (issue 17): same rows as the whole tables, bounded chunks."""
+"""The chunk iterators of a TopDown result: same rows as the whole tables, bounded chunks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 
 from engine.core.errors import ValidationError
 from engine.topdown import export as E
-from engine.topdown.run import run_topdown
-from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
+from tests.engine.topdown.helpers import engine_run, ri_subset, tiny_allocation, tiny_histogram
 
 
 def _plain(chunks, like: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +26,7 @@ def ri_result():
 
     hist = ri_subset(n_tracts_per_county=1, counties=2)
     alloc = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
-    return run_topdown(hist, alloc, seed=3)
+    return engine_run(hist, alloc, seed=3)
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 7, 100, 10**9])
@@ -47,6 +46,17 @@ def test_sparse_estimates_are_the_rows_with_a_non_zero_count(ri_result):
     expected = tidy[(tidy["true"] != 0) | (tidy["estimate"] != 0)].reset_index(drop=True)
     pd.testing.assert_frame_equal(sparse, expected)
     assert 0 < len(sparse) < len(tidy)
+
+
+def test_level_histograms_are_the_level_rows_of_the_estimates(ri_result):
+    """The dense reader the "spine stops above the block level" error points to."""
+    for level in ri_result.tree.levels:
+        nodes = ri_result.tree.nodes_at_level(level)
+        ids = ri_result.level_ids(level)
+        assert ids == tuple(ri_result.tree.node_id[i] for i in nodes) and len(ids) == len(nodes)
+        np.testing.assert_array_equal(ri_result.level_histogram(level), ri_result.estimates[nodes])
+    blocks = ri_result.level_histogram(ri_result.tree.levels[-1])
+    assert blocks.sum() == ri_result.estimates[0].sum()
 
 
 def test_other_queries_and_measurement_chunks(ri_result):
@@ -85,7 +95,7 @@ def test_microdata_chunks_hold_whole_blocks(ri_result):
 def test_microdata_of_an_empty_run_has_its_columns():
     hist = tiny_histogram()
     hist = type(hist)(hist.schema, hist.levels, hist.geography, np.zeros_like(hist.counts))
-    result = run_topdown(hist, tiny_allocation("1e6"), seed=0)
+    result = engine_run(hist, tiny_allocation("1e6"), seed=0)
     chunks = list(E.iter_microdata_frames(result))
     assert len(chunks) == 1 and chunks[0].empty and "GEOID" in chunks[0].columns
 

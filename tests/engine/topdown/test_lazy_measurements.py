@@ -1,4 +1,4 @@
-"""Issue 17: lazy keyed measurements, sparse histograms and streamed outputs give the numbers of
+"""Lazy keyed measurements, sparse histograms and streamed outputs give the numbers of
 the whole-draw, dense path — and the run holds no ``(n_nodes × n_cells)`` array (asserted on sizes).
 """
 
@@ -15,15 +15,12 @@ from engine.dp.presets import load_topdown_preset
 from engine.noise.keyed import geounit_hashes
 from engine.topdown import measurement as measurement_module
 from engine.topdown import sparse_histograms
+from engine.topdown.estimation import estimate
 from engine.topdown.measure import measure
-from engine.topdown.measurement import KeyedMeasurements
-from engine.topdown.run import (
-    TopDownOptions,
-    estimate,
-    measure_plan,
-    plan_run,
-    result_of,
-)
+from engine.topdown.measurement import KeyedMeasurements, measure_plan
+from engine.topdown.options import TopDownOptions
+from engine.topdown.plan import plan_run
+from engine.topdown.result import result_of
 from engine.topdown.sparse_histograms import SparseRows, aggregate_sparse
 from tests.engine.topdown.helpers import ri_subset
 

@@ -1,4 +1,4 @@
-"""A level's units of work are built one at a time, as the executor takes them (issue 18).
+"""A level's units of work are built one at a time, as the executor takes them.
 
 :class:`~engine.topdown.estimation.LevelUnits` builds chunk ``k``'s batch on ``units[k]``; a run
 whose executor first builds every unit (the old behaviour) gives the same estimates, and the
@@ -18,8 +18,8 @@ import pytest
 from engine.core.executors import InProcessExecutor
 from engine.dp.presets import load_topdown_preset
 from engine.topdown.estimation import LevelUnits
-from engine.topdown.run import TopDownOptions, run_topdown
-from tests.engine.topdown.helpers import ri_subset
+from engine.topdown.options import TopDownOptions
+from tests.engine.topdown.helpers import engine_run, ri_subset
 
 
 class Payload:
@@ -70,7 +70,7 @@ def test_in_process_executor_holds_one_built_unit_at_a_time() -> None:
 
 
 class EagerExecutor(InProcessExecutor):
-    """The behaviour before issue 18: every unit of a level built before the first runs."""
+    """The behaviour without lazy units: every unit of a level built before the first runs."""
 
     def __init__(self) -> None:
         self.levels: list[int] = []
@@ -99,8 +99,8 @@ def test_lazy_units_give_the_estimates_of_units_built_up_front() -> None:
     allocation = load_topdown_preset("ri2010-production-like")["persons"]
     options = TopDownOptions(chunk_cells=16 * 7)
     eager, lazy = EagerExecutor(), LazyCounting()
-    a = run_topdown(hist, allocation, seed=11, options=options, executor=eager)
-    b = run_topdown(hist, allocation, seed=11, options=options, executor=lazy)
+    a = engine_run(hist, allocation, seed=11, options=options, executor=eager)
+    b = engine_run(hist, allocation, seed=11, options=options, executor=lazy)
     assert eager.levels == lazy.levels and sum(lazy.levels) > len(lazy.levels)  # several a level
     assert (a.estimates_sparse != b.estimates_sparse).nnz == 0
 

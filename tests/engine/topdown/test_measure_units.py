@@ -1,5 +1,6 @@
 """Keyed measurements drawn on demand (any subset of nodes, in any order) equal the measurements
-drawn at once: keyed noise depends only on (seed, level, geounit, query, cell) (SPEC §8)."""
+drawn at once: keyed noise depends only on (seed, level, geounit, query, cell) (docs/science.md
+§8)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.core.executors import InProcessExecutor
 from engine.dp.presets import load_topdown_preset
 from engine.topdown.measure import measure
-from engine.topdown.measurement import KeyedMeasurements
-from engine.topdown.run import TopDownOptions, measure_plan, plan_run
+from engine.topdown.measurement import KeyedMeasurements, measure_plan
+from engine.topdown.options import TopDownOptions
+from engine.topdown.plan import plan_run
 from tests.engine.topdown.helpers import ri_subset
-
-
-class CountingExecutor(InProcessExecutor):
-    """In process, counting the units it was given."""
-
-    def __init__(self) -> None:
-        self.units = 0
-
-    def map(self, fn, units, **kwargs):  # type: ignore[no-untyped-def]
-        self.units += len(units)
-        return super().map(fn, units, **kwargs)
 
 
 def test_lazy_measurements_equal_measurements_at_once() -> None:
@@ -44,11 +34,9 @@ def test_lazy_measurements_equal_measurements_at_once() -> None:
         seed=11,
         geounit_hash=hashes,
     )
-    executor = CountingExecutor()
-    lazy = measure_plan(plan, truth, 11, executor=executor)
+    lazy = measure_plan(plan, truth, 11)
     assert isinstance(lazy, KeyedMeasurements)
-    assert executor.units == 0  # nothing is drawn up front: units draw their own answers
-    assert "noisy" not in lazy.__dict__
+    assert "noisy" not in lazy.__dict__  # nothing is drawn up front: units draw their own answers
     for a, b in zip(whole.noisy, lazy.noisy, strict=True):
         np.testing.assert_array_equal(a, b)
     # any subset, in any order, gives the same numbers
@@ -65,7 +53,6 @@ def test_lazy_measurements_equal_measurements_at_once() -> None:
     np.testing.assert_array_equal(whole.weight(), lazy.weight())
     # exact (OpenDP) noise is drawn whole, in this process
     exact = replace(plan, options=replace(plan.options, noise_method="exact"))
-    drawn = measure_plan(exact, truth, 11, executor=executor)
-    assert executor.units == 0
+    drawn = measure_plan(exact, truth, 11)
     assert not isinstance(drawn, KeyedMeasurements)
     assert drawn.noisy[0].shape == whole.noisy[0].shape

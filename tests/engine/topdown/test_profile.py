@@ -1,4 +1,4 @@
-"""The engine's spine as the prediction's profile (engine.topdown.profile, SPEC §7)."""
+"""The engine's spine as the prediction's profile (engine.topdown.profile, docs/science.md §7)."""
 
 from __future__ import annotations
 

@@ -8,15 +8,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.dp.budget import TopDownAllocation
 from engine.dp.presets import load_topdown_preset
+from engine.topdown.estimation import estimate_batch
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, check_batch
 from engine.topdown.geography import GeoTree
-from engine.topdown.run import RunCancelled, TopDownOptions, estimate_batch, run_topdown
-from tests.engine.topdown.helpers import ri_subset, tiny_allocation, tiny_histogram
+from engine.topdown.options import TopDownOptions
+from tests.engine.topdown.helpers import engine_run, ri_subset, tiny_allocation, tiny_histogram
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def ri_allocation():
 
 @pytest.fixture(scope="module")
 def ri_result(ri_small, ri_allocation):
-    return run_topdown(ri_small, ri_allocation, seed=7)
+    return engine_run(ri_small, ri_allocation, seed=7)
 
 
 def assert_consistent(result):
@@ -69,21 +70,21 @@ def test_tidy_and_measurement_tables(ri_result):
 
 
 def test_run_is_deterministic_for_a_seed_and_independent_of_workers(ri_small, ri_allocation):
-    one = run_topdown(ri_small, ri_allocation, seed=3)
-    again = run_topdown(ri_small, ri_allocation, seed=3)
-    other = run_topdown(ri_small, ri_allocation, seed=4)
+    one = engine_run(ri_small, ri_allocation, seed=3)
+    again = engine_run(ri_small, ri_allocation, seed=3)
+    other = engine_run(ri_small, ri_allocation, seed=4)
     assert np.array_equal(one.estimates, again.estimates)
     assert not np.array_equal(one.estimates, other.estimates)
     small_chunks = TopDownOptions(chunk_cells=2000)
-    serial = run_topdown(ri_small, ri_allocation, seed=3, options=small_chunks)
-    parallel = run_topdown(ri_small, ri_allocation, seed=3, workers=2, options=small_chunks)
+    serial = engine_run(ri_small, ri_allocation, seed=3, options=small_chunks)
+    parallel = engine_run(ri_small, ri_allocation, seed=3, workers=2, options=small_chunks)
     assert np.array_equal(serial.estimates, parallel.estimates)
     assert_consistent(parallel)
 
 
 def test_progress_and_cancel(ri_small, ri_allocation):
     seen: list[float] = []
-    run_topdown(ri_small, ri_allocation, seed=1, progress=lambda msg, frac: seen.append(frac))
+    engine_run(ri_small, ri_allocation, seed=1, progress=lambda msg, frac: seen.append(frac))
     assert seen[-1] == 1.0 and seen == sorted(seen)
     calls = {"n": 0}
 
@@ -92,39 +93,39 @@ def test_progress_and_cancel(ri_small, ri_allocation):
         return calls["n"] > 2
 
     with pytest.raises(RunCancelled):
-        run_topdown(ri_small, ri_allocation, seed=1, cancel=cancel_after_two)
+        engine_run(ri_small, ri_allocation, seed=1, cancel=cancel_after_two)
 
 
 def test_tiny_run_and_level_rules():
     hist = tiny_histogram()
-    result = run_topdown(hist, tiny_allocation(), seed=0)
+    result = engine_run(hist, tiny_allocation(), seed=0)
     assert_consistent(result)
     assert result.estimates[0].sum() == 21
     # An allocation with a US root is bypassed into the single state (SPN Algorithm 3).
     with_us = tiny_allocation(levels=("US", "State", "County", "Block"))
-    assert_consistent(run_topdown(hist, with_us, seed=0))
+    assert_consistent(engine_run(hist, with_us, seed=0))
     # A level the data lack, below the root, is an error naming it.
     with_tract = tiny_allocation(levels=("State", "County", "Tract", "Block"))
     with pytest.raises(ValidationError, match="Tract"):
-        run_topdown(hist, with_tract, seed=0)
+        engine_run(hist, with_tract, seed=0)
     # A spine level without a share is an error.
     tree = GeoTree.from_histogram(hist, ("State", "County", "Block"))
     with pytest.raises(ValidationError, match="no share"):
-        run_topdown(hist, tiny_allocation(levels=("State", "Block")), seed=0, tree=tree)
+        engine_run(hist, tiny_allocation(levels=("State", "Block")), seed=0, tree=tree)
 
 
 def test_county_invariants_propagate_up_and_negative_counts_are_rejected():
     hist = tiny_histogram()
     allocation = tiny_allocation()
     options = TopDownOptions(invariants={"County": ("TOTAL",)})
-    result = run_topdown(hist, allocation, seed=0, options=options)
+    result = engine_run(hist, allocation, seed=0, options=options)
     assert result.estimates[1].sum() == 11 and result.estimates[2].sum() == 10
     assert result.estimates[0].sum() == 21  # held at the state too (summed up the tree)
     hacked = hist.counts.copy()
     hacked[0] = [-3, 1]
     broken = BlockHistogram(hist.schema, hist.levels, hist.geography, hacked)
     with pytest.raises(ValidationError, match="negative"):
-        run_topdown(broken, allocation, seed=0)
+        engine_run(broken, allocation, seed=0)
 
 
 def two_by_two_batch(parent, invariant_va, invariant_r) -> FamilyBatch:
@@ -173,7 +174,7 @@ def test_pure_dp_geometric_run():
         query_shares={lv: {"DETAILED": Fraction(1)} for lv in ("State", "County", "Block")},
         mechanism="puredp",
     )
-    result = run_topdown(tiny_histogram(), allocation, seed=2)
+    result = engine_run(tiny_histogram(), allocation, seed=2)
     assert_consistent(result)
     meas = result.measurements
     county = meas[(meas.geolevel == "County")]
@@ -188,14 +189,14 @@ def test_error_falls_as_rho_grows(ri_allocation):
     for rho in ("1/10", "1", "10"):
         per_seed = []
         for seed in (0, 1):
-            res = run_topdown(hist, ri_allocation.with_rho(rho), seed=seed)
+            res = engine_run(hist, ri_allocation.with_rho(rho), seed=seed)
             tidy = res.to_tidy(["TOTAL"])
             err = (tidy["estimate"] - tidy["true"]).abs()
             per_seed.append(err.groupby(tidy["geolevel"]).mean())
         mae[rho] = sum(per_seed) / len(per_seed)
     for level in levels:
         assert mae["1/10"][level] > mae["1"][level] > mae["10"][level], (level, mae)
-    high = run_topdown(hist, ri_allocation.with_rho(1000), seed=0).to_tidy(["TOTAL"])
+    high = engine_run(hist, ri_allocation.with_rho(1000), seed=0).to_tidy(["TOTAL"])
     high_mae = (high["estimate"] - high["true"]).abs().groupby(high["geolevel"]).mean()
     for level in levels:
         assert high_mae[level] < 0.5, (level, high_mae)
@@ -206,7 +207,7 @@ def test_full_rhode_island_run_meets_the_acceptance_properties(ri_allocation):
     from engine.data.samples import load_topdown_sample
 
     hist = load_topdown_sample("ri2010")
-    result = run_topdown(hist, ri_allocation, seed=11)
+    result = engine_run(hist, ri_allocation, seed=11)
     assert_consistent(result)
     assert result.estimates[0].sum() == hist.total == 1_052_567
     assert result.block_histogram().shape == (25_181, 16)
@@ -217,7 +218,7 @@ def test_full_rhode_island_run_meets_the_acceptance_properties(ri_allocation):
 
 def test_state_only_and_county_rooted_spines():
     hist = tiny_histogram()
-    state_only = run_topdown(hist, tiny_allocation(levels=("State",)), seed=0)
+    state_only = engine_run(hist, tiny_allocation(levels=("State",)), seed=0)
     assert state_only.tree.n_nodes == 1 and state_only.estimates[0].sum() == 21
     with pytest.raises(ValidationError, match="stops above the block level"):
         state_only.block_histogram()
@@ -225,7 +226,7 @@ def test_state_only_and_county_rooted_spines():
         hist.schema, hist.levels, hist.geography.iloc[:2].reset_index(drop=True), hist.counts[:2]
     )
     tree = GeoTree.from_histogram(one_county, ("County", "Block"))
-    rooted = run_topdown(one_county, tiny_allocation(), seed=0, tree=tree)
+    rooted = engine_run(one_county, tiny_allocation(), seed=0, tree=tree)
     assert_consistent(rooted)
     # The county root is not invariant (only US/State totals are): its total is noisy.
     assert rooted.tree.node_id[0] == "44001"
@@ -236,10 +237,10 @@ def test_state_only_and_county_rooted_spines():
 def test_run_query_names_is_the_budget_array_order():
     from dataclasses import replace
 
-    from engine.topdown.run import run_query_names
-    from engine.topdown.spine import runner
+    from engine.topdown.plan import run_query_names
+    from engine.topdown.spine import plan as spine_plan
 
-    assert runner.run_query_names is run_query_names  # one copy, shared by the spine runner
+    assert spine_plan.run_query_names is run_query_names  # one copy, shared by the spine plan
     hist = tiny_histogram()
     levels = ("State", "County", "Block")
     allocation = replace(
@@ -248,7 +249,7 @@ def test_run_query_names_is_the_budget_array_order():
     options = TopDownOptions(invariants={"County": ("DETAILED",)})
     names = run_query_names(allocation, options)
     assert names == ["TOTAL", "DETAILED"]
-    result = run_topdown(hist, allocation, seed=0, options=options)
+    result = engine_run(hist, allocation, seed=0, options=options)
     assert list(result.query_names) == names
     assert result.measured.budget.shape[1] == len(names)
 
@@ -257,7 +258,7 @@ def test_a_bypassed_allocation_root_lends_its_query_shares_to_the_single_state()
     # SPN §5: the state that takes the bypassed US root's budget is measured with the US level's
     # query proportions, at the summed level share.
     from engine.topdown.measure import node_query_budget
-    from engine.topdown.run import default_tree
+    from engine.topdown.plan import default_tree
 
     hist = tiny_histogram()
     base = tiny_allocation(levels=("US", "State", "County", "Block"))
@@ -279,7 +280,7 @@ def test_rho_spent_leaves_out_the_invariant_shares():
     from engine.dp.budget import budget_use
 
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho("2.56")
-    result = run_topdown(ri_subset(1, 1), allocation, seed=3)
+    result = engine_run(ri_subset(1, 1), allocation, seed=3)
     assert result.rho == pytest.approx(2.56)
     assert result.rho_spent == pytest.approx(float(budget_use(allocation, 1).spent), rel=1e-12)
     assert result.rho_spent == pytest.approx(1.72832, abs=1e-5)

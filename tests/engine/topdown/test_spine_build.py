@@ -18,9 +18,9 @@ from engine.topdown.spine.build import (
     build_spine,
     gq_signature,
 )
-from engine.topdown.spine.bypass import path_share_sums
 from engine.topdown.spine.levels import SpineLevels
 from engine.topdown.spine.osed import entity_osed
+from tests.engine.topdown.helpers import path_share_sums
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).with_name("spine_toy.py")

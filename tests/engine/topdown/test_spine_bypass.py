@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.topdown.spine.bypass import bypass_geounits, node_depths, path_share_sums
+from engine.topdown.spine.bypass import bypass_geounits, node_depths
+from tests.engine.topdown.helpers import path_share_sums
 
 # 0 US(1/10) ─ 1 State(2/10) ─┬─ 2 County(3/10) ─ 4 Tract(1/10) ─┬─ 6 Block(3/10)
 #                             │                                 └─ 7 Block(3/10)

@@ -1,4 +1,5 @@
-"""The spine options of ``phexplore run topdown`` resolve to a plan (SPN §1, §4–§7)."""
+"""The spine options of ``phexplore run topdown`` resolve to a plan (SPN §1, §4–§7): parsed into the
+run's TopDownRunOptions (as ``run topdown`` does), then planned by the run pipeline."""
 
 from __future__ import annotations
 
@@ -10,13 +11,26 @@ import numpy as np
 import pytest
 
 from engine.core.errors import ValidationError
-from phexplore.cli.spine_options import add_spine_arguments, apply_spine_options
+from engine.runs.topdown import spine_plan_of
+from phexplore.cli.run_topdown import options_of
+from phexplore.cli.spine_options import add_spine_arguments
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).with_name("spine_toy.py")
 )
 cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cases)  # type: ignore[union-attr]
+
+
+def apply_spine_options(args: argparse.Namespace, hist, allocation):  # type: ignore[no-untyped-def]
+    """``run topdown``'s way: the parsed arguments → TopDownRunOptions → the run's spine plan."""
+    from phexplore.cli.run_topdown import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    defaults = parser.parse_args(["topdown", "--data", "x", "--preset", "x", "--out", "x"])
+    merged = argparse.Namespace(**{**vars(defaults), **vars(args)})
+    return spine_plan_of(options_of(merged), hist, allocation)
 
 
 def test_cli_options_resolve_to_a_plan(tmp_path: Path):

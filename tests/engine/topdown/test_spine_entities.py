@@ -71,7 +71,6 @@ def test_uploaded_csv_with_and_without_entity_sets(tmp_path: Path):
         [0, -1, -1, -1, -1, 1],
     )
     assert (two.name, two.codes.tolist()) == ("two", [0, -1, -1, -1, -1, -1])
-    assert np.allclose(one.entity_totals(np.arange(6.0)), [0.0, 5.0])
 
 
 def test_bad_csv_reports_every_located_problem(tmp_path: Path):

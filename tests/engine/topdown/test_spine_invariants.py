@@ -1,6 +1,6 @@
 """State totals stay invariant on every spine (TDA §5.2, §7.4): with an AIAN-style branch in only
 some states, every whole state's total is held and a split state's two branches are measured with
-noise but hold their sum (the issue's two-state case: one county relabelled as a second state)."""
+noise but hold their sum (a two-state case: one county relabelled as a second state)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from engine.data.histogram import BlockHistogram
 from engine.topdown.spine.build import build_spine
-from engine.topdown.spine.runner import run_on_spine
+from tests.engine.topdown.helpers import spine_run
 
 _spec = importlib.util.spec_from_file_location(
     "spine_toy", Path(__file__).with_name("spine_toy.py")
@@ -50,7 +50,7 @@ def test_every_state_total_holds_when_only_one_state_is_split(kind):
     else:  # bypass: each state is held on the nodes that took its place (its only county, …)
         assert len(held) == 2 and {len(h) for h in held} == {1, 2}
     for seed in range(6):
-        result = run_on_spine(hist, allocation, built, seed=seed)
+        result = spine_run(hist, allocation, built, seed=seed)
         totals = state_totals(result, hist)
         assert set(totals) == {"44", "45"}
         for state, (estimate, truth) in totals.items():
@@ -80,7 +80,7 @@ def test_a_one_state_branch_holds_the_state_total_through_the_root():
     assert {tuple(sorted(ids[n] for n in s.nodes)) for s in built.invariant_sums} == {
         ("44|inside", "44|outside")
     }
-    result = run_on_spine(hist, _toy.ALLOCATION.with_rho("1/100"), built, seed=3)
+    result = spine_run(hist, _toy.ALLOCATION.with_rho("1/100"), built, seed=3)
     assert state_totals(result, hist)["44"] == (int(hist.counts.sum()),) * 2
 
 
@@ -88,10 +88,10 @@ def test_split_branches_spend_the_state_total_share():
     # TDA Table 7 note: the State TOTAL share pays for the branches' totals in split states, so
     # an AIAN-style run spends more than a conventional one at the same nominal ρ.
     hist = _toy.toy_histogram()
-    conventional = run_on_spine(
+    conventional = spine_run(
         hist, _toy.ALLOCATION, build_spine(hist, "conventional", _toy.ALLOCATION), seed=1
     )
     aian = build_spine(hist, "aian", _toy.ALLOCATION, special_areas=_toy.CITY)
-    split = run_on_spine(hist, _toy.ALLOCATION, aian, seed=1)
+    split = spine_run(hist, _toy.ALLOCATION, aian, seed=1)
     rho = float(_toy.ALLOCATION.rho)
     assert conventional.rho_spent < split.rho_spent < rho

@@ -10,12 +10,9 @@ import pytest
 from engine.data.samples import load_topdown_sample
 from engine.dp.presets import load_topdown_preset
 from engine.runs.spine import spine_report
-from engine.topdown.spine import (
-    block_ids_of,
-    build_spine,
-    load_entities,
-    run_on_spine,
-)
+from engine.topdown.spine.build import build_spine
+from engine.topdown.spine.entities import block_ids_of, load_entities
+from tests.engine.topdown.helpers import spine_run
 
 
 @pytest.mark.slow
@@ -31,7 +28,7 @@ def test_three_spines_on_ri2010_reproduce_the_spn_pattern():
     reports = {}
     for kind, extra in options.items():
         built = build_spine(hist, kind, allocation, **extra)
-        result = run_on_spine(hist, allocation, built, seed=20221)
+        result = spine_run(hist, allocation, built, seed=20221)
         reports[kind] = spine_report(result, hist, [city, wards], built)
     conventional, aian, optimized = (reports[k] for k in options)
     # OSED: the city is on the AIAN-style and optimized spines; the wards come much closer

@@ -1,4 +1,5 @@
-"""Run progress is honest: never 100% while work remains; one runtime figure (issue 15)."""
+"""Run progress is honest: never 100% while work remains; one runtime figure; one bookkeeping
+(the job's RunControl)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_
 
 
 def test_overall_fraction_never_reaches_100_before_the_end() -> None:
-    job = RunJob(engine="topdown", label="x", phases=2)
+    job = RunJob(engine="topdown", label="x")
+    job.control.phase(0.0, 0.5)  # a run, then a sweep: the run is the first half
     job.progress("Done", 1.0)  # the run is done, the sweep has not started
     assert job.shown_fraction == 0.5
     job.progress("Computing metrics", 1.0)
+    job.control.phase(0.5, 1.0)
     job.progress("ρ sweep (3 budgets × 1 seeds)", 0.0)
+    assert job.shown_fraction == 0.5  # never back
+    assert job.stages["ρ sweep (3 budgets × 1 seeds)"] == 0.0  # each stage its own fraction
     job.progress("Sweep: run 3 of 3", 1.0)
     assert job.shown_fraction == 0.99  # the thread still has to hand over the result
     single = RunJob(engine="phsafe", label="y")

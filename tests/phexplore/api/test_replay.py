@@ -18,6 +18,7 @@ from phexplore import api as R
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.api.replay import held_data, recorded_in_file, recorded_of, replay_work
 from phexplore.cli import main
+from tests.phexplore.api.app_runs import phsafe_app_work, topdown_app_work
 
 TRACT = "44001030100"
 
@@ -33,11 +34,9 @@ def app_run() -> RunRecord:
 
     hist = R.subset(load_topdown_sample("ri2010"), "Tract", [TRACT])
     allocation = load_topdown_preset("ri2010-production-like")["persons"].with_rho(2)
-    work = R.topdown_work(
-        run_id=1, scenario="s", hist=hist, data_label=f"ri2010 [Tract {TRACT}]",
-        allocation=allocation, preset=None, seed=9, workers=1, spine="conventional",
-        entities=[], sweep_rhos=[], sweep_seeds=1, srs=False, epl_boot=20,
-        source=R.data_source(sample="ri2010", level="Tract", units=[TRACT]),
+    work = topdown_app_work(
+        hist, f"ri2010 [Tract {TRACT}]", allocation, seed=9, epl_boot=20,
+        sample="ri2010", level="Tract", units=[TRACT],
     )  # fmt: skip
     return _do(work)
 
@@ -118,9 +117,13 @@ def test_bad_or_altered_files_get_one_clear_line(app_run: RunRecord) -> None:
     exact["run"].pop("fingerprint")
     assert "no seed reproduces" in refused(exact)
     upload = json.loads(json.dumps(good))
-    upload["run"]["data"] = {"source": "my blocks.csv", "label": "my blocks.csv"}
+    upload["run"]["data"] = {"source": "my blocks.csv", "label": "my blocks.csv", "upload": True}
     upload["run"].pop("fingerprint")
     assert "not on this machine" in refused(upload)
+    relative = json.loads(json.dumps(good))
+    relative["run"]["data"] = {"source": "my blocks.csv", "label": "my blocks.csv"}
+    relative["run"].pop("fingerprint")
+    assert "is a relative path" in refused(relative)
     scenario = {"name": "s", "kind": "topdown", "results": []}
     assert "without attached run results" in refused(scenario, "s.json")
 
@@ -143,10 +146,9 @@ def test_phsafe_replay_keeps_the_planner_budget_and_numbers(tmp_path: Path) -> N
     write_cef_extract(generate_households(2_000, seed=3, states=["RI", "CT"]), folder)
     budget = load_phsafe_preset("phsafe-2020")
     first = _do(
-        R.phsafe_work(
-            run_id=1, scenario="s", extract=load_cef_extract(folder), data_label="gen [states 44]",
-            budget=budget, states=["44"], seed=5, trials=2,
-            source=R.data_source(folder=str(folder)),
+        phsafe_app_work(
+            load_cef_extract(folder), "gen [states 44]", budget, states=["44"], seed=5, trials=2,
+            folder=str(folder),
         )
     )  # fmt: skip
     assert first.metrics["budget_fingerprint"] == budget_fingerprint(budget)
@@ -173,7 +175,7 @@ def test_the_cli_replays_an_app_run(app_run: RunRecord, tmp_path: Path) -> None:
 
 
 def test_a_cli_phsafe_run_loaded_in_the_app_belongs_to_its_budget(tmp_path: Path) -> None:
-    """Issue 15's leftover end to end: a PHSafe run saved by the CLI, replayed in the app, is a
+    """End to end: a PHSafe run saved by the CLI, replayed in the app, is a
     run of the planner's phsafe-2020 budget (the Scenarios page and the report attach it)."""
     from engine.data.cef_writer import write_cef_extract
     from engine.data.synthetic import generate_households

@@ -1,4 +1,4 @@
-"""Readability rules for figures (issue 15): full log-axis labels, visible zero bars, report colours."""
+"""Readability rules for figures: full log-axis labels, visible zero bars, report colours."""
 
 from __future__ import annotations
 

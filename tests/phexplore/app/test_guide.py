@@ -1,4 +1,4 @@
-"""The plain-language reading of ε and the guided start's worked example (issue 15)."""
+"""The plain-language reading of ε and the guided start's worked example."""
 
 from __future__ import annotations
 

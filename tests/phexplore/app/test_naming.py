@@ -1,4 +1,4 @@
-"""One naming function for tables, levels and columns (issue 15)."""
+"""One naming function for tables, levels and columns."""
 
 from __future__ import annotations
 

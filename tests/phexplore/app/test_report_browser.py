@@ -1,4 +1,4 @@
-"""The HTML session report opens in a real browser with its MOE table and (ε, δ) chart (issue 10).
+"""The HTML session report opens in a real browser with its MOE table and (ε, δ) chart.
 
 Drives Debian's chromium (/usr/bin/chromium) through Playwright; never downloads a browser. Skips
 only outside CI when chromium is absent; under CI (CI=true) a missing browser fails the test.

@@ -200,7 +200,7 @@ def test_presets_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
         (
             '{"runs": {"persons": {"sigma": {"State": {"TOTAL": "abc"}}}}}',
             ["plan", "topdown", "--targets"],
-            "target σ for persons/State/TOTAL: expected a number, got 'abc'",
+            "runs.persons.sigma.State.TOTAL: expected a number, got 'abc'",
         ),
         (
             '{"rho_from": "moe_targets"}',

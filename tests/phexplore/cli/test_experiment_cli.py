@@ -105,8 +105,8 @@ def _no_engine_runs(monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the engine ran before the options were validated")
 
-    monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
-    monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
+    monkeypatch.setattr("engine.runs.experiments.execute", boom)
+    monkeypatch.setattr("engine.phsafe.release.run_phsafe", boom)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_bad_out_fails_before_any_run(tmp_path, capsys, monkeypatch, kind) -> No
 
 
 def test_experiment_tables_as_parquet_hold_the_csv_content(tmp_path, capsys) -> None:
-    """--output-format parquet writes every table as Parquet (same rows as CSV; issue 17)."""
+    """--output-format parquet writes every table as Parquet (same rows as CSV)."""
     from engine.runs.table_files import read_table
 
     base = [

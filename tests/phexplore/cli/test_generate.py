@@ -114,3 +114,28 @@ def test_generate_population_feeds_both_engines(tmp_path: Path, capsys: pytest.C
         )
         == 1
     )
+
+
+def test_generate_population_help_states_the_range_its_validator_accepts(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """--help's ranges are the validator's: the largest documented --persons parses, one more is
+    refused naming --persons; an out-of-range --chunk-persons is reported as --chunk-persons."""
+    from engine.core.numbers import RANGES
+    from phexplore.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        main(["generate", "population", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert str(RANGES["population_persons"]) in help_text  # at least 1,000 and at most 400,000,000
+    assert str(RANGES["chunk_persons"]) in help_text
+    base = ["generate", "population", "--seed", "1", "--out", "unused"]
+    parsed = build_parser().parse_args([*base, "--persons", "400000000"])  # parsed, not run
+    assert parsed.persons == 400_000_000
+    parsed = build_parser().parse_args([*base, "--persons", "1000", "--chunk-persons", "50000000"])
+    assert parsed.chunk_persons == 50_000_000
+    assert main([*base, "--persons", "400000001"]) == 1
+    assert "--persons: 400000001 is out of range" in capsys.readouterr().err
+    assert main([*base, "--persons", "1000", "--chunk-persons", "9999"]) == 1
+    err = capsys.readouterr().err
+    assert "--chunk-persons: 9999 is out of range" in err and "--persons:" not in err

@@ -73,7 +73,7 @@ def _no_engine_runs(monkeypatch) -> None:
     def boom(*args, **kwargs):
         raise AssertionError("the engine ran before the options were validated")
 
-    monkeypatch.setattr("engine.phsafe.run.run_phsafe", boom)
+    monkeypatch.setattr("engine.phsafe.release.run_phsafe", boom)
 
 
 @pytest.mark.parametrize(
@@ -155,22 +155,24 @@ def _run_cli(data: Path, out: Path, *extra: str) -> dict:
 def test_cli_metrics_carry_the_budget_fingerprint_the_app_records(
     small_cef: Path, tmp_path: Path
 ) -> None:
-    """Issue 15's leftover: a PHSafe run saved from the CLI names the exact budget it used, with
+    """A PHSafe run saved from the CLI names the exact budget it used, with
     the key names, value and origin rule of the app's runs, so a scenario attributes it rightly."""
     from dataclasses import replace
 
     from engine.dp.budget.fingerprint import budget_fingerprint
     from engine.dp.presets import load_phsafe_preset
-    from phexplore.api.runs import new_run_provenance
+    from engine.runs.spec import RunSpec
+    from phexplore.api.runs import SessionRun
     from phexplore.planning.scenarios import Scenario
 
     production = load_phsafe_preset("phsafe-2020")
     metrics = _run_cli(small_cef, tmp_path / "a", "--config", "phsafe-2020")
     validate_metrics_json(metrics)
-    app = new_run_provenance(run_id=1, data_label="x", seed=3, budget=production, origin=None)
-    assert metrics["budget_fingerprint"] == app["budget_fingerprint"]
+    session = SessionRun(run_id=1, scenario="s", data_label="x", budget=production)
+    app = session.provenance(RunSpec.from_dict(metrics["run"]))  # the one provenance builder
+    assert metrics["budget_fingerprint"] == app.budget_fingerprint
     assert metrics["budget_fingerprint"] == budget_fingerprint(production)
-    assert metrics["budget_origin"] == "phsafe-2020" == app["budget_origin"]
+    assert metrics["budget_origin"] == "phsafe-2020" == app.budget_origin
     mine = Scenario(name="prod", kind="phsafe", phsafe=production)
     assert mine.matching_runs([metrics]) == [metrics]
     # ... and the CLI report names its budget (it said "budget not recorded" before).

@@ -47,8 +47,11 @@ def test_replay_refuses_what_it_cannot_reproduce(tmp_path, capsys):
     assert main(["run", "replay", "--spec", str(bad), "--out", str(tmp_path / "x")]) == 1
     assert "no run description found" in capsys.readouterr().err
     edited = tmp_path / "edited.json"
+    from engine.dp.presets import load_topdown_preset
+
+    config = load_topdown_preset("ri2010-production-like")["persons"].to_dict()
     spec = {
-        "engine": "topdown", "data": {"source": "ri2010"}, "config": {}, "seed": 1,
+        "engine": "topdown", "data": {"source": "ri2010"}, "config": config, "seed": 1,
         "options": {"noise_method": "exact"},
     }  # fmt: skip
     edited.write_text(json.dumps(spec))

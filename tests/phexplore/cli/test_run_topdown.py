@@ -25,7 +25,7 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rho"] == pytest.approx(2.56) and metrics["seed"] == 5
-    # Tied to its exact budget (issue 15): the fingerprint of the preset at ρ = 2.56.
+    # Tied to its exact budget (budget_fingerprint): the fingerprint of the preset at ρ = 2.56.
     from engine.dp.budget.fingerprint import budget_fingerprint
     from engine.dp.presets import load_topdown_preset
 
@@ -106,7 +106,9 @@ def test_spread_invariant_share_spends_the_nominal_budget(tmp_path, capsys):
     bad = [*argv, "--spread-invariant-share", "--spine", "aian", "--special-areas"]
     code = main([*bad, "providence-wards", "--out", str(tmp_path / "x"), "--quiet"])
     assert code == 1
-    assert "cannot be combined with --special-areas" in capsys.readouterr().err
+    assert "--spread-invariant-share: cannot be combined with --special-areas" in (
+        capsys.readouterr().err
+    )
 
 
 def test_ppmf_file_with_2016_cell_schema(tmp_path):
@@ -153,14 +155,14 @@ def test_bad_arguments_are_errors_in_words(tmp_path, capsys):
             "ri2010-production-like", "--out", str(tmp_path),
         ]
     )  # fmt: skip
-    assert code == 1 and "matches no block" in capsys.readouterr().err
+    assert code == 1 and "no block of the data is inside them" in capsys.readouterr().err
 
 
 def test_bad_out_fails_before_loading_or_running(tmp_path, capsys, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("the engine ran before --out was checked")
 
-    monkeypatch.setattr("engine.topdown.run.run_topdown", boom)
+    monkeypatch.setattr("engine.runs.pipeline.execute", boom)
     out = tmp_path / "taken"
     out.write_text("x")
     argv = ["run", "topdown", "--data", "ri2010", "--preset", "ri2010-production-like"]

@@ -91,9 +91,17 @@ def test_sparse_csv_without_measurements(folders, tmp_path):
     assert not (again / "measurements.csv").exists()
 
 
-def test_default_runs_keep_their_fingerprint(folders):
+def test_every_option_is_recorded_with_the_value_used(folders):
+    """metrics.json ``run.options`` lists every TopDown option (docs/metrics.md), so a reader
+    sees the defaults a run used and a replay writes the same files."""
+    from engine.runs.options import TopDownRunOptions
+
     metrics = json.loads((folders["auto"] / "metrics.json").read_text())
-    assert not {"output_format", "estimates", "measurements"} & set(metrics["run"]["options"])
+    options = metrics["run"]["options"]
+    assert set(options) == set(TopDownRunOptions().to_json())
+    assert options["output_format"] == "auto" and options["estimates"] == "auto"
+    assert options["measurements"] is True
+    assert TopDownRunOptions.from_json(options).to_json() == options
 
 
 def test_incomplete_or_altered_parquet_is_refused(folders, tmp_path):

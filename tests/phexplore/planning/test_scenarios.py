@@ -16,7 +16,8 @@ def test_round_trip_and_duplicate(tmp_path: Path) -> None:
         s = scenario_from_preset(preset).with_result(
             {"engine": "x", "mae": {"County": {"TOTAL": 1}}}
         )
-        path = s.save(tmp_path / f"{preset}.json")
+        path = tmp_path / f"{preset}.json"
+        path.write_text(s.to_json() + "\n", encoding="utf-8")
         again = Scenario.load(path)
         assert again.to_dict() == s.to_dict()
         dup = again.duplicate("copy")
@@ -132,7 +133,7 @@ def _run(scenario: Scenario, **extra: object) -> dict[str, object]:
 
 
 def test_report_keeps_only_runs_of_this_budget_once_with_number_data_and_seed() -> None:
-    """Issue 15: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
+    """The report: no "phsafe on ?", no duplicates, no run of another scenario's budget."""
     mine = scenario_from_preset("phsafe-2020")
     other_budget = mine.phsafe.with_tau("PH3", 4)  # type: ignore[union-attr]
     other = Scenario(name="other", kind="phsafe", phsafe=other_budget)

@@ -1,4 +1,4 @@
-"""Target-driven planning (issue 10): Table 10 from its targets, production shares from their σ."""
+"""Target-driven planning: Table 10 from its targets, production shares from their σ."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import pytest
 
 from engine.dp.presets import load_phsafe_preset, load_topdown_preset
 from phexplore.planning.targets import (
-    move_share,
     plan_phsafe,
     plan_topdown,
     round_shares,
-    shares_from_weights,
     sigma_targets_of,
     tradeoff_scale_topdown,
 )
@@ -72,16 +70,8 @@ def test_round_shares_sums_exactly_and_keeps_small_shares() -> None:
     assert out["a"] == Fraction(1, 100)
 
 
-def test_shares_from_weights() -> None:
-    out = shares_from_weights({"US": 1, "State": 3, "County": 0})
-    assert out == {"US": Fraction(1, 4), "State": Fraction(3, 4), "County": Fraction(0)}
-
-
-def test_tradeoff_and_move_share() -> None:
+def test_tradeoff_scale_topdown() -> None:
     alloc = load_topdown_preset("ri2010-production-like")["persons"]
     rows = tradeoff_scale_topdown(alloc, [0.5, 1.0, 2.0])
     moes = [r["moe90"] for r in rows if r["geolevel"] == "County" and r["query"] == "TOTAL"]
     assert moes[0] > moes[1] > moes[2]
-    moved = move_share(alloc, "Block", "Block_Group", Fraction(1, 4099))
-    assert sum(moved.level_shares.values(), Fraction(0)) == 1
-    assert moved.level_shares["Block_Group"] > alloc.level_shares["Block_Group"]

@@ -1,4 +1,5 @@
-"""Planning the total ρ from targets on published-count accuracy (SPEC §7, issue 19)."""
+"""Planning the total ρ from targets on published-count accuracy (docs/science.md §7;
+docs/prediction.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def test_least_rho_meets_the_targets_and_no_less() -> None:
     targets = parse_published_targets(["Block:TOTAL=9.2", "Tract:VOTINGAGE=12"])
     plan = plan_topdown_published(alloc, targets, profile)
     rho = plan["summary"]["rho"]
-    assert 0.8 < rho < 1.3  # SPEC §7: Block TOTAL ≈ 9 and Tract VOTINGAGE ≈ 12 at ρ = 1
+    assert 0.8 < rho < 1.3  # docs/science.md §7: Block TOTAL ≈ 9 and Tract VOTINGAGE ≈ 12 at ρ = 1
     assert all(r["predicted_rmse"] <= r["target"] * (1 + 1e-9) for r in plan["rows"])
     lower = predict_topdown(alloc.with_rho(rho * 0.95), profile)
     assert lower.row("Block", "TOTAL").post_processed_rmse > 9.2 or (

@@ -1,4 +1,5 @@
-"""Validation and round-trips of engine.dp.budget and the preset registry (SPEC §3–§4)."""
+"""Validation and round-trips of engine.dp.budget and the preset registry (docs/science.md
+§3–§4)."""
 
 from __future__ import annotations
 

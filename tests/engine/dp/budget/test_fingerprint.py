@@ -1,4 +1,4 @@
-"""Budget fingerprints: equal numbers → equal fingerprint; any edited number → another (issue 15)."""
+"""Budget fingerprints: equal numbers → equal fingerprint; any edited number → another."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def test_ri_state_total_share_is_nominal_only():
     assert use.held == (("State", "TOTAL"),) and use.n_states == 1
     unspent = Fraction(64, 25) * Fraction(1544, 4099) * Fraction(681976, 790721)
     assert use.spent == Fraction(64, 25) - unspent
-    assert float(use.spent) == pytest.approx(1.7283, abs=5e-5)  # the "about 1.73"
+    assert float(use.spent) == pytest.approx(1.7283, abs=5e-5)  # "about 1.73" of 2.56 spent
     assert use.status("State", "TOTAL") == HELD_EXACT
     assert use.status("County", "TOTAL") == "measured"
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from engine.core.errors import ValidationError
-from engine.metrics.errors import (
+from engine.metrics.error_tables import (
     COUNTY_SIZE_CLASSES,
     error_table,
     mae_table,

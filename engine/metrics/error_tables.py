@@ -1,4 +1,5 @@
-"""Error tables on tidy (geolevel, geounit, query, cell, true, estimate) results (SPEC §5).
+"""Error tables on tidy (geolevel, geounit, query, cell, true, estimate) results (docs/science.md
+§5).
 
 Error = estimate − true, per geounit and query cell. This module computes, by any grouping (default
 geolevel × query):

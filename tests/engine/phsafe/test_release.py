@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.metrics.metrics_json import validate_metrics_json
 from engine.phsafe.config import PHSafeConfig, preset
-from engine.phsafe.run import PHSafeCancelled, run_phsafe
+from engine.phsafe.release import run_phsafe
 from engine.runs.phsafe import error_analysis, metrics_payload
 from phexplore.cli._output import dumps_json
 
@@ -112,7 +112,7 @@ def test_progress_and_cancel(cef) -> None:
         calls["n"] += 1
         return calls["n"] > 3
 
-    with pytest.raises(PHSafeCancelled):
+    with pytest.raises(RunCancelled):
         run_phsafe(_small(cef), _config(), seed=1, cancel=cancel)
 
 

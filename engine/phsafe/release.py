@@ -1,7 +1,8 @@
-"""Run PHSafe end to end on a CEF extract: the Python API the app and the CLI call.
+"""PHSafe's release on a CEF extract — truncate and join, count, measure, post-process — as the
+Python API the run pipeline (and so the app and the CLI) calls.
 
-Pipeline (PHS §3, Algorithms 1–5; SPEC §3): prepare the extract for the configured states →
-for each of the nine measured tables, filter → truncate-and-join → map to population groups and
+Pipeline (PHS §3, Algorithms 1–5; docs/science.md §3): prepare the extract for the configured states
+→ for each of the nine measured tables, filter → truncate-and-join → map to population groups and
 basis cells → count (once) → discrete Gaussian (zcdp) or two-sided geometric (puredp) noise per
 enabled population-group level, redrawn ``trials`` times → PH5_num and PH8_num derived → official
 outputs, tidy frames, published tables (:mod:`engine.phsafe.postprocess`) and the truncation
@@ -21,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from engine.core.errors import PHExploreError, ValidationError
-from engine.core.executors import ExecutionCancelled, Executor, InProcessExecutor
+from engine.core.errors import RunCancelled, ValidationError
+from engine.core.executors import Executor, InProcessExecutor
 from engine.data.cef_types import CefExtract
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.join import (
@@ -62,10 +63,6 @@ Tabulator = Callable[..., "dict[str, TableTabulation]"]
 MAX_TRIALS = 1_000
 """Upper bound on noise trials: the noise of every trial is kept (≈ 85 MB at 1,000 trials of the
 production US configuration, 10,608 cells per trial)."""
-
-
-class PHSafeCancelled(PHExploreError):
-    """The caller's ``cancel()`` returned True; the run stopped between two tables."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +151,7 @@ def tabulate_all(
 
     if units and progress is not None:
         progress(f"joining and counting {units[0][1]}", 0.0)
-    try:
-        tabs = (executor or InProcessExecutor()).map(
-            _tabulate_unit, units, cancel=cancel, done=done
-        )
-    except ExecutionCancelled:
-        raise PHSafeCancelled("PHSafe run cancelled while joining and counting") from None
+    tabs = (executor or InProcessExecutor()).map(_tabulate_unit, units, cancel=cancel, done=done)
     return {unit[1]: tab for unit, tab in zip(units, tabs, strict=True)}
 
 
@@ -175,13 +167,13 @@ def measure_all(
 ) -> list[MeasuredLevel]:
     """Noise for every enabled level, ``trials`` times (the cheap part; reuses the counts).
 
-    With ``seed`` the noise is keyed by (seed, level, geounit, table) (SPEC §8), so it does not
-    depend on which tables are measured or in which order; else it comes from ``rng``.
+    With ``seed`` the noise is keyed by (seed, level, geounit, table) (docs/science.md §8), so it
+    does not depend on which tables are measured or in which order; else it comes from ``rng``.
     """
     measured: list[MeasuredLevel] = []
     for table, tab in tabulations.items():
         if cancel is not None and cancel():
-            raise PHSafeCancelled(f"PHSafe run cancelled while adding noise to {table}")
+            raise RunCancelled(f"PHSafe run cancelled while adding noise to {table}")
         tau = config.tau.get(table) if MEASURED[table].algorithm == 1 else None
         for level, counts in tab.levels.items():
             spec = noise_spec(table, level, config.budget(table, level), config.privacy_defn, tau)
@@ -235,7 +227,7 @@ def run_phsafe(
     ``seed`` seeds the noise generator (``None``: fresh OS entropy); ``trials`` ≥ 1 noise draws reuse
     one join (trial 0 is the published run; all trials feed the pipeline's error analysis). ``progress`` is
     called as ``progress(label, fraction)``; ``cancel()`` is checked between tables and raises
-    :class:`PHSafeCancelled` when it returns True. ``prepared`` (from
+    :class:`~engine.core.errors.RunCancelled` when it returns True. ``prepared`` (from
     :func:`~engine.phsafe.join.prepare_extract` for the same extract and ``state_filter``) skips the
     preparation step, so an app can re-run new budgets or τ on a cached extract. ``tabulate``
     replaces the join-and-count step (:func:`tabulate_all`) by another backend's — the Spark
@@ -286,8 +278,8 @@ def run_phsafe(
     else:
         if progress is not None:
             progress(f"adding noise ({trials} trial{'s' if trials > 1 else ''})", 0.9)
-        # A seed keys the noise by (seed, level, geounit, table) (SPEC §8); without one the noise
-        # comes from fresh OS entropy; "exact" uses OpenDP's samplers.
+        # A seed keys the noise by (seed, level, geounit, table) (docs/science.md §8); without one
+        # the noise comes from fresh OS entropy; "exact" uses OpenDP's samplers.
         rng = np.random.default_rng(seed) if seed is None else None
         levels = measure_all(
             tabulations,

@@ -1,0 +1,164 @@
+"""Files written by the previous version still replay, with the same numbers (tests/fixtures/legacy).
+
+Every metrics.json of the reference runs written at commit 11597e4 — TopDown on RI (conventional
+and optimized with wards), Perry County PPMF and a generated 100k population, PHSafe on the same
+population and a 3-trial run — is replayed through the real CLI entry point (``phexplore run replay
+--spec``) and through the app's replay (:mod:`phexplore.api.replay`); each gives the numbers the
+file recorded. A scenario saved by that version loads, and each of its attached runs (one made by
+the CLI, one by the app) replays. A file of that version edited to carry a key no version knows is
+refused naming the key and the nearest known one — never run with a default in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.core.strict_json import dumps_json
+from phexplore.api.jobs import RunJob
+from phexplore.api.replay import recorded_in_file, replay_work
+from phexplore.cli import main
+from phexplore.planning.scenarios import Scenario
+
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
+GENERATED = ("td-gen", "ph-gen")
+"""Runs on the generated population ``/work/golden/pop100k`` (its absolute path recorded)."""
+NUMBERS = {
+    "topdown": ("mae", "median_ae", "epl", "n_cells", "rho_spent", "held_exact"),
+    "phsafe": ("mae", "mae_noise", "noise_variance", "analytic_moe", "empirical_moe", "truncation"),
+}
+"""The metrics.json sections a replay must reproduce exactly."""
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated population the legacy runs used, generated again (seeded: the same files)."""
+    folder = tmp_path_factory.mktemp("legacy") / "pop100k"
+    argv = ["generate", "population", "--persons", "100000", "--seed", "1", "--states", "RI"]
+    assert main([*argv, "--out", str(folder)]) == 0
+    return folder
+
+
+def _legacy(name: str, population: Path, folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The legacy metrics.json ``name`` copied to ``folder`` (a run on the generated population
+    pointed at its copy, without the fingerprint that covers the old path)."""
+    recorded = json.loads((LEGACY / f"{name}.metrics.json").read_text(encoding="utf-8"))
+    path = folder / f"{name}.metrics.json"
+    if name in GENERATED:
+        edited = json.loads(json.dumps(recorded))
+        edited["run"]["data"]["source"] = str(population)
+        del edited["run"]["fingerprint"]
+        path.write_text(json.dumps(edited), encoding="utf-8")
+    else:
+        shutil.copyfile(LEGACY / f"{name}.metrics.json", path)
+    return path, recorded
+
+
+def _same_numbers(recorded: dict[str, Any], replayed: dict[str, Any]) -> None:
+    """The number sections equal as written to metrics.json (NaN as null, as in the file)."""
+    engine = recorded["engine"]
+    written = json.loads(dumps_json(dict(replayed)))
+    for key in NUMBERS[engine]:
+        if key in recorded:
+            assert written[key] == recorded[key], key
+    assert replayed["budget_fingerprint"] == recorded["budget_fingerprint"]
+    assert replayed["replay_of"]["reproduced"] is True
+
+
+CASES = [
+    pytest.param("td-perry", id="td-perry"),
+    pytest.param("ph-3", id="ph-3"),
+    pytest.param("ph-gen", id="ph-gen"),
+    pytest.param("td-gen", id="td-gen", marks=pytest.mark.slow),
+    pytest.param("td-ri", id="td-ri", marks=pytest.mark.slow),
+    pytest.param("td-ri-opt", id="td-ri-opt", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_legacy_metrics_json_replays_with_the_same_numbers_in_the_cli(
+    name: str, population: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, recorded = _legacy(name, population, tmp_path)
+    out = tmp_path / "again"
+    assert main(["run", "replay", "--spec", str(path), "--quiet", "--out", str(out)]) == 0
+    assert "same seed, same numbers" in capsys.readouterr().out
+    replayed = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    _same_numbers(recorded, replayed)
+    if "fingerprint" in json.loads(path.read_text())["run"]:  # the original run, by its own id
+        assert replayed["replay_of"]["run_fingerprint"] == recorded["run"]["fingerprint"]
+    # the replay records the typed description of today, with the content of its inputs
+    assert replayed["run"]["data"]["inputs"]
+    assert set(replayed["run"]["options"]) >= set(recorded["run"]["options"])
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_legacy_metrics_json_replays_with_the_same_numbers_in_the_app(
+    name: str, population: Path, tmp_path: Path
+) -> None:
+    path, recorded = _legacy(name, population, tmp_path)
+    (run,) = recorded_in_file(path.read_bytes(), path.name)
+    record = replay_work(run, run_id=1, scenario="s")(RunJob(engine=run.spec.engine, label=name))
+    _same_numbers(recorded, record.metrics)
+
+
+def test_a_legacy_scenario_loads_and_each_attached_run_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = LEGACY / "scenario_11597e4.json"
+    scenario = Scenario.load(path)
+    assert scenario.name == "legacy scenario" and len(scenario.results) == 2
+    assert scenario.matching_runs(scenario.results) == list(scenario.results)
+    for i, recorded in enumerate(scenario.results, start=1):
+        out = tmp_path / f"cli-{i}"
+        argv = ["run", "replay", "--spec", str(path), "--result", str(i), "--quiet"]
+        assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+        replayed = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        _same_numbers(dict(recorded), replayed)
+    runs = recorded_in_file(path.read_bytes(), path.name)
+    assert [r.spec.seed for r in runs] == [5, 7]
+    assert runs[1].spec.data.sha256  # the app's run: its histogram's content hash is checked
+    for run, recorded in zip(runs, scenario.results, strict=True):
+        record = replay_work(run, run_id=3, scenario="s")(RunJob(engine="topdown", label="x"))
+        _same_numbers(dict(recorded), record.metrics)
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda run: run["options"].update(spin="aian"), ("'spin'", "did you mean 'spine'")),
+        (lambda run: run.update(optons={"trials": 50}), ("'optons'", "did you mean 'options'")),
+        (
+            lambda run: run["options"].update(rounding_passes=3),
+            ("'rounding_passes'", "newer PHExplore", "nothing was run"),
+        ),
+        (lambda run: run["data"].update(fromat="ppmf"), ("'fromat'", "did you mean 'format'")),
+        (
+            lambda run: run["options"].update(epl_percentile="95"),
+            ("epl_percentile", "expected a number"),
+        ),
+    ],
+    ids=["misspelt-option", "misspelt-section", "newer-option", "misspelt-data-key", "wrong-type"],
+)
+def test_a_legacy_file_with_an_unknown_key_is_refused_by_both_faces(
+    edit: Any, words: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Edited by hand, its fingerprint removed (as the old refusal of an edited file suggested):
+    the key is named, never dropped (the previous version dropped it and ran with defaults)."""
+    recorded = json.loads((LEGACY / "td-perry.metrics.json").read_text(encoding="utf-8"))
+    edit(recorded["run"])
+    del recorded["run"]["fingerprint"]
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(recorded), encoding="utf-8")
+    out = tmp_path / "never"
+    assert main(["run", "replay", "--spec", str(path), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err
+    assert "Traceback" not in err and not out.exists()
+    with pytest.raises(Exception) as refused:
+        recorded_in_file(path.read_bytes(), path.name)
+    assert all(w in str(refused.value) for w in words), refused.value
