@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -137,15 +138,21 @@ under a US root, 12 counties)."""
 
 
 def _loader(data: str, cache: Path) -> Callable[[], BlockHistogram]:
+    """The data's loader; the data are read once per process (the configurations share them)."""
+    return lambda: _load(data, cache)
+
+
+@lru_cache(maxsize=1)
+def _load(data: str, cache: Path) -> BlockHistogram:
     if data == "ri2010":
-        return lambda: load_topdown_sample("ri2010")
+        return load_topdown_sample("ri2010")
     states, persons, seed = data.rsplit("_", 2)
     folder = population_folder(int(persons), int(seed[1:]), states.split("-"), cache)
-    return lambda: load_topdown_input(str(folder))
+    return load_topdown_input(str(folder))
 
 
 def validate(
-    config: Config, cache: Path, baseline_tree: Path | None = None
+    config: Config, cache: Path, baseline: dict[tuple[str, str], float] | None = None
 ) -> list[dict[str, object]]:
     """Predicted vs measured RMSE per geolevel × query of one configuration."""
     alloc = config.allocation()
@@ -157,7 +164,7 @@ def validate(
     t0 = time.process_time()
     pred = predict_topdown(alloc, profile)
     predict_s = time.process_time() - t0
-    baseline = _tree_predictions(baseline_tree, config, cache) if baseline_tree else {}
+    baseline = baseline or {}
     runs = len(next(iter(mse.values()), []))
     print(
         f"\n## {config.name}: {alloc.name} at ρ = {float(alloc.rho):g} on {config.data}, {runs} "
@@ -197,6 +204,8 @@ def validate(
             "measured_rel_se": rel_se,
             "ratio": ratio,
             "within_target": bool(LOW <= ratio <= HIGH),
+            "model": pred.model,
+            "schema": [a for a, _ in profile.attributes],
             "before_ratio": None if before is None else before / measured_rmse,
         }
         rows.append(row)
@@ -221,15 +230,21 @@ def validate(
     return rows
 
 
-def _tree_predictions(tree: Path, config: Config, cache: Path) -> dict[tuple[str, str], float]:
-    """The published-count predictions of the code in ``tree`` (an older checkout, in a child
-    process with that tree first on the path) for ``config``, per (geolevel, query)."""
-    alloc = config.allocation()
-    if config.data == "ri2010":
-        data = "ri2010"
-    else:
-        states, persons, seed = config.data.rsplit("_", 2)
-        data = str(population_folder(int(persons), int(seed[1:]), states.split("-"), cache))
+def _tree_predictions(
+    tree: Path, configs: list[Config], cache: Path
+) -> dict[str, dict[tuple[str, str], float]]:
+    """Per configuration, the published-count predictions of the code in ``tree`` (an older
+    checkout, in a child process with that tree first on the path), per (geolevel, query): one
+    child per data set (read once), each configuration's answer cached under
+    ``<cache>/baseline/<tree folder name>/`` (a tree is a fixed snapshot)."""
+    out: dict[str, dict[tuple[str, str], float]] = {}
+    todo: dict[str, list[Config]] = {}
+    for config in configs:
+        path = cache / "baseline" / tree.name / f"{config.name}.json"
+        if path.is_file():
+            out[config.name] = {(g, q): v for g, q, v in json.loads(path.read_text("utf-8"))}
+        else:
+            todo.setdefault(config.data, []).append(config)
     script = textwrap.dedent(
         """
         import json, sys
@@ -238,22 +253,38 @@ def _tree_predictions(tree: Path, config: Config, cache: Path) -> dict[tuple[str
         from engine.dp.budget import TopDownAllocation
         from engine.prediction import predict_topdown
         from engine.topdown.profile import spine_profile
-        data, alloc = sys.argv[1], TopDownAllocation.from_dict(json.loads(sys.argv[2]))
+        data = sys.argv[1]
         hist = load_topdown_sample(data) if data == "ri2010" else load_topdown_input(data)
-        pred = predict_topdown(alloc, spine_profile(hist, alloc))
-        print(json.dumps([[r.geolevel, r.query, r.post_processed_rmse] for r in pred.rows]))
+        for line in sys.argv[2:]:
+            alloc = TopDownAllocation.from_dict(json.loads(line))
+            pred = predict_topdown(alloc, spine_profile(hist, alloc))
+            rows = [[r.geolevel, r.query, r.post_processed_rmse] for r in pred.rows]
+            print("ROWS " + json.dumps(rows), flush=True)
         """
     )
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, "-c", script, data, json.dumps(alloc.to_dict())],
-        cwd=tree,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return {(g, q): float(v) for g, q, v in json.loads(done.stdout.strip().splitlines()[-1])}
+    for label, group in todo.items():
+        if label == "ri2010":
+            data = "ri2010"
+        else:
+            states, persons, seed = label.rsplit("_", 2)
+            data = str(population_folder(int(persons), int(seed[1:]), states.split("-"), cache))
+        allocations = [json.dumps(c.allocation().to_dict()) for c in group]
+        done = subprocess.run(
+            [sys.executable, "-c", script, data, *allocations],
+            cwd=tree,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        answers = [x[5:] for x in done.stdout.splitlines() if x.startswith("ROWS ")]
+        for config, answer in zip(group, answers, strict=True):
+            path = cache / "baseline" / tree.name / f"{config.name}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(answer, encoding="utf-8")
+            out[config.name] = {(g, q): float(v) for g, q, v in json.loads(answer)}
+    return out
 
 
 def validity_table(rows: list[dict[str, object]], configs: list[Config]) -> dict[str, Any]:
@@ -273,11 +304,10 @@ def validity_table(rows: list[dict[str, object]], configs: list[Config]) -> dict
                 "configurations": [],
             },
         )
-        hist = _loader(config.data, DEFAULT_CACHE)()
-        fam["schema"] = [a.name for a in hist.schema.attributes]
-        fam["model"] = predict_topdown(
-            alloc, spine_profile(hist, alloc), max_units=50, max_families=1
-        ).model
+        mine = [r for r in rows if r["config"] == config.name]
+        if mine:  # the schema and model the configuration's prediction used (validate)
+            fam["schema"] = mine[0]["schema"]
+            fam["model"] = mine[0]["model"]
         fam["configurations"].append(f"{config.name}: {config.data}, {config.seeds} runs")
     for row in rows:
         families[str(row["family"])]["rows"].append(
@@ -395,17 +425,23 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, object] = {}
     rows: list[dict[str, object]] = []
     if not args.timing_only:
+        baselines = (
+            _tree_predictions(args.baseline_tree, configs, args.cache) if args.baseline_tree else {}
+        )
         for config in configs:
-            rows += validate(config, args.cache, args.baseline_tree)
+            rows += validate(config, args.cache, baselines.get(config.name))
         results["rows"] = rows
         print("\n## Summary: rows below the root within 0.8–1.25 (all of them: with the root)")
         for config in configs:
             mine = [r for r in rows if r["config"] == config.name]
             below = [r for r in mine if r["role"] == "level"]
             hits = sum(bool(r["within_target"]) for r in below)
+            before = [r["before_ratio"] for r in below if r["before_ratio"] is not None]
+            was = sum(LOW <= float(b) <= HIGH for b in before)  # type: ignore[arg-type]
             print(
                 f"{config.name:18s} {hits:3d} of {len(below):3d} "
                 f"({sum(bool(r['within_target']) for r in mine)} of {len(mine)})"
+                + (f"; before: {was} of {len(before)}" if before else "")
             )
     if args.write_validity:
         table = validity_table(rows, configs)

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError
+from phexplore.api.budgets import PHExploreError, describe_profile, shipped_profile_for
 from phexplore.api.planning import (
     OBJECTIVE_LABELS,
     Scenario,
@@ -147,9 +147,8 @@ def _use_published_plan() -> None:
 
 def _published_tab() -> None:
     """Least total ρ (shares of the working persons allocation kept) meeting targets on the
-    accuracy of the published counts (SPEC §7; :func:`phexplore.api.planning.plan_topdown_published`)."""
-    from phexplore.api.budgets import shipped_profile_for
-
+    accuracy of the published counts (docs/science.md §7;
+    :func:`phexplore.api.planning.plan_topdown_published`)."""
     s = st.session_state
     alloc = s[S.TOPDOWN].get("persons")
     if alloc is None:
@@ -158,7 +157,7 @@ def _published_tab() -> None:
     st.caption(
         f"Targets on the published counts (after least squares, non-negativity and rounding), "
         f"not on the noisy measurements. Shares of **{alloc.name}** are kept; the least total ρ "
-        "meeting every target is found on the Rhode Island 2010 spine and counts "
+        f"meeting every target is found on {describe_profile(shipped_profile_for(alloc))} "
         "(docs/prediction.md). Targets are in persons, > 0."
     )
     default = pd.DataFrame(

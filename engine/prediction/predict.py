@@ -314,7 +314,6 @@ def _support_covariances(
             f"{levels[0]}{f' (and {copies}, its copy)' if copies else ''}: the least "
             f"squares of the root is expected to lift ~{term.lifted_mass:,.0f} persons into its "
             f"{term.empty_cells:,} empty cells, taken from the populated ones; "
-            "included (validated at 0.88–1.24× of the measured error, except marginals "
-            "of two answer cells at large ρ, over-predicted up to 2.1×: "
-            "docs/prediction.md)"
+            "included (docs/prediction.md §2b; whether each root row was validated is "
+            "said per row)"
         )

@@ -113,7 +113,7 @@ def describe_profile(profile: SpineProfile) -> str:
     counts = profile.counts
     persons = "" if counts is None else f"{int(round(float(counts[0].sum()))):,} persons, "
     shape = ", ".join(
-        f"{profile.n_units(k):,} {level.lower()}{'s' if profile.n_units(k) != 1 else ''}"
+        f"{profile.n_units(k):,} {_unit_name(level, profile.n_units(k))}"
         for k, level in enumerate(profile.levels)
         if k > 0 and level.lower() != "block"
     )
@@ -131,3 +131,11 @@ def describe_profile(profile: SpineProfile) -> str:
             "2,016-cell schema)"
         )
     return f"the count profile {profile.name!r} ({persons}{shape})"
+
+
+def _unit_name(level: str, n: int) -> str:
+    """``County`` → "counties" (or "county" for one), ``Block_Group`` → "block groups"."""
+    name = level.replace("_", " ").lower()
+    if n == 1:
+        return name
+    return name[:-1] + "ies" if name.endswith("y") else name + "s"

@@ -36,7 +36,7 @@ from engine.dp.presets import (
     load_topdown_preset,
     phsafe_from_dict,
 )
-from engine.prediction import shipped_profile_for
+from engine.prediction import describe_profile, shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "conversions",
     "default_states",
     "default_topdown_preset",
+    "describe_profile",
     "epsilon_for_delta",
     "format_fraction",
     "load_json_object",

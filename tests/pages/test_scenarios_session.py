@@ -178,12 +178,17 @@ def test_budget_session_plans_rho_from_published_count_targets(app: AppTest) -> 
     at.session_state[S.TOPDOWN] = load_topdown_preset("ri2010-production-like")
     at.switch_page("pages/budget_session.py").run()
     _no_problems(at)
+    # the caption names the count profile the plan is found on (the RI 2010 blocks for this
+    # folded-schema preset; before, every schema claimed "the Rhode Island 2010 spine")
+    assert any("found on the Rhode Island 2010 blocks" in c.value for c in at.caption)
     at.button(key="bs_pub_go").click().run()
     _no_problems(at)
     plan = at.session_state["bs_pub_plan"]
     assert plan["rows"][0]["geolevel"] == "Block" and plan["rows"][0]["predicted_rmse"] <= 10.0
     rho = float(_metric(at, "Least total ρ (persons)"))
-    assert 0.5 < rho < 1.0  # Block TOTAL RMSE ≈ 9 at ρ = 1 (SPEC §7), so 10 needs a bit less
+    assert (
+        0.5 < rho < 1.0
+    )  # Block TOTAL RMSE ≈ 9 at ρ = 1 (docs/science.md §7), so 10 needs a bit less
     at.button(key="bs_pub_use").click().run()
     _no_problems(at)
     assert float(at.session_state[S.TOPDOWN]["persons"].rho) == pytest.approx(rho, rel=1e-3)
