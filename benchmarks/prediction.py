@@ -299,6 +299,7 @@ def validity_table(rows: list[dict[str, object]], configs: list[Config]) -> dict
                 "name": config.family,
                 "schema": [],
                 "model": "",
+                "mechanism": alloc.mechanism,
                 "shares": allocation_shares(alloc, DEFAULT_INVARIANTS),
                 "rows": [],
                 "configurations": [],

@@ -10,7 +10,9 @@ and ρ the ratio predicted / measured and the mean count per answer cell. A row 
 * the least-squares model is the validated one for the schema (the support model on large
   schemas, the dense model on the folded 16-cell one) — not a fallback
   (:class:`ModelUsed`), and the query is determined by the level's measurements;
-* the allocation is one of the validated ones up to a factor :data:`SHARE_FACTOR` on every
+* the allocation uses the noise the validation runs used (zCDP's discrete Gaussian; a pure-DP
+  allocation is not validated) and is one of the validated ones up to a factor
+  :data:`SHARE_FACTOR` on every
   measured query's share of ρ at the row's level and every level above it (the same queries
   measured; queries held exact are left out) — its *family*;
 * the total ρ lies within the ρ range at which that family's row (level role, geolevel, query)
@@ -99,6 +101,8 @@ class ValidatedFamily:
     shares: Mapping[str, Mapping[str, float]]
     rows: Mapping[tuple[str, str, str], tuple[ValidatedRow, ...]]
     """(role, level, query) → rows by ρ (role "root" has level "")."""
+    mechanism: str = "zcdp"
+    """The noise of the validated runs (``zcdp``: discrete Gaussian; ``puredp``: geometric)."""
 
 
 @lru_cache(maxsize=2)
@@ -127,6 +131,7 @@ def validated_families(path: str = str(VALIDATION_FILE)) -> tuple[ValidatedFamil
                     lv: {q: float(v) for q, v in qs.items()} for lv, qs in fam["shares"].items()
                 },
                 rows={k: tuple(sorted(v, key=lambda x: x.rho)) for k, v in rows.items()},
+                mechanism=str(fam.get("mechanism", "zcdp")),
             )
         )
     return tuple(out)
@@ -264,6 +269,10 @@ def _reason(
         return "no validation on this schema and model"
     mismatches, reasons = [], []
     for family in candidates:
+        if family.mechanism != allocation.mechanism:
+            mismatches.append(f"{allocation.mechanism} noise; {family.name} was validated on "
+                              f"{family.mechanism}")  # fmt: skip
+            continue
         why = _share_mismatch(mine, family, upto)
         if why is not None:
             mismatches.append(why)

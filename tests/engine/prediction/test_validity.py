@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from engine.dp.budget import TopDownAllocation
 from engine.dp.presets import load_topdown_preset
 from engine.prediction import DEFAULT_INVARIANTS, QueryPrediction, predict_topdown, shipped_profile
 from engine.prediction.validity import (
@@ -77,8 +78,6 @@ def test_a_measured_miss_is_flagged_with_its_ratio() -> None:
 def test_shares_far_from_every_validated_allocation_are_flagged() -> None:
     shares = PRODUCTION.to_dict()
     shares["query_shares"]["Tract"] = {"DETAILED": "1"}
-    from engine.dp.budget import TopDownAllocation
-
     other = TopDownAllocation.from_dict(shares, name="tract detailed only")
     out = _assess(_row(), alloc=other)
     assert out.model_holds is False and "allocation outside the validated ones" in out.validity
@@ -137,3 +136,14 @@ def test_a_held_total_error_is_not_removed_by_non_negativity(rho: float) -> None
     for q in ("HISPANIC", "VOTINGAGE", "HHGQ"):
         row = pred.row("Tract", q)
         assert row.post_processed_rmse >= 0.9 * row.ls_rmse, (q, row)
+
+
+def test_pure_dp_noise_is_not_validated() -> None:
+    """The validation runs drew discrete-Gaussian noise; the same shares with geometric noise
+    (pure DP, ε in place of ρ) are flagged, not taken as validated."""
+    data = PRODUCTION.to_dict()
+    data["mechanism"] = "puredp"
+    pure = TopDownAllocation.from_dict(data, name="production, pure DP")
+    assert pure.mechanism == "puredp"
+    out = _assess(_row(), alloc=pure)
+    assert out.model_holds is False and "puredp noise" in out.validity
