@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pipeline_run import topdown_result
 
 from engine.data.histogram import BlockHistogram
 from engine.data.population import generate_population
 from engine.dp.budget import TopDownAllocation
+from engine.runs.data_source import DataSource
+from engine.runs.options import TopDownRunOptions
+from engine.runs.pipeline import execute
+from engine.runs.spec import RunSpec
 from engine.runs.topdown_metrics import sparse_residuals
 from engine.topdown.feasibility import TopDownInfeasible
 
@@ -70,7 +73,16 @@ def run_errors(
         if set(queries) <= set(data["queries"]):
             return data
     t0 = time.perf_counter()
-    result = topdown_result(hist, alloc, seed=seed, label=label)
+    # the conventional spine, always: the prediction covers it alone (production's own spine is
+    # the optimized one where the data carry places)
+    spec = RunSpec(
+        engine="topdown",
+        data=DataSource(source=label),
+        config=alloc.to_dict(),
+        seed=seed,
+        options=TopDownRunOptions(spine="conventional"),
+    )
+    result = execute(spec, data=hist, outputs="result").result
     seconds = time.perf_counter() - t0
     rows: dict[str, dict[str, float]] = {}
     for (level, query), part in sparse_residuals(result, queries).items():

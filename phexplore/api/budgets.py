@@ -24,6 +24,7 @@ from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
 from engine.dp.budget.invariants import (
     HELD_EXACT,
     SPREAD_LABEL,
+    held_exact_notes,
     spent_label,
     spread_invariant_share,
 )
@@ -35,6 +36,7 @@ from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
     phsafe_from_dict,
+    preset_spine,
 )
 from engine.prediction import describe_profile, shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
@@ -59,12 +61,14 @@ __all__ = [
     "describe_profile",
     "epsilon_for_delta",
     "format_fraction",
+    "held_exact_notes",
     "load_json_object",
     "load_phsafe_preset",
     "load_topdown_preset",
     "locate_share_problems",
     "moe_for_rho",
     "phsafe_from_dict",
+    "preset_spine",
     "schema_mismatch",
     "shipped_profile_for",
     "short_fingerprint",
