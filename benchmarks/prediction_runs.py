@@ -49,9 +49,22 @@ def population_folder(
     return folder
 
 
+MEASURED_KEYS = (
+    "universe",
+    "mechanism",
+    "rho",
+    "geolevels",
+    "level_shares",
+    "query_shares",
+    "schema",
+)
+"""What an allocation's runs depend on (its name, citation and notes do not)."""
+
+
 def allocation_key(alloc: TopDownAllocation) -> str:
     """A folder name for an allocation: its name and a hash of everything it measures."""
-    body = json.dumps(alloc.to_dict(), sort_keys=True)
+    data = alloc.to_dict()
+    body = json.dumps({k: data.get(k) for k in MEASURED_KEYS}, sort_keys=True)
     digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in alloc.name)
     return f"{safe}-{float(alloc.rho):g}-{digest}"

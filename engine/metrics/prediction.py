@@ -93,6 +93,9 @@ def prediction_of_measured(
         ]
     )
     out = predicted.merge(measured, on=["geolevel", "query"], how="inner")
+    # a row that holds has no reason: null, not NaN (pandas turns None into NaN in a string column)
+    reason = out["validity"].astype(object)
+    out["validity"] = reason.where(reason.notna(), None)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["ratio"] = np.where(
             out["measured_rmse"] > 0, out["predicted_rmse"] / out["measured_rmse"], np.nan
