@@ -1,4 +1,4 @@
-"""The app's TopDown metrics stage: counted sparse residuals vs the dense tidy table (issue 17).
+"""The app's TopDown metrics stage: counted sparse residuals vs the dense tidy table (docs/metrics.md).
 
 For each population size (default 1e5 persons, a generated Rhode Island) the script generates
 the population, runs ``topdown-2020-production`` once (one worker, no metrics), then computes the
@@ -42,7 +42,7 @@ from outputs import in_child  # noqa: E402  (the forked-child measurement of ben
 
 
 def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
-    """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
+    """The app's metrics stage before the sparse residuals (main at 015850a): every table from the whole tidy table."""
     from engine.metrics.epl import epl_table
     from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
@@ -137,7 +137,7 @@ def one_size(
     if dense_rows <= baseline_max_rows:
         ways["dense baseline"] = lambda: dense_baseline(spec, result, hist, measured)
     # the prediction step alone (the run's count profile, then every production query): the
-    # app's sample of families per level against every geounit (the app before issue 19's cap)
+    # app's sample of families per level against every geounit (the app before its per-level family cap)
     ways["prediction sampled"] = lambda: prediction_step(result, hist, measured, sampled=True)
     if prediction_baseline:
         ways["prediction all"] = lambda: prediction_step(result, hist, measured, sampled=False)

@@ -44,7 +44,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from engine.core.errors import ValidationError
+from engine.core.files import read_input_bytes
+from engine.core.manifest import MANIFEST_NAME, read_output_folder
 from engine.core.numbers import RANGES
+from engine.core.strict_json import as_mapping, loads_strict_json
 from engine.data.population_chunk import all_two_or_more_races, generate_chunk
 from engine.data.population_geography import (
     EMPTY_BLOCK_SHARE,
@@ -251,9 +254,6 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, object]:
             f"{directory} has no {MANIFEST}: not a complete generated population (the generator "
             "writes the manifest last); generate it again"
         )
-    from engine.core.files import read_input_bytes
-    from engine.core.manifest import MANIFEST_NAME, read_output_folder
-    from engine.core.strict_json import as_mapping, loads_strict_json
 
     if (Path(directory) / MANIFEST_NAME).exists():
         read_output_folder(directory)  # written by the CLI: complete and unaltered, or refused

@@ -24,6 +24,9 @@ from typing import Any
 import pandas as pd
 
 from engine.core.errors import ValidationError
+from engine.dp.budget import TopDownAllocation
+from engine.dp.presets import load_topdown_preset
+from engine.metrics.universe import universe_of_metrics
 
 RUNS: tuple[str, ...] = ("baseline1", "baseline2", "inc_rho", "l2_onepass")
 """TDA §9's four runs (README of the reference folder)."""
@@ -123,9 +126,6 @@ def tda_mae_of_metrics(payload: Mapping[str, Any]) -> tuple[dict[str, dict[str, 
 def comparability(payload: Mapping[str, Any]) -> tuple[bool, str]:
     """Whether a run's figures compare with TDA Tables 9–12: production's persons allocation
     (its ρ and shares) on the 2,016-cell schema. ``(False, why)`` otherwise."""
-    from engine.dp.budget import TopDownAllocation
-    from engine.dp.presets import load_topdown_preset
-
     if payload.get("engine") != "topdown":
         return False, "TDA's tables are for TopDown runs"
     if payload.get("mechanism", "zcdp") != "zcdp":
@@ -246,8 +246,6 @@ def _spine_text(payload: Mapping[str, Any]) -> str:
 
 def comparison_caption(payload: Mapping[str, Any]) -> str:
     """What differs between a run and TDA Tables 9–12 (population, spine, universe, allocation)."""
-    from engine.metrics.universe import universe_of_metrics
-
     universe = universe_of_metrics(payload)
     data = payload.get("data") or ((payload.get("run") or {}).get("data") or {}).get("source")
     counties = (payload.get("n_geounits") or {}).get("County")

@@ -9,7 +9,7 @@ level and every level above it (:func:`held_exactly`, TDA §5.2), and the engine
 (:func:`engine.prediction.least_squares.engine_passes`: one pass with every query at the root and
 where the children are blocks; elsewhere TOTAL alone when the level measures it, then every other
 query, the earlier answers held — ``engine/topdown/plan._passes`` and
-``engine/topdown/qp/least_squares.multipass_least_squares``, which skips a pass whose queries the
+``engine/topdown/qp/route.multipass_least_squares``, which skips a pass whose queries the
 level does not measure). It also says which queries a level's measurements and invariants do not
 determine (no unbiased error model there or below).
 """

@@ -25,7 +25,7 @@ allocation, passes and invariants, so it is computed once per level in the block
 :mod:`engine.prediction.algebra`; a node's covariance is Σ_j c_j K_j with scalar coefficients
 c_j from the fan-outs on its path to the root (:func:`path_coefficients`).
 
-The engine's passes (``engine/topdown/plan.py``, ``engine/topdown/qp/least_squares.py``): one
+The engine's passes (``engine/topdown/plan.py``, ``engine/topdown/qp/route.py``): one
 pass of every query at the root and where the children are blocks; elsewhere TOTAL first, then
 every other measured query, earlier answers held within τ̂ + 0.1 (we hold them exactly).
 Invariant queries (TDA §5.2) are exact: they are constraints in every pass and contribute no

@@ -3,9 +3,9 @@ and its cache (docs/science.md §7; docs/prediction.md §2b; TDA §7.1–7.2).
 
 The engine builds each family's least squares only on the cells the parent can populate: a cell
 that is 0 in the parent's estimate (or a structural zero) has no variable in any child
-(``engine/topdown/qp/least_squares``), and the non-negativity constraint holds most of a child's
-own empty cells at 0 too (they are the active set). Those zero cells act like structural zeros,
-so the marginals are re-estimated from far fewer cells than the dense (all-cells) model of
+(``engine/topdown/qp/general._fixed_cells``), and the non-negativity constraint holds most of a
+child's own empty cells at 0 too (they are the active set). Those zero cells act like structural
+zeros, so the marginals are re-estimated from far fewer cells than the dense (all-cells) model of
 :mod:`engine.prediction.least_squares` says: on the 2,016-cell production schema a generated
 county of 30,000 persons populates 188 cells, a tract 46, a block 4.
 

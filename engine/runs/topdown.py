@@ -193,7 +193,7 @@ def measure(
     check_count_magnitude(hist, spec.data.source or "the input")
     options = options_of(spec)
     allocation = run_allocation(spec, hist)
-    engine_options = TopDownOptions(noise_method=options.noise_method)
+    engine_options = TopDownOptions(noise_method=options.noise_method, solver=options.solver)
     kwargs: dict[str, Any] = {"options": engine_options}
     spine_plan = None
     spine = resolve_spine(options, allocation, hist)  # the run's spine, else the preset's

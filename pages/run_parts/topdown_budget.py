@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice, seed_input, universe_choice
+from pages.run_parts.run_options import (
+    backend_choice,
+    noise_choice,
+    seed_input,
+    solver_choice,
+    universe_choice,
+)
 from phexplore import api as R
 from phexplore.api.budgets import (
     PHExploreError,
@@ -49,6 +55,7 @@ class TopDownBudget:
     origin: str = ""
     mismatch: str | None = None
     noise_method: str = "fast"
+    solver: str = "auto"
     error_universe: str = "housed"
 
 
@@ -131,6 +138,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
+    solver_choice("run_td_solver")
     universe_choice("run_td_universe")
     backend_choice("run_td_backend")
     chosen = s[S.SPINE]
@@ -200,5 +208,6 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         origin,
         mismatch,
         str(s["run_td_noise"]),
+        str(s.get("run_td_solver", "auto")),
         str(s["run_td_universe"]),
     )

@@ -28,6 +28,14 @@ from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
 from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS
+from engine.metrics.tda_reference import (
+    comparability,
+    comparison_caption,
+    size_class_comparison,
+    tda_comparison,
+    tda_mae_of_metrics,
+)
+from engine.metrics.universe import universe_of_metrics
 from engine.prediction import describe_profile, shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import for_report
@@ -126,15 +134,6 @@ def tda_error_html(metrics: Mapping[str, Any], title: str) -> list[str]:
     """A TopDown run's errors as the report shows them: TDA's absolute error first (table and
     chart), the block universe, TDA's published Tables 9–12 beside it for production runs (with
     what differs), then the per-cell MAE, labelled per cell."""
-    from engine.metrics.tda_reference import (
-        comparability,
-        comparison_caption,
-        size_class_comparison,
-        tda_comparison,
-        tda_mae_of_metrics,
-    )
-    from engine.metrics.universe import universe_of_metrics
-
     parts: list[str] = []
     section, note = tda_mae_of_metrics(metrics)
     parts.append(

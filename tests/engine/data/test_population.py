@@ -1,4 +1,4 @@
-"""The generated population: one set of persons for both engines, realistic geography (issue 17)."""
+"""The generated population: one set of persons for both engines, realistic geography (docs/synthetic.md)."""
 
 from __future__ import annotations
 
