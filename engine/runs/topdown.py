@@ -27,7 +27,7 @@ from engine.core.errors import ValidationError
 from engine.core.executors import Executor
 from engine.data.histogram import BlockHistogram, check_count_magnitude, keep_blocks
 from engine.data.inputs import load_topdown_input, person_records_input
-from engine.data.validate import DEFAULT_MAX_BYTES
+from engine.data.sources import DEFAULT_MAX_BYTES
 from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import spread_invariant_share
 from engine.runs.control import RunControl
