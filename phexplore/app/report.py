@@ -41,7 +41,7 @@ from engine.metrics.tda_reference import (
     tda_mae_of_metrics,
 )
 from engine.metrics.universe import universe_of_metrics
-from engine.prediction import shipped_profile_for
+from engine.prediction import describe_profile, shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import chart_title, for_report
 from phexplore.app.committee import CSS as COMMITTEE_CSS
@@ -319,7 +319,7 @@ def build_report_html(
             "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
             "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
             "least squares, non-negativity and rounding; docs/science.md §7, docs/prediction.md) "
-            "on the Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
+            f"on {_profile_phrase(scenario)}. Measured errors of runs follow below.</p>"
         )
         cols = [
             "run",
@@ -333,6 +333,8 @@ def build_report_html(
             "moe90",
             "post_processed_rmse",
             "post_processed_moe",
+            "post_processed_holds",
+            "post_processed_reason",
             "status",
         ]
     moe_rows = scenario.moe_rows()
@@ -445,6 +447,16 @@ def comparison_html(a: Scenario, b: Scenario) -> str:
             )
         )
     return "".join(parts)
+
+
+def _profile_phrase(scenario: Scenario) -> str:
+    """The count profile the scenario's published-count prediction rests on, in words."""
+    if scenario.topdown is None:
+        return "no count profile"
+    try:
+        return describe_profile(shipped_profile_for(scenario.topdown))
+    except PHExploreError as exc:
+        return f"no count profile ({exc})"
 
 
 def _with_post_processed(
