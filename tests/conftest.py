@@ -43,14 +43,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     are session fixtures, so tests spread over both workers would start each twice (two JVMs on a
     2-core machine): tests marked ``spark`` or asking for either fixture share the group "spark".
     A real-browser module drives one app server and one page through a story (a run, then its
-    results, then its replay), so each such module stays whole on one worker, in order.
+    results, then its replay), so it must stay whole and in order on one worker; all browser tests
+    share the group "browser", so one app server and one chromium run at a time (two of each on a
+    2-core machine made their timeouts flaky).
     """
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("spark") or uses & SPARK_FIXTURES:
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group(f"browser:{item.path.name}"))
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.fixture(scope="session")

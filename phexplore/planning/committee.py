@@ -25,7 +25,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import HELD_EXACT
-from engine.prediction import shipped_profile_for
+from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.planning.deltas import difference, relative
 from phexplore.planning.moe_tables import topdown_rows, topdown_summary
@@ -82,11 +82,17 @@ def published_rows(
     *,
     confidence: float = 0.90,
     n_states: int | None = None,
-    max_units: int | None = None,
-    max_families: int | None = None,
+    max_units: int | None = PLANNER_MAX_UNITS,
+    max_families: int | None = PLANNER_MAX_FAMILIES,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The MOE rows of ``runs`` plus the predicted error of the published counts, and the
-    prediction's notes (the shipped count profile of the allocation's schema)."""
+    prediction's notes (the shipped count profile of the allocation's schema).
+
+    By default the prediction samples whole families per level as the planner does
+    (``PLANNER_MAX_UNITS`` geounits, ``PLANNER_MAX_FAMILIES`` families for the support model;
+    docs/prediction.md), so the committee's table, the heatmap, ``phexplore compare``, the report and
+    the Start page give the same numbers. ``max_units=None`` evaluates every geounit (slower and
+    larger on the national profile: docs/prediction.md, "The committee's table")."""
     predictions = predictions_for_runs(
         runs,
         shipped_profile_for(runs),

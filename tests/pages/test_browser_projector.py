@@ -286,7 +286,7 @@ def test_a_production_cut_by_30_percent_read_from_one_table(page, measurements) 
     cells = _committee_cells(page)
     assert "−30.0%" in cells[("ρ of the persons run", "all")]
     # The expected numbers from the functions `phexplore compare` and the report use (same
-    # profile, every geounit evaluated): the app's table gives the CLI's numbers.
+    # profile, the same sample of geounits): the app's table gives the CLI's numbers.
     base = load_topdown_preset("topdown-2020-production")
     cut = scale_topdown_runs(base, -30, only="persons")
     kw = {"n_states": 52}
