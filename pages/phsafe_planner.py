@@ -218,7 +218,7 @@ def render() -> None:
     )
     if s[ERROR_KEY]:
         st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
-    st.markdown(f"Working budget: **{S.phsafe_origin()}**")
+    st.markdown(f"Working budget: **{S.budget_badge('phsafe')}**")
 
     eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))
     m = st.columns(4)

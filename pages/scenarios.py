@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError, short_fingerprint
+from phexplore.api.budgets import PHExploreError
 from phexplore.api.planning import Scenario, compare
 from phexplore.app import state as S
 from phexplore.app.charts import readable
@@ -253,14 +253,8 @@ def render() -> None:
         )
         kind = s["sc_kind"]
         working = _current(kind, "working", "", [])
-        st.caption(
-            f"Budget: **{working.origin()}** · fingerprint "
-            f"`{short_fingerprint(next(iter(sorted(working.fingerprints()))))}`"
-        )
-        mine = working.fingerprints()
-        runs = [
-            r for r in s[S.RUNS] if r.engine == kind and r.metrics.get("budget_fingerprint") in mine
-        ]
+        st.caption(f"Budget: **{S.budget_badge(kind)}**")
+        runs = [r for r in s[S.RUNS] if working.is_mine(r.metrics)]
         others = sum(1 for r in s[S.RUNS] if r.engine == kind) - len(runs)
         ids = [r.id for r in runs]
         if s.get("sc_runs_kind") != kind or "sc_runs" not in s:

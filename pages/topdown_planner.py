@@ -22,6 +22,7 @@ from phexplore.api.budgets import (
     ShareProblem,
     TopDownAllocation,
     default_states,
+    exact_from_input,
     format_fraction,
     load_topdown_preset,
     locate_share_problems,
@@ -85,7 +86,11 @@ def _on_rho(universe: str) -> None:
     s = st.session_state
     try:
         runs = dict(s[S.TOPDOWN])
-        runs[universe] = runs[universe].with_rho(s[f"td_rho_{universe}"])
+        # exact: an untouched input keeps the preset's fraction; a typed value is its decimal
+        current = runs[universe]
+        runs[universe] = current.with_rho(
+            exact_from_input(s[f"td_rho_{universe}"], current.rho, where=f"total of {universe}")
+        )
         s[S.TOPDOWN] = runs
         s[ERROR_KEY] = None
     except PHExploreError as exc:
@@ -303,7 +308,7 @@ def render() -> None:
         runs[universe] = candidate
         s[S.TOPDOWN] = runs
         alloc = candidate
-    st.markdown(f"Working allocations: **{S.topdown_origin()}**")
+    st.markdown(f"Working allocations: **{S.budget_badge('topdown')}**")
 
     bad_levels = {p.level for p in problems if p.table == "levels" and p.level}
     bad_queries = {p.query for p in problems if p.table == "queries" and p.query}

@@ -8,7 +8,7 @@ from pages.run_parts.data_source import phsafe_data
 from pages.run_parts.jobs import JOB, next_run_id
 from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError, budget_fingerprint, short_fingerprint
+from phexplore.api.budgets import PHExploreError
 from phexplore.app import state as S
 
 PHSAFE_DEFAULTS: dict[str, object] = {
@@ -36,12 +36,11 @@ def phsafe_form() -> R.RunJob | None:
     with c2:
         budget = S.effective_phsafe()
         st.markdown("**Budget**")
-        ph_origin = S.phsafe_origin()
         st.markdown(
-            f"Working PHSafe budget **{ph_origin}** from the PHSafe planner: total ρ "
+            f"Working PHSafe budget from the PHSafe planner: total ρ "
             f"**{budget.total_unbounded():.4f}** (unbounded), {len(budget.tables())} tables."
         )
-        st.caption(f"Budget fingerprint `{short_fingerprint(budget_fingerprint(budget))}`")
+        st.caption(f"Budget: **{S.budget_badge('phsafe')}**")
         seed = seed_input("run_ph_seed")
         trials = st.number_input(
             "Trials (noise redraws)",
@@ -79,7 +78,6 @@ def phsafe_form() -> R.RunJob | None:
             scenario=s[S.SCENARIO_NAME],
             data_label=label,
             budget=budget,
-            origin=ph_origin,
         )
         work = R.phsafe_work(spec, session, extract)
     except PHExploreError as exc:

@@ -87,7 +87,6 @@ def topdown_form() -> R.RunJob | None:
     with c3:
         preset, sweep, rhos_text, sweep_seeds, srs, go = _topdown_sweep(data, budget)
     hist, data_label, level, units = data.hist, data.data_label, data.level, data.units
-    allocation, rho = budget.allocation, budget.rho
     if not go or hist is None or budget.mismatch:
         return None
     try:
@@ -101,7 +100,6 @@ def topdown_form() -> R.RunJob | None:
         return None
     try:
         run_data = R.subset(hist, level, units)
-        alloc = allocation.with_rho(rho)
     except PHExploreError as exc:
         st.error(str(exc))
         return None
@@ -119,7 +117,7 @@ def topdown_form() -> R.RunJob | None:
                 units=units,
                 hist=run_data,
             ),
-            config=alloc.to_dict(),
+            config=budget.allocation.to_dict(),
             seed=budget.seed,
             options=R.TopDownRunOptions(
                 spine=s[S.SPINE],
@@ -138,8 +136,8 @@ def topdown_form() -> R.RunJob | None:
             run_id=next_run_id(),
             scenario=s[S.SCENARIO_NAME],
             data_label=label,
-            budget=alloc,
-            origin=budget.origin,
+            budget=budget.budget,
+            preset=budget.preset,
         )
         sweep = R.Sweep(preset, tuple(rhos), sweep_seeds, srs) if rhos and preset else None
         work = R.topdown_work(spec, session, run_data, sweep)

@@ -28,7 +28,7 @@ from engine.runs.experiments import run_experiment
 from engine.runs.pipeline import RunOutput, execute
 from engine.runs.provenance import Provenance, run_provenance
 from engine.runs.spec import RunSpec
-from engine.runs.topdown import options_of, reads_persons_on_spark, run_allocation
+from engine.runs.topdown import allocation_of, options_of, reads_persons_on_spark, run_allocation
 from engine.runs.topdown_metrics import DenseRowsExceeded
 from engine.topdown.queries import SCHEMA_QUERIES
 from phexplore.api import limits
@@ -42,22 +42,25 @@ SWEEP_BOOT = 20
 
 @dataclass(frozen=True)
 class SessionRun:
-    """A run's place in the session: its number, scenario and data label, and its budget as the
-    planner holds it (``budget``, named ``origin``: the preset it is or "modified from …")."""
+    """A run's place in the session: its number, scenario and data label, and the budget it was
+    taken from as the planner holds it (``budget``: the PHSafe budget, or the TopDown allocations
+    of every universe; ``preset``: the preset its origin is compared with, else the one its names
+    point to)."""
 
     run_id: int
     scenario: str
     data_label: str
-    budget: TopDownAllocation | PHSafeBudget
-    origin: str | None = None
+    budget: Mapping[str, TopDownAllocation] | PHSafeBudget
+    preset: str | None = None
 
     def provenance(self, spec: RunSpec) -> Provenance:
         """A new run's provenance (:func:`engine.runs.provenance.run_provenance`, the one builder):
-        the planner's budget fingerprint and origin, the run number, a fresh token, data, seed."""
+        the budget's one fingerprint, its origin and what differs from the preset, the run number,
+        a fresh token, data, seed."""
         return run_provenance(
             spec,
             budget=self.budget,
-            origin=self.origin or self.budget.name,
+            preset=self.preset,
             run_id=self.run_id,
             run_token=uuid.uuid4().hex,
             data=self.data_label,
@@ -84,13 +87,13 @@ def topdown_work(
     budget fingerprint and origin, the run number, the data label and the seed. Checked before any
     job starts (a ValidationError names the problem): the allocation ``spread_invariant_share``
     asks for, and the EPL settings (the options' ranges)."""
-    if not isinstance(session.budget, TopDownAllocation):
-        raise ValidationError("a TopDown run needs a TopDown allocation as its budget")
+    if isinstance(session.budget, PHSafeBudget):
+        raise ValidationError("a TopDown run needs a TopDown budget")
     options = options_of(spec)
     run_allocation(spec, hist)  # refused before the job starts
     settings = epl_settings(options.epl_percentile, options.epl_multiplier)
-    provenance = session.provenance(spec)
-    allocation = session.budget
+    provenance = session.provenance(spec)  # refuses a budget that lacks the run's allocation
+    allocation = allocation_of(spec)
 
     def work(job: RunJob) -> RunRecord:
         if sweep is not None:

@@ -24,9 +24,10 @@ import streamlit as st
 
 from engine.dp.accounting import delta_grid, epsilon_curves
 from engine.dp.budget import LEVEL_KEYS, PHSafeBudget, TopDownAllocation, allowed_levels
+from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
 from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS, DEFAULT_DELTA
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
-from engine.dp.origin import budget_origin
+from engine.dp.origin import Origin, describe_origin
 from engine.dp.presets import list_presets, load_phsafe_preset, load_topdown_preset
 from engine.prediction import PLANNER_MAX_FAMILIES, PLANNER_MAX_UNITS, shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
@@ -106,15 +107,43 @@ def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[
     return s
 
 
+def working_budget(
+    kind: str, state: Mapping[str, Any] | None = None
+) -> PHSafeBudget | Mapping[str, TopDownAllocation]:
+    """The working budget of ``kind``: the effective PHSafe budget, or the TopDown allocations of
+    every universe (persons and units: one budget, one fingerprint)."""
+    s = st.session_state if state is None else state
+    return effective_phsafe(s) if kind == "phsafe" else dict(s[TOPDOWN])
+
+
+def working_origin(kind: str, state: Mapping[str, Any] | None = None) -> Origin:
+    """The working budget's :class:`~engine.dp.origin.Origin`: the preset it is, or "modified
+    from" the preset last loaded into its planner, with what differs."""
+    s = st.session_state if state is None else state
+    preset = None if kind == "phsafe" else s.get(TOPDOWN_PRESET)
+    return describe_origin(working_budget(kind, s), preset)
+
+
 def phsafe_origin(state: Mapping[str, Any] | None = None) -> str:
     """ "phsafe-2020" or "modified from phsafe-2020" for the working PHSafe budget (by fingerprint)."""
-    return budget_origin(effective_phsafe(state))
+    return working_origin("phsafe", state).label
 
 
 def topdown_origin(state: Mapping[str, Any] | None = None) -> str:
     """The working TopDown allocations' preset, or "modified from <preset>" after an edit."""
+    return working_origin("topdown", state).label
+
+
+def budget_badge(kind: str, state: Mapping[str, Any] | None = None) -> str:
+    """How every page names the working budget of ``kind``: its origin, its one fingerprint
+    (persons and units together for TopDown) and, when modified, what differs —
+    ``"modified from phsafe-2020 · fingerprint 3f2a… — PH3 · State · A-G ρ: 0.1 → 0.2"``."""
     s = st.session_state if state is None else state
-    return budget_origin(s[TOPDOWN], s.get(TOPDOWN_PRESET))
+    origin = working_origin(kind, s)
+    head = f"{origin.label} · fingerprint {short_fingerprint(budget_fingerprint(working_budget(kind, s)))}"
+    if not origin.changes:
+        return head
+    return head + " — " + origin.summary().removeprefix(origin.label + ": ")
 
 
 def bump_editor_version(state: MutableMapping[str, Any] | None = None) -> None:
