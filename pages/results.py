@@ -93,3 +93,6 @@ def render() -> None:
         sweep_section(record, runs)
     with tabs[4]:
         spine_section(record)
+
+
+render()
