@@ -135,6 +135,7 @@ def _topdown(
 ) -> RunOutput:
     stages = topdown_stages
     started = time.perf_counter()
+    control.enter("engine")
     hist = stages.load(spec, executor) if data is None else data
     control.check("after loading")
     measured = stages.measure(spec, hist, control, executor)
@@ -151,7 +152,8 @@ def _topdown(
             data=hist,
             extra={"queries": queries, "queries_left_out": left_out},
         )
-    control.progress("Computing metrics", 1.0)
+    control.enter("metrics")
+    control.progress("Computing metrics", 0.0)
     computed = topdown_metrics(
         spec,
         result,
@@ -161,6 +163,7 @@ def _topdown(
         extra=extra_metrics,
         queries=queries,
         max_tidy_rows=max_tidy_rows,
+        progress=control.progress,
     )
     return RunOutput(
         spec=spec,
@@ -187,11 +190,13 @@ def _phsafe(
     with_metrics: bool,
 ) -> RunOutput:
     stages = phsafe_stages
+    control.enter("engine")
     # Spark reads (and casts) the files itself: the extract never has to fit in this process
     extract = stages.load(spec) if data is None and spec.backend != "spark" else data
     control.check("after loading")
     result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
-    control.progress("error analysis", 1.0)
+    control.enter("metrics")
+    control.progress("Error analysis (noise and truncation)", 0.0)
     errors = stages.error_analysis(result, _scale(spec))
     payload: dict[str, Any] = {}
     if with_metrics:

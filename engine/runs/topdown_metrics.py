@@ -12,7 +12,7 @@ Blau-bias, EPL and prediction tables. Options come from the spec's typed
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,6 +212,7 @@ def metrics(
     extra: Mapping[str, Any] | None = None,
     queries: Sequence[str] | None = None,
     max_tidy_rows: int | None = None,
+    progress: Callable[[str, float], None] | None = None,
 ) -> TopDownMetrics:
     """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
     (docs/science.md §5, §7) the app shows (their prediction rows are added to metrics.json too).
@@ -224,11 +225,17 @@ def metrics(
     None; with ``tables`` (the app) ``tidy`` is the dense comparison table of the queries whose
     rows fit in ``max_tidy_rows`` (all when None; :func:`engine.runs.dense_rows.chosen_queries`, the
     rule of run folders opened in the app), the others listed in ``queries_left_out``.
+
+    ``progress(stage, fraction)`` hears each step as it starts (residuals, the dense table, the
+    tables, the prediction, metrics.json).
     """
+    report = progress or (lambda stage, fraction: None)
+    report("Metrics: residuals of every geolevel × query", 0.0)
     residuals = sparse_residuals(result, queries)
     tidy = None
     left_out: list[str] = []
     if tables:
+        report("Metrics: the comparison table", 0.1)
         kept, left_out = tidy_queries(result, queries, max_tidy_rows)
         tidy = result.to_tidy(kept)
     options = options_of(spec)
@@ -248,6 +255,7 @@ def metrics(
     settings = epl_settings_of(spec)
     out: dict[str, pd.DataFrame] = {}
     if tables:
+        report("Metrics: MAE, Blau-quintile bias, EPL with bootstrap intervals", 0.3)
         out["mae"] = _as_tidy_levels(counted_error_table(residuals, ("geolevel", "query")), result)
         _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
         if blau_bias is not None:
@@ -257,6 +265,7 @@ def metrics(
         if (
             measured.spine_plan is None or conventional
         ):  # the prediction's spine (docs/science.md §7)
+            report("Metrics: predicted vs measured RMSE of the published counts", 0.55)
             predicted = _prediction(
                 result,
                 hist,
@@ -274,6 +283,7 @@ def metrics(
                     if entities is not None:
                         out["entity_prediction"] = entities
     sections["run"] = spec.to_dict()
+    report("Metrics: metrics.json (MAE, EPL, Blau bias of every geolevel × query)", 0.8)
     payload = metrics_payload(
         result,
         sections,
