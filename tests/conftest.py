@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,11 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKSPACE_ENV = "PHEXPLORE_WORKSPACE"
+# No test may write into the user's real data directory: the app and the CLI default to a
+# workspace there. Every test gets its own folder (the fixture below); this is the fallback for
+# anything started before a test's fixtures (and for subprocesses of session fixtures).
+os.environ[WORKSPACE_ENV] = tempfile.mkdtemp(prefix="phexplore-test-workspace-")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = (
     "--headless=new",
@@ -33,6 +39,16 @@ CHROMIUM_ARGS = (
     "--no-first-run",
 )
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
+
+
+@pytest.fixture(autouse=True)
+def workspace_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A fresh, empty workspace folder for the test's app and CLI ($PHEXPLORE_WORKSPACE)."""
+    folder = tmp_path_factory.mktemp("workspace") / "ws"
+    monkeypatch.setenv(WORKSPACE_ENV, str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

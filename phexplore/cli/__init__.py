@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "experiment",
     "plan",
     "report",
+    "scenarios",
     "app",
 )
 
