@@ -20,26 +20,40 @@ source), :mod:`~phexplore.api.runs` (a run description executed by
 from __future__ import annotations
 
 from engine.data.histogram import BlockHistogram
+from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.options import PHSafeRunOptions, TopDownRunOptions
 from engine.runs.spec import RunSpec
 from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.data import (
     GENERATED_PERSONS_RANGE,
+    PHSAFE_PLAN,
     TOPDOWN_UPLOAD_KINDS,
+    RunEstimate,
     generated_cef,
     generated_population,
     generated_topdown,
+    kept_population,
     load_cef_upload,
     load_topdown_upload,
     phsafe_sample,
     problem_lines,
+    run_estimate,
     samples_of,
     subset,
     subset_units,
     topdown_cost_sentence,
     topdown_sample,
 )
-from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
+from phexplore.api.jobs import (
+    BOARD,
+    JOB_KEY,
+    MESSAGE_KEY,
+    RunJob,
+    RunRecord,
+    collect_finished,
+    follow,
+    start_job,
+)
 from phexplore.api.limits import APP_MAX_ROWS, CSV_CONVERSION_MAX_ROWS
 from phexplore.api.replay import (
     SAME_SEED_NOTE,
@@ -87,6 +101,13 @@ from phexplore.api.run_folders import (
 from phexplore.api.runs import SessionRun, Sweep, phsafe_work, topdown_work
 
 __all__ = [
+    "kept_population",
+    "BOARD",
+    "PHSAFE_PLAN",
+    "RunEstimate",
+    "SRS_FRACTIONS",
+    "run_estimate",
+    "follow",
     "SAME_SEED_NOTE",
     "RecordedRun",
     "RunSpec",

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.samples import list_samples
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.metrics.srs import DEFAULT_FRACTIONS
-from engine.runs.experiments import run_experiment
+from engine.runs.experiments import default_queries, run_experiment
 from engine.runs.pipeline import RunOutput, execute
 from engine.runs.provenance import Provenance, run_provenance
 from engine.runs.spec import RunSpec
@@ -35,6 +35,7 @@ from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.api.run_choices import epl_settings
 from phexplore.api.run_records import phsafe_record, topdown_record
+from phexplore.failures import describe_failure
 
 SWEEP_BOOT = 20
 """Bootstrap resamples of each EPL of a ρ sweep (the sweep's curve, not the run's metrics)."""
@@ -52,6 +53,8 @@ class SessionRun:
     data_label: str
     budget: Mapping[str, TopDownAllocation] | PHSafeBudget
     preset: str | None = None
+    run_token: str | None = None
+    """The run's token as reserved in the workspace with its number (default: a fresh one)."""
 
     def provenance(self, spec: RunSpec) -> Provenance:
         """A new run's provenance (:func:`engine.runs.provenance.run_provenance`, the one builder):
@@ -62,7 +65,7 @@ class SessionRun:
             budget=self.budget,
             preset=self.preset,
             run_id=self.run_id,
-            run_token=uuid.uuid4().hex,
+            run_token=self.run_token or uuid.uuid4().hex,
             data=self.data_label,
         )
 
@@ -76,6 +79,9 @@ class Sweep:
     rhos: tuple[float, ...]
     seeds: int = 1
     srs: bool = True
+    main_share: float = 0.5
+    """The part of the job's progress the run itself fills (the sweep the rest): its share of the
+    time estimate (:func:`phexplore.api.data.sweep_share`)."""
 
 
 def topdown_work(
@@ -97,35 +103,56 @@ def topdown_work(
 
     def work(job: RunJob) -> RunRecord:
         if sweep is not None:
-            job.control.phase(0.0, 0.5)
+            job.control.phase(0.0, sweep.main_share)
         output = execute_topdown(spec, job, hist, provenance)
-        experiment = None
+        experiment, sweep_problem = None, None
         if sweep is not None:
-            job.control.phase(0.5, 1.0)
-            job.progress(f"ρ sweep ({len(sweep.rhos)} budgets × {sweep.seeds} seeds)", 0.0)
-            experiment = run_experiment(
-                "topdown",
-                hist,
-                rhos=list(sweep.rhos),
-                seeds=list(range(spec.seed, spec.seed + sweep.seeds)),
-                preset=sweep.preset,
-                queries=output.extra.get("queries"),
-                srs_fractions=DEFAULT_FRACTIONS if sweep.srs else None,
-                n_boot=SWEEP_BOOT,
-                workers=spec.workers,
-                control=job.control,
-                data_name=session.data_label,
-                epl_settings=settings,
-            )
-        return topdown_record(
+            job.control.phase(sweep.main_share, 1.0)
+            try:
+                experiment = run_sweep(spec, job, hist, sweep, session.data_label, settings)
+            except RunCancelled:
+                sweep_problem = "the budget sweep was cancelled; the run's own result is kept"
+            except Exception as exc:  # the main run's result is never discarded with it
+                sweep_problem = (
+                    "the budget sweep failed, the run's own result is kept: "
+                    + describe_failure(exc, "the budget sweep")
+                )
+        record = topdown_record(
             output,
             scenario=session.scenario,
             allocation=allocation,
             provenance=provenance,
             experiment=experiment,
         )
+        if sweep_problem:
+            record.settings["sweep_problem"] = sweep_problem
+        return record
 
     return work
+
+
+def run_sweep(
+    spec: RunSpec, job: RunJob, hist: BlockHistogram, sweep: Sweep, data_label: str, settings: Any
+) -> Any:
+    """The ρ sweep beside a TopDown run (:func:`engine.runs.experiments.run_experiment`) on the
+    run's data, with the schema's default queries and trade-off
+    (:func:`engine.runs.experiments.default_queries`: on the 2,016-cell schema the race and
+    ethnicity marginals, not DETAILED)."""
+    job.progress(f"ρ sweep ({len(sweep.rhos)} budgets × {sweep.seeds} seeds)", 0.0)
+    return run_experiment(
+        "topdown",
+        hist,
+        rhos=list(sweep.rhos),
+        seeds=list(range(spec.seed, spec.seed + sweep.seeds)),
+        preset=sweep.preset,
+        queries=default_queries(hist.schema),
+        srs_fractions=DEFAULT_FRACTIONS if sweep.srs else None,
+        n_boot=SWEEP_BOOT,
+        workers=spec.workers,
+        control=job.control,
+        data_name=data_label,
+        epl_settings=settings,
+    )
 
 
 def execute_topdown(
