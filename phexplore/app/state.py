@@ -323,6 +323,24 @@ def apply_linked_budget(
     bump_editor_version(s)
 
 
+def report_basis(scenario: Scenario, runs: list[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """What a built report depends on: the scenario (name, budget fingerprint, δ, conversion,
+    spine, notes) and the runs it includes (their tokens); a report whose basis differs from the
+    current one is out of date."""
+    included = sorted(
+        str(m.get("run_token") or m.get("run_id")) for m in scenario.matching_runs(runs)
+    )
+    return (
+        scenario.name,
+        scenario.fingerprint(),
+        scenario.delta,
+        scenario.conversion,
+        scenario.spine,
+        scenario.notes,
+        tuple(included),
+    )
+
+
 def reserve_run(engine: str, label: str, state: MutableMapping[str, Any] | None = None) -> Any:
     """A new run's number and token in the workspace (:meth:`Workspace.reserve_run`)."""
     s = st.session_state if state is None else state
