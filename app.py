@@ -90,10 +90,11 @@ def _sidebar() -> None:
         )
 
 
+# Session keys (comments, not docstrings: Streamlit's "magic" would draw a bare string in app.py):
+# the link's query parameters were read (once, on the session's first run); what opening the
+# link did, shown once at the top of the page.
 LINK_READ = "link_read"
-"""Session key: the link's query parameters were read (once, on the session's first run)."""
 LINK_NOTES = "link_notes"
-"""Session key: what opening the link did, shown once at the top of the page."""
 
 
 def _read_link() -> None:

@@ -71,6 +71,9 @@ class RunJob:
     note: str | None = None
     """Why the job ended as it did when nobody pressed anything (e.g. its workspace closed), or a
     problem after the run (its record could not be saved)."""
+    shown: bool = False
+    """Some session has shown how the job ended (then a session that was not following it while
+    it ran — a page opened later — does not show it again)."""
 
     @property
     def cancel_event(self) -> threading.Event:
@@ -254,6 +257,7 @@ def collect_finished(state: MutableMapping[str, Any], runs_key: str) -> bool:
     if job is None or not job.done:
         return False
     state[JOB_KEY] = None
+    job.shown = True
     seen = set(state.get(SEEN_KEY) or ())
     seen.add(job.token)
     state[SEEN_KEY] = seen
@@ -267,7 +271,8 @@ def collect_finished(state: MutableMapping[str, Any], runs_key: str) -> bool:
 
 def follow(state: MutableMapping[str, Any], workspace: Path) -> RunJob | None:
     """The job this session follows: its own, else a running job of its workspace (started
-    before a reload, or in another tab), else one that finished since and was not shown here."""
+    before a reload, or in another tab), else one that finished in the last two minutes without
+    any session showing how it ended (it finished while its page was reloading)."""
     job: RunJob | None = state.get(JOB_KEY)
     if job is not None:
         return job
@@ -275,7 +280,8 @@ def follow(state: MutableMapping[str, Any], workspace: Path) -> RunJob | None:
     for other in BOARD.jobs(workspace):
         if other.token in seen:
             continue
-        if not other.done or other.finished and time.monotonic() - other.finished < 120:
+        recent = other.finished is not None and time.monotonic() - other.finished < 120
+        if not other.done or (recent and not other.shown):
             state[JOB_KEY] = other
             return other
     return None
@@ -300,6 +306,7 @@ def start_job(
                 try:
                     workspace.save_run(record)
                 except Exception as exc:  # the run is kept in memory all the same
+                    record.settings["unsaved"] = True
                     job.note = (
                         "It could not be written to the workspace, so it is kept only until the "
                         "server stops: " + describe_failure(exc, "saving the run")

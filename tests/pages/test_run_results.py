@@ -104,6 +104,24 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert 0.5 < block["ratio"] < 2.0
     assert any("Predicted before any run" in c.value for c in at.caption)
 
+    # The run is in the workspace: a new session (a reload) shows it with its tables read back;
+    # deleting it is undoable.
+    again = AppTest.from_file(APP, default_timeout=90)
+    again.run()
+    again.switch_page("pages/results.py").run()
+    _no_problems(again)
+    (kept,) = again.session_state[S.RUNS]
+    assert kept.token == record.token
+    pd.testing.assert_frame_equal(
+        kept.tables["mae"].reset_index(drop=True), record.tables["mae"].reset_index(drop=True)
+    )
+    assert len(again.get("plotly_chart")) >= 3
+    again.button(key="res_delete_go").click().run()
+    _no_problems(again)
+    assert again.session_state[S.RUNS] == []
+    again.button(key="res_undo_go").click().run()
+    assert [r.token for r in again.session_state[S.RUNS]] == [record.token]
+
 
 def test_a_run_over_the_row_limit_keeps_its_smallest_queries(
     run_page: AppTest, monkeypatch: pytest.MonkeyPatch

@@ -91,6 +91,7 @@ def test_a_job_writes_its_run_into_the_workspace_and_is_found_again(tmp_path) ->
     assert collect_finished(fresh, "runs") and fresh[MESSAGE_KEY][0] == "success"
     assert [r.token for r in fresh["runs"]] == [entry.token]
     assert follow(fresh, ws.root) is None  # shown once per session
+    assert follow({"runs": []}, ws.root) is None  # nor by a page opened after it was shown
     # a failing job is recorded as failed, with its reason
     failing = ws.reserve_run("phsafe", "#2", "s")
     bad = RunJob(engine="phsafe", label="z", token=failing.token, number=failing.number)
