@@ -42,6 +42,17 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots
 
 
 @pytest.fixture(autouse=True)
+def _restore_main_module() -> Iterator[None]:
+    """Put back ``sys.modules["__main__"]`` after each test: Streamlit's AppTest leaves its
+    temporary script there, and a process pool started later (``--workers 2``) re-runs that
+    script in its spawned workers, which then die (BrokenProcessPool)."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
 def workspace_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
