@@ -9,6 +9,8 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8501
 ALLOW_HOSTS ?=
+# make test runs the suite on this many pytest-xdist workers (tests that start Spark share one)
+TEST_WORKERS ?= 2
 comma := ,
 
 .PHONY: run test install install-dev browser java lint format clean bench
@@ -55,7 +57,7 @@ test: install-dev browser java
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 lint:
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports

@@ -1,4 +1,4 @@
-"""The app's TopDown metrics stage: counted sparse residuals vs the dense tidy table (issue 17).
+"""The app's TopDown metrics stage: counted sparse residuals vs the dense tidy table (docs/metrics.md).
 
 For each population size (default 1e5 persons, a generated Rhode Island) the script generates
 the population, runs ``topdown-2020-production`` once (one worker, no metrics), then computes the
@@ -6,7 +6,7 @@ app's metrics (``tables=True``: metrics.json and the MAE, EPL, Blau-bias and pre
 plus the tidy table the Results page charts) ``--repeats`` times each way, round-robin, every
 computation in a forked child (:func:`outputs.in_child`) so its extra memory is its own:
 
-* **sparse** — this code: :func:`engine.runs.topdown.metrics` with ``tables=True`` and the app's
+* **sparse** — this code: :func:`engine.runs.topdown_metrics.metrics` with ``tables=True`` and the app's
   row limit (``max_tidy_rows`` = :data:`phexplore.api.limits.APP_MAX_ROWS`);
 * **dense baseline** — the app path of main at 015850a, reproduced here: ``result.to_tidy()`` of
   every query, then ``mae_table``, ``epl_table``, ``blau_bias_of``, ``prediction_table`` and
@@ -42,16 +42,16 @@ from outputs import in_child  # noqa: E402  (the forked-child measurement of ben
 
 
 def dense_baseline(spec: Any, result: Any, hist: Any, measured: Any) -> dict[str, Any]:
-    """The app's metrics stage before issue 17's change: every table from the whole tidy table."""
+    """The app's metrics stage before the sparse residuals (main at 015850a): every table from the whole tidy table."""
     from engine.metrics.epl import epl_table
     from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
     from engine.prediction import RUN_TABLE_MAX_UNITS
-    from engine.runs import topdown as stages
+    from engine.runs import topdown_metrics as stages
     from engine.topdown.profile import tree_profile
 
     tidy = result.to_tidy()
-    epl_boot = int(spec.options.get("epl_boot", stages.EPL_BOOT))
+    epl_boot = spec.options.epl_boot
     settings = stages.epl_settings_of(spec)
     tables = {"mae": mae_table(tidy)}
     tables["epl"] = epl_table(
@@ -100,6 +100,7 @@ def one_size(
     from engine.data.population import generate_population
     from engine.dp.presets import load_topdown_preset
     from engine.runs import topdown as stages
+    from engine.runs import topdown_metrics as metrics_stage
     from engine.runs.control import RunControl
     from engine.runs.data_source import DataSource
     from engine.runs.options import TopDownRunOptions
@@ -117,7 +118,9 @@ def one_size(
         data=DataSource(source="generated"),
         config=allocation.to_dict(),
         seed=seed,
-        options=TopDownRunOptions(microdata=False),
+        # the conventional spine over every block: the dense baseline predates the spine choice
+        # and the error universe (so the two ways' tables compare equal)
+        options=TopDownRunOptions(microdata=False, spine="conventional", error_universe="all"),
     )
     result = execute(spec, data=hist, outputs="tidy", queries=("TOTAL",)).result
     measured = stages.measure(spec, hist, RunControl())
@@ -126,13 +129,15 @@ def one_size(
     )
 
     def sparse() -> Any:
-        return stages.metrics(spec, result, hist, measured, tables=True, max_tidy_rows=APP_MAX_ROWS)
+        return metrics_stage.metrics(
+            spec, result, hist, measured, tables=True, max_tidy_rows=APP_MAX_ROWS
+        )
 
     ways: dict[str, Any] = {"sparse": sparse}
     if dense_rows <= baseline_max_rows:
         ways["dense baseline"] = lambda: dense_baseline(spec, result, hist, measured)
     # the prediction step alone (the run's count profile, then every production query): the
-    # app's sample of families per level against every geounit (the app before issue 19's cap)
+    # app's sample of families per level against every geounit (the app before its per-level family cap)
     ways["prediction sampled"] = lambda: prediction_step(result, hist, measured, sampled=True)
     if prediction_baseline:
         ways["prediction all"] = lambda: prediction_step(result, hist, measured, sampled=False)

@@ -1,4 +1,4 @@
-"""How much the GQ / occupied-unit lower bounds change TopDown's published error (SPEC §6; TDA §5.3).
+"""How much the GQ / occupied-unit lower bounds change TopDown's published error (docs/science.md §6; TDA §5.3).
 
 The prediction (docs/prediction.md) models structural zeros of the unit frame but not the lower
 bounds (each GQ facility holds at least one person, each occupied unit its householder). This

@@ -1,10 +1,10 @@
-"""Keyed noise (SPEC §8) against the earlier single-stream noise: same accuracy, same cost.
+"""Keyed noise (docs/science.md §8) against the earlier single-stream noise: same accuracy, same cost.
 
 Runs TopDown on the shipped RI 2010 sample (``ri2010-production-like`` at ρ = 2.56 by default) for
 several seeds twice — the noise drawn from the counter-based generator keyed by (seed, level,
 geounit, query) (:mod:`engine.noise.keyed`, what every run now uses) and, as the named baseline,
 from one ``numpy.random.default_rng(seed)`` stream drawn query by query in node order (what runs
-used before issue 16). Everything else (spine, budgets, estimation) is the same code. Prints the
+used before keyed noise). Everything else (spine, budgets, estimation) is the same code. Prints the
 MAE of every (geolevel, query) per design as mean ± standard deviation over the seeds, the Welch t
 statistic of the difference, and the median measurement-phase time.
 

@@ -1,4 +1,4 @@
-"""How close EPL gets to ε, and how fast it is (SPEC §5; PF Methods), printed as a table.
+"""How close EPL gets to ε, and how fast it is (docs/science.md §5; PF Methods), printed as a table.
 
 For two-sided geometric noise P(k) ∝ e^{−ε|k|} — the noise of PF's 2018 E2E TopDown runs — draws
 ``--sets`` independent residual sets of each size, computes :func:`engine.metrics.epl.epl_details`

@@ -1,6 +1,6 @@
-"""Throughput of the integer-noise samplers of :mod:`engine.noise` (issue 3), printed as a table.
+"""Throughput of the integer-noise samplers of :mod:`engine.noise` (docs/noise.md), printed as a table.
 
-Draws per second of N_Z(0, σ²) (SPEC §1) at each size and σ for:
+Draws per second of N_Z(0, σ²) (docs/science.md §1) at each size and σ for:
 
 - ``fast``   — ``discrete_gaussian(σ², n, rng)``, the seeded NumPy rejection sampler;
 - ``exact``  — ``discrete_gaussian(σ², n, None, method="exact")`` (OpenDP underneath, plus our

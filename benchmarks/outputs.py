@@ -1,4 +1,4 @@
-"""Writing a TopDown run's tables: CSV vs Parquet, streamed vs whole frames (issue 17).
+"""Writing a TopDown run's tables: CSV vs Parquet, streamed vs whole frames (docs/topdown.md, "Outputs").
 
 For each population size (default 1e5 and 1e6 persons, a generated Rhode Island) the script, in a
 fresh subprocess per size:

@@ -1,5 +1,5 @@
 """The root term of the prediction (engine/prediction/root_clipping.py) against Monte Carlo of
-the engine's own least squares of the root, before rounding (SPEC §7; TDA §7.1).
+the engine's own least squares of the root, before rounding (docs/science.md §7; TDA §7.1).
 
 On a generated population with ``topdown-2020-production`` (the root is the state; the allocation's
 US level is folded into it, as the engine does), the root's single least-squares pass is run

@@ -1,4 +1,4 @@
-"""Benchmark the Spark backend against the local one (issue 18; SPEC §8): same numbers, what cost.
+"""Benchmark the Spark backend against the local one (docs/spark.md; docs/science.md §8): same numbers, what cost.
 
 Usage: ``.venv/bin/python benchmarks/spark.py [--persons 200000] [--repeats 3] [--master local[2]]
 [--population /tmp/pop_1e7] [--topdown-data ri2010|population] [--tumult]``
@@ -18,7 +18,7 @@ Usage: ``.venv/bin/python benchmarks/spark.py [--persons 200000] [--repeats 3] [
 * The **projection** for the nation, per level: the measured Spark wall seconds of each estimated
   level × the session's cores ÷ that level's families gives core-seconds per family; times the
   nation's families of that level (1 US, 52 states, 3,143 counties, 74,134 tracts, 217,740 block
-  groups as parents; SCALE-NOTES) ÷ ``N`` single-core executors. It is a PROJECTION, not a
+  groups as parents; docs/science.md §8) ÷ ``N`` single-core executors. It is a PROJECTION, not a
   measurement: it assumes perfect scaling and per-family costs like this data's.
 * ``--tumult`` adds Tumult Analytics' PHSafe-like workload on its own Spark 3.5 ``local[2]``
   (``benchmarks/tumult/``, a separate virtualenv) on the same files, per trial.

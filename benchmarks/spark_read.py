@@ -1,4 +1,4 @@
-"""Benchmark: TopDown on Spark with the person records read on the driver vs on the executors (issue 18).
+"""Benchmark: TopDown on Spark with the person records read on the driver vs on the executors (docs/spark.md).
 
 Usage: ``.venv/bin/python benchmarks/spark_read.py --persons 1000000 [--population DIR]
 [--baseline-tree /tmp/main-at-2b5abce] [--master local[2]] [--input generated|ppmf] [--load-only]``

@@ -1,4 +1,4 @@
-"""Benchmark the Spark executor's slices against one slice per level (issue 18; SPEC §8).
+"""Benchmark the Spark executor's slices against one slice per level (docs/spark.md; docs/science.md §8).
 
 Usage: ``.venv/bin/python benchmarks/spark_slices.py --population /tmp/pop_1e6 [--repeats 2]
 [--master local[2]]``

@@ -1,4 +1,4 @@
-"""The sparse chunked loader of a generated population against the previous dense one (issue 17).
+"""The sparse chunked loader of a generated population against the previous dense one (docs/topdown.md, "Production scale").
 
 For each population folder (written by ``phexplore generate population``), in a fresh subprocess
 per load (so each peak is that load's own), ``--repeats`` times each, alternating:

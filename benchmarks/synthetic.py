@@ -1,4 +1,4 @@
-"""Speed of the synthetic household generator (:mod:`engine.data.synthetic`, issue 4), as a table.
+"""Speed of the synthetic household generator (:mod:`engine.data.synthetic`, docs/synthetic.md), as a table.
 
 For each size, times ``generate_households(n, seed=…)`` (best of ``--repeats`` runs) and, with
 ``--write``, ``write_cef_extract`` to a temporary directory; prints seconds and persons per second,

@@ -105,6 +105,7 @@ def render() -> None:
     spent = R.budget_caption(record)
     if spent:
         st.caption(spent)
+    st.caption(R.spine_caption(record.metrics or {}))
     structural = (record.metrics or {}).get("structural_zeros") or {}
     if structural.get("note"):
         held = structural.get("structural_zeros_held")

@@ -24,8 +24,10 @@ from phexplore.api.budgets import (
     default_states,
     exact_from_input,
     format_fraction,
+    held_exact_notes,
     load_topdown_preset,
     locate_share_problems,
+    preset_spine,
     spent_label,
     spread_invariant_share,
 )
@@ -60,7 +62,7 @@ HEAT_LABELS = {
 }
 HELP_PUBLISHED = (
     "Published count: the predicted error after least squares, non-negativity and rounding "
-    "(SPEC §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
+    "(docs/science.md §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
     "validated against repeated runs where the mean count per cell is ≥ 1 (docs/prediction.md)."
 )
 
@@ -360,6 +362,14 @@ def render() -> None:
             "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
             "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
         )
+        ran_on = preset_spine(alloc.name)
+        if ran_on:
+            st.caption(
+                f"{alloc.name.split(' (')[0]} ran on **{ran_on['kind']} block groups** around "
+                f"{ran_on['targets']} ({ran_on.get('citation', '')}). With the allocation's own "
+                "spine, runs use it where the data carry places (generated populations) and the "
+                "conventional spine otherwise; every run's results name the spine it used."
+            )
 
         states_key = f"td_states_{alloc.name}"
         s.setdefault(states_key, default_states(alloc))
@@ -461,6 +471,9 @@ def render() -> None:
             ),
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
         )
+        if alloc.universe == "persons":
+            for note in held_exact_notes(alloc, n_states):
+                st.caption(f"Held exact: {note}.")
         with st.expander("All queries (table)"):
             measured = sub["status"] == "measured"
             st.dataframe(

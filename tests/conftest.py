@@ -39,6 +39,20 @@ CHROMIUM_ARGS = (
     "--no-first-run",
 )
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
+SPARK_FIXTURES = frozenset({"spark", "spark_connect"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep every test that starts Spark on one pytest-xdist worker (``--dist loadgroup``).
+
+    ``make test`` runs the suite on two workers; the Spark session and the Spark Connect server
+    are session fixtures, so tests spread over both workers would start each twice (two JVMs on a
+    2-core machine). Tests marked ``spark`` or asking for either fixture share the group "spark".
+    """
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("spark") or uses & SPARK_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 Runs ONLY inside the benchmark's own virtualenv (``benchmarks/tumult/setup.sh`` makes
 ``benchmarks/tumult/.venv-tumult`` with ``tmlt.analytics==0.21.0``, which pins pyspark 3.5,
 pandas < 2 and numpy 1.26, so it cannot share PHExplore's environment). It imports nothing from
-PHExplore. Tumult Analytics is PHSafe's production library (PHS §3; SCALE-NOTES).
+PHExplore. Tumult Analytics is PHSafe's production library (PHS §3; docs/science.md §8).
 
 The workload has PHSafe's shape (PHS §3.2, Algorithms 1–2), not its exact table cells:
 

@@ -256,8 +256,6 @@ def unlisted_entries(folder: Path, listed: Iterable[str]) -> list[str]:
 def manifest_data(folder: Path) -> dict[str, Any] | None:
     """The parsed ``manifest.json`` of ``folder`` when it is a PHExplore manifest (read without
     following a link); None when there is none, it is a link, or it is not a PHExplore manifest."""
-    from engine.core.strict_json import loads_strict_json
-
     try:
         fd = open_in_folder(folder, MANIFEST_NAME)
     except OutputError:

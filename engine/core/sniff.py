@@ -1,4 +1,4 @@
-"""What is this file? Shared checks every data loader runs before parsing a byte (issue 14).
+"""What is this file? Shared checks every data loader runs before parsing a byte (docs/reliability.md, "Inputs").
 
 One place for the questions a hostile or careless input raises before any CSV parsing:
 

@@ -4,12 +4,15 @@
 :func:`load_generated_population` reads ``ppmf.csv`` chunk by chunk into (block, cell, count)
 triples (:mod:`engine.data.ppmf_cells`) summed into a sparse (CSR) block histogram — never the
 dense ``blocks × 2,016`` array, 4.7 GB for a 10,000,000-person state (docs/topdown.md, "Sparse
-block histograms from the file") — and
-``blocks.csv``, the block frame written by :mod:`engine.data.population`. Every block of the frame becomes a row of the histogram — also the
+block histograms from the file") — and ``blocks.csv``, the block frame written by
+:mod:`engine.data.population`. Every block of the frame becomes a row of the histogram — also the
 blocks without persons, which the PPMF alone cannot list — and the frame's housing units, occupied
 units and GQ facilities go to ``extra`` (``housing_units``, ``occupied_units``, ``gq_facilities``),
-which :mod:`engine.topdown.constraints` holds as structural zeros and lower bounds. PHSafe reads the
-same folder's ``persons.csv``/``units.csv``/``geo.csv`` with :mod:`engine.data.cef`.
+which :mod:`engine.topdown.constraints` holds as structural zeros and lower bounds. A folder
+written with places (``places.csv``, :mod:`engine.data.places`) gives each block's ``PLACEFP`` in
+``extra["places"]`` (``"99999"``: in no place), the entities production's optimized spine targets
+(:func:`engine.topdown.spine.entities.places_entity_set`); older folders have none. PHSafe reads
+the same folder's ``persons.csv``/``units.csv``/``geo.csv`` with :mod:`engine.data.cef`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from engine.core.errors import ValidationError
 from engine.core.sniff import compressed_pair
 from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
 from engine.data.histogram import BlockHistogram
-from engine.data.population import BLOCK_COLUMNS, MANIFEST, read_manifest
+from engine.data.population import MANIFEST, read_manifest
+from engine.data.population_chunk import BLOCK_COLUMNS
 from engine.data.ppmf_cells import CODE_RANGES, GEO_COLUMNS, read_block_cells, record_cells
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
@@ -155,6 +159,7 @@ def _histogram(
         block = geography["Block"].to_numpy()[np.flatnonzero(totals != frame_persons)[0]]
         raise ValidationError(f"blocks.csv and ppmf.csv disagree on the persons of block {block}")
     gq = table[[f"GQ_FACILITIES_{t}" for t in range(1, 8)]].to_numpy(dtype=np.int64)
+    places = _places(folder, frame)
     return BlockHistogram(
         schema=REDISTRICTING_SCHEMA,
         levels=BLOCK_LEVELS,
@@ -168,5 +173,30 @@ def _histogram(
             "occupied_units": table["OCCUPIED_UNITS"].to_numpy(dtype=np.int64),
             "gq_facilities": gq,
             "manifest": manifest,
+            **({} if places is None else {"places": places}),
         },
     )
+
+
+def _places(folder: Path, frame: _Frame) -> np.ndarray | None:
+    """Each block's PLACEFP (object array in the frame's order) from ``places.csv``; None for a
+    folder written before places existed."""
+    found = compressed_pair(folder, "places.csv")
+    if found is None:
+        return None
+    columns = {c: "string" for c in (*BLOCK_COLUMNS[:5], "PLACEFP")}
+    table = pacsv.read_csv(
+        found, convert_options=pacsv.ConvertOptions(column_types=columns)
+    ).to_pandas()
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValidationError(f"{found} lacks column(s) {missing}; generate the folder again")
+    rows = frame.index.get_indexer(_block_ids(table)["Block"])
+    if np.any(rows < 0) or len(rows) != len(frame.index) or len(set(rows)) != len(rows):
+        raise ValidationError(
+            f"{found} does not list every block of blocks.csv exactly once; generate the folder "
+            "again"
+        )
+    out = np.empty(len(frame.index), dtype=object)
+    out[rows] = table["PLACEFP"].to_numpy(dtype=object)
+    return out

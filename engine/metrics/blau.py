@@ -17,7 +17,11 @@ docs/science.md §5).
   mean signed error of the total by homogeneity index and geolevel.
 
 Group counts come either from the tidy table (the race–ethnicity query's true values) or directly
-from a :class:`~engine.data.histogram.BlockHistogram`.
+from a :class:`~engine.data.histogram.BlockHistogram`. On a schema with a RACEETH attribute (the RI
+samples) the groups are its levels; on the 2,016-cell redistricting schema (PPMF uploads, generated
+populations) they are folded from HISPANIC × CENRACE as TDA §9 defines them — Hispanic of any race,
+then the six race-alone groups and Two or more races (CENRACE 07–63) of non-Hispanics
+(:func:`raceeth_fold`).
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.error_tables import check_tidy
-from engine.schema.attributes import RACEETH
+from engine.metrics.universe import BlockUniverse
+from engine.schema.attributes import RACEETH, Schema
+from engine.schema.ri_fold import raceeth_of
 
 RACEETH_GROUPS: tuple[str, ...] = RACEETH.levels
 """The eight Blau groups, in the order of the RI2010 schema's RACEETH attribute."""
@@ -52,6 +59,64 @@ def blau_index(counts: ArrayLike) -> np.ndarray:
         p = c / total[..., None]
         out = 1.0 - (p * p).sum(axis=-1)
     return np.where(total > 0, out, np.nan)
+
+
+def raceeth_fold(schema: Schema) -> sp.csr_matrix | None:
+    """``(schema.size, 8)`` 0/1 matrix giving each histogram cell its Blau group (the order of
+    :data:`RACEETH_GROUPS`), or ``None`` when the schema has neither a RACEETH attribute with the
+    eight groups nor HISPANIC and CENRACE.
+
+    RACEETH: the cell's own level. HISPANIC × CENRACE (TDA §9, Table 13's eight levels): Hispanic
+    of any race → ``hisp``; non-Hispanic CENRACE 01–06 → the race alone; 07–63 → ``two``
+    (:func:`engine.schema.attributes.raceeth_of`).
+    """
+    names = schema.names
+    index = np.unravel_index(np.arange(schema.size), schema.shape)
+    if "RACEETH" in names:
+        axis = schema.axis("RACEETH")
+        if tuple(schema.attributes[axis].levels) != tuple(RACEETH_GROUPS):
+            return None
+        group = index[axis]
+    elif "HISPANIC" in names and "CENRACE" in names:
+        hisp = schema.attributes[schema.axis("HISPANIC")]
+        race = schema.attributes[schema.axis("CENRACE")]
+        if "hispanic" not in hisp.levels:
+            return None
+        position = {g: i for i, g in enumerate(RACEETH_GROUPS)}
+        table = np.array(
+            [[position[raceeth_of(h, r)] for r in race.levels] for h in hisp.levels], np.int64
+        )
+        group = table[index[schema.axis("HISPANIC")], index[schema.axis("CENRACE")]]
+    else:
+        return None
+    ones = np.ones(schema.size, dtype=np.int64)
+    return sp.csr_matrix(
+        (ones, (np.arange(schema.size), group)), shape=(schema.size, len(RACEETH_GROUPS))
+    )
+
+
+def raceeth_counts_of_rows(
+    geolevel: ArrayLike, geounit: ArrayLike, counts: np.ndarray | sp.spmatrix, schema: Schema
+) -> pd.DataFrame | None:
+    """True counts of the eight Blau groups per geounit from histogram rows ``counts``
+    (``(n, schema.size)``, dense or sparse; one row per (geolevel, geounit)), sorted by geolevel
+    and geounit as :func:`raceeth_counts_from_tidy` sorts them; None when the schema has no Blau
+    groups (:func:`raceeth_fold`)."""
+    fold = raceeth_fold(schema)
+    if fold is None:
+        return None
+    if sp.issparse(counts):
+        groups = (sp.csr_matrix(counts) @ fold).toarray()
+    else:
+        groups = np.asarray(counts) @ fold.toarray()
+    keys = pd.DataFrame(
+        {
+            "geolevel": np.asarray(geolevel, dtype=object).astype(str),
+            "geounit": np.asarray(geounit, dtype=object).astype(str),
+        }
+    )
+    order = np.lexsort((keys["geounit"].to_numpy(), keys["geolevel"].to_numpy()))
+    return _group_frame(keys.iloc[order], groups[order].astype(np.float64), RACEETH_GROUPS)
 
 
 def rank_quintiles(values: ArrayLike, tiebreak: ArrayLike | None = None) -> np.ndarray:
@@ -141,7 +206,21 @@ def raceeth_counts_from_histogram(
 
     The histogram is summed over every other attribute; ``groups`` defaults to the attribute's
     levels (which must number eight for the Blau index of docs/science.md §5, but any count works).
+    On a schema without RACEETH but with HISPANIC and CENRACE (the 2,016-cell one) the eight
+    groups are folded from those (:func:`raceeth_fold`), from the sparse counts.
     """
+    if (
+        attribute == "RACEETH"
+        and attribute not in hist.schema.names
+        and groups is None
+        and (fold := raceeth_fold(hist.schema)) is not None
+    ):
+        per_block = np.asarray((hist.sparse_counts @ fold).toarray(), dtype=np.float64)
+        frames = []
+        for level, units, sums in _level_sums(hist, per_block):
+            keys = pd.DataFrame({"geolevel": level, "geounit": units.astype(str)})
+            frames.append(_group_frame(keys, sums, RACEETH_GROUPS))
+        return pd.concat(frames, ignore_index=True)
     try:
         axis = hist.schema.axis(attribute)
     except KeyError as exc:
@@ -395,17 +474,27 @@ def blau_bias_report(
     estimated_block_totals: ArrayLike,
     *,
     spine_counts: pd.DataFrame | None = None,
+    universe: BlockUniverse | None = None,
 ) -> pd.DataFrame:
     """Blau-quintile bias of a run on its spine levels and on the tabulation geographies.
 
     ``tidy`` is the run's comparison table on its own spine (totals from TOTAL or DETAILED);
     ``spine_counts`` the true race–ethnicity counts of the spine's geounits
-    (:func:`raceeth_counts_from_tidy` of the run's RACEETH query; ``None``: tabulation levels only);
-    ``hist`` the true blocks with their tabulation geography and ``estimated_block_totals`` the
-    run's estimated block totals in ``hist``'s order. See :func:`spine_and_tabulation_blau_bias`.
+    (:func:`raceeth_counts_from_tidy` of the run's RACEETH query, or
+    :func:`raceeth_counts_of_rows`; ``None``: tabulation levels only); ``hist`` the true blocks with
+    their tabulation geography and ``estimated_block_totals`` the run's estimated block totals in
+    ``hist``'s order. ``universe``: the blocks ranked into quintiles at the block level (TDA's:
+    blocks with housing units or GQ, :mod:`engine.metrics.universe`; default every block). See
+    :func:`spine_and_tabulation_blau_bias`.
     """
+    tab_counts = raceeth_counts_from_histogram(hist)
+    if universe is not None:
+        block_ids = hist.geography[hist.levels[-1]].astype(str).to_numpy()
+        tab_counts = universe.restrict(tab_counts, block_ids)
+        if spine_counts is not None:
+            spine_counts = universe.restrict(spine_counts, block_ids)
     spine_blau = blau_table(spine_counts) if spine_counts is not None else None
     spine_bias = blau_quintile_bias(tidy, spine_blau) if spine_blau is not None else None
-    tab_blau = blau_table(raceeth_counts_from_histogram(hist))
+    tab_blau = blau_table(tab_counts)
     tab_bias = _quintile_bias(tabulation_totals(hist, estimated_block_totals), tab_blau)
     return spine_and_tabulation_blau_bias(spine_bias, spine_blau, tab_bias, tab_blau)

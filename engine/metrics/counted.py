@@ -8,7 +8,9 @@ its sorted distinct values and how many residuals take each value (the zero's co
 From it follow, with the same numbers as :func:`engine.metrics.error_tables.mae_table` on the dense
 table (residuals are integers, so every sum is exact):
 
-* MAE (TDA §9) = Σ |r| over the non-zero residuals / number of cells;
+* TDA's absolute error (TDA §9, Tables 9–10) = Σ |r| / number of geounits: per geounit the absolute
+  error summed over the query's cells, averaged over the geounits (``tda_mae``);
+* the per-cell MAE = Σ |r| over the non-zero residuals / number of cells (``mae``);
 * the median absolute error (PF Table 1) from the counts of the distinct |r|;
 * EPL with its bootstrap (PF Methods) by :func:`engine.metrics.epl.epl_details_counted`;
 * the app's whole error table (:func:`counted_error_table`: mean signed error, 95th percentile and
@@ -34,10 +36,14 @@ from engine.core.errors import ValidationError
 
 @dataclass(frozen=True)
 class CountedResiduals:
-    """Residuals as sorted distinct ``values`` (float64) with their multiplicities ``counts``."""
+    """Residuals as sorted distinct ``values`` (float64) with their multiplicities ``counts``.
+
+    ``n_units``: the geounits the residuals belong to (each contributes one residual per query
+    cell), which TDA's per-geounit figure divides by; None when unknown."""
 
     values: np.ndarray
     counts: np.ndarray
+    n_units: int | None = None
 
     @property
     def n(self) -> int:
@@ -48,7 +54,8 @@ class CountedResiduals:
 def counted_residuals(residuals: sp.spmatrix | sp.sparray) -> CountedResiduals:
     """The residual set of every entry of the sparse matrix ``residuals`` (implicit zeros counted).
 
-    The matrix stands for ``rows × columns`` residuals; only its non-zero entries are read.
+    The matrix stands for ``rows × columns`` residuals (rows = geounits, columns = the query's
+    cells); only its non-zero entries are read.
     """
     if not sp.issparse(residuals):
         raise ValidationError(
@@ -66,14 +73,29 @@ def counted_residuals(residuals: sp.spmatrix | sp.sparray) -> CountedResiduals:
         at = int(np.searchsorted(values, 0.0))
         values = np.insert(values, at, 0.0)
         counts = np.insert(counts, at, zeros)
-    return CountedResiduals(values.astype(np.float64), counts.astype(np.float64))
+    return CountedResiduals(
+        values.astype(np.float64), counts.astype(np.float64), n_units=int(coo.shape[0])
+    )
+
+
+def tda_absolute_error(residuals: CountedResiduals) -> float:
+    """TDA's absolute error (TDA §9, Tables 9–10): Σ |r| / geounits (NaN without geounits)."""
+    units = residuals.n_units
+    if not units:
+        return float("nan")
+    return float(np.abs(residuals.values) @ residuals.counts) / units
 
 
 def counted_error_summary(residuals: CountedResiduals) -> dict[str, float | int]:
-    """``n_cells``, ``mae``, ``median_ae`` of one residual set (NaN for an empty set)."""
+    """``n_cells``, ``mae``, ``median_ae`` and ``tda_mae`` of one residual set (NaN when empty)."""
     n = residuals.n
     if n == 0:
-        return {"n_cells": 0, "mae": float("nan"), "median_ae": float("nan")}
+        return {
+            "n_cells": 0,
+            "mae": float("nan"),
+            "median_ae": float("nan"),
+            "tda_mae": float("nan"),
+        }
     magnitude = np.abs(residuals.values)
     mae = float(magnitude @ residuals.counts) / n
     distinct, inverse = np.unique(magnitude, return_inverse=True)
@@ -83,7 +105,7 @@ def counted_error_summary(residuals: CountedResiduals) -> dict[str, float | int]
     lo = distinct[np.searchsorted(ends, (n - 1) // 2, side="right")]
     hi = distinct[np.searchsorted(ends, n // 2, side="right")]
     median = float(lo) if lo == hi else float((lo + hi) / 2.0)
-    return {"n_cells": n, "mae": mae, "median_ae": median}
+    return {"n_cells": n, "mae": mae, "median_ae": median, "tda_mae": tda_absolute_error(residuals)}
 
 
 def counted_error_table(
@@ -91,7 +113,7 @@ def counted_error_table(
 ) -> pd.DataFrame:
     """:func:`engine.metrics.error_tables.mae_table` of counted residual sets, one row per key.
 
-    Columns ``[*by, n_cells, mae, median_ae, mean_error, p95_ae, max_ae]``, keys sorted as the
+    Columns ``[*by, n_cells, mae, median_ae, mean_error, p95_ae, max_ae, tda_mae]``, keys sorted as the
     dense table's sorted groupby sorts them, with the same numbers: residuals are integers, so
     every sum is exact, and the 95th percentile of |r| interpolates linearly between the ranks
     ``⌊0.95(n − 1)⌋`` and the next, as pandas' ``quantile`` does."""
@@ -126,7 +148,7 @@ def counted_error_table(
                 "max_ae": max_ae,
             }
         )
-    columns = [*keys, "n_cells", "mae", "median_ae", "mean_error", "p95_ae", "max_ae"]
+    columns = [*keys, "n_cells", "mae", "median_ae", "mean_error", "p95_ae", "max_ae", "tda_mae"]
     table = pd.DataFrame(rows, columns=columns)
     return table.astype({"n_cells": np.int64})
 

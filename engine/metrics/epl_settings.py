@@ -16,7 +16,7 @@ from engine.core.errors import ValidationError
 from engine.core.numbers import RANGES
 
 BANDWIDTH_FACTOR = 0.1
-"""KDE bandwidth as a multiple of the residuals' sample standard deviation (SPEC §5)."""
+"""KDE bandwidth as a multiple of the residuals' sample standard deviation (docs/science.md §5)."""
 PERCENTILE_RANGE: tuple[float, float] = (
     float(RANGES["epl_percentile"].low or 0),
     float(RANGES["epl_percentile"].high or 100),
@@ -33,7 +33,7 @@ MULTIPLIER_RANGE: tuple[float, float] = (
 class EPLSettings:
     """Density range of the EPL grid: ±``multiplier`` × max(|P(100−p)|, |P(p)|) of the residuals.
 
-    ``percentile`` p must satisfy 50 < p ≤ 100 and ``multiplier`` m 0 < m ≤ 10 (SPEC §5).
+    ``percentile`` p must satisfy 50 < p ≤ 100 and ``multiplier`` m 0 < m ≤ 10 (docs/science.md §5).
     """
 
     percentile: float = 95.0
@@ -102,7 +102,7 @@ PF_PERCENTILE = 95.0
 PF_MULTIPLIER = 1.0
 """Multiplier of every EPL Petti & Flaxman published (``est_range_multiplier=1.0``)."""
 PF_PUBLISHED = EPLSettings(PF_PERCENTILE, PF_MULTIPLIER)
-"""The default: Petti & Flaxman's published settings (SPEC §5)."""
+"""The default: Petti & Flaxman's published settings (docs/science.md §5)."""
 PF_FUNCTION_DEFAULT = EPLSettings(99.0, 1.5)
 """The defaults of PF's function signature (p = 99, m = 1.5); never used for their results."""
 

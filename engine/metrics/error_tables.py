@@ -4,8 +4,11 @@
 Error = estimate − true, per geounit and query cell. This module computes, by any grouping (default
 geolevel × query):
 
-* MAE (TDA §9, SPN §7) and median absolute error (PF Table 1, Fig. 2), with the mean signed error,
-  the 95th percentile and maximum of the absolute error (PF Extended Data);
+* TDA's absolute error (TDA §9, Tables 9–10): per geounit the absolute error summed over the
+  query's cells, averaged over the geounits (``tda_mae``); for TOTAL it equals the per-cell MAE;
+* the per-cell MAE (``mae``: mean over geounit × cell; TDA's figure divided by the query's number of
+  cells) and median absolute error (PF Table 1, Fig. 2), with the mean signed error, the 95th
+  percentile and maximum of the absolute error (PF Extended Data);
 * relative error |estimate − true| / true over cells with a positive true value;
 * the share of cells whose error lies within ±k;
 * the error distribution by size class of the true count, like TDA Tables 11 (counties: 0–1,000,
@@ -108,7 +111,9 @@ def mae_table(
     true_col: str = "true",
     estimate_col: str = "estimate",
 ) -> pd.DataFrame:
-    """Per group: ``n_cells``, ``mae``, ``median_ae``, ``mean_error``, ``p95_ae``, ``max_ae``."""
+    """Per group: ``n_cells``, ``mae`` (per cell), ``median_ae``, ``mean_error``, ``p95_ae``,
+    ``max_ae`` and, when the table has a ``geounit`` column, ``tda_mae`` (TDA's absolute error:
+    Σ over a geounit's cells of |error|, averaged over the group's geounits; TDA §9)."""
     check_tidy(tidy, by=by, true_col=true_col, estimate_col=estimate_col)
     errors = error_table(tidy, true_col=true_col, estimate_col=estimate_col)
     g = _grouped(errors, by)
@@ -122,7 +127,37 @@ def mae_table(
             "max_ae": g["abs_error"].max(),
         }
     )
+    if "geounit" in errors.columns and "geounit" not in by:
+        out["tda_mae"] = _per_geounit_sums(errors, by).reindex(out.index)
     return _finish(out, by)
+
+
+def _per_geounit_sums(errors: pd.DataFrame, by: Sequence[str]) -> pd.Series:
+    """Mean over the geounits of each ``by`` group of Σ |error| over the geounit's cells."""
+    keys = [*by, "geounit"] if by else ["geounit"]
+    sums = errors.groupby(keys, sort=True, observed=True, dropna=False)["abs_error"].sum()
+    if not by:
+        return pd.Series([float(sums.mean())], index=pd.Index(["all"], name="_all"))
+    return sums.groupby(level=list(range(len(by))), sort=True, observed=True, dropna=False).mean()
+
+
+def tda_mae_table(
+    tidy: pd.DataFrame,
+    *,
+    by: Sequence[str] = DEFAULT_BY,
+    true_col: str = "true",
+    estimate_col: str = "estimate",
+) -> pd.DataFrame:
+    """Per group: ``n_geounits`` and ``tda_mae`` — TDA's absolute error (TDA §9, Tables 9–10):
+    per geounit Σ_i |θ̂_i − θ_i| over the query's cells, averaged over the geounits."""
+    check_tidy(tidy, by=[*by, "geounit"], true_col=true_col, estimate_col=estimate_col)
+    errors = error_table(tidy, true_col=true_col, estimate_col=estimate_col)
+    keys = [*by, "geounit"]
+    sums = errors.groupby(keys, sort=True, observed=True, dropna=False)["abs_error"].sum()
+    if not by:
+        return pd.DataFrame({"n_geounits": [int(sums.size)], "tda_mae": [float(sums.mean())]})
+    g = sums.groupby(level=list(range(len(by))), sort=True, observed=True, dropna=False)
+    return pd.DataFrame({"n_geounits": g.size(), "tda_mae": g.mean()}).reset_index()
 
 
 def relative_error_table(

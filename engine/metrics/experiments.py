@@ -191,8 +191,11 @@ class ExperimentResult:
 
 def _across_seeds(table: pd.DataFrame, key: str) -> pd.DataFrame:
     g = table.groupby([key, "geolevel", "query"], sort=True, observed=True)
+    # TDA's absolute error (TDA §9) where the runs' tables have geounits (TopDown)
+    tda = {"tda_mae_mean": ("tda_mae", "mean")} if "tda_mae" in table.columns else {}
     out = g.agg(
         n_seeds=("seed", "nunique"),
+        **tda,
         mae_mean=("mae", "mean"),
         mae_low=("mae", "min"),
         mae_high=("mae", "max"),

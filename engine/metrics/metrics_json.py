@@ -9,7 +9,14 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "rho": float | null,                            # required: total ρ of the run (null if pure DP)
       "seed": int | null,                             # required: RNG seed (null = OS randomness)
       "runtime_s": float,                             # required: engine wall-clock seconds
-      "mae": {"<geolevel>": {"<query>": float}},      # required: mean absolute error (TDA §9)
+      "mae": {"<geolevel>": {"<query>": float}},      # required: mean absolute error PER CELL
+                                                      # (over geounit × cell)
+      "tda_mae": {"<geolevel>": {"<query>": float}},  # optional: TDA's absolute error (TDA §9,
+                                                      # Tables 9–10): per geounit Σ over the
+                                                      # query's cells of |error|, mean over geounits
+      "error_universe": {"level", "universe", "label", "blocks", "blocks_in_data", …},
+                                                      # optional: the blocks the block-level
+                                                      # figures average over (absent: every block)
       "median_ae": {"<geolevel>": {"<query>": float}},# optional: median absolute error (PF)
       "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
@@ -51,6 +58,8 @@ REQUIRED_KEYS: tuple[str, ...] = ("engine", "rho", "seed", "runtime_s", "mae")
 RESERVED_KEYS: tuple[str, ...] = (
     "schema_version",
     *REQUIRED_KEYS,
+    "tda_mae",
+    "error_universe",
     "median_ae",
     "n_cells",
     "epl",
@@ -97,6 +106,8 @@ def build_metrics_json(
     extra: Mapping[str, Any] | None = None,
     rho_spent: float | None = None,
     residuals: Mapping[tuple[str, ...], CountedResiduals] | None = None,
+    error_universe: Mapping[str, Any] | None = None,
+    tda_mae: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of one run.
 
@@ -112,10 +123,17 @@ def build_metrics_json(
     ``rho`` when shares go to invariant queries (TDA §5.2).
 
     ``residuals`` (the sparse path: docs/metrics.md, "Counted residuals") replaces ``tidy`` for
-    ``mae``, ``median_ae``, ``n_cells`` and ``epl``: one
+    ``mae``, ``tda_mae``, ``median_ae``, ``n_cells`` and ``epl``: one
     :class:`~engine.metrics.counted.CountedResiduals` per ``by`` key (zeros counted, not stored),
     with the same numbers as the dense table they stand for (:func:`counted_metric_tables`).
     ``blau`` then needs a ``tidy`` holding the TOTAL rows.
+
+    ``tda_mae`` (TDA's absolute error, summed over a query's cells per geounit) is written when the
+    table has a ``geounit`` column or the residual sets know their geounits; ``error_universe``
+    (:meth:`engine.metrics.universe.BlockUniverse.section`) records which blocks the block-level
+    figures average over — the caller restricts ``tidy``/``residuals`` to it. A given ``tda_mae``
+    section (TDA's figures on the tabulation geographies, :mod:`engine.metrics.tabulation`)
+    replaces the one computed from the table.
     """
     if not isinstance(engine, str) or not engine:
         raise ValidationError(f"engine must be a non-empty name; got {engine!r}")
@@ -144,6 +162,12 @@ def build_metrics_json(
         "mae": nest(errors, keys, "mae"),
         "n_cells": nest(errors, keys, "n_cells"),
     }
+    if tda_mae is not None:
+        payload["tda_mae"] = {str(k): dict(v) for k, v in tda_mae.items()}
+    elif "tda_mae" in errors.columns and errors["tda_mae"].notna().any():
+        payload["tda_mae"] = nest(errors, keys, "tda_mae")
+    if error_universe is not None:
+        payload["error_universe"] = dict(error_universe)
     if median:
         payload["median_ae"] = nest(errors, keys, "median_ae")
     if epl_boot is not None:
@@ -211,7 +235,7 @@ def counted_metric_tables(
         if len(key) != len(keys):
             raise ValidationError(f"residual key {key!r} does not match the columns {keys}")
         rows.append({**dict(zip(keys, key, strict=True)), **counted_error_summary(residuals[key])})
-    errors = pd.DataFrame(rows, columns=[*keys, "n_cells", "mae", "median_ae"])
+    errors = pd.DataFrame(rows, columns=[*keys, "n_cells", "mae", "median_ae", "tda_mae"])
     if epl_boot is None:
         return errors, None
     if epl_rng is None:
@@ -267,9 +291,11 @@ def validate_metrics_json(payload: Mapping[str, Any]) -> None:
         raise ValidationError(f"metrics.json: seed must be an integer or null; got {seed!r}")
     if not isinstance(payload["mae"], Mapping):
         raise ValidationError("metrics.json: mae must map geolevel → query → value")
-    for key in ("mae", "median_ae", "n_cells", "blau_bias"):
+    for key in ("mae", "tda_mae", "median_ae", "n_cells", "blau_bias"):
         if key in payload:
             _check_leaves(payload[key], key, (int, float))
+    if "error_universe" in payload and not isinstance(payload["error_universe"], Mapping):
+        raise ValidationError("metrics.json: error_universe must be an object")
     if "epl" in payload:
         _check_epl(payload["epl"], "epl")
     if "epl_settings" in payload:

@@ -18,7 +18,7 @@ from typing import Any
 from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
-from engine.data.samples import get_sample
+from engine.data.samples import get_sample, list_samples
 from engine.data.validate import DEFAULT_MAX_BYTES
 from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
 
@@ -33,7 +33,6 @@ def resolve_data_dir(data: str | os.PathLike[str]) -> Path:
     text = str(data)
     if path.exists() or "/" in text or os.sep in text:
         reason = "not a folder" if path.exists() else "no such folder"
-        from engine.data.samples import list_samples
 
         names = ", ".join(s.name for s in list_samples() if s.kind == "phsafe")
         raise ValidationError(

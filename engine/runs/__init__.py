@@ -7,9 +7,11 @@ Map (what happens when you press Run or type ``phexplore run``)::
        ▼
     execute (pipeline.py)        with a RunControl (control.py): progress and cancel for every face
        ├─ load                   topdown.load / phsafe.load            (engine.data)
-       ├─ measure                topdown.measure / phsafe.measure_and_estimate
+       ├─ measure                topdown.measure (spine_choice.resolve_spine) /
+       │                         phsafe.measure_and_estimate
        ├─ estimate               units of work on an Executor         (engine.core.executors)
-       ├─ metrics                topdown.metrics (+ spine.spine_sections) /
+       ├─ metrics                topdown_metrics.metrics (+ spine.spine_sections,
+       │                         tabulation.tda_sections) /
        │                         phsafe.error_analysis + phsafe.metrics_payload (engine.metrics)
        ▼
     write (pipeline.py → writers.py)   the run's files; metrics.json records the spec and the noise

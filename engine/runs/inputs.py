@@ -28,13 +28,17 @@ from engine.data.cef_types import CEF_FILE_NAMES
 from engine.data.generated import is_generated_population
 from engine.data.histogram import BlockHistogram
 from engine.data.samples import get_sample, list_samples
-from engine.runs.options import NO_SPECIAL_AREAS, TopDownRunOptions
+from engine.runs.options import NO_SPECIAL_AREAS, PRESET_SPINE, TopDownRunOptions
 from engine.runs.spec import RunSpec
 from engine.topdown.spine.entities import SHIPPED_ENTITY_SAMPLES
+from engine.topdown.spine.options import DATA_PLACES
 
 GENERATED_TOPDOWN_FILES: tuple[str, ...] = ("ppmf.csv", "blocks.csv")
 """What TopDown reads of a generated population folder (:mod:`engine.data.generated`): the
 person records and the block frame (each possibly gzipped)."""
+GENERATED_PLACES_FILE = "places.csv"
+"""The places of a generated population (:mod:`engine.data.places`): read by a run whose spine may
+be built around them (``spine`` = ``preset``, or ``places`` among its entity sources)."""
 
 
 def histogram_sha256(hist: BlockHistogram) -> str:
@@ -81,7 +85,7 @@ def resolve_paths(spec: RunSpec, base: str | Path) -> RunSpec:
     spec = spec.replace(data=dataclasses.replace(data, **changes))
     options = spec.options
     if isinstance(options, TopDownRunOptions):
-        shipped = set(SHIPPED_ENTITY_SAMPLES)
+        shipped = {*SHIPPED_ENTITY_SAMPLES, DATA_PLACES}  # names, not paths
         entities = tuple(_resolve(e, folder, shipped) for e in options.entities)
         special = options.special_areas
         if special is not None:
@@ -115,7 +119,8 @@ def _data_files(spec: RunSpec) -> Iterator[tuple[str, Path]]:
         if Path(data.mapping).is_absolute():
             yield f"mapping/{Path(data.mapping).name}", Path(data.mapping)
     elif path.is_dir() and is_generated_population(path):
-        for base in GENERATED_TOPDOWN_FILES:
+        places = (GENERATED_PLACES_FILE,) if reads_places(spec) else ()
+        for base in (*GENERATED_TOPDOWN_FILES, *places):
             found = compressed_pair(path, base)
             if found is not None:
                 yield f"data/{found.name}", found
@@ -126,12 +131,26 @@ def _data_files(spec: RunSpec) -> Iterator[tuple[str, Path]]:
         yield f"data/{path.name}", path
 
 
+def reads_places(spec: RunSpec) -> bool:
+    """Whether a TopDown run may build its spine around the data's places: ``spine`` = ``preset``
+    (:func:`engine.runs.spine_choice.resolve_spine`) or ``places`` among its entity sources."""
+    options = spec.options
+    if not isinstance(options, TopDownRunOptions):
+        return False
+    return options.spine == PRESET_SPINE or DATA_PLACES in (
+        *options.entities,
+        options.special_areas,
+    )
+
+
 def _sample_folder(name: str, kind: str) -> Path | None:
     """The folder of the shipped sample ``name`` of engine ``kind``, or None."""
     return get_sample(name).path if name in _sample_names(kind) else None
 
 
 def _entity_files(role: str, source: str) -> Iterator[tuple[str, Path]]:
+    if source == DATA_PLACES:  # the data's own places.csv, listed with the data's files
+        return
     if source in SHIPPED_ENTITY_SAMPLES:
         for found in get_sample(SHIPPED_ENTITY_SAMPLES[source]).file_paths():
             yield f"{role}/{found.name}", found

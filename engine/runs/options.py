@@ -13,10 +13,12 @@ metrics.json's ``run.options`` lists every option of the engine with the value u
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.metrics.epl_settings import PF_MULTIPLIER, PF_PERCENTILE
+from engine.metrics.universe_options import ALL, HOUSED, UNIVERSES
 from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
 from engine.runs.typed import (
     FieldError,
@@ -65,6 +67,18 @@ SPINE_OPTION_NAMES: tuple[str, ...] = (
     "tract_groups",
     "bypass",
 )
+PRESET_SPINE = "preset"
+"""``spine`` value meaning "the spine the allocation's preset ran on"
+(:func:`engine.runs.spine_choice.resolve_spine`): ``topdown-2020-production``'s optimized block
+groups around the data's places where the data carry places, else the conventional spine."""
+SPINE_CHOICES: tuple[str, ...] = (PRESET_SPINE, *SPINE_KINDS)
+"""The values of ``spine``: the allocation's own, or a spine named (SPN §1, §4–§6)."""
+LEGACY_OPTIONS: dict[str, Any] = {"spine": "conventional", "error_universe": ALL}
+"""What a run description written before an option existed ran with, for each option whose
+default changes numbers (docs/metrics.md "Replaying older files"): a description without
+``spine`` ran on the conventional spine (the default until ``preset``), one without
+``error_universe`` averaged its block figures over every block. Every description written since
+names both (:meth:`TopDownRunOptions.to_json` writes every option)."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +89,23 @@ class TopDownRunOptions:
     levels present in the data), the spine options (``spine``, ``entities``, ``special_areas``,
     ``fanout_cutoff``, ``tract_groups``, ``bypass``; docs/topdown.md "Spines"),
     ``spread_invariant_share`` (a labelled departure from production, TDA §5.2) and
-    ``noise_method``. Metrics: ``epl_boot``, ``epl_percentile``, ``epl_multiplier``
+    ``noise_method``. ``spine`` defaults to :data:`PRESET_SPINE`, the spine the allocation's preset
+    ran on (production's optimized block groups around the data's places where the data carry
+    them, TDA Table 6 note, §8.2; else conventional); the other spine options add to it.
+    ``entities`` and ``special_areas`` name entity sources: a shipped sample
+    (``providence-wards``), :data:`DATA_PLACES` (the data's places) or a block → entity CSV.
+    Metrics: ``error_universe`` (the blocks the block-level figures average over: ``housed``, TDA's
+    blocks with housing units or GQ where the data carry a unit frame, or ``all``;
+    :mod:`engine.metrics.universe`), ``epl_boot``, ``epl_percentile``, ``epl_multiplier``
     (docs/science.md §5). Outputs (no number depends on them): ``microdata``, ``measurements``,
     ``output_format`` (``auto``/``csv``/``parquet``), ``estimates`` (``auto``/``dense``/``sparse``).
+
+    A description read from a file without ``spine`` or ``error_universe`` gets the value that
+    version ran with (:data:`LEGACY_OPTIONS`), not today's default: an old file replays as it ran.
     """
 
     levels: tuple[str, ...] | None = typed(optional(names), None)
-    spine: str = typed(choice(*SPINE_KINDS), "conventional")
+    spine: str = typed(choice(*SPINE_CHOICES), PRESET_SPINE)
     entities: tuple[str, ...] = typed(names, ())
     special_areas: str | None = typed(optional(text), None)
     fanout_cutoff: float | None = typed(optional(real("fanout")), None)
@@ -89,6 +113,7 @@ class TopDownRunOptions:
     bypass: bool | None = typed(optional(flag), None)
     spread_invariant_share: bool = typed(flag, False)
     noise_method: str = typed(choice(*NOISE_METHODS), "fast")
+    error_universe: str = typed(choice(*UNIVERSES), HOUSED)
     epl_boot: int = typed(whole("n_boot"), EPL_BOOT)
     epl_percentile: float = typed(real("epl_percentile"), PF_PERCENTILE)
     epl_multiplier: float = typed(real("epl_multiplier"), PF_MULTIPLIER)
@@ -112,9 +137,11 @@ class TopDownRunOptions:
 
     @property
     def spine_given(self) -> bool:
-        """True when any spine option is set: the run builds an SPN spine and reports entities."""
+        """True when a spine option names more than a default: a spine kind other than the
+        allocation's own or the conventional one, entities, special areas or a spine setting (the
+        run builds an SPN spine and reports entities)."""
         return bool(
-            self.spine != "conventional"
+            self.spine not in (PRESET_SPINE, "conventional")
             or self.entities
             or self.special_areas is not None
             or self.tract_groups
@@ -129,7 +156,10 @@ class TopDownRunOptions:
 
     @classmethod
     def from_json(cls, raw: Any, where: str = "options") -> TopDownRunOptions:
-        """The options of a run description's ``options`` object (unknown keys refused)."""
+        """The options of a run description's ``options`` object (unknown keys refused); an
+        option of :data:`LEGACY_OPTIONS` the object lacks gets the value its version ran with."""
+        if isinstance(raw, Mapping):
+            raw = {**{k: v for k, v in LEGACY_OPTIONS.items() if k not in raw}, **raw}
         return record_from_json(cls, raw, where)
 
     def to_json(self) -> dict[str, Any]:

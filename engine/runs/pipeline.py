@@ -59,8 +59,9 @@ class RunOutput:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     data: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
-    """Engine-specific leftovers a face may show (TopDown's spine sections; PHSafe's error
-    analysis, :class:`engine.runs.phsafe.PHSafeErrorAnalysis`, under ``"errors"``)."""
+    """Engine-specific leftovers a face may show (TopDown's spine sections and error universe,
+    :class:`engine.metrics.universe.BlockUniverse`, under ``"universe"``; PHSafe's error analysis,
+    :class:`engine.runs.phsafe.PHSafeErrorAnalysis`, under ``"errors"``)."""
 
     @property
     def runtime_s(self) -> float:
@@ -176,6 +177,7 @@ def _topdown(
             "spine_sections": computed.spine_sections,
             "queries": queries,
             "queries_left_out": list(computed.queries_left_out),
+            "universe": computed.universe,
         },
     )
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from engine.core.errors import ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.metrics.spine import spine_mae
+from engine.metrics.universe import BlockUniverse
 from engine.topdown.result import TopDownResult
 from engine.topdown.spine.build import BuiltSpine
 from engine.topdown.spine.entities import EntitySet
@@ -30,11 +33,14 @@ def spine_report(
     hist: BlockHistogram,
     entity_sets: Sequence[EntitySet],
     built: BuiltSpine | None = None,
+    universe: BlockUniverse | None = None,
 ) -> dict[str, Any]:
     """``conventional_mae``, ``entity_mae`` and ``osed`` of a run (metrics.json sections).
 
     The OSEDs are computed on the tree the run measured on (``result.tree``, after any bypass;
-    ``built``, when given, must be that tree's spine).
+    ``built``, when given, must be that tree's spine). The block row of ``conventional_mae``
+    averages over the blocks of ``universe`` (default every block; a geounit above the block, or
+    an entity, sums all its blocks — the others have error 0).
     """
     if built is not None and built.tree is not result.tree:
         raise ValidationError("the result was not produced on this spine")
@@ -48,14 +54,24 @@ def spine_report(
         conventional.names[level]: (conventional.codes[level], conventional.n_units(level))
         for level in range(1, conventional.n_levels)
     }
+    if universe is not None and universe.inside is not None and universe.level in levels:
+        inside = universe.inside
+        codes = np.full(inside.size, -1, dtype=np.int64)
+        codes[inside] = np.arange(int(inside.sum()))
+        levels[universe.level] = (codes, int(inside.sum()))
     groupings = {s.name: (s.codes, s.n_entities) for s in entity_sets}
     sections = spine_mae(levels, groupings, truth, estimated)
     sections["osed"] = {s.name: mean_osed(used, s.membership()) for s in entity_sets}
     return sections
 
 
-def spine_sections(plan: SpinePlan, result: TopDownResult, hist: BlockHistogram) -> dict[str, Any]:
+def spine_sections(
+    plan: SpinePlan,
+    result: TopDownResult,
+    hist: BlockHistogram,
+    universe: BlockUniverse | None = None,
+) -> dict[str, Any]:
     """The metrics.json sections ``conventional_mae``, ``entity_mae``, ``osed`` and ``spine``."""
-    sections = spine_report(result, hist, plan.entity_sets, plan.built)
+    sections = spine_report(result, hist, plan.entity_sets, plan.built, universe)
     sections["spine"] = plan.summary()
     return sections

@@ -2,8 +2,9 @@
 
 * :func:`load` — the block histogram of ``spec.data`` (a sample, a file or folder, with an
   optional block filter), or the histogram the caller already holds (the app's cache, uploads).
-* :func:`measure` — the spine (conventional, or the SPN spine of the spine options), per-node
-  budgets, true answers and the noisy measurements (:func:`engine.topdown.plan.plan_run`,
+* :func:`measure` — the spine (the allocation's own, the conventional one, or the SPN spine of
+  the spine options: :func:`engine.runs.spine_choice.resolve_spine`), per-node budgets, true
+  answers and the noisy measurements (:func:`engine.topdown.plan.plan_run`,
   :func:`engine.topdown.measurement.measure_plan`).
 * :func:`estimate` — top-down least squares and rounding, batches of families handed to the
   run's executor (:func:`engine.topdown.estimation.estimate`).
@@ -14,6 +15,7 @@ option is read from the spec's typed :class:`~engine.runs.options.TopDownRunOpti
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +32,9 @@ from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import spread_invariant_share
 from engine.runs.control import RunControl
 from engine.runs.data_source import BlockFilter
-from engine.runs.options import TopDownRunOptions
+from engine.runs.options import PRESET_SPINE, TopDownRunOptions
 from engine.runs.spec import RunSpec, thaw
+from engine.runs.spine_choice import SpineChoice, resolve_spine
 from engine.spark.histograms import spark_truth, truth_of_cells
 from engine.spark.persons import SPARK_CELLS, block_node_cells, read_person_records
 from engine.topdown.estimation import estimate as estimate_families
@@ -154,12 +157,18 @@ class Measured:
     seconds: float
     allocation: TopDownAllocation
     """The allocation measured with (the spec's, or its spread form)."""
+    spine: SpineChoice | None = None
+    """The spine the run measured on and why (metrics.json ``spine_used``)."""
 
 
 def spine_plan_of(
     options: TopDownRunOptions, hist: BlockHistogram, allocation: TopDownAllocation
 ) -> SpinePlan:
-    """The spine the options name, built on ``hist`` (:func:`engine.topdown.spine.plan.plan_spine`)."""
+    """The spine the options name, built on ``hist`` (:func:`engine.topdown.spine.plan.plan_spine`);
+    ``spine`` = ``preset`` is resolved first (:func:`engine.runs.spine_choice.resolve_spine`)."""
+    if options.spine == PRESET_SPINE:
+        chosen = resolve_spine(options, allocation, hist).build
+        options = chosen or dataclasses.replace(options, spine="conventional")
     cutoff = options.fanout_cutoff
     return plan_spine(
         hist,
@@ -187,9 +196,10 @@ def measure(
     engine_options = TopDownOptions(noise_method=options.noise_method)
     kwargs: dict[str, Any] = {"options": engine_options}
     spine_plan = None
-    if options.spine_given:
+    spine = resolve_spine(options, allocation, hist)  # the run's spine, else the preset's
+    if spine.build is not None:
         control.progress("Building the spine", 0.0)
-        spine_plan = spine_plan_of(options, hist, allocation)
+        spine_plan = spine_plan_of(spine.build, hist, allocation)
         kwargs = spine_plan.run_kwargs(allocation, engine_options)
     elif options.levels:
         kwargs["tree"] = GeoTree.from_histogram(hist, list(options.levels))
@@ -200,7 +210,9 @@ def measure(
     truth = true_histograms(plan, hist, on_executors)
     measured = measure_plan(plan, truth, spec.seed)
     control.progress("Measured noisy query answers", 0.02)
-    return Measured(plan, truth, measured, spine_plan, time.perf_counter() - started, allocation)
+    return Measured(
+        plan, truth, measured, spine_plan, time.perf_counter() - started, allocation, spine
+    )
 
 
 def true_histograms(plan: TopDownPlan, hist: BlockHistogram, spark: Executor | None) -> Any:

@@ -2,12 +2,15 @@
 §7; TDA Table 13; PF Methods).
 
 Computed here, never in the engine, from the run's sparse histograms: the residuals (estimates −
-truth) of every geolevel × query (:func:`sparse_residuals`; zeros counted, not stored), from which
-:func:`metrics` builds metrics.json (:func:`metrics_payload`: MAE, median AE, EPL with its
-bootstrap interval, Blau-quintile bias, the predicted-vs-measured RMSE of a conventional spine, the
-spine sections of an SPN spine, the schema note, the held-exact shares) and, for the app, the MAE,
-Blau-bias, EPL and prediction tables. Options come from the spec's typed
-:class:`~engine.runs.options.TopDownRunOptions` (EPL resamples and settings).
+truth) of every geolevel × query (:func:`sparse_residuals`; zeros counted, not stored; at the block
+level only the blocks of the run's error universe, :mod:`engine.metrics.universe`), from which
+:func:`metrics` builds metrics.json (:func:`metrics_payload`: TDA's absolute error on the
+tabulation geographies and by size class (TDA Tables 9–12, :mod:`engine.runs.tabulation`), the
+per-cell MAE, median AE, EPL with its bootstrap interval, Blau-quintile bias, the
+predicted-vs-measured RMSE of a conventional spine, the spine sections of an SPN spine, the spine
+used and why, the schema note, the held-exact shares) and, for the app, the MAE, Blau-bias, EPL and
+prediction tables. Options come from the spec's typed
+:class:`~engine.runs.options.TopDownRunOptions` (error universe, EPL resamples and settings).
 """
 
 from __future__ import annotations
@@ -23,22 +26,19 @@ from engine.core.errors import PHExploreError, ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import budget_use
-from engine.metrics.blau import (
-    RACEETH_GROUPS,
-    blau_bias_report,
-    blau_table,
-    raceeth_counts_from_tidy,
-)
+from engine.metrics.blau import blau_bias_report, blau_table, raceeth_counts_of_rows
 from engine.metrics.counted import counted_error_table, counted_residuals, counted_rmse_table
 from engine.metrics.epl_settings import EPLSettings
 from engine.metrics.metrics_json import build_metrics_json, counted_metric_tables
 from engine.metrics.prediction import entity_prediction_table, prediction_of_measured
+from engine.metrics.universe import BlockUniverse, block_universe
 from engine.prediction import RUN_TABLE_MAX_UNITS
 from engine.runs.dense_rows import chosen_queries
 from engine.runs.options import EPL_BOOT, noise_record
 from engine.runs.schema_note import schema_note_section
 from engine.runs.spec import RunSpec
 from engine.runs.spine import spine_sections as spine_metrics
+from engine.runs.tabulation import tda_sections
 from engine.runs.topdown import Measured, n_states, options_of
 from engine.topdown.export import answer_matrix
 from engine.topdown.profile import leaf_membership, tree_profile
@@ -74,25 +74,30 @@ def epl_settings_of(spec: RunSpec) -> EPLSettings:
 
 
 def blau_bias_of(
-    result: TopDownResult, tidy: pd.DataFrame, hist: BlockHistogram | None
+    result: TopDownResult,
+    tidy: pd.DataFrame,
+    hist: BlockHistogram | None,
+    universe: BlockUniverse | None = None,
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """``(blau table, blau_bias report)`` of a run whose schema has the eight RACEETH groups.
+    """``(blau table, blau_bias report)`` of a run whose schema has the eight Blau groups
+    (RACEETH, or HISPANIC × CENRACE folded: :func:`engine.metrics.blau.raceeth_fold`).
 
     With ``hist`` (the true blocks and their tabulation geography) the report covers the spine's
     levels and the tabulation geographies summed from the estimated blocks (block groups, tracts…)
-    whatever the spine (:func:`engine.metrics.blau.blau_bias_report`, TDA Table 13); without it,
-    the Blau table of the spine's levels. ``(None, None)`` for other schemas.
+    whatever the spine, blocks ranked within ``universe`` (default every block;
+    :func:`engine.metrics.blau.blau_bias_report`, TDA Table 13); without it, the Blau table of the
+    spine's levels. ``(None, None)`` for other schemas.
     """
-    if "RACEETH" not in result.schema.names:
+    tree = result.tree
+    counts = raceeth_counts_of_rows(
+        tree.level_names, tree.node_id, result.truth_sparse, result.schema
+    )
+    if counts is None:
         return None, None
-    attribute = result.schema.attributes[result.schema.axis("RACEETH")]
-    if tuple(attribute.levels) != tuple(RACEETH_GROUPS):
-        return None, None
-    counts = raceeth_counts_from_tidy(result.to_tidy(("RACEETH",)))
     if hist is None:
         return blau_table(counts), None
-    estimated = result.block_histogram().sum(axis=1)
-    return None, blau_bias_report(tidy, hist, estimated, spine_counts=counts)
+    estimated = np.asarray(result.block_histogram_sparse().sum(axis=1)).reshape(-1)
+    return None, blau_bias_report(tidy, hist, estimated, spine_counts=counts, universe=universe)
 
 
 def metrics_payload(
@@ -105,11 +110,18 @@ def metrics_payload(
     epl_settings: EPLSettings | None = None,
     hist: BlockHistogram | None = None,
     residuals: Mapping[tuple[str, str], Any] | None = None,
+    universe: BlockUniverse | None = None,
+    tda_mae: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metrics.json dictionary of a run (schema in :mod:`engine.metrics.metrics_json`).
 
     ``residuals`` (:func:`sparse_residuals`): the counted residuals of every geolevel × query,
-    used instead of a tidy table (the sparse path; the same numbers, no dense table built).
+    used instead of a tidy table (the sparse path; the same numbers, no dense table built), already
+    restricted to ``universe`` (:class:`engine.metrics.universe.BlockUniverse`: the blocks the
+    block-level figures average over; default every block, as before the universe was recorded —
+    :func:`metrics` passes the run's). ``tda_mae``: the section on the tabulation geographies
+    (:func:`engine.runs.tabulation.tda_sections`; default: from the residuals of the spine's
+    levels).
 
     ``extra_sections`` (e.g. the spine metrics of :mod:`engine.topdown.spine`) are added as
     top-level keys; ``epl_settings`` (default PF's published p = 95, m = 1.0) are recorded as
@@ -133,9 +145,11 @@ def metrics_payload(
         extra["epsilon_spent"] = result.rho_spent
     if residuals is None:
         tidy = result.to_tidy() if tidy is None else tidy
-        blau, blau_bias = blau_bias_of(result, tidy, hist)
+        if universe is not None and hist is not None:
+            tidy = universe.restrict(tidy, hist.geography[hist.levels[-1]].to_numpy())
+        blau, blau_bias = blau_bias_of(result, tidy, hist, universe)
     else:
-        blau, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
+        blau, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist, universe)
     return build_metrics_json(
         engine="topdown",
         tidy=tidy,
@@ -150,11 +164,15 @@ def metrics_payload(
         blau=blau,
         blau_bias=blau_bias,
         extra=extra,
+        error_universe=None if universe is None else universe.section(),
+        tda_mae=tda_mae,
     )
 
 
 def sparse_residuals(
-    result: TopDownResult, queries: Sequence[str] | None = None
+    result: TopDownResult,
+    queries: Sequence[str] | None = None,
+    universe: BlockUniverse | None = None,
 ) -> dict[tuple[str, str], Any]:
     """``{(geolevel, query): CountedResiduals}`` of the run, from its sparse histograms.
 
@@ -162,7 +180,8 @@ def sparse_residuals(
     ``(estimates − truth) @ A`` (``A`` maps each histogram cell to its answer cell), so only
     the cells where the true or the estimated answer is non-zero are ever held; the zeros of
     each geolevel are counted (:func:`engine.metrics.counted.counted_residuals`). The same
-    residuals as the rows of :meth:`TopDownResult.to_tidy`, grouped by geolevel and query.
+    residuals as the rows of :meth:`TopDownResult.to_tidy`, grouped by geolevel and query; at the
+    block level only the blocks of ``universe`` (None: every block).
     """
     names = result.query_names if queries is None else tuple(queries)
     difference = (result.estimates_sparse - result.truth_sparse).tocsr()
@@ -172,8 +191,10 @@ def sparse_residuals(
         group = query_group(result.schema, name)
         answers = (difference @ answer_matrix(group)).tocsr()
         for level in tree.levels:
-            rows = answers[tree.nodes_at_level(level)]
-            out[(str(level), str(name))] = counted_residuals(rows)
+            nodes = tree.nodes_at_level(level)
+            if universe is not None:
+                nodes = universe.level_nodes(str(level), nodes, tree.block_node)
+            out[(str(level), str(name))] = counted_residuals(answers[nodes])
     return out
 
 
@@ -200,6 +221,9 @@ class TopDownMetrics:
     spine_sections: dict[str, Any] | None
     queries_left_out: tuple[str, ...] = ()
     """Queries of the metrics left out of ``tidy`` (over the app's row limit)."""
+    universe: BlockUniverse | None = None
+    """The blocks of the block-level figures (``tidy`` keeps every block; its block rows outside
+    the universe are left out of the figures)."""
 
 
 def metrics(
@@ -226,28 +250,37 @@ def metrics(
     rows fit in ``max_tidy_rows`` (all when None; :func:`engine.runs.dense_rows.chosen_queries`, the
     rule of run folders opened in the app), the others listed in ``queries_left_out``.
 
+    The block-level figures average over the blocks of the options' ``error_universe``
+    (:func:`engine.metrics.universe.block_universe`); TDA's figures on the tabulation geographies
+    (``tda_mae``, ``tda_size_classes``) come from :func:`engine.runs.tabulation.tda_sections`.
+
     ``progress(stage, fraction)`` hears each step as it starts (residuals, the dense table, the
     tables, the prediction, metrics.json).
     """
     report = progress or (lambda stage, fraction: None)
     report("Metrics: residuals of every geolevel × query", 0.0)
-    residuals = sparse_residuals(result, queries)
+    options = options_of(spec)
+    universe = block_universe(hist, options.error_universe)
+    residuals = sparse_residuals(result, queries, universe)
+    tda = tda_sections(result, hist, residuals, universe, queries)
     tidy = None
     left_out: list[str] = []
     if tables:
         report("Metrics: the comparison table", 0.1)
         kept, left_out = tidy_queries(result, queries, max_tidy_rows)
         tidy = result.to_tidy(kept)
-    options = options_of(spec)
     spine_sections = None
     if measured.spine_plan is not None:
-        spine_sections = spine_metrics(measured.spine_plan, result, hist)
+        spine_sections = spine_metrics(measured.spine_plan, result, hist, universe)
     sections: dict[str, Any] = dict(extra or {})
     if spine_sections is not None:
         sections.update(spine_sections)
     schema_note = schema_note_section(hist.schema.name, measured.allocation)
     if schema_note:
         sections["schema_note"] = schema_note
+    sections.update({k: v for k, v in tda.items() if k != "tda_mae"})
+    if measured.spine is not None:
+        sections["spine_used"] = measured.spine.section()
     sections["spread_invariant_share"] = options.spread_invariant_share
     use = budget_use(measured.allocation, n_states(hist))
     sections["held_exact"] = [f"{level} {query}" for level, query in use.held]
@@ -257,20 +290,23 @@ def metrics(
     if tables:
         report("Metrics: MAE, Blau-quintile bias, EPL with bootstrap intervals", 0.3)
         out["mae"] = _as_tidy_levels(counted_error_table(residuals, ("geolevel", "query")), result)
-        _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist)
+        _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist, universe)
         if blau_bias is not None:
             out["blau_bias"] = blau_bias
         out["epl"] = counted_epl_table(residuals, epl_boot, spec.seed, settings)
-        conventional = options.spine == "conventional"
-        if (
-            measured.spine_plan is None or conventional
-        ):  # the prediction's spine (docs/science.md §7)
+        # the prediction's spine is the conventional one (docs/science.md §7)
+        conventional = measured.spine is None or measured.spine.kind == "conventional"
+        if measured.spine_plan is None or conventional:
             report("Metrics: predicted vs measured RMSE of the published counts", 0.55)
+            # the prediction covers every block of the spine: measured over every block too
+            every_block = (
+                residuals if universe.inside is None else sparse_residuals(result, queries)
+            )
             predicted = _prediction(
                 result,
                 hist,
                 measured.allocation,
-                _as_tidy_levels(counted_rmse_table(residuals), result),
+                _as_tidy_levels(counted_rmse_table(every_block), result),
             )
             if predicted is not None:
                 out["prediction"] = predicted
@@ -292,8 +328,10 @@ def metrics(
         epl_settings=settings,
         hist=hist,
         residuals=residuals,
+        universe=universe,
+        tda_mae=tda["tda_mae"],
     )
-    return TopDownMetrics(payload, tidy, out, spine_sections, tuple(left_out))
+    return TopDownMetrics(payload, tidy, out, spine_sections, tuple(left_out), universe)
 
 
 class DenseRowsExceeded(ValidationError):

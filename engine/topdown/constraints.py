@@ -4,10 +4,12 @@
 Production TopDown held, for every block, bounds on the person counts by HHGQ derived from the
 invariant unit frame: a block with no housing unit and no group-quarters (GQ) facility has 0 persons
 in every cell (a structural zero), a GQ type without a facility in the block holds 0 persons, each
-GQ facility holds at least one person (a lower bound per GQ type), and each occupied housing unit
-holds at least its householder (a lower bound on the household population). The right-hand sides
-are summed up the tree, so every parent→children problem stays feasible when the parent meets its
-own bounds (docs/science.md §4).
+GQ facility holds at least one person (a lower bound per GQ type). PHExplore also holds each
+occupied housing unit to at least its householder (a lower bound on the household population): that
+is the 2018 End-to-End test's rule (PF), not production's — occupancy was not invariant in 2020, so
+production set the household lower bound to 0 (TDA §5.3; docs/science.md §6 and its "Corrections",
+item 2). The right-hand sides are summed up the tree, so every parent→children problem stays
+feasible when the parent meets its own bounds (docs/science.md §4).
 
 :func:`block_bounds` derives these bounds from whatever the data carry:
 

@@ -20,7 +20,7 @@ from phexplore.app import state as S
 
 
 def epl_section(record: R.RunRecord) -> None:
-    tidy = record.tidy
+    tidy = R.universe_tidy(record)
     c1, c2 = st.columns(2)
     levels = list(dict.fromkeys(tidy["geolevel"]))
     default_level = most_residuals(record.tidy)
@@ -50,6 +50,8 @@ def epl_section(record: R.RunRecord) -> None:
         float(settings["multiplier"]),
     )
     st.caption(f"EPL density range: {settings['label']} (set on the Run page).")
+    if geolevel == str((record.metrics or {}).get("error_universe", {}).get("level", "Block")):
+        st.caption(R.universe_caption(record))
     m = st.columns(3)
     m[0].metric(
         "EPL",

@@ -1,10 +1,12 @@
-"""The Results page's tables of a TopDown run: MAE by geolevel × query, predicted vs measured, Blau bias.
+"""The Results page's tables of a TopDown run: absolute error (TDA's and per cell) by geolevel ×
+query, TDA Tables 9–12 beside it, predicted vs measured, Blau bias.
 
 TDA's error definitions (docs/science.md §5) as recorded in the run's metrics; tables download as CSV.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -13,11 +15,7 @@ from phexplore import api as R
 from phexplore.app.naming import display_frame
 
 
-def mae_section(record: R.RunRecord) -> None:
-    mae = record.tables["mae"]
-    order = list(dict.fromkeys(record.tidy["geolevel"]))
-    pivot = mae.pivot_table(index="geolevel", columns="query", values="mae", sort=False)
-    pivot = pivot.reindex([lv for lv in order if lv in pivot.index])
+def _heatmap(pivot: pd.DataFrame, colour_title: str, title: str) -> go.Figure:
     fig = go.Figure(
         go.Heatmap(
             z=pivot.to_numpy(float),
@@ -26,23 +24,102 @@ def mae_section(record: R.RunRecord) -> None:
             text=[[f"{v:,.2f}" for v in row] for row in pivot.to_numpy(float)],
             texttemplate="%{text}",
             colorscale="Blues",
-            colorbar={"title": {"text": "MAE (persons)"}},
+            colorbar={"title": {"text": colour_title}},
         )
     )
     fig.update_yaxes(autorange="reversed", title="Geolevel")
     fig.update_xaxes(title="Query group")
-    fig.update_layout(
-        title=f"{record.scenario}: mean absolute error by geolevel × query (run #{record.id})",
-        **LAYOUT,
+    fig.update_layout(title=title, **LAYOUT)
+    return fig
+
+
+def _ordered(pivot: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    known = [lv for lv in order if lv in pivot.index]
+    return pivot.reindex(known + [lv for lv in pivot.index if lv not in known])
+
+
+def mae_section(record: R.RunRecord) -> None:
+    """TDA's absolute error first (Tables 9–10), TDA's tables beside it, then the per-cell MAE."""
+    view = R.tda_view(record.metrics or {})
+    order = list(dict.fromkeys([*(record.settings.get("levels") or []), *record.tidy["geolevel"]]))
+    st.subheader("Absolute error, TDA's definition")
+    st.caption(R.TDA_DEFINITION + " " + view.note + ".")
+    st.caption(R.universe_caption(record))
+    if not view.tda_mae.empty:
+        pivot = view.tda_mae.pivot_table(
+            index="geolevel", columns="query", values="tda_mae", sort=False
+        )
+        chart(
+            _heatmap(
+                _ordered(pivot, order),
+                "Absolute error (persons)",
+                f"{record.scenario}: absolute error per geounit (summed over a query's cells; "
+                f"TDA Tables 9–10) by geolevel × query (run #{record.id})",
+            ),
+            f"run{record.id}_tda_mae",
+        )
+        st.dataframe(display_frame(view.tda_mae), hide_index=True, width="stretch")
+        csv_download(view.tda_mae, f"run{record.id}_tda_mae", f"tda_{record.id}")
+    _tda_reference_section(record, view)
+    mae = record.tables["mae"]
+    st.subheader("Per-cell error")
+    st.caption(R.PER_CELL_DEFINITION)
+    pivot = mae.pivot_table(index="geolevel", columns="query", values="mae", sort=False)
+    chart(
+        _heatmap(
+            _ordered(pivot, order),
+            "MAE per cell (persons)",
+            f"{record.scenario}: mean absolute error PER CELL by geolevel × query "
+            f"(run #{record.id})",
+        ),
+        f"run{record.id}_mae",
     )
-    chart(fig, f"run{record.id}_mae")
     st.dataframe(display_frame(mae), hide_index=True, width="stretch")
     csv_download(mae, f"run{record.id}_mae", f"mae_{record.id}")
     prediction_section(record)
 
 
+def _tda_reference_section(record: R.RunRecord, view: R.TDAView) -> None:
+    """TDA Tables 9–12 beside the run, for production's persons allocation only."""
+    st.subheader("Beside TDA's published tables (production settings, 2010 CEF)")
+    if not view.comparable:
+        st.caption(f"TDA Tables 9–12 are not drawn beside this run: {view.why}.")
+        return
+    comparison = view.comparison
+    if comparison.empty:
+        st.caption("This run has none of the levels and queries of TDA Tables 9–10.")
+        return
+    fig = go.Figure()
+    x = comparison["query"] + " · " + comparison["geolevel"]
+    fig.add_trace(go.Bar(x=x, y=comparison["this_run"], name=f"this run (#{record.id})"))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=comparison["tda"],
+            name="TDA published (baseline1)",
+            marker={"color": "#969696"},
+        )
+    )
+    fig.update_xaxes(title="Query group · geolevel")
+    fig.update_layout(
+        title=f"{record.scenario}: absolute error per geounit, this run vs TDA Tables 9–10 "
+        f"(run #{record.id})",
+        barmode="group",
+        yaxis={"title": "Absolute error (persons; log scale)", "type": "log"},
+        **LAYOUT,
+    )
+    chart(fig, f"run{record.id}_tda_reference")
+    st.caption(view.caption)
+    st.dataframe(display_frame(comparison), hide_index=True, width="stretch")
+    csv_download(comparison, f"run{record.id}_vs_tda", f"vs_tda_{record.id}")
+    if not view.size_classes.empty:
+        st.markdown("**TOTAL error by size class of the true count (TDA Tables 11–12)**")
+        st.dataframe(display_frame(view.size_classes), hide_index=True, width="stretch")
+
+
 def prediction_section(record: R.RunRecord) -> None:
-    """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the measured one."""
+    """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the
+    measured one."""
     pred = record.tables.get("prediction")
     st.subheader("Predicted vs measured RMSE of the published counts")
     if pred is None or pred.empty:

@@ -1,4 +1,5 @@
-"""Run options shared by both engines' forms: seed, noise sampler, backend and EPL settings."""
+"""Run options of the engines' forms: seed, noise sampler, backend, EPL settings and (TopDown) the
+error universe of the block figures."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def epl_options() -> None:
             key="run_td_epl_m",
             help="Multiplier of the density range (PF's published setting: 1.0).",
         )
+
+
+def universe_choice(key: str) -> None:
+    """TopDown: the blocks the block-level figures average over (the run option
+    ``error_universe``; default TDA's, the blocks with housing units or group quarters)."""
+    st.radio(
+        "Block figures average over",
+        list(R.ERROR_UNIVERSES),
+        format_func=R.ERROR_UNIVERSES.get,
+        key=key,
+        help=R.ERROR_UNIVERSE_HELP,
+    )

@@ -1,4 +1,5 @@
-"""Budget column of the TopDown run form: allocation, total, seed, workers, spine entities."""
+"""Budget column of the TopDown run form: allocation, total, seed, workers, error universe, spine
+entities."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
+from pages.run_parts.run_options import backend_choice, noise_choice, seed_input, universe_choice
+from phexplore import api as R
 from phexplore.api.budgets import (
     Origin,
     PHExploreError,
@@ -55,6 +57,7 @@ class TopDownBudget:
     noise_method: str = "fast"
     preset: str | None = None
     """The preset the origin is compared with (the planner's last loaded one, or the choice)."""
+    error_universe: str = "housed"
 
 
 def topdown_budget(data: TopDownData) -> TopDownBudget | None:
@@ -147,31 +150,45 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
+    universe_choice("run_td_universe")
     backend_choice("run_td_backend")
-    st.caption(f"Spine: **{S.SPINES[s[S.SPINE]]}** (change it on the TopDown planner).")
+    chosen = s[S.SPINE]
+    spine_text = (
+        R.spine_label(chosen, allocation, data.hist, data.level, data.units)
+        if chosen == R.PRESET_SPINE
+        else S.SPINES[chosen]
+    )
+    st.caption(f"Spine: **{spine_text}** (change it on the TopDown planner).")
     if s[S.SPREAD_INVARIANT]:
         st.caption(
             "Held-exact shares **spread over each level's other queries — a departure from "
             "production** (change it on the TopDown planner)."
         )
-    entity = ENTITY_SAMPLE.get(sample or "")
-    needs_entities = s[S.SPINE] != "conventional"
+    places = R.data_has_places(data.hist)
+    entity = ENTITY_SAMPLE.get(sample or "") or ("places" if places else None)
+    needs_entities = s[S.SPINE] in ("aian", "optimized")
     if needs_entities and not entity:
         st.warning(
-            "The AIAN-style and optimized spines are built around entity areas; the shipped "
-            "ones (Providence wards) exist for the ri2010 sample only."
+            "The AIAN-style and optimized spines are built around entity areas: the shipped "
+            "Providence wards (ri2010 sample) or the places of a generated population."
         )
     if needs_entities and entity:
         s["run_td_entities"] = True
     elif "run_td_entities" not in s:
         s["run_td_entities"] = False
     use_entities = bool(entity) and st.checkbox(
-        "Report off-spine MAE for Providence city and its wards",
+        "Report off-spine MAE for the data's places"
+        if entity == "places"
+        else "Report off-spine MAE for Providence city and its wards",
         key="run_td_entities",
         disabled=needs_entities,
-        help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. The "
-        "subset must contain Providence blocks: County 44007, or some of its tracts "
-        "(a few tracts run in seconds).",
+        help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. "
+        + (
+            "The places come with the generated population (places.csv)."
+            if entity == "places"
+            else "The subset must contain Providence blocks: County 44007, or some of its "
+            "tracts (a few tracts run in seconds)."
+        ),
     )
     special = None
     if entity and s[S.SPINE] in ("aian", "optimized"):
@@ -179,7 +196,9 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         if is_aian or "run_td_branch" not in s:
             s["run_td_branch"] = is_aian
         branch = st.checkbox(
-            "AIAN-style branch around the city of Providence",
+            "AIAN-style branch around the data's places"
+            if entity == "places"
+            else "AIAN-style branch around the city of Providence",
             key="run_td_branch",
             disabled=is_aian,
             help="Split the state into the part inside and outside these special areas (SPN §1, "
@@ -201,4 +220,5 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         mismatch=mismatch,
         noise_method=str(s["run_td_noise"]),
         preset=preset,
+        error_universe=str(s["run_td_universe"]),
     )

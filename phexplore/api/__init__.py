@@ -9,11 +9,12 @@ builds :class:`RunSpec` from :class:`TopDownRunOptions` / :class:`PHSafeRunOptio
 
 Modules: :mod:`~phexplore.api.data` (samples, uploads, subsets), :mod:`~phexplore.api.jobs` (a run
 in a thread with the pipeline's progress and cancel, the runs kept in the session),
-:mod:`~phexplore.api.run_choices` (what the Run page offers: samplers, EPL settings, backend, data
-source), :mod:`~phexplore.api.runs` (a run description executed by
+:mod:`~phexplore.api.run_choices` (what the Run page offers: samplers, EPL settings, error
+universe, spine, backend, data source), :mod:`~phexplore.api.runs` (a run description executed by
 :func:`engine.runs.pipeline.execute`), :mod:`~phexplore.api.run_records` (a finished run's record),
 :mod:`~phexplore.api.results` (EPL curves, headline numbers, downloads),
-:mod:`~phexplore.api.replay` (a recorded run again through the same pipeline). Pages use them as
+:mod:`~phexplore.api.replay` (a recorded run again through the same pipeline),
+:mod:`~phexplore.api.tda_view` (TDA's figures beside the published tables). Pages use them as
 ``from phexplore import api as R`` and ``R.topdown_work(spec, session, hist)``.
 """
 
@@ -81,16 +82,21 @@ from phexplore.api.run_choices import (
     EPL_MULTIPLIER_RANGE,
     EPL_PERCENTILE,
     EPL_PERCENTILE_RANGE,
+    ERROR_UNIVERSE_HELP,
+    ERROR_UNIVERSES,
     NOISE_HELP,
     NOISE_METHODS,
+    PRESET_SPINE,
     SRS_HELP,
     TRUTH_NOTE,
     app_backend,
     app_data_source,
+    data_has_places,
     epl_settings,
     phsafe_run_config,
     sample_scale,
     spark_backend_options,
+    spine_label,
 )
 from phexplore.api.run_folders import (
     FolderFile,
@@ -99,6 +105,15 @@ from phexplore.api.run_folders import (
     folder_record,
 )
 from phexplore.api.runs import SessionRun, Sweep, phsafe_work, topdown_work
+from phexplore.api.tda_view import (
+    PER_CELL_DEFINITION,
+    TDA_DEFINITION,
+    TDAView,
+    spine_caption,
+    tda_view,
+    universe_caption,
+    universe_tidy,
+)
 
 __all__ = [
     "kept_population",
@@ -108,6 +123,18 @@ __all__ = [
     "SRS_FRACTIONS",
     "run_estimate",
     "follow",
+    "ERROR_UNIVERSES",
+    "ERROR_UNIVERSE_HELP",
+    "PRESET_SPINE",
+    "data_has_places",
+    "spine_label",
+    "PER_CELL_DEFINITION",
+    "TDA_DEFINITION",
+    "TDAView",
+    "spine_caption",
+    "tda_view",
+    "universe_caption",
+    "universe_tidy",
     "SAME_SEED_NOTE",
     "RecordedRun",
     "RunSpec",

@@ -25,6 +25,7 @@ from engine.dp.budget.fractions_io import exact_from_input
 from engine.dp.budget.invariants import (
     HELD_EXACT,
     SPREAD_LABEL,
+    held_exact_notes,
     spent_label,
     spread_invariant_share,
 )
@@ -36,6 +37,7 @@ from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
     phsafe_from_dict,
+    preset_spine,
 )
 from engine.prediction import shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
@@ -63,12 +65,14 @@ __all__ = [
     "default_topdown_preset",
     "epsilon_for_delta",
     "format_fraction",
+    "held_exact_notes",
     "load_json_object",
     "load_phsafe_preset",
     "load_topdown_preset",
     "locate_share_problems",
     "moe_for_rho",
     "phsafe_from_dict",
+    "preset_spine",
     "schema_mismatch",
     "shipped_profile_for",
     "short_fingerprint",

@@ -134,7 +134,8 @@ def headline_error(record: RunRecord) -> tuple[str, float | None, str]:
             f"MAE of TOTAL ({level})",
             float(row["mae"].iloc[0]) if not row.empty else None,
             f"Mean absolute error of the total population over the {level} geounits, the finest "
-            "geolevel of the run.",
+            "geolevel of the run (blocks: those with housing units or group quarters where the "
+            "data carry a unit frame, as TDA; metrics.json error_universe).",
         )
     le = record.tables.get("level_errors")
     value = None

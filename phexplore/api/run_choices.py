@@ -1,7 +1,8 @@
 """What the Run page offers and how its choices become parts of a run description.
 
 Part of the app-facing API (:mod:`phexplore.api`): the noise samplers, the EPL settings and their
-ranges, the Spark backend configured for the app (:func:`app_backend`), and where the data of a run
+ranges, the error universe of the block figures (:data:`ERROR_UNIVERSES`), the spine choice "the
+allocation's own" and what it resolves to on the data (:func:`spine_label`), the Spark backend configured for the app (:func:`app_backend`), and where the data of a run
 can be read again (:func:`app_data_source`, a :class:`~engine.runs.data_source.DataSource` with
 the histogram's content hash). The pages build the typed records of the run description
 (:class:`~engine.runs.options.TopDownRunOptions`, :class:`~engine.runs.options.PHSafeRunOptions`,
@@ -17,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import ValidationError
-from engine.data.histogram import BlockHistogram
+from engine.data.histogram import BlockHistogram, subset_histogram
 from engine.data.samples import declared_scale
-from engine.dp.budget import PHSafeBudget
+from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.metrics.epl_settings import (
     MULTIPLIER_RANGE,
     PERCENTILE_RANGE,
@@ -28,11 +29,14 @@ from engine.metrics.epl_settings import (
     EPLSettings,
 )
 from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
+from engine.metrics.universe_options import ALL, HOUSED
 from engine.phsafe.config import PHSafeConfig
 from engine.runs.data_source import BlockFilter, DataSource
 from engine.runs.inputs import histogram_sha256
 from engine.runs.options import EPL_BOOT as RUN_EPL_BOOT
-from engine.runs.options import BackendOptions
+from engine.runs.options import PRESET_SPINE, BackendOptions, TopDownRunOptions
+from engine.runs.spine_choice import resolve_spine
+from engine.topdown.spine.entities import has_places
 
 EPL_BOOT = RUN_EPL_BOOT
 """Bootstrap resamples behind every EPL interval the app shows (docs/science.md §5)."""
@@ -61,6 +65,19 @@ TRUTH_NOTE = (
     "Comparisons of DP output with the truth are only for non-confidential test data (public "
     "samples, synthetic or already-published tables) — never compute them on confidential data "
     "outside a secure environment."
+)
+ERROR_UNIVERSES: dict[str, str] = {
+    HOUSED: "Blocks with housing units or group quarters (TDA's universe)",
+    ALL: "Every block in the data",
+}
+"""The error universes a TopDown run offers (the run option ``error_universe``): the blocks the
+block-level figures (TDA's absolute error, MAE, EPL, Blau bias) average over."""
+ERROR_UNIVERSE_HELP = (
+    "TDA's block figures (Tables 9, 10, 12; §9) average over the blocks with housing units or "
+    "group quarters: the other blocks are structural zeros held at exactly 0, whose error is 0, so "
+    "counting them dilutes the block MAE and EPL. Used where the data carry a unit frame "
+    "(generated populations, the RI samples' housing units); on other data every block is used and "
+    "the results say so. 'Every block' gives PHExplore's figures before the universe was recorded."
 )
 SPARK_MASTER_ENV = "PHEXPLORE_SPARK_MASTER"
 SPARK_REMOTE_ENV = "PHEXPLORE_SPARK_REMOTE"
@@ -142,3 +159,24 @@ def sample_scale(name: str) -> float | None:
 def epl_settings(percentile: float = EPL_PERCENTILE, multiplier: float = EPL_MULTIPLIER) -> Any:
     """The checked :class:`engine.metrics.epl_settings.EPLSettings` (a ValidationError names a bad value)."""
     return EPLSettings(percentile=float(percentile), multiplier=float(multiplier))
+
+
+def spine_label(
+    spine: str,
+    allocation: TopDownAllocation,
+    hist: BlockHistogram | None,
+    level: str | None = None,
+    units: Sequence[str] = (),
+) -> str:
+    """What the Run page's spine choice means for this allocation and the data it will run on
+    (the subset ``level``/``units`` when given): ``preset`` resolved by
+    :func:`engine.runs.spine_choice.resolve_spine`, as the run will resolve it."""
+    if spine != PRESET_SPINE or hist is None:
+        return spine
+    data = subset_histogram(hist, level, list(units)) if level and units else hist
+    return resolve_spine(TopDownRunOptions(), allocation, data).label
+
+
+def data_has_places(hist: BlockHistogram | None) -> bool:
+    """Whether the data carry places (a generated population written with places.csv)."""
+    return hist is not None and has_places(hist)

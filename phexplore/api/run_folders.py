@@ -102,6 +102,41 @@ def _blau_frame(metrics: dict[str, Any]) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+def _mae_frame(metrics: dict[str, Any], tidy: pd.DataFrame) -> pd.DataFrame:
+    """The folder's error table: n_cells, mae, median_ae and tda_mae as its metrics.json
+    recorded them (every query, over the run's error universe), the other columns from the
+    estimates file — except at the block level of a universe that leaves blocks out, where the
+    file cannot tell which blocks those are (NaN there). Files without ``mae`` in metrics.json:
+    everything from the estimates."""
+    dense = mae_table(tidy)
+    recorded = metrics.get("mae")
+    if not isinstance(recorded, dict) or not recorded:
+        return dense
+    rows = []
+    for level, per_query in recorded.items():
+        for query, value in (per_query or {}).items():
+            rows.append(
+                {
+                    "geolevel": level,
+                    "query": query,
+                    "n_cells": ((metrics.get("n_cells") or {}).get(level) or {}).get(query),
+                    "mae": value,
+                    "median_ae": ((metrics.get("median_ae") or {}).get(level) or {}).get(query),
+                    "tda_mae": ((metrics.get("tda_mae") or {}).get(level) or {}).get(query),
+                }
+            )
+    frame = pd.DataFrame(rows)
+    extra = dense[["geolevel", "query", "mean_error", "p95_ae", "max_ae"]].astype(
+        {"geolevel": str, "query": str}
+    )
+    universe = metrics.get("error_universe") or {}
+    if int(universe.get("blocks_left_out") or 0) > 0:
+        extra = extra[extra["geolevel"] != str(universe.get("level", "Block"))]
+    frame = frame.merge(extra, on=["geolevel", "query"], how="left")
+    columns = ["geolevel", "query", "n_cells", "mae", "median_ae", "mean_error", "p95_ae"]
+    return frame[[*columns, "max_ae", "tda_mae"]]
+
+
 def folder_record(
     path: str | Path, run_id: int, scenario: str, token: str | None = None
 ) -> RunRecord:
@@ -114,7 +149,7 @@ def folder_record(
     metrics = run.metrics
     tidy, left_out = _estimates(run, limits.APP_MAX_ROWS)
     spec = metrics.get("run") or {}
-    tables: dict[str, pd.DataFrame] = {"mae": mae_table(tidy), "epl": _epl_frame(metrics)}
+    tables: dict[str, pd.DataFrame] = {"mae": _mae_frame(metrics, tidy), "epl": _epl_frame(metrics)}
     blau = _blau_frame(metrics)
     if blau is not None:
         tables["blau_bias"] = blau
@@ -128,7 +163,8 @@ def folder_record(
     fingerprint = metrics.get("budget_fingerprint")
     provenance: Provenance | None = None
     if fingerprint:
-        # The CLI records the budget it ran (budget_fingerprint, budget_origin): label and attach the run like an app run.
+        # The CLI records the budget it ran (budget_fingerprint, budget_origin): label and attach
+        # the run like an app run.
         provenance = Provenance(
             budget_fingerprint=str(fingerprint),
             budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),

@@ -34,6 +34,7 @@ def topdown_record(
     appended to the label (e.g. "replay of #2")."""
     spec, result, hist = output.spec, output.result, output.data
     options = topdown_options(spec)
+    used = (output.metrics or {}).get("spine_used") or {}
     what = "ε" if allocation.mechanism == "puredp" else "ρ"
     return _record(
         output,
@@ -51,16 +52,30 @@ def topdown_record(
             "spread_invariant_share": options.spread_invariant_share,
             "seed": spec.seed,
             "noise_method": spec.noise_method,
-            "spine": options.spine,
-            "entities": list(options.entities),
-            "special_areas": options.special_areas,
+            # the spine measured on (``preset`` resolved: metrics.json spine_used)
+            "spine": str(used.get("kind") or options.spine),
+            "entities": list(used.get("entities") or options.entities),
+            "special_areas": used.get("special_areas", options.special_areas),
+            "error_universe": options.error_universe,
             "blocks": hist.n_blocks,
             "levels": [str(lv) for lv in result.tree.levels],
             "queries_left_out": list(output.extra.get("queries_left_out") or []),
+            "universe_left_out": universe_left_out(output),
             "runtime_s": result.runtime_s,
             "epl_settings": epl_settings(options.epl_percentile, options.epl_multiplier).as_dict(),
         },
     )
+
+
+def universe_left_out(output: RunOutput) -> list[str]:
+    """The ids of the blocks a TopDown run's block figures leave out (outside its error universe,
+    :mod:`engine.metrics.universe`), so the app's charts of the dense table leave them out too."""
+    universe = output.extra.get("universe")
+    hist = output.data
+    if universe is None or universe.inside is None or hist is None:
+        return []
+    ids = hist.geography[hist.levels[-1]].astype(str).to_numpy()
+    return [str(b) for b in universe.outside_ids(ids)]
 
 
 def phsafe_record(

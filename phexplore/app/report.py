@@ -28,6 +28,14 @@ from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
 from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS
+from engine.metrics.tda_reference import (
+    comparability,
+    comparison_caption,
+    size_class_comparison,
+    tda_comparison,
+    tda_mae_of_metrics,
+)
+from engine.metrics.universe import universe_of_metrics
 from engine.prediction import shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import for_report
@@ -86,8 +94,10 @@ def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None
     )
 
 
-def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
-    mae = metrics.get("mae")
+def _mae_figure(
+    metrics: Mapping[str, Any], title: str, section: str = "mae", y_title: str = ""
+) -> go.Figure | None:
+    mae = metrics.get(section)
     if not isinstance(mae, Mapping) or not mae:
         return None
     fig = go.Figure()
@@ -102,10 +112,70 @@ def _mae_figure(metrics: Mapping[str, Any], title: str) -> go.Figure | None:
         title=title,
         barmode="group",
         xaxis_title="Geolevel",
-        yaxis_title="Mean absolute error (persons)",
+        yaxis_title=y_title or "Mean absolute error per cell (persons)",
         height=400,
     )
     return for_report(fig)
+
+
+def spine_html(metrics: Mapping[str, Any]) -> list[str]:
+    """The spine a TopDown run measured on (metrics.json ``spine_used``; older files: not
+    recorded)."""
+    used = metrics.get("spine_used")
+    if isinstance(used, Mapping) and used.get("label"):
+        return [f"<p class='spine'>Spine: {html.escape(str(used['label']))}.</p>"]
+    return [
+        "<p class='spine'>Spine: not recorded (this metrics.json predates the record; runs then "
+        "used the conventional spine unless --spine was given).</p>"
+    ]
+
+
+def tda_error_html(metrics: Mapping[str, Any], title: str) -> list[str]:
+    """A TopDown run's errors as the report shows them: TDA's absolute error first (table and
+    chart), the block universe, TDA's published Tables 9–12 beside it for production runs (with
+    what differs), then the per-cell MAE, labelled per cell."""
+    parts: list[str] = []
+    section, note = tda_mae_of_metrics(metrics)
+    parts.append(
+        "<h4>Absolute error, TDA's definition (per geounit: |error| summed over the query's "
+        "cells; mean over geounits — TDA Tables 9–10)</h4>"
+    )
+    parts.append(f"<p>{html.escape(note)}.</p>")
+    if section:
+        rows = [
+            {"geolevel": lv, "query": q, "tda_mae": v}
+            for lv, per_query in section.items()
+            for q, v in per_query.items()
+        ]
+        parts.append(f"<div class='tda-mae'>{_table_html(rows)}</div>")
+        fig = _mae_figure(
+            {"tda_mae": section},
+            f"{title}: absolute error per geounit (TDA's definition)",
+            "tda_mae",
+            "Absolute error per geounit (persons)",
+        )
+        if fig is not None:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+    universe = universe_of_metrics(metrics)
+    parts.append(f"<p class='note'>Block figures: {html.escape(str(universe.get('note')))}</p>")
+    ok, why = comparability(metrics)
+    if ok:
+        table = tda_comparison(metrics)
+        if not table.empty:
+            parts.append("<h4>Beside TDA's published Tables 9–10 (production, 2010 CEF)</h4>")
+            parts.append(
+                f"<div class='tda-reference'>{_table_html(table.to_dict('records'))}</div>"
+            )
+            sizes = size_class_comparison(metrics)
+            if not sizes.empty:
+                parts.append(
+                    "<p>TOTAL error by size class of the true count (TDA Tables 11–12):</p>"
+                )
+                parts.append(_table_html(sizes.to_dict("records")))
+            parts.append(f"<p class='note'>{html.escape(comparison_caption(metrics))}</p>")
+    else:
+        parts.append(f"<p>TDA Tables 9–12 are not shown beside this run: {html.escape(why)}.</p>")
+    return parts
 
 
 def build_report_html(
@@ -220,6 +290,9 @@ def build_report_html(
                 if metrics.get("spread_invariant_share"):
                     spent += f". Allocation: {SPREAD_LABEL}"
                 parts.append(f"<p>{html.escape(spent)}.</p>")
+            if metrics.get("engine") == "topdown":
+                parts.extend(spine_html(metrics))
+                parts.extend(tda_error_html(metrics, f"{scenario.name} — {label}"))
             mae_rows = [
                 {"geolevel": lv, "query": q, "mae": v}
                 for lv, qs in (metrics.get("mae") or {}).items()
@@ -227,8 +300,13 @@ def build_report_html(
                 for q, v in qs.items()
                 if not isinstance(v, Mapping)
             ]
+            parts.append(
+                "<h4>Per-cell MAE (mean over geounit × cell: TDA's figure ÷ the query's cells)</h4>"
+                if metrics.get("engine") == "topdown"
+                else "<h4>Mean absolute error</h4>"
+            )
             parts.append(_table_html(mae_rows))
-            fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE by geolevel")
+            fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE per cell by geolevel")
             if fig is not None:
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
             prediction = metrics.get("prediction")

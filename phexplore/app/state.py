@@ -70,6 +70,9 @@ UNDO = "ws_undo"
 DEFAULT_PHSAFE_PRESET = "phsafe-2020"
 DEFAULT_TOPDOWN_PRESET = "topdown-2020-production"
 SPINES: dict[str, str] = {
+    "preset": "The allocation's own: topdown-2020-production ran on optimized block groups around "
+    "places (used where the data carry places, e.g. generated populations); other presets and "
+    "data without places: conventional",
     "conventional": "Conventional (US > state > county > tract > block group > block)",
     "aian": "AIAN-style (split every geounit by membership in AIAN areas)",
     "optimized": "Optimized block groups (SPN Algorithm 2)",
@@ -111,7 +114,7 @@ def init_state(state: MutableMapping[str, Any] | None = None) -> MutableMapping[
         s[TOPDOWN] = load_topdown_preset(DEFAULT_TOPDOWN_PRESET)
         s[TOPDOWN_PRESET] = DEFAULT_TOPDOWN_PRESET
     s.setdefault(TOPDOWN_PRESET, DEFAULT_TOPDOWN_PRESET)
-    s.setdefault(SPINE, "conventional")
+    s.setdefault(SPINE, "preset")
     s.setdefault(SPREAD_INVARIANT, False)
     s.setdefault(DELTA, DEFAULT_DELTA)
     s.setdefault(CONVERSION, "cks")

@@ -1,4 +1,4 @@
-"""The EPL options shared by ``phexplore run topdown`` and ``phexplore experiment`` (SPEC §5).
+"""The EPL options shared by ``phexplore run topdown`` and ``phexplore experiment`` (docs/science.md §5).
 
 ``--epl-percentile P`` (50 < P ≤ 100, default 95) and ``--epl-multiplier M`` (0 < M ≤ 10, default
 1.0): EPL's density range is ±M × max(|P(100−P)|, |P(P)|) of the residuals. The defaults are Petti
@@ -23,7 +23,7 @@ from engine.metrics.epl_settings import (
 
 def add_epl_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--epl-percentile`` and ``--epl-multiplier``."""
-    group = parser.add_argument_group("empirical privacy loss (PF, SPEC §5)")
+    group = parser.add_argument_group("empirical privacy loss (PF, docs/science.md §5)")
     group.add_argument(
         "--epl-percentile",
         type=option_type("real", "epl_percentile", "--epl-percentile"),

@@ -101,9 +101,16 @@ def register(subparsers: Any) -> None:
     parser._negative_number_matcher = re.compile(r"^-\d*\.?\d+([eE][-+]?\d+)?(,.*)?$")
     parser.add_argument(
         "--rho",
-        default="0.1,1,10",
-        help="comma-separated total budgets: ρ (PHSafe: unbounded ρ), or ε for a pure-DP "
-        "preset (default 0.1,1,10)",
+        default=None,
+        help="comma-separated budgets (default 0.1,1,10). TopDown: the PERSONS run's ρ (ε for a "
+        "pure-DP preset) — the preset's units run is not run, so this is not a total to split "
+        "(topdown-2021-04's 1.095 is persons 1.05 + units 0.045); PHSafe: the total unbounded ρ",
+    )
+    parser.add_argument(
+        "--rho-persons",
+        default=None,
+        metavar="RHO[,RHO…]",
+        help="topdown: the persons run's budgets, the same as --rho, named plainly",
     )
     parser.add_argument(
         "--seeds",
@@ -190,9 +197,26 @@ def parse_rhos(text: str) -> list[float]:
 DEFAULT_DATA = {"topdown": "ri2010", "phsafe": "phsafe_synthetic_us"}
 
 
+DEFAULT_RHOS = "0.1,1,10"
+
+
+def budgets_of(args: argparse.Namespace) -> str:
+    """The budgets given by ``--rho`` or ``--rho-persons`` (TopDown only), default 0.1,1,10."""
+    persons = getattr(args, "rho_persons", None)
+    if persons is not None:
+        if args.rho is not None:
+            raise ValidationError("give --rho or --rho-persons, not both (they are the same)")
+        if args.engine != "topdown":
+            raise ValidationError("--rho-persons is for --engine topdown; PHSafe takes --rho")
+        return str(persons)
+    if args.rho is None:
+        return DEFAULT_RHOS
+    return args.rho if isinstance(args.rho, str) else ",".join(map(str, args.rho))
+
+
 def run(args: argparse.Namespace) -> int:
     """Check every option and --out before any work, then run and write atomically."""
-    rhos = parse_rhos(args.rho) if isinstance(args.rho, str) else list(args.rho)
+    rhos = parse_rhos(budgets_of(args))
     if len(set(args.seeds)) != len(args.seeds):
         raise ValidationError(f"--seeds must be distinct; got {args.seeds}")
     RANGES["workers"].check(args.workers, "--workers")

@@ -69,10 +69,28 @@ def register(subparsers: Any) -> None:
         "--preset", default=None, help="TopDown preset (default topdown-2020-production)"
     )
     src.add_argument("--config", type=Path, help="allocation JSON (schema in docs/analytic.md)")
-    pt.add_argument(
+    rho = pt.add_mutually_exclusive_group()
+    rho.add_argument(
         "--rho",
         type=option_type("exact", "rho", "--rho"),
-        help="scale every run to this total ρ (or ε for pure DP), 0 < ρ ≤ 10^6",
+        help="set EVERY run (persons and units alike) to this ρ (or ε for pure DP), 0 < ρ ≤ "
+        "10^6 — not a total split between them: --rho 1.095 on topdown-2021-04 gives 1.095 + "
+        "1.095 = 2.19 in all, where TDA §8.1's 1.095 is persons 1.05 + units 0.045 (give "
+        "--rho-persons 1.05 --rho-units 0.045)",
+    )
+    rho.add_argument(
+        "--rho-persons",
+        type=option_type("exact", "rho", "--rho-persons"),
+        default=None,
+        metavar="RHO",
+        help="the persons run's ρ (ε for pure DP); other runs keep the allocation's",
+    )
+    pt.add_argument(
+        "--rho-units",
+        type=option_type("exact", "rho", "--rho-units"),
+        default=None,
+        metavar="RHO",
+        help="the units run's ρ; other runs keep the allocation's (not with --rho)",
     )
     pt.add_argument("--run", action="append", default=[], help="only these runs (persons, units)")
     pt.add_argument(
@@ -213,6 +231,28 @@ def run_phsafe(args: argparse.Namespace) -> int:
     return 0
 
 
+def with_run_rhos(
+    runs: dict[str, Any], every: Any, persons: Any = None, units: Any = None
+) -> dict[str, Any]:
+    """``--rho`` (every run set to it), ``--rho-persons``/``--rho-units`` (that run only)."""
+    if every is not None and units is not None:
+        raise ValidationError(
+            "--rho sets every run; give either --rho or --rho-persons/--rho-units, not both"
+        )
+    if every is not None:
+        return {k: v.with_rho(every) for k, v in runs.items()}
+    out = dict(runs)
+    for universe, value in (("persons", persons), ("units", units)):
+        if value is None:
+            continue
+        if universe not in out:
+            raise ValidationError(
+                f"--rho-{universe}: this scenario has no {universe} run (runs: {', '.join(out)})"
+            )
+        out[universe] = out[universe].with_rho(value)
+    return out
+
+
 def run_topdown(args: argparse.Namespace) -> int:
     """Print TopDown rows and summary."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
@@ -225,8 +265,7 @@ def run_topdown(args: argparse.Namespace) -> int:
         if unknown:
             raise ValidationError(f"unknown run(s) {unknown}; this scenario has {list(runs)}")
         runs = {k: v for k, v in runs.items() if k in args.run}
-    if args.rho is not None:
-        runs = {k: v.with_rho(args.rho) for k, v in runs.items()}
+    runs = with_run_rhos(runs, args.rho, args.rho_persons, args.rho_units)
     levels = {lv for alloc in runs.values() for lv in alloc.geolevels}
     unknown = [lv for lv in args.drop_level if lv not in levels]
     if unknown:
@@ -260,7 +299,7 @@ def run_topdown(args: argparse.Namespace) -> int:
 def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows with the predicted accuracy of the published counts (SPEC §7) and what it rests on."""
+    """Rows with the predicted accuracy of the published counts (docs/science.md §7) and what it rests on."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
 
     from engine.prediction import shipped_profile_for

@@ -11,7 +11,8 @@ query, cell, true, estimate), ``measurements`` (noisy answers and variances, unl
 ``--no-measurements``), ``microdata`` (PPMF-like person records of the estimated blocks, unless
 ``--no-microdata``) as ``.csv`` or ``.parquet`` (``--output-format auto|csv|parquet``; sparse
 Parquet estimates come with ``geounits`` and ``cells`` tables) and ``metrics.json`` (``mae`` by
-geolevel and query, ``runtime_s``, ``rho``, ``seed``, ``allocation``, ``timings``, ``outputs`` …).
+geolevel and query, ``tda_mae``, ``error_universe``, ``runtime_s``, ``rho``, ``seed``, ``allocation``,
+``timings``, ``outputs`` …).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from engine.core.numbers import parse_exact
-from engine.runs.options import TopDownRunOptions
+from engine.metrics.universe_options import HOUSED, UNIVERSES
+from engine.runs.options import PRESET_SPINE, TopDownRunOptions
 from engine.runs.output_options import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
 from engine.runs.typed import FieldError
@@ -46,6 +48,7 @@ from phexplore.cli._output import (
     progress_line,
 )
 from phexplore.cli.spine_options import add_spine_arguments, spine_options_given
+from phexplore.cli.tda_lines import error_lines
 
 
 def register(engines: Any) -> None:
@@ -79,10 +82,20 @@ def register(engines: Any) -> None:
         "topdown-2021-04, e2e-2018-1940)",
     )
     source.add_argument("--config", help="allocation JSON file (see docs/topdown.md)")
-    parser.add_argument(
+    rho = parser.add_mutually_exclusive_group()
+    rho.add_argument(
         "--rho",
         default=None,
-        help="total ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the allocation's",
+        help="the PERSONS run's ρ (ε for pure-DP allocations), e.g. 2.56 or 64/25; default: the "
+        "allocation's. This command runs the persons allocation only: a preset's units run "
+        "(occupancy) is not run, so --rho is not a total to split (topdown-2021-04's published "
+        "ρ = 1.095 is persons 1.05 + units 0.045: give --rho 1.05). Same as --rho-persons",
+    )
+    rho.add_argument(
+        "--rho-persons",
+        default=None,
+        metavar="RHO",
+        help="the persons run's ρ (ε for pure DP), e.g. 1.05; the same as --rho, named plainly",
     )
     add_seed_option(parser, "noise seed, 0 – 2^63-1 (default 0)", default=0)
     add_backend_arguments(parser)
@@ -138,6 +151,14 @@ def register(engines: Any) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
+    parser.add_argument(
+        "--error-universe",
+        choices=UNIVERSES,
+        default=HOUSED,
+        help="blocks the block-level figures (MAE, EPL, Blau bias) average over: housed "
+        "(default) = blocks with housing units or group quarters where the data carry a unit "
+        "frame, as TDA (every block otherwise, said so); all = every block in the data",
+    )
     add_spine_arguments(parser)
     add_epl_arguments(parser)
     parser.set_defaults(func=run)
@@ -192,17 +213,26 @@ def load_budget(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
                 f"{', '.join(sorted(budget))}"
             )
     allocation = budget["persons"]
-    if args.rho is not None:
+    rho, option = persons_rho(args)
+    if rho is not None:
         unit = "epsilon" if allocation.mechanism == "puredp" else "rho"
-        allocation = allocation.with_rho(parse_exact(args.rho, where="--rho", range_name=unit))
+        allocation = allocation.with_rho(parse_exact(rho, where=option, range_name=unit))
         budget["persons"] = allocation
     return allocation, budget
 
 
+def persons_rho(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The persons ρ given (``--rho`` or ``--rho-persons``) and the option that gave it."""
+    if getattr(args, "rho_persons", None) is not None:
+        return args.rho_persons, "--rho-persons"
+    return args.rho, "--rho"
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the options and --out, then load, run and write atomically; print a short summary."""
-    if args.rho is not None:
-        parse_exact(args.rho, where="--rho", range_name="rho")  # fail before loading anything
+    rho, option = persons_rho(args)
+    if rho is not None:
+        parse_exact(rho, where=option, range_name="rho")  # fail before loading anything
     epl_settings_from_args(args)
     spec = spec_of(args)  # every option checked before --out is opened
     inputs = {
@@ -220,7 +250,9 @@ def options_of(args: argparse.Namespace) -> Any:
 
     Output options are set as given; ``run replay`` writes the same files."""
     epl = epl_settings_from_args(args)
-    spine: dict[str, Any] = {}
+    # no spine option: the allocation's own spine (PRESET_SPINE, resolved on the data when the run
+    # measures); a spine option without --spine: the conventional spine with it, as before
+    spine: dict[str, Any] = {"spine": PRESET_SPINE}
     if spine_options_given(args):
         spine = {
             "spine": args.spine or "conventional",
@@ -240,6 +272,7 @@ def options_of(args: argparse.Namespace) -> Any:
             estimates=args.estimates,
             spread_invariant_share=bool(args.spread_invariant_share),
             noise_method=args.noise_method,
+            error_universe=args.error_universe,
             epl_percentile=epl.percentile,
             epl_multiplier=epl.multiplier,
             **spine,
@@ -320,11 +353,15 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
     print(f"  {spent_label(result.rho, result.rho_spent, what)}")
     for line in budget_lines(provenance):
         print(line)
+    used = payload.get("spine_used") or {}
+    if used.get("label"):
+        print(f"  spine: {used['label']}")
+        if used.get("note"):
+            print(f"    {used['note']}")
     if args.spread_invariant_share:
         print(f"  allocation: {SPREAD_LABEL}")
-    for level, per_query in payload["mae"].items():
-        cells = ", ".join(f"{q} {v:.3g}" for q, v in per_query.items())
-        print(f"  MAE {level}: {cells}")
+    for line in error_lines(payload):
+        print(line)
     for line in epl_summary_lines(payload):
         print(line)
     for line in note_lines(payload.get("schema_note")):

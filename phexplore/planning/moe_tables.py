@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.dp.accounting import epsilon_for_delta
 from engine.dp.budget import LEVEL_LABELS, PHSafeBudget, TopDownAllocation, budget_use
+from engine.dp.budget.invariants import held_exact_notes
 from engine.dp.conversions import CONVERSIONS, DEFAULT_DELTA
 from engine.dp.distributions import geometric_variance
 from engine.dp.moe import (
@@ -183,6 +184,9 @@ def topdown_summary(
             entry["rho_spent"] = spent
             entry["epsilon"] = epsilons(rho, delta)
         entry["held_exact"] = [f"{level} {query}" for level, query in use.held]
+        notes = held_exact_notes(alloc, n_states)
+        if notes:
+            entry["held_exact_notes"] = notes
         entry["states"] = use.n_states
         per_run[run] = entry
     out: dict[str, Any] = {"runs": per_run, "delta": delta}

@@ -37,7 +37,8 @@ from phexplore.planning.moe_tables import (
 )
 
 SCHEMA = "phexplore-scenario/1"
-SPINES = ("conventional", "aian", "optimized")
+SPINES = ("preset", "conventional", "aian", "optimized")
+"""``preset``: the allocation's own spine (engine.runs.spine_choice); the others as chosen."""
 
 
 SCENARIO_KEYS: tuple[str, ...] = (

@@ -1,4 +1,4 @@
-"""Interrupts and concurrent runs against real processes (issue 14, outputs).
+"""Interrupts and concurrent runs against real processes (docs/reliability.md, "Outputs").
 
 A real ``phexplore run topdown`` subprocess (tests/hostile/slow_cli.py: the real CLI with the writer
 paused after writing its files) is sent SIGINT or SIGTERM mid-write, or raced by a second real

@@ -208,7 +208,7 @@ def test_budget_session(page) -> None:  # type: ignore[no-untyped-def]
 
 def test_open_parquet_run_folder(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Results page: a Parquet run folder written by `phexplore run topdown` opens as a run, with
-    its files offered for download in the format written (issue 17)."""
+    its files offered for download in the format written (docs/app.md)."""
     from phexplore.cli import main
 
     folder = tmp_path / "td-parquet"

@@ -1,4 +1,4 @@
-"""Real-browser tests of issue 15: what a committee, an expert and a trainer see (Debian chromium).
+"""Real-browser tests of what a committee, an expert and a trainer see (Debian chromium).
 
 One `phexplore app` server for the module (shared fixture in conftest.py) and one chromium page at
 1366×768, the laptop size of the issue, with every request the browser makes recorded: no request

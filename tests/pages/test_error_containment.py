@@ -30,7 +30,8 @@ def test_guarded_callbacks_show_one_line_and_log(
 ) -> None:
     log = tmp_path / "errors.log"
     monkeypatch.setenv("PHEXPLORE_LOG", str(log))
-    at = AppTest.from_function(_app).run()
+    # AppTest waits 3 s by default: too short for a loaded 2-core machine running two workers
+    at = AppTest.from_function(_app, default_timeout=60).run()
     at.button[0].click().run()
     assert not at.exception
     (error,) = at.error

@@ -1,4 +1,4 @@
-"""The Results page opens a run folder written by the command line: CSV or Parquet (issue 17)."""
+"""The Results page opens a run folder written by the command line: CSV or Parquet."""
 
 from __future__ import annotations
 
@@ -104,3 +104,20 @@ def test_an_opened_folder_is_labelled_with_the_budget_the_cli_recorded(folders):
     assert record.settings["budget_origin"] == "ri2010-production-like"
     assert f"ri2010-production-like [{short_fingerprint(fingerprint)}]" in record.label
     assert record.label.startswith("#4 · TopDown · folder ")
+
+
+def test_a_metrics_json_without_the_tda_keys_still_opens(folders):
+    """Files written before tda_mae, error_universe and spine_used: the page derives TDA's
+    figure from the per-cell MAE and says so, and names no spine it cannot know."""
+    at = _results_page()
+    _open(at, folders / "csv")
+    record = at.session_state[S.RUNS][-1]
+    assert "tda_mae" in record.metrics and "spine_used" in record.metrics
+    for key in ("tda_mae", "error_universe", "spine_used", "tda_size_classes"):
+        record.metrics.pop(key)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    captions = " ".join(c.value for c in at.caption)
+    assert "predates tda_mae" in captions and "Spine: not recorded" in captions
+    view = R.tda_view(record.metrics)
+    assert not view.tda_mae.empty

@@ -103,6 +103,11 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]
     assert 0.5 < block["ratio"] < 2.0
     assert any("Predicted before any run" in c.value for c in at.caption)
+    # TDA's definition first, named plainly; RI's folded allocation is not drawn beside TDA's
+    headers = [h.value for h in at.subheader]
+    assert headers.index("Absolute error, TDA's definition") < headers.index("Per-cell error")
+    assert any("not drawn beside this run" in c.value for c in at.caption)
+    assert any("no housing-unit frame" in c.value for c in at.caption)  # RI: every block
 
     # The run is in the workspace: a new session (a reload) shows it with its tables read back;
     # deleting it is undoable.
@@ -386,6 +391,8 @@ def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTe
     at.button(key="run_td_gen_go").click().run()
     _no_problems(at)
     assert any("with housing units and GQ" in m.value for m in at.success)
+    label = next(k for k in at.session_state if str(k).startswith("run_td_subset_level_generated"))
+    at.selectbox(key=label).set_value("(all data)").run()  # every block: the places are in it
     assert any("Estimated time ≈" in c.value for c in at.caption), "estimate shown before Run"
     at.button(key="run_td_go").click().run()
     wait_for_job(at, RUN_TIMEOUT_S)
@@ -396,6 +403,42 @@ def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTe
     # the same persons as a CEF extract for PHSafe
     (key, folder) = at.session_state["run_generated"]
     assert len(R.generated_cef(folder).persons) == key[0] == 3_000
+    # production's spine (optimized block groups around the data's places), its block universe
+    assert record.metrics["allocation"].startswith("topdown-2020-production")
+    assert record.metrics["spine_used"]["kind"] == "optimized"
+    assert record.metrics["error_universe"]["universe"] == "housed"
+    assert record.settings["universe_left_out"]  # the EPL chart leaves those blocks out too
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    headers = [h.value for h in at.subheader]
+    assert headers.index("Absolute error, TDA's definition") < headers.index("Per-cell error")
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("Spine: optimized block groups") for c in captions)
+    assert any("What differs" in c and "block universe" in c for c in captions)
+
+
+def test_the_block_universe_is_a_run_page_choice(run_page: AppTest) -> None:
+    """*Block figures average over* sets the run option ``error_universe``: every block here,
+    although the generated population carries a unit frame (TDA's universe is the default)."""
+    at = run_page
+    assert at.radio(key="run_td_universe").value == "housed"
+    at.radio(key="run_td_source").set_value("generated").run()
+    at.number_input(key="run_td_gen_persons").set_value(3_000)
+    at.button(key="run_td_gen_go").click().run()
+    _no_problems(at)
+    at.radio(key="run_td_universe").set_value("all").run()
+    at.button(key="run_td_go").click().run()
+    wait_for_job(at, RUN_TIMEOUT_S)
+    _no_problems(at)
+    record = at.session_state[S.RUNS][-1]
+    assert record.metrics["run"]["options"]["error_universe"] == "all"
+    universe = record.metrics["error_universe"]
+    assert universe["universe"] == "all" and universe["requested"] == "all"
+    assert universe["blocks_left_out"] == 0 and record.settings["universe_left_out"] == []
+    assert record.settings["error_universe"] == "all"
+    at.switch_page("pages/results.py").run()
+    _no_problems(at)
+    assert any("every block in the data, as asked" in c.value for c in at.caption)
 
 
 def test_job_eta_extrapolates_the_elapsed_time() -> None:

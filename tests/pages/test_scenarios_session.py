@@ -183,7 +183,8 @@ def test_budget_session_plans_rho_from_published_count_targets(app: AppTest) -> 
     plan = at.session_state["bs_pub_plan"]
     assert plan["rows"][0]["geolevel"] == "Block" and plan["rows"][0]["predicted_rmse"] <= 10.0
     rho = float(_metric(at, "Least total ρ (persons)"))
-    assert 0.5 < rho < 1.0  # Block TOTAL RMSE ≈ 9 at ρ = 1 (SPEC §7), so 10 needs a bit less
+    # Block TOTAL RMSE ≈ 9 at ρ = 1 (docs/science.md §7), so 10 needs a bit less
+    assert 0.5 < rho < 1.0
     at.button(key="bs_pub_use").click().run()
     _no_problems(at)
     assert float(at.session_state[S.TOPDOWN]["persons"].rho) == pytest.approx(rho, rel=1e-3)

@@ -45,6 +45,16 @@ SEVERAL_STATES = 52
 
 SPREAD_LABEL = "invariant share spread over the level's other queries (departure from production)"
 
+STATE_TOTAL_NOTE = (
+    "State TOTAL is held exact — no noise — in a state without AIAN areas on the spine, so there "
+    "its share buys no measurement; the Census Bureau's runs (the April 2021 demonstration and "
+    "production) did spend it in the states split into AIAN and non-AIAN branches (the states "
+    "with AIAN areas, 36 in 2010), where each branch's total is measured with noise and only "
+    "their sum is invariant (TDA §7.4; the notes to Tables 4 and 7). PHExplore spends it only on "
+    "runs with --special-areas (an AIAN-style branch)"
+)
+"""Beside a held-exact State TOTAL: what TopDown did with that share in AIAN-split states."""
+
 
 def default_states(allocation: TopDownAllocation) -> int:
     """Several states (52) when the allocation has a ``US`` level, one otherwise (e.g. RI)."""
@@ -141,6 +151,15 @@ def budget_use(allocation: TopDownAllocation, n_states: int | None = None) -> Bu
         n_states=states,
         mechanism=allocation.mechanism,
     )
+
+
+def held_exact_notes(allocation: TopDownAllocation, n_states: int | None = None) -> list[str]:
+    """Notes beside the planners' "held exact — no noise" labels: :data:`STATE_TOTAL_NOTE` where
+    the allocation gives State TOTAL a share that the geography holds exact."""
+    use = budget_use(allocation, n_states)
+    if ("State", "TOTAL") in use.held:
+        return [STATE_TOTAL_NOTE]
+    return []
 
 
 def spread_invariant_share(

@@ -112,6 +112,19 @@ def topdown_from_dict(data: Mapping[str, Any]) -> dict[str, TopDownAllocation]:
     return out
 
 
+def preset_spine(name: str) -> dict[str, str] | None:
+    """The spine a TopDown preset ran on in the Census Bureau's runs (its ``spine`` entry: ``kind``,
+    ``targets``, ``citation``), or None when it names none (the conventional spine). ``name`` may
+    be an allocation's name, ``"topdown-2020-production (persons)"``."""
+    base = str(name).split(" (", 1)[0].strip()
+    if not (PRESET_DIR / f"{base}.json").is_file():
+        return None
+    entry = _read_cached(base).get("spine")
+    if not isinstance(entry, Mapping):
+        return None
+    return {str(k): str(v) for k, v in entry.items()}
+
+
 def load_topdown_preset(name: str) -> dict[str, TopDownAllocation]:
     """Load a TopDown preset: ``{"persons": TopDownAllocation, ...}`` (validated; exact shares)."""
     data = _read(name)

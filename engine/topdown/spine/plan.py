@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.core.errors import ValidationError
 from engine.topdown.options import TopDownOptions
 from engine.topdown.plan import run_query_names
-from engine.topdown.spine.options import DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
+from engine.topdown.spine.options import DATA_PLACES, DEFAULT_FANOUT_CUTOFF, SPINE_KINDS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,10 +81,10 @@ def plan_spine(
 ) -> SpinePlan:
     """Build the :class:`SpinePlan` of one run: the spine ``spine`` on ``hist`` and the ``entities``.
 
-    The plain-argument form of the spine options, used by the CLI (through
-    :func:`apply_spine_options`) and by the app. ``entities`` and ``special_areas`` are entity
-    sources (a shipped name such as ``providence-wards`` or a block → entity CSV);
-    ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
+    The plain-argument form of the spine options, used by the run pipeline
+    (:func:`engine.runs.topdown.spine_plan_of`). ``entities`` and ``special_areas`` are entity
+    sources (a shipped name such as ``providence-wards``, ``places`` — the data's own places — or a
+    block → entity CSV); ``special_areas`` ``None`` or ``"none"`` means no AIAN-style branch (the default, SPN §6:
     branches only for areas the user names; required for the AIAN-style spine).
     """
     # Imported on use: the CLI imports this module to parse the spine options (see run_kwargs).
@@ -97,7 +97,7 @@ def plan_spine(
     if kind not in SPINE_KINDS:
         raise ValidationError(f"unknown spine {kind!r}; expected one of {', '.join(SPINE_KINDS)}")
     block_ids = block_ids_of(hist.geography, hist.levels[-1])
-    entity_sets = _load_all(list(entities), block_ids)
+    entity_sets = _load_all(list(entities), block_ids, hist)
     names = [s.name for s in entity_sets]
     if len(set(names)) != len(names):
         raise ValidationError(f"entity set names repeat across --entities: {names}")
@@ -113,7 +113,7 @@ def plan_spine(
                     "branch (e.g. --special-areas providence-wards); --entities are only reported"
                 )
         else:
-            areas = _load_all([special_areas], block_ids)
+            areas = _load_all([special_areas], block_ids, hist)
             special = np.logical_or.reduce([s.union() for s in areas])
             special_label = special_areas
     elif special_areas is not None:
@@ -133,10 +133,16 @@ def plan_spine(
     return SpinePlan(built=built, entity_sets=tuple(entity_sets), special_areas=special_label)
 
 
-def _load_all(sources: Sequence[str], block_ids: np.ndarray) -> list[EntitySet]:
-    from engine.topdown.spine.entities import load_entities  # on use (see run_kwargs)
+def _load_all(
+    sources: Sequence[str], block_ids: np.ndarray, hist: BlockHistogram
+) -> list[EntitySet]:
+    # imported on use: the CLI imports this module to parse the spine options (see plan_spine)
+    from engine.topdown.spine.entities import load_entities, places_entity_set
 
     out: list[EntitySet] = []
     for source in sources:
-        out.extend(load_entities(source, block_ids))
+        if source == DATA_PLACES:
+            out.append(places_entity_set(hist))
+        else:
+            out.extend(load_entities(source, block_ids))
     return out

@@ -1,4 +1,4 @@
-"""The generated population: one set of persons for both engines, realistic geography (issue 17)."""
+"""The generated population: one set of persons for both engines, realistic geography (docs/synthetic.md)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.generated import load_generated_population
 from engine.data.inputs import load_topdown_input
-from engine.data.population import (
-    RI_EMPTY_BLOCK_SHARE,
-    all_two_or_more_races,
-    generate_population,
-    plan_chunks,
-    read_manifest,
-)
+from engine.data.population import generate_population, read_manifest
+from engine.data.population_chunk import all_two_or_more_races
+from engine.data.population_geography import RI_EMPTY_BLOCK_SHARE, plan_chunks
 from engine.data.samples import load_topdown_sample
 
 # Tolerances of the realism checks (stated in docs/synthetic.md).

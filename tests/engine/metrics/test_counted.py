@@ -1,4 +1,5 @@
-"""Counted residuals give the dense error and RMSE tables to the bit."""
+"""Counted residuals give the dense error and RMSE tables to the bit (the sparse metrics path),
+TDA's per-geounit absolute error included."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def _tidy_and_counted(seed: int) -> tuple[pd.DataFrame, dict]:
                 pd.DataFrame(
                     {
                         "geolevel": level,
+                        "geounit": np.repeat([f"{level}{i}" for i in range(rows)], cells),
                         "query": query,
                         "true": true.ravel(),
                         "estimate": (true + residual).ravel(),
@@ -44,6 +46,22 @@ def test_counted_error_table_equals_mae_table(seed: int) -> None:
     pd.testing.assert_frame_equal(
         counted_error_table(counted, ("geolevel", "query")), mae_table(tidy), check_exact=True
     )
+
+
+def test_tda_mae_sums_a_geounits_cells_before_averaging() -> None:
+    """TDA Tables 9–10: per geounit Σ over the query's cells of |error|, mean over geounits — the
+    per-cell MAE times the number of cells, for the dense and the counted tables alike."""
+    tidy, counted = _tidy_and_counted(3)
+    table = counted_error_table(counted, ("geolevel", "query")).set_index(["geolevel", "query"])
+    for (level, query), part in tidy.groupby(["geolevel", "query"]):
+        per_geounit = (part["estimate"] - part["true"]).abs().groupby(part["geounit"]).sum()
+        assert table.loc[(level, query), "tda_mae"] == pytest.approx(per_geounit.mean(), rel=1e-15)
+        cells = {"TOTAL": 1, "VOTINGAGE": 2, "DETAILED": 9}[query]
+        assert table.loc[(level, query), "tda_mae"] == pytest.approx(
+            cells * table.loc[(level, query), "mae"], rel=1e-12
+        )
+    dense = mae_table(tidy).set_index(["geolevel", "query"])
+    assert (dense["tda_mae"] == table["tda_mae"]).all()
 
 
 def test_counted_rmse_table_equals_rmse_table() -> None:

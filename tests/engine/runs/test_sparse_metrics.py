@@ -43,19 +43,24 @@ def _close(a: Any, b: Any, path: str = "") -> None:
 
 
 def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tuple[dict, dict]:
-    """The old dense path (before the metrics were computed from sparse histograms): metrics.json and the app's tables
-    computed from the whole tidy table ``result.to_tidy()``."""
+    """The old dense path (before the metrics were computed from sparse histograms): metrics.json
+    and the app's tables computed from the whole tidy table ``result.to_tidy()``, its block rows
+    restricted to the error universe (the blocks with housing units or GQ where the data carry a
+    unit frame); the prediction's measured RMSE over every block."""
     from engine.metrics.epl import epl_table
     from engine.metrics.error_tables import mae_table
     from engine.metrics.prediction import prediction_table
+    from engine.metrics.universe import block_universe
     from engine.prediction import RUN_TABLE_MAX_UNITS
     from engine.topdown.profile import tree_profile
 
-    tidy = result.to_tidy()
+    every_block = result.to_tidy()
+    universe = block_universe(hist, spec.options.error_universe)
+    tidy = universe.restrict(every_block, hist.geography["Block"].to_numpy())
     epl_boot = spec.options.epl_boot
     settings = metrics_stage.epl_settings_of(spec)
     tables = {"mae": mae_table(tidy)}
-    _, blau_bias = metrics_stage.blau_bias_of(result, tidy, hist)
+    _, blau_bias = metrics_stage.blau_bias_of(result, tidy, hist, universe)
     if blau_bias is not None:
         tables["blau_bias"] = blau_bias
     tables["epl"] = epl_table(
@@ -63,17 +68,20 @@ def _dense_reference(spec: RunSpec, result: Any, hist: Any, measured: Any) -> tu
     )
     profile, _ = tree_profile(result.tree, hist, "run")
     # the app's sample of families per level (RUN_TABLE_MAX_UNITS), so the tables compare
-    predicted = prediction_table(profile, measured.allocation, tidy, max_units=RUN_TABLE_MAX_UNITS)
+    predicted = prediction_table(
+        profile, measured.allocation, every_block, max_units=RUN_TABLE_MAX_UNITS
+    )
     if predicted is not None:
         tables["prediction"] = predicted
     payload = metrics_stage.metrics_payload(
         result,
         {},
-        tidy=tidy,
+        tidy=every_block,
         noise_method=spec.noise_method,
         epl_boot=epl_boot,
         epl_settings=settings,
         hist=hist,
+        universe=universe,
     )
     return payload, tables
 
@@ -106,6 +114,8 @@ def _metrics_both_ways(spec: RunSpec, hist: Any) -> tuple[dict, dict, Any]:
 
 STANDARD = (
     "mae",
+    "tda_mae",
+    "error_universe",
     "median_ae",
     "n_cells",
     "epl",
@@ -160,13 +170,23 @@ def _production_spec(epl_boot: int) -> RunSpec:
         data=DataSource(source="generated"),
         config=allocation.to_dict(),
         seed=3,
-        options=TopDownRunOptions(microdata=False, epl_boot=epl_boot),
+        # the conventional spine (the prediction's; the preset's default on these data, which
+        # carry places, is the optimized one)
+        options=TopDownRunOptions(microdata=False, epl_boot=epl_boot, spine="conventional"),
     )
 
 
 def test_generated_production_sparse_equals_dense(generated) -> None:
     dense, sparse, result = _metrics_both_ways(_production_spec(20), generated)
     _assert_same(dense, sparse)
+    # on data with a unit frame the block figures cover the blocks with housing units or GQ
+    universe = sparse["error_universe"]
+    assert universe["universe"] == "housed" and universe["blocks_left_out"] > 0
+    assert sparse["n_cells"]["Block"]["TOTAL"] == universe["blocks"]
+    assert (
+        "tda_mae" in sparse
+        and sparse["tda_mae"]["Block"]["TOTAL"] == sparse["mae"]["Block"]["TOTAL"]
+    )
     levels = result.tree.levels
     assert set(sparse["mae"]) == set(map(str, levels))
     # DETAILED residuals are mostly zeros: the counted sets hold far fewer values than cells

@@ -64,7 +64,7 @@ def test_tidy_and_measurement_tables(ri_result):
     state_total = meas[(meas.geolevel == "State") & (meas["query"] == "TOTAL")]
     assert (state_total["variance"] == 0).all()
     block_detail = meas[(meas.geolevel == "Block") & (meas["query"] == "DETAILED")]
-    # σ² = 1/(ρ c d): ρ 2.56, Block share 165/4099, DETAILED 4042/4097 (SPEC §1, §4).
+    # σ² = 1/(ρ c d): ρ 2.56, Block share 165/4099, DETAILED 4042/4097 (docs/science.md §1, §4).
     expected = 1.0 / (2.56 * 165 / 4099 * 4042 / 4097)
     assert block_detail["variance"].iloc[0] == pytest.approx(expected, rel=1e-9)
 

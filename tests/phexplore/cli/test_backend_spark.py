@@ -1,4 +1,4 @@
-"""``--backend spark`` gives the same numbers as the local backend (issue 18, SPEC §8).
+"""``--backend spark`` gives the same numbers as the local backend (docs/science.md §8, docs/spark.md).
 
 Through the real CLI, in this process, so the runs reuse the tests' one ``local[2]`` session:
 TopDown on one county of Rhode Island (estimates, measurements and microdata byte-identical) and

@@ -1,5 +1,5 @@
 """``--spark-remote sc://…`` gives the local backend's numbers over a real Spark Connect server
-(issue 18: the DataFrame/Arrow path runs over Spark Connect; SPEC §8).
+(docs/spark.md: the DataFrame/Arrow path runs over Spark Connect; docs/science.md §8).
 
 The server is the session-scoped :func:`tests.conftest.spark_connect` fixture: pyspark 4's own
 Spark Connect server in ``local[2]`` on 127.0.0.1. The Connect runs are the real CLI in a child

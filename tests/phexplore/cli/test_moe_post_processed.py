@@ -1,4 +1,4 @@
-"""``phexplore moe topdown --post-processed [--data]`` (issue 19): keys, SPEC §7 reference numbers."""
+"""``phexplore moe topdown --post-processed [--data]``: keys, docs/science.md §7 reference numbers."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_post_processed_keys_and_spec_reference(capsys: pytest.CaptureFixture[st
     for row in out["rows"]:
         assert {"sigma", "post_processed_rmse", "post_processed_moe"} <= set(row)
         assert row["post_processed_moe"] == pytest.approx(1.645 * row["post_processed_rmse"], 1e-3)
-    # SPEC §7: on RI at ρ = 1 the published Block TOTAL has RMSE ≈ 9 against σ ≈ 82,
+    # docs/science.md §7: on RI at ρ = 1 the published Block TOTAL has RMSE ≈ 9 against σ ≈ 82,
     # Tract VOTINGAGE ≈ 12 against σ ≈ 70, Block-group RACEETH ≈ 2.1 against 3.6.
     block = _row(out, "Block", "TOTAL")
     assert block["sigma"] == pytest.approx(82.4, abs=0.1)

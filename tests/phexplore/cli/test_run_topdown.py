@@ -64,7 +64,10 @@ def test_ri_county_run_writes_outputs(tmp_path, capsys):
     assert set(micro["VOTING_AGE"]) <= {"1", "2"}
     assert (micro["TABBLKST"] == "44").all() and (micro["TABBLKCOU"] == "001").all()
     printed = capsys.readouterr().out
-    assert "MAE Block" in printed and "Petti & Flaxman's published settings" in printed
+    assert "Per-cell MAE" in printed and "Petti & Flaxman's published settings" in printed
+    # TDA's definition (summed over a query's cells per geounit) is printed first, named plainly
+    assert printed.index("TDA's definition") < printed.index("Per-cell MAE")
+    assert "TDA Tables 9–10 not shown beside this run" in printed  # RI's folded allocation
     # RI's folded schema is said next to its results, with production's σ for comparison.
     assert "overstates production's for multi-race" in printed
     assert "Two or more races (57 cells)" in printed
