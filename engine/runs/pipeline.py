@@ -166,6 +166,7 @@ def _topdown(
         max_tidy_rows=max_tidy_rows,
         progress=control.progress,
     )
+    control.progress("Metrics computed", 1.0)
     return RunOutput(
         spec=spec,
         result=result,
@@ -200,6 +201,7 @@ def _phsafe(
     control.enter("metrics")
     control.progress("Error analysis (noise and truncation)", 0.0)
     errors = stages.error_analysis(result, _scale(spec))
+    control.progress("Error analysis done", 1.0)
     payload: dict[str, Any] = {}
     if with_metrics:
         payload = stages.metrics_payload(

@@ -118,7 +118,7 @@ def _kept_uploads(engine: str) -> None:
     )
     c2.button(
         "Use it",
-        key=f"run_kept_{engine}_go",
+        key=f"run_use_kept_{engine}",
         on_click=S.guarded(_use_kept_upload, "run: use kept upload"),
         args=(engine,),
     )

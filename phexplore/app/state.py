@@ -618,6 +618,7 @@ _UNASSIGNABLE_PREFIXES: tuple[str, ...] = (
     "td_levels_",
     "td_queries_",
     "run_cancel",
+    "run_use_kept_",
     "res_open_folder",
     "bs_pub_use",
 )

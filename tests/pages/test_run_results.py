@@ -373,7 +373,7 @@ def test_uploads_and_populations_are_found_again_after_a_reload(run_page: AppTes
     again.radio(key="run_td_source").set_value("upload").run()
     kept = again.selectbox(key="run_kept_topdown")
     assert "blocks.csv, mapping.json (block_csv" in kept.options[0]
-    again.button(key="run_kept_topdown_go").click().run()
+    again.button(key="run_use_kept_topdown").click().run()
     _no_problems(again)
     assert any(
         "Loaded blocks.csv, mapping.json: 2 blocks, 8 persons" in m.value for m in again.success
