@@ -3,7 +3,7 @@ the engine's own least squares of the root, before rounding (docs/science.md §7
 
 On a generated population with ``topdown-2020-production`` (the root is the state; the allocation's
 US level is folded into it, as the engine does), the root's single least-squares pass is run
-``--reps`` times by :func:`engine.topdown.qp.least_squares.multipass_least_squares` — continuous
+``--reps`` times by :func:`engine.topdown.qp.route.multipass_least_squares` — continuous
 Gaussian noise with the prediction's weights, the TOTAL invariant, structural zeros held at 0, no
 rounding — and the mass it lifts into the root's empty cells and the bias of every marginal
 (RMS over its answers of the mean error) are compared with the mean-field term. The published
@@ -35,7 +35,7 @@ from engine.prediction.support import answer_indices  # noqa: E402
 from engine.schema.attributes import REDISTRICTING_SCHEMA  # noqa: E402
 from engine.topdown.family import ChildBounds, FamilyBatch, QuerySpec  # noqa: E402
 from engine.topdown.profile import spine_profile  # noqa: E402
-from engine.topdown.qp.least_squares import multipass_least_squares  # noqa: E402
+from engine.topdown.qp.route import multipass_least_squares  # noqa: E402
 from engine.topdown.queries import query_group  # noqa: E402
 
 

@@ -1,11 +1,12 @@
-"""The sparse chunked loader of a generated population against the previous dense one (docs/topdown.md, "Production scale").
+"""The sparse chunked loader of a generated population against the previous dense one (docs/data.md,
+"Sparse block histograms").
 
 For each population folder (written by ``phexplore generate population``), in a fresh subprocess
 per load (so each peak is that load's own), ``--repeats`` times each, alternating:
 
-* **sparse** — :func:`engine.data.generated.load_generated_population`: ``ppmf.csv`` read in
-  chunks into (block, cell, count) triples (:mod:`engine.data.ppmf_cells`) summed into a CSR
-  block histogram;
+* **sparse** — :func:`engine.data.generated.load_generated_population`: ``ppmf.csv`` read batch
+  by batch into its non-zero (block, cell) counts (:func:`engine.data.ppmf.block_cell_counts`)
+  summed into a CSR block histogram;
 * **previous (dense)** — the loader before this change (main at 2b5abce), reproduced here: the
   whole ``ppmf.csv`` read by Arrow at once, then ``np.add.at`` into a dense
   ``(blocks, 2,016)`` int64 array.
@@ -40,24 +41,35 @@ KINDS = ("sparse", "dense")
 
 
 def _previous_dense_loader(folder: Path):
-    """The generated-population loader of main at 2b5abce: whole-file read, dense histogram."""
+    """The generated-population loader of main at 2b5abce: whole-file read, dense histogram
+    (its recode of codes to cells written out here, as it was)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    from engine.data.generated import PPMF_TYPES, _block_frame, _find, generated_cells
+    from engine.data.generated import _block_frame, find_file
     from engine.data.histogram import BlockHistogram
     from engine.schema.attributes import REDISTRICTING_SCHEMA
 
-    path = _find(folder, "ppmf")
+    geo = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLK")
+    codes_ = ("GQTYPE_PL", "VOTING_AGE", "CENHISP", "CENRACE")
+    path = find_file(folder, "ppmf")
     table = pacsv.read_csv(
         path,
         convert_options=pacsv.ConvertOptions(
-            include_columns=list(PPMF_TYPES), column_types=PPMF_TYPES
+            include_columns=[*geo, *codes_],
+            column_types={**{c: pa.string() for c in geo}, **{c: pa.int16() for c in codes_}},
         ),
     )
-    block, cell = generated_cells(table, path.name)
+    block = pc.binary_join_element_wise(*(table.column(c) for c in geo), "")
+    value = {c: table.column(c).to_numpy().astype(np.int64) for c in codes_}
+    cell = np.ravel_multi_index(
+        (value["GQTYPE_PL"], value["VOTING_AGE"] - 1, value["CENHISP"] - 1, value["CENRACE"] - 1),
+        REDISTRICTING_SCHEMA.shape,
+    )
     del table
-    codes, uniques = pd.factorize(block.to_numpy(zero_copy_only=False))
+    codes, uniques = pd.factorize(block.to_numpy())
     frame = _block_frame(folder)
     rows = frame.index.get_indexer(np.asarray(uniques, dtype=object))
     counts = np.zeros((len(frame.index), REDISTRICTING_SCHEMA.size), dtype=np.int64)

@@ -36,8 +36,8 @@ from engine.data.samples import load_topdown_sample  # noqa: E402
 from engine.dp.presets import load_topdown_preset  # noqa: E402
 from engine.topdown import estimation as estimation_module  # noqa: E402
 from engine.topdown.family import FamilyBatch  # noqa: E402
-from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
 from engine.topdown.qp.problem import Band  # noqa: E402
+from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 
 
 def subset_by_tracts(hist: BlockHistogram, fraction: float, seed: int = 0) -> BlockHistogram:
@@ -55,9 +55,9 @@ def recorded_run(hist, allocation, seed):
     batches = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         batches.append((batch, passes, chain))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     try:

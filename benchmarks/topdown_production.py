@@ -5,7 +5,8 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
 
 1. generates the population (``engine.data.population``; RI for sizes up to 2M persons, Ohio
    above, unless ``--state``), loads it with its block frame (structural zeros and GQ bounds held);
-2. runs ``topdown-2020-production`` (through the run pipeline, one worker), recording every family batch;
+2. runs ``topdown-2020-production`` (through the run pipeline, one worker), recording every
+   family batch;
 3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
    and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess, in GiB:
    after loading and at the end of the run);
@@ -14,27 +15,21 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
    relative difference of objectives; and, since the engine solves many small families at once
-   (``engine.topdown.qp.family_batch``), WHOLE BATCHES: for ``--sample`` random families per level
+   (``engine.topdown.qp.route``), WHOLE BATCHES: for ``--sample`` random families per level
    the unit of work that holds each is solved by the production path at once, and every family
    of it by the cvxpy model — reported per family (batch seconds ÷ families in the batch beside
    cvxpy's seconds per family on the same families);
-5. with ``--baseline``, the whole run again with the previous solver path, in the same
-   subprocess (seconds per level before/after on the same machine state);
+5. with ``--baseline``, the whole run again with ``--solver clarabel`` (the general model for
+   every family: the path before issue 17's family solvers), in the same subprocess (seconds per level before/after on the same machine state);
 6. with ``--every-batch LEVEL``, EVERY batch of that level (e.g. ``Block_Group``) solved by the
    production path 3 times (median) and every family of it once by the cvxpy model, timed in CPU
    seconds as well as wall-clock (JSON key ``cvxpy_every_batch``) — the whole level, not a sample;
-7. with ``--tract-dispatch`` (and ``--sample``), EVERY county→tract batch of the run solved by
-   the production path with and without the heavy-polish dispatch (``family_admm.polish_heavy``:
-   many children on many cells try ``family_projected_cg``'s first polish before
-   ``family_admm``) and the surplus release (``family_admm.RELEASE_BY_SURPLUS``), alternating, 3 times each: median wall and CPU seconds per batch and in
-   total, and the objectives' largest relative difference (JSON key ``tract_dispatch``).
-
 The last row fits cost ∝ blocks^b between the two largest sizes and projects 1e7 persons when it
 was not run. Usage::
 
     .venv/bin/python benchmarks/topdown_production.py [--persons 1e5,1e6] [--sample 4] [--json]
         [--cache /tmp/populations]   # generate each population once, reuse it on later runs
-        [--baseline] [--max-children N] [--tract-dispatch] [--every-batch Block_Group]
+        [--baseline] [--max-children N] [--every-batch Block_Group]
 
 Timings are wall-clock on whatever machine runs it; the docs quote medians of several runs.
 """
@@ -42,7 +37,6 @@ Timings are wall-clock on whatever machine runs it; the docs quote medians of se
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import resource
 import subprocess
@@ -127,21 +121,6 @@ def cvxpy_family(batch, f: int, queries, bands) -> tuple[float, float]:
     return float(problem.value), time.perf_counter() - t0
 
 
-@contextlib.contextmanager
-def _previous_path():
-    """The solver path before issue 17's family solvers: neither ADMM (family_admm) nor the
-    closed-form TOTAL pass under bounds (total_pass) takes a family, so Clarabel does."""
-    from engine.topdown.qp import family_admm, total_pass
-
-    covered, applies = family_admm.covered, total_pass.applies
-    family_admm.covered = lambda *_args: False
-    total_pass.applies = lambda *_args: False
-    try:
-        yield
-    finally:
-        family_admm.covered, total_pass.applies = covered, applies
-
-
 def _differing(a, b) -> int:
     """Cells whose estimates differ between two runs (dense or SciPy sparse arrays)."""
     if hasattr(a, "tocsr") and hasattr(b, "tocsr"):
@@ -151,20 +130,20 @@ def _differing(a, b) -> int:
     return int(np.count_nonzero(a != b))
 
 
-def _engine_family(one, passes, method: str):
-    """The engine's passes for one family alone (``method`` of ``solve_pass``): (objectives of
+def _engine_family(one, passes, solver: str):
+    """The engine's passes for one family alone (``solver`` of ``solve_pass``): (objectives of
     every pass, bands of the last pass, seconds)."""
-    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
     from engine.topdown.qp.problem import Band
+    from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 
     t0 = time.perf_counter()
-    first = solve_pass(one, passes[0], method=method) if len(passes) > 1 else None
+    first = solve_pass(one, passes[0], solver=solver) if len(passes) > 1 else None
     bands = (
         [Band(q, one.queries[q].answer(first.x), np.full(1, PASS_TOLERANCE)) for q in passes[0]]
         if first is not None
         else []
     )
-    last = solve_pass(one, passes[-1], bands, method=method)
+    last = solve_pass(one, passes[-1], bands, solver=solver)
     seconds = time.perf_counter() - t0
     objectives = ([first.objective[0]] if first is not None else []) + [last.objective[0]]
     return objectives, bands, seconds
@@ -172,10 +151,10 @@ def _engine_family(one, passes, method: str):
 
 def _engine_batch(batch, passes):
     """The production path (``auto``) on a whole recorded batch, as the engine solves it (small
-    families together, :mod:`engine.topdown.qp.family_batch`): (objectives ``(passes, F)``, bands of
+    families together, :mod:`engine.topdown.qp.route`): (objectives ``(passes, F)``, bands of
     the last pass, seconds for the whole batch)."""
-    from engine.topdown.qp.least_squares import PASS_TOLERANCE, solve_pass
     from engine.topdown.qp.problem import Band
+    from engine.topdown.qp.route import PASS_TOLERANCE, solve_pass
 
     n = batch.n_families
     t0 = time.perf_counter()
@@ -189,70 +168,6 @@ def _engine_batch(batch, passes):
     seconds = time.perf_counter() - t0
     objectives = ([first.objective] if first is not None else []) + [last.objective]
     return np.array(objectives), bands, seconds
-
-
-@contextlib.contextmanager
-def _dispatch_before_heavy_polish():
-    """The family solvers before the tract work of 2026-11-24 06:00: every family of small
-    children goes to family_admm first (no family is ``polish_heavy``) and its polish releases
-    the weakest dependent row of either side (``RELEASE_BY_SURPLUS`` off)."""
-    from engine.topdown.qp import family_admm
-
-    limit, surplus = family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS
-    family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = float("inf"), False
-    try:
-        yield
-    finally:
-        family_admm.MAX_POLISH_WORK, family_admm.RELEASE_BY_SURPLUS = limit, surplus
-
-
-def compare_dispatch(batches, level: str = "Tract", repeats: int = 3) -> dict[str, object]:
-    """EVERY recorded batch of ``level`` solved by the production path (both passes) with the
-    heavy-polish dispatch and without it (:func:`_dispatch_before_heavy_polish`), alternating,
-    ``repeats`` times each: per batch its families' children, dense polish work (children ×
-    populated cells³), median wall and CPU seconds of each path, and the objectives' largest
-    relative difference."""
-    from engine.topdown.qp import family_admm
-
-    rows = []
-    for batch, passes, _chain in batches:
-        if batch.child_level != level or batch.parent is None:
-            continue
-        sizes = np.diff(batch.child_ptr)
-        cells = np.count_nonzero(batch.parent > 0, axis=1).astype(np.float64)
-        times: dict[str, list[tuple[float, float]]] = {"new": [], "before": []}
-        objectives = {}
-        for _ in range(repeats):
-            for name in ("new", "before"):
-                context = (
-                    _dispatch_before_heavy_polish()
-                    if name == "before"
-                    else contextlib.nullcontext()
-                )
-                with context:
-                    c0 = time.process_time()
-                    objectives[name], _bands, seconds = _engine_batch(batch, passes)
-                    times[name].append((seconds, time.process_time() - c0))
-        diff = np.abs(objectives["new"] - objectives["before"]) / np.maximum(
-            np.abs(objectives["before"]), 1e-9
-        )
-        rows.append(
-            {
-                "children": [int(k) for k in sizes],
-                "polish_work": [float(k * c**3) for k, c in zip(sizes, cells, strict=True)],
-                "heavy": [bool(h) for h in family_admm.polish_heavy(batch)],
-                **{
-                    f"{name}_{kind}": float(np.median([t[i] for t in times[name]]))
-                    for name in ("new", "before")
-                    for i, kind in enumerate(("s", "cpu_s"))
-                },
-                "rel_objective_diff": float(diff.max(initial=0.0)),
-            }
-        )
-    total = {
-        key: sum(r[key] for r in rows) for key in ("new_s", "before_s", "new_cpu_s", "before_cpu_s")
-    }
-    return {"level": level, "repeats": repeats, "batches": rows, "total": total}
 
 
 def _cvxpy_every_family(batch, passes, bands, objectives, memory_gb: float = 4.0):
@@ -416,8 +331,7 @@ def compare_families(
             batch, f, passes = items[int(i)]
             one = batch.subset([f])
             ours, bands, ours_s = _engine_family(one, passes, "auto")
-            with _previous_path():
-                previous, _bands, previous_s = _engine_family(one, passes, "auto")
+            previous, _bands, previous_s = _engine_family(one, passes, "clarabel")
             base_s = 0.0
             diffs = [abs(a - b) / max(abs(b), 1e-9) for a, b in zip(ours, previous, strict=True)]
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -503,7 +417,6 @@ def one_size(
     *,
     baseline: bool = False,
     max_children: int | None = None,
-    dispatch_ab: bool = False,
     every_batch: str | None = None,
 ) -> dict[str, object]:
     """Generate (or reuse from ``cache``), load, run and compare one size (in its own subprocess)."""
@@ -525,12 +438,12 @@ def one_size(
     batches = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         # Only the compared level's batches when only --every-batch asks (recording every
         # level's would inflate the peak memory reported)
         if sample or batch.child_level == every_batch:
             batches.append((batch, passes, chain))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     try:
@@ -544,23 +457,21 @@ def one_size(
     previous = None
     if baseline:
         # The same run with the previous solver path (Clarabel for every 2,016-cell family).
-        with _previous_path():
-            t0, c0 = time.perf_counter(), time.process_time()
-            before = topdown_result(hist, allocation, seed=seed)
-            previous = {
-                "run_s": time.perf_counter() - t0,
-                "run_cpu_s": time.process_time() - c0,
-                "level_s": {k: v for k, v in before.timings.items() if k in LEVELS},
-                "least_squares_cpu_s": before.timings.get("least_squares_cpu", 0.0),
-                "rounding_cpu_s": before.timings.get("rounding_cpu", 0.0),
-                "estimate_cells_differing": _differing(
-                    getattr(before, "estimates_sparse", before.estimates),
-                    getattr(result, "estimates_sparse", result.estimates),
-                ),
-            }
+        t0, c0 = time.perf_counter(), time.process_time()
+        before = topdown_result(hist, allocation, seed=seed, solver="clarabel")
+        previous = {
+            "run_s": time.perf_counter() - t0,
+            "run_cpu_s": time.process_time() - c0,
+            "level_s": {k: v for k, v in before.timings.items() if k in LEVELS},
+            "least_squares_cpu_s": before.timings.get("least_squares_cpu", 0.0),
+            "rounding_cpu_s": before.timings.get("rounding_cpu", 0.0),
+            "estimate_cells_differing": _differing(
+                getattr(before, "estimates_sparse", before.estimates),
+                getattr(result, "estimates_sparse", result.estimates),
+            ),
+        }
     compare = compare_families(batches, sample, seed, max_children) if sample else {}
     whole = compare_batches(batches, sample, seed) if sample else {}
-    dispatch = compare_dispatch(batches) if sample and dispatch_ab else {}
     every = compare_every_batch(batches, every_batch) if every_batch else {}
     import scipy.sparse as sp
 
@@ -594,7 +505,6 @@ def one_size(
         "bound_violations": result.diagnostics["structural"].get("bound_violations"),
         "cvxpy": compare,
         "cvxpy_batches": whole,
-        "tract_dispatch": dispatch,
         "cvxpy_every_batch": every,
         "previous_path": previous,
     }
@@ -642,13 +552,6 @@ def main(argv: list[str] | None = None) -> int:
         help="compare only families with at most this many children (default: any size)",
     )
     parser.add_argument(
-        "--tract-dispatch",
-        action="store_true",
-        help="with --sample: every tract batch solved with and without the heavy-polish dispatch "
-        "and the surplus release (family_admm.MAX_POLISH_WORK, RELEASE_BY_SURPLUS), 3 times "
-        "each, alternating",
-    )
-    parser.add_argument(
         "--every-batch",
         choices=LEVELS,
         default=None,
@@ -675,7 +578,6 @@ def main(argv: list[str] | None = None) -> int:
             args.cache,
             baseline=args.baseline,
             max_children=args.max_children,
-            dispatch_ab=args.tract_dispatch,
             every_batch=args.every_batch,
         )
         print(json.dumps(one))
@@ -690,8 +592,6 @@ def main(argv: list[str] | None = None) -> int:
             command.append("--baseline")
         if args.max_children is not None:
             command += ["--max-children", str(args.max_children)]
-        if args.tract_dispatch:
-            command.append("--tract-dispatch")
         if args.every_batch:
             command += ["--every-batch", args.every_batch]
         if args.state:

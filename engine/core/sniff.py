@@ -1,16 +1,16 @@
-"""What is this file? Shared checks every data loader runs before parsing a byte (docs/reliability.md, "Inputs").
+"""What is this file? Shared checks every data loader runs before parsing a byte (docs/reliability.md,
+"Inputs").
 
 One place for the questions a hostile or careless input raises before any CSV parsing:
 
 * the path: missing, a folder, a symbolic-link loop, a broken link, unreadable (permissions), a pipe or
-  device, over the size limit (:data:`engine.data.validate.DEFAULT_MAX_BYTES`, raised per loader with
-  ``max_bytes`` and on the CLI with ``--max-bytes``);
-* the content: gzip is decompressed transparently (bounded by the same limit); zip/xlsx, bzip2, xz,
-  Parquet, PDF, UTF-16/32 text and other binary data are named and refused
-  (:func:`engine.core.files.content_kind`);
-* sets of files: a compressed extract beside a stale uncompressed copy (``persons.csv`` and
-  ``persons.csv.gz``) is refused naming both; several uploads that could each be "the persons file"
-  are refused rather than one being picked (:func:`assign_by_name`).
+  device, over the size limit (:data:`engine.data.sources.DEFAULT_MAX_BYTES`, raised per loader with
+  ``max_bytes`` and on the CLI with ``--max-bytes``): :func:`check_path`;
+* the content: zip/xlsx, bzip2, xz, Parquet, PDF, UTF-16/32 text and other binary data are named and
+  refused (:func:`check_content`, :func:`engine.core.files.content_kind`); gzip is decompressed by
+  the stream that reads a file (:mod:`engine.data.sources`);
+* sets of uploads: several files that could each be "the persons file" are refused rather than one
+  being picked (:func:`assign_by_name`; a folder's files: :mod:`engine.data.folders`).
 
 Every refusal is a :class:`~engine.core.errors.DataValidationError` naming the file.
 """
@@ -18,12 +18,9 @@ Every refusal is a :class:`~engine.core.errors.DataValidationError` naming the f
 from __future__ import annotations
 
 import errno
-import gzip
-import io
 import os
 import stat
-import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +34,11 @@ def _fail(label: str, message: str) -> DataValidationError:
     return DataValidationError([Problem(label, message)])
 
 
-def _too_large(size: int, max_bytes: int, what: str = "the file") -> str:
+def too_large(size: int, max_bytes: int, what: str = "the file") -> str:
+    """The message of a file over the size limit."""
     return (
         f"{what} is {size:,} bytes, over the size limit of {max_bytes:,} bytes; raise the limit "
-        "(--max-bytes on the command line) or use a smaller extract"
+        "(--max-bytes on the command line, max_bytes in Python) or use a smaller extract"
     )
 
 
@@ -63,37 +61,9 @@ def check_path(path: Path, label: str, max_bytes: int) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise _fail(label, f"{path} is not a regular file (a pipe, socket or device)")
     if info.st_size > max_bytes:
-        raise _fail(label, _too_large(info.st_size, max_bytes))
+        raise _fail(label, too_large(info.st_size, max_bytes))
     if not os.access(path, os.R_OK):
         raise _fail(label, f"cannot read {path} (permission denied)")
-
-
-def read_path(path: Path, label: str, max_bytes: int) -> bytes:
-    """The bytes of a checked path (at most ``max_bytes + 1`` of them)."""
-    check_path(path, label, max_bytes)
-    try:
-        # Never ask for more than the file holds: read(max_bytes + 1) would allocate max_bytes.
-        want = min(max_bytes, path.stat().st_size) + 1
-        with path.open("rb") as handle:
-            return handle.read(want)
-    except PermissionError:
-        raise _fail(label, f"cannot read {path} (permission denied)") from None
-    except OSError as exc:
-        raise _fail(label, f"cannot read {path} ({exc.strerror or exc})") from None
-
-
-def gunzip(data: bytes, label: str, max_bytes: int) -> bytes:
-    """Decompress gzip ``data`` (several members allowed), refusing more than ``max_bytes`` out."""
-    out = io.BytesIO()
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
-            while chunk := handle.read(1 << 20):
-                out.write(chunk)
-                if out.tell() > max_bytes:
-                    raise _fail(label, _too_large(out.tell(), max_bytes, "the decompressed file"))
-    except (OSError, EOFError, zlib.error) as exc:
-        raise _fail(label, f"a damaged or truncated gzip file ({exc})") from None
-    return out.getvalue()
 
 
 def check_content(data: bytes, label: str, *, expected: str = "delimited text (CSV)") -> None:
@@ -104,39 +74,6 @@ def check_content(data: bytes, label: str, *, expected: str = "delimited text (C
     if kind is not None:
         hint = "; save it as UTF-8" if "UTF-" in kind else "; export it as CSV (UTF-8)"
         raise _fail(label, f"this is {kind}, not {expected}{hint}")
-
-
-def file_bytes(data: bytes, label: str, max_bytes: int) -> bytes:
-    """Checked text bytes of a file's raw ``data``: gzip decompressed, non-text refused."""
-    if len(data) > max_bytes:
-        raise _fail(label, _too_large(len(data), max_bytes))
-    if data.startswith(GZIP_MAGIC):
-        data = gunzip(data, label, max_bytes)
-    check_content(data, label)
-    return data
-
-
-def compressed_pair(directory: Path, base: str) -> Path | None:
-    """The one of ``base`` / ``base.gz`` in ``directory``; refuse when both exist (naming both)."""
-    plain, packed = directory / base, directory / f"{base}.gz"
-    have_plain = plain.exists() or plain.is_symlink()
-    have_packed = packed.exists() or packed.is_symlink()
-    if have_plain and have_packed:
-        raise DataValidationError(
-            [
-                Problem(
-                    str(directory),
-                    f"both {plain.name} and {packed.name} are present; one is probably a stale "
-                    "copy of the other — remove the one you do not mean",
-                )
-            ],
-            summary="the extract is ambiguous",
-        )
-    if have_plain:
-        return plain
-    if have_packed:
-        return packed
-    return None
 
 
 def _name(source: Any) -> str:
@@ -185,19 +122,3 @@ def assign_by_name(
             problems, summary=f"cannot tell which file is which in the {what}"
         )
     return {k: v[0] for k, v in found.items()}
-
-
-def repeated_header_rows(
-    columns: Mapping[str, Any], found: Mapping[str, str], rows: Any, limit: int = 3
-) -> list[int]:
-    """Row numbers whose every requested value equals its header name (two exports concatenated)."""
-    import numpy as np
-
-    mask = None
-    for key, values in columns.items():
-        header = found.get(key, key).strip().lower()
-        hit = np.char.lower(np.asarray(values, dtype=str)) == header
-        mask = hit if mask is None else mask & hit
-    if mask is None or not mask.any():
-        return []
-    return [int(r) for r in np.asarray(rows)[mask][:limit]]

@@ -27,25 +27,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.core.errors import DataValidationError, Problem, ValidationError
 from engine.core.strict_json import check_keys, loads_strict_json
+from engine.data.columns import Integers, Totals, compact, joined
+from engine.data.csv_reader import CsvReader
 from engine.data.geography import (
     BLOCK_LEVELS,
-    block_id_problems,
+    block_id_numbers,
     geography_from_block_ids,
     geography_from_level_columns,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.validate import (
-    DEFAULT_MAX_BYTES,
-    DataSource,
-    int_column,
-    raise_if,
-    read_csv_table,
-    read_source,
-    source_name,
-)
+from engine.data.problems import raise_if
+from engine.data.sources import DEFAULT_MAX_BYTES, DataSource, read_source, source_name
 from engine.schema.attributes import (
     PL94171_SCHEMA,
     REDISTRICTING_SCHEMA,
@@ -129,40 +126,54 @@ def load_block_csv(
     max_bytes: int = DEFAULT_MAX_BYTES,
     name: str | None = None,
 ) -> BlockHistogram:
-    """Load a one-row-per-block CSV into a :class:`BlockHistogram` as ``mapping`` directs."""
+    """Load a one-row-per-block CSV into a :class:`BlockHistogram` as ``mapping`` directs.
+
+    Read batch by batch: each batch's count columns are checked and added into its rows of the
+    histogram at once."""
     spec = parse_mapping(mapping)
     geo_columns = [spec.geoid] if spec.geoid else list(spec.levels.values())  # type: ignore[union-attr]
-    table = read_csv_table(
-        source,
-        [*geo_columns, *spec.cells],
-        max_bytes=max_bytes,
-        name=name,
-        integers=list(spec.cells),
-    )
-    problems: list[Problem] = []
+    reader = CsvReader(source, [*geo_columns, *spec.cells], max_bytes=max_bytes, name=name)
+    problems, found = reader.problems, reader.layout.found
+    kinds = {column: Integers() for column in spec.cells}
+    counts: list[np.ndarray] = []
+    text: dict[str, list[pa.Array]] = {c: [] for c in geo_columns}
+    rows: list[np.ndarray] = []
+    totals = Totals()
+    for batch in reader.batches(kinds):
+        part = np.zeros((batch.n_rows, spec.schema.size), dtype=np.int64)
+        for column, cell in spec.cells.items():
+            part[:, cell] += batch.values[column]
+        totals.add({found[c]: batch.values[c] for c in spec.cells}, batch.rows)
+        counts.append(compact(part))
+        rows.append(compact(batch.rows))
+        for column in geo_columns:
+            text[column].append(batch.text[column])
+    all_rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    columns = {c: pa.chunked_array(v, pa.string()) for c, v in text.items()}
     if spec.geoid:
-        raw = table.columns[spec.geoid]
-        if raw.dtype.kind == "U":  # the large-file reader's fixed-width text: stay vectorised
-            ids = np.char.rpartition(raw, "US")[:, 2]
-        else:
-            ids = np.asarray([v.rsplit("US", 1)[-1] for v in raw.tolist()], dtype=object)
-        problems += block_id_problems(table, spec.geoid, ids)
-        geography = geography_from_block_ids(ids)
+        ids = columns[spec.geoid]
+        if pc.any(pc.match_substring(ids, "US")).as_py():  # a 7500000US… prefix
+            ids = pc.replace_substring_regex(ids, r"^.*US", "")
+        block_id_numbers(problems, reader.label, found[spec.geoid], ids, all_rows)
     else:
-        geography, found = geography_from_level_columns(table, spec.levels)  # type: ignore[arg-type]
-        problems += found
-    counts = np.zeros((table.n_rows, spec.schema.size), dtype=np.int64)
-    for column, cell in spec.cells.items():
-        values, found = int_column(table, column)
-        problems += found
-        counts[:, cell] += values
-    raise_if(problems, summary=f"{table.file}: not a usable block CSV")
+        levels = spec.levels or {}
+        geography, _ = geography_from_level_columns(
+            problems,
+            reader.label,
+            {level: columns[c] for level, c in levels.items()},
+            {level: found[c] for level, c in levels.items()},
+            all_rows,
+        )
+    problems.extend(totals.problems(reader.label))
+    raise_if(problems, summary=f"{reader.label}: not a usable block CSV")
+    if spec.geoid:
+        geography = geography_from_block_ids(ids)
     return BlockHistogram(
         schema=spec.schema,
         levels=BLOCK_LEVELS,
         geography=geography,
-        counts=counts,
-        source=f"block CSV {table.file}",
+        counts=joined(counts, spec.schema.size),
+        source=f"block CSV {reader.label}",
         extra={"mapped_columns": dict(spec.cells)},
     )
 

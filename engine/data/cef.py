@@ -11,7 +11,12 @@ present; every code in its domain (RTYPE, QAGE 0–115, CENHISP, CENRACE 01–63
 NPF, HHSPAN, HHRACE 00–63, TEN, HHT, HHT2, CPLT, nine-digit MAFIDs, geography code widths); and,
 across files after the optional state filter, no repeated MAFID in units or geo, every person's MAFID
 in units, every unit's MAFID in geo and every geo MAFID in units. Every problem is located
-(file, row, column) and all are raised together as one :class:`DataValidationError`.
+(file, row, column) and all are raised together as one :class:`DataValidationError`: the problems
+of every file, and the cross-file checks on the records whose MAFIDs are valid.
+
+Each file is read by the one reader (:mod:`engine.data.csv_reader`): codes and numbers are checked
+batch by batch on whole columns, and the three tables are kept as Arrow text handed to pandas
+(Arrow-backed strings from pandas 3 on), never one Python string per value.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.core.errors import DataValidationError, Problem
-from engine.core.sniff import compressed_pair
 from engine.data.cef_types import (
     CEF_FILE_NAMES,
     GEO_COLUMNS,
@@ -32,41 +38,49 @@ from engine.data.cef_types import (
     UNIT_COLUMNS,
     CefExtract,
 )
-from engine.data.validate import (
-    DEFAULT_MAX_BYTES,
-    MAX_PROBLEMS_PER_CHECK,
-    CsvTable,
-    DataSource,
-    code_column,
-    duplicate_problems,
-    int_column,
-    read_csv_table,
-    read_source,
-)
+from engine.data.columns import Codes, Integers, digit_code_problems, duplicate_problems
+from engine.data.csv_reader import CsvReader, Kind
+from engine.data.csv_records import CsvTable
+from engine.data.folders import one_file
+from engine.data.problems import Problems
+from engine.data.sources import DEFAULT_MAX_BYTES, DataSource
 
-_CODES: dict[str, dict[str, tuple[tuple[str, ...], int | None]]] = {
+
+def _codes(codes: tuple[str, ...], width: int | None = None) -> Codes:
+    return Codes(codes, width=width, keep_text=True)
+
+
+MAFID_MIN, MAFID_MAX = 100_000_001, 900_000_000
+"""The MAFID domain of the official schema."""
+
+KINDS: dict[str, dict[str, Kind]] = {
     "persons": {
-        "RTYPE": (("3", "5"), None),
-        "CENHISP": (("1", "2"), None),
-        "CENRACE": (tuple(f"{i:02d}" for i in range(1, 64)), 2),
-        "RELSHIP": (tuple(str(i) for i in range(20, 39)), None),
+        "MAFID": Integers(MAFID_MIN, MAFID_MAX, "MAFID", keep_text=True),
+        "RTYPE": _codes(("3", "5")),
+        "QAGE": Integers(0, 115, "age", keep_text=True),
+        "CENHISP": _codes(("1", "2")),
+        "CENRACE": _codes(tuple(f"{i:02d}" for i in range(1, 64)), 2),
+        "RELSHIP": _codes(tuple(str(i) for i in range(20, 39))),
     },
     "units": {
-        "RTYPE": (("2", "4"), None),
-        "HHSPAN": (("0", "1", "2"), None),
-        "HHRACE": (tuple(f"{i:02d}" for i in range(0, 64)), 2),
-        "TEN": (tuple(str(i) for i in range(0, 5)), None),
-        "HHT": (tuple(str(i) for i in range(0, 8)), None),
-        "HHT2": (tuple(f"{i:02d}" for i in range(0, 13)), 2),
-        "CPLT": (tuple(str(i) for i in range(0, 6)), None),
+        "MAFID": Integers(MAFID_MIN, MAFID_MAX, "MAFID", keep_text=True),
+        "RTYPE": _codes(("2", "4")),
+        "FINAL_POP": Integers(0, 100_000, "population", keep_text=True),
+        "NPF": Integers(0, 97, "persons in family", keep_text=True),
+        "HHSPAN": _codes(("0", "1", "2")),
+        "HHRACE": _codes(tuple(f"{i:02d}" for i in range(0, 64)), 2),
+        "TEN": _codes(tuple(str(i) for i in range(0, 5))),
+        "HHT": _codes(tuple(str(i) for i in range(0, 8))),
+        "HHT2": _codes(tuple(f"{i:02d}" for i in range(0, 13)), 2),
+        "CPLT": _codes(tuple(str(i) for i in range(0, 6))),
     },
-    "geo": {"RTYPE": (("2", "4"), None)},
+    "geo": {
+        "MAFID": Integers(MAFID_MIN, MAFID_MAX, "MAFID", keep_text=True),
+        "RTYPE": _codes(("2", "4")),
+    },
 }
-_INTS: dict[str, dict[str, tuple[int, int, str]]] = {
-    "persons": {"QAGE": (0, 115, "age")},
-    "units": {"FINAL_POP": (0, 100_000, "population"), "NPF": (0, 97, "persons in family")},
-}
-_GEO_DIGITS: dict[str, int] = {
+"""How each file's columns are typed and checked (the official input validation)."""
+GEO_DIGITS: dict[str, int] = {
     "TABBLKST": 2,
     "TABBLKCOU": 3,
     "TABTRACTCE": 6,
@@ -77,93 +91,52 @@ _GEO_DIGITS: dict[str, int] = {
     "PLACEFP": 5,
     "AIANNHCE": 4,
 }
+"""Geography codes of the geo file and their exact number of digits."""
 _COLUMNS = {"persons": PERSON_COLUMNS, "units": UNIT_COLUMNS, "geo": GEO_COLUMNS}
-MAFID_MIN, MAFID_MAX = 100_000_001, 900_000_000
-"""The MAFID domain of the official schema."""
 
 CefSource = str | os.PathLike[str] | Mapping[str, DataSource]
 """A directory holding the three files, or a mapping ``{"persons"|"units"|"geo": source}``."""
 
 
-def _locate(directory: Path, kind: str) -> Path:
-    base = CEF_FILE_NAMES[kind]
-    found = compressed_pair(directory, base)  # refuses persons.csv beside persons.csv.gz
-    if found is not None:
-        return found
-    raise DataValidationError(
-        [Problem(str(directory), f"missing {base} (or {base}.gz) in the extract directory")],
-        summary="the CEF extract is incomplete",
-    )
-
-
-def _bytes_of(source: DataSource, label: str, max_bytes: int) -> bytes:
-    """The checked text bytes of one CEF file (gzip decompressed; see :mod:`engine.core.sniff`)."""
-    return read_source(source, max_bytes=max_bytes, name=label)
+def cef_files(path_or_dir: CefSource) -> tuple[dict[str, DataSource], dict[str, str]]:
+    """``(sources, labels)`` of the three files of an extract: a folder's (one candidate per
+    file, :func:`engine.data.folders.one_file`) or a mapping's."""
+    if isinstance(path_or_dir, Mapping):
+        sources = {kind: path_or_dir[kind] for kind in _COLUMNS if kind in path_or_dir}
+        missing = [k for k in _COLUMNS if k not in sources]
+        if missing:
+            raise DataValidationError(
+                [Problem("extract", f"missing the {k} file") for k in missing],
+                summary="the CEF extract is incomplete",
+            )
+        return sources, {kind: CEF_FILE_NAMES[kind] for kind in _COLUMNS}
+    directory = Path(path_or_dir)
+    if not directory.is_dir():
+        raise DataValidationError(
+            [Problem(str(directory), "not a directory holding persons.csv, units.csv and geo.csv")]
+        )
+    problems: list[Problem] = []
+    paths: dict[str, Path] = {}
+    for kind in _COLUMNS:
+        try:
+            paths[kind] = one_file(
+                directory,
+                kind,
+                what="CEF extract",
+                fix="an extract is persons.csv, units.csv and geo.csv (each may be .csv.gz)",
+            )
+        except DataValidationError as exc:
+            problems += exc.problems
+    if problems:
+        raise DataValidationError(problems, summary="the CEF extract's files are not usable")
+    return dict(paths), {kind: p.name for kind, p in paths.items()}
 
 
 def _read(kind: str, source: DataSource, label: str, max_bytes: int) -> CsvTable:
-    data = _bytes_of(source, label, max_bytes)
-    return read_csv_table(data, list(_COLUMNS[kind]), max_bytes=max_bytes, name=label)
-
-
-def _field_problems(kind: str, table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
-    problems: list[Problem] = []
-    mafid, p = int_column(table, "MAFID", minimum=MAFID_MIN, maximum=MAFID_MAX, what="MAFID")
-    problems += p
-    for column, (codes, width) in _CODES.get(kind, {}).items():
-        problems += code_column(table, column, codes, width=width)[1]
-    for column, (low, high, what) in _INTS.get(kind, {}).items():
-        problems += int_column(table, column, minimum=low, maximum=high, what=what)[1]
-    if kind == "geo":
-        for column, width in _GEO_DIGITS.items():
-            raw = pd.Series(table.columns[column], dtype=object).astype(str)
-            bad = ~raw.str.fullmatch(rf"[0-9]{{{width}}}").to_numpy(dtype=bool)
-            hits = np.flatnonzero(bad)
-            for i in hits[:MAX_PROBLEMS_PER_CHECK]:
-                problems.append(
-                    Problem(
-                        table.file,
-                        f"{raw.iloc[i]!r} is not a {width}-digit code",
-                        int(table.rows[i]),
-                        column,
-                    )
-                )
-            if hits.size > MAX_PROBLEMS_PER_CHECK:
-                problems.append(
-                    Problem(
-                        table.file,
-                        f"… and {hits.size - MAX_PROBLEMS_PER_CHECK:,} more",
-                        None,
-                        column,
-                    )
-                )
-    return mafid, problems
-
-
-def _missing_link(
-    table: CsvTable, mafid: np.ndarray, keep: np.ndarray, other: np.ndarray, other_name: str
-) -> list[Problem]:
-    missing = keep & ~np.isin(mafid, other)
-    hits = np.flatnonzero(missing)
-    out = [
-        Problem(
-            table.file,
-            f"MAFID {mafid[i]} has no record in {other_name}",
-            int(table.rows[i]),
-            "MAFID",
-        )
-        for i in hits[:MAX_PROBLEMS_PER_CHECK]
-    ]
-    if hits.size > MAX_PROBLEMS_PER_CHECK:
-        out.append(
-            Problem(
-                table.file,
-                f"… and {hits.size - MAX_PROBLEMS_PER_CHECK:,} more MAFIDs missing from {other_name}",
-                None,
-                "MAFID",
-            )
-        )
-    return out
+    reader = CsvReader(
+        source, list(_COLUMNS[kind]), max_bytes=max_bytes, name=label, large_text=True
+    )
+    return reader.read(KINDS[kind])
 
 
 def load_cef_extract(
@@ -178,79 +151,111 @@ def load_cef_extract(
     records of those states — as the official reader does before validating — so records of other
     states (which a run would ignore) cannot block a run.
     """
-    if isinstance(path_or_dir, Mapping):
-        sources = {kind: path_or_dir[kind] for kind in _COLUMNS if kind in path_or_dir}
-        missing = [k for k in _COLUMNS if k not in sources]
-        if missing:
-            raise DataValidationError(
-                [Problem("extract", f"missing the {k} file") for k in missing],
-                summary="the CEF extract is incomplete",
-            )
-        labels = {kind: CEF_FILE_NAMES[kind] for kind in _COLUMNS}
-    else:
-        directory = Path(path_or_dir)
-        if not directory.is_dir():
-            raise DataValidationError(
-                [
-                    Problem(
-                        str(directory), "not a directory holding persons.csv, units.csv and geo.csv"
-                    )
-                ]
-            )
-        paths = {kind: _locate(directory, kind) for kind in _COLUMNS}
-        sources = dict(paths)
-        labels = {kind: p.name for kind, p in paths.items()}
-
-    tables = {kind: _read(kind, sources[kind], labels[kind], max_bytes) for kind in _COLUMNS}
+    sources, labels = cef_files(path_or_dir)
     problems: list[Problem] = []
-    mafids: dict[str, np.ndarray] = {}
+    tables: dict[str, CsvTable] = {}
+    for kind in _COLUMNS:
+        try:
+            tables[kind] = _read(kind, sources[kind], labels[kind], max_bytes)
+        except DataValidationError as exc:  # this file cannot be read: the others still are
+            problems += exc.problems
+    checks = Problems()
     for kind, table in tables.items():
-        mafids[kind], p = _field_problems(kind, table)
-        problems += p
+        checks.extend(table.problems)
+        if kind == "geo":
+            for column, width in GEO_DIGITS.items():
+                digit_code_problems(
+                    checks, table.file, column, table.text[column], table.rows, width
+                )
+    if len(tables) == len(_COLUMNS):
+        keep = _kept(tables, state_filter)
+        _cross_file_problems(checks, tables, keep, labels)
+    problems += checks.result()
     if problems:
-        raise DataValidationError(problems, summary="the CEF extract has invalid values")
-
-    geo_state = tables["geo"].columns["TABBLKST"].astype(str)
-    if state_filter is not None:
-        wanted = {str(s) for s in state_filter}
-        geo_keep = np.isin(geo_state, list(wanted))
-        state_mafids = mafids["geo"][geo_keep]
-        keep = {
-            "geo": geo_keep,
-            "units": np.isin(mafids["units"], state_mafids),
-            "persons": np.isin(mafids["persons"], state_mafids),
-        }
-    else:
-        keep = {kind: np.ones(t.n_rows, dtype=bool) for kind, t in tables.items()}
-
-    for kind in ("units", "geo"):
-        t = tables[kind]
-        idx = np.flatnonzero(keep[kind])
-        sub = CsvTable(
-            t.file,
-            t.delimiter,
-            t.header,
-            {c: v[idx] for c, v in t.columns.items()},
-            t.found,
-            t.rows[idx],
-        )
-        problems += duplicate_problems(sub, "MAFID", mafids[kind][idx], "MAFID")
-    problems += _missing_link(
-        tables["persons"], mafids["persons"], keep["persons"], mafids["units"], labels["units"]
-    )
-    problems += _missing_link(
-        tables["units"], mafids["units"], keep["units"], mafids["geo"], labels["geo"]
-    )
-    problems += _missing_link(
-        tables["geo"], mafids["geo"], keep["geo"], mafids["units"], labels["units"]
-    )
-    if problems:
-        raise DataValidationError(problems, summary="the CEF extract files are inconsistent")
-
+        raise DataValidationError(problems, summary="the CEF extract is not usable")
+    text = pd.Series(np.array([""], dtype=object)).dtype
     frames = {
-        kind: pd.DataFrame(
-            {c: np.asarray(t.columns[c], dtype=object)[keep[kind]] for c in _COLUMNS[kind]}
-        ).reset_index(drop=True)
+        kind: pd.DataFrame({c: _frame_column(t.text[c], keep[kind], text) for c in _COLUMNS[kind]})
         for kind, t in tables.items()
     }
     return CefExtract(persons=frames["persons"], units=frames["units"], geo=frames["geo"])
+
+
+def _frame_column(values: pa.ChunkedArray, keep: np.ndarray | None, text: object) -> object:
+    """A text column for pandas: Arrow-backed strings (pandas ≥ 3) or object strings."""
+    if keep is not None:
+        values = values.filter(pa.array(keep))
+    if isinstance(text, pd.StringDtype) and text.storage == "pyarrow":
+        return pd.array(values, dtype=text)
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _kept(
+    tables: dict[str, CsvTable], state_filter: Sequence[str] | None
+) -> dict[str, np.ndarray | None]:
+    """The records of the states of ``state_filter`` (all when None), per file."""
+    if state_filter is None:
+        return dict.fromkeys(tables)
+    wanted = pa.array(sorted({str(s) for s in state_filter}), pa.string())
+    geo = tables["geo"]
+    geo_keep = np.asarray(
+        pc.is_in(geo.text["TABBLKST"], value_set=wanted).to_numpy(zero_copy_only=False), bool
+    )
+    state_mafids = geo.values["MAFID"][geo_keep & geo.ok("MAFID")]
+    return {
+        "geo": geo_keep,
+        "units": _in(tables["units"].values["MAFID"], state_mafids),
+        "persons": _in(tables["persons"].values["MAFID"], state_mafids),
+    }
+
+
+def _in(values: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is among ``others`` (binary search in the sorted MAFIDs: an
+    extract's are sorted already, and then nothing is sorted)."""
+    if others.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    if not bool(np.all(others[1:] >= others[:-1])):
+        others = np.sort(others)
+    position = np.minimum(np.searchsorted(others, values), others.size - 1)
+    return others[position] == values
+
+
+def _cross_file_problems(
+    problems: Problems,
+    tables: dict[str, CsvTable],
+    keep: dict[str, np.ndarray | None],
+    labels: dict[str, str],
+) -> None:
+    """No repeated MAFID in units or geo; every person's MAFID in units, every unit's in geo and
+    every geo MAFID in units (the kept records with valid MAFIDs)."""
+    usable: dict[str, np.ndarray] = {}
+    for kind, table in tables.items():
+        ok = table.ok("MAFID")
+        usable[kind] = ok if keep[kind] is None else ok & keep[kind]
+    for kind in ("units", "geo"):
+        t = tables[kind]
+        index = np.flatnonzero(usable[kind])
+        duplicate_problems(
+            problems,
+            t.file,
+            "MAFID",
+            t.values["MAFID"][index],
+            t.rows[index],
+            lambda mafid, first: f"duplicate MAFID {mafid} (first seen in row {first})",
+            "with a duplicate MAFID",
+        )
+    for kind, other in (("persons", "units"), ("units", "geo"), ("geo", "units")):
+        t = tables[kind]
+        mafid = t.values["MAFID"]
+        others = tables[other].values["MAFID"][tables[other].ok("MAFID")]
+        missing = np.flatnonzero(usable[kind] & ~_in(mafid, others))
+        problems.add(
+            ("MAFID", f"link {kind} {other}"),
+            t.file,
+            "MAFID",
+            t.rows[missing],
+            lambda take, missing=missing, mafid=mafid, other=other: [
+                f"MAFID {mafid[i]} has no record in {labels[other]}" for i in missing[take]
+            ],
+            f"whose MAFID has no record in {labels[other]}",
+        )

@@ -1,18 +1,19 @@
-"""TopDown input from a generated population folder: PPMF persons + the block frame (docs/science.md
-§6).
+"""TopDown input from a generated population folder: PPMF persons + the block frame (docs/data.md).
 
-:func:`load_generated_population` reads ``ppmf.csv`` chunk by chunk into (block, cell, count)
-triples (:mod:`engine.data.ppmf_cells`) summed into a sparse (CSR) block histogram — never the
-dense ``blocks × 2,016`` array, 4.7 GB for a 10,000,000-person state (docs/topdown.md, "Sparse
-block histograms from the file") — and ``blocks.csv``, the block frame written by
-:mod:`engine.data.population`. Every block of the frame becomes a row of the histogram — also the
-blocks without persons, which the PPMF alone cannot list — and the frame's housing units, occupied
-units and GQ facilities go to ``extra`` (``housing_units``, ``occupied_units``, ``gq_facilities``),
-which :mod:`engine.topdown.constraints` holds as structural zeros and lower bounds. A folder
-written with places (``places.csv``, :mod:`engine.data.places`) gives each block's ``PLACEFP`` in
-``extra["places"]`` (``"99999"``: in no place), the entities production's optimized spine targets
-(:func:`engine.topdown.spine.entities.places_entity_set`); older folders have none. PHSafe reads
-the same folder's ``persons.csv``/``units.csv``/``geo.csv`` with :mod:`engine.data.cef`.
+:func:`load_generated_population` reads ``ppmf.csv`` with the PPMF loader's reader and checks
+(:func:`engine.data.ppmf.ppmf_cells`: batch by batch, located problems), each batch's persons
+summed into their non-zero (block, cell) counts and then into a sparse (CSR) block histogram —
+never the dense ``blocks × 2,016`` array, 4.7 GB for a 10,000,000-person state — and ``blocks.csv``,
+the block frame written by :mod:`engine.data.population`. Every block of the frame becomes a row of
+the histogram — also the blocks without persons, which the PPMF alone cannot list — and the
+frame's housing units, occupied units and GQ facilities go to ``extra`` (``housing_units``,
+``occupied_units``, ``gq_facilities``), which :mod:`engine.topdown.constraints` holds as structural
+zeros and lower bounds. A folder written with places (``places.csv``, :mod:`engine.data.places`)
+gives each block's ``PLACEFP`` in ``extra["places"]`` (``"99999"``: in no place), the entities
+production's optimized spine targets (:func:`engine.topdown.spine.entities.places_entity_set`);
+older folders have none. PHSafe reads the same folder's ``persons.csv``/``units.csv``/``geo.csv``
+with :mod:`engine.data.cef`. A generated folder is our own output: its files are read without the
+size limit of a user's file.
 """
 
 from __future__ import annotations
@@ -23,25 +24,34 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pacsv
 import scipy.sparse as sp
 
-from engine.core.errors import ValidationError
-from engine.core.sniff import compressed_pair
-from engine.data.geography import BLOCK_LEVELS, geography_from_block_ids
+from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.data.columns import Integers
+from engine.data.csv_reader import CsvReader
+from engine.data.folders import file_if_any, one_file
+from engine.data.geography import (
+    BLOCK_LEVELS,
+    block_numbers_to_ids,
+    component_blocks,
+    geography_from_block_ids,
+    repeated_block_problems,
+)
 from engine.data.histogram import BlockHistogram
 from engine.data.population import MANIFEST, read_manifest
 from engine.data.population_chunk import BLOCK_COLUMNS
-from engine.data.ppmf_cells import CODE_RANGES, GEO_COLUMNS, read_block_cells, record_cells
+from engine.data.ppmf import COLUMNS as PPMF_COLUMNS
+from engine.data.ppmf import block_cell_counts, ppmf_cells
+from engine.data.problems import raise_if
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
+NO_LIMIT = 1 << 62
+"""Our own files are read without a size limit."""
 
-def _find(directory: Path, stem: str) -> Path:
-    found = compressed_pair(directory, f"{stem}.csv")  # refuses x.csv beside a stale x.csv.gz
-    if found is not None:
-        return found
-    raise ValidationError(f"{directory} has no {stem}.csv (or .csv.gz); generate the folder again")
+
+def find_file(directory: Path, stem: str) -> Path:
+    """The folder's ``stem.csv`` (or ``.csv.gz``); refused when missing or ambiguous."""
+    return one_file(directory, stem, what="generated population", fix="generate the folder again")
 
 
 def is_generated_population(path: str | os.PathLike[str]) -> bool:
@@ -49,46 +59,20 @@ def is_generated_population(path: str | os.PathLike[str]) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
-def _block_ids(frame: pd.DataFrame) -> pd.DataFrame:
-    ids = (
-        frame["TABBLKST"].astype(str)
-        + frame["TABBLKCOU"].astype(str)
-        + frame["TABTRACTCE"].astype(str)
-        + frame["TABBLK"].astype(str)
-    )
-    return geography_from_block_ids(ids.to_numpy(dtype=object))
-
-
-PPMF_GEO = GEO_COLUMNS
-"""The ``ppmf.csv`` columns whose concatenation is a person's 15-digit block id."""
-PPMF_TYPES: dict[str, str] = {
-    **{c: "string" for c in PPMF_GEO},
-    **{c: "int16" for c in CODE_RANGES},
-}
-"""Arrow types of the ``ppmf.csv`` columns read (geography as text, codes as integers)."""
-
-
-def generated_cells(
-    table: pa.Table | pa.RecordBatch, name: str, first_line: int = 2
-) -> tuple[pa.Array, np.ndarray]:
-    """Each record's block id and 2,016-cell index, from ``ppmf.csv`` columns typed as
-    :data:`PPMF_TYPES`; ``first_line`` is the file line (1-based, the header on line 1) of the
-    first record, which the messages call its row (:func:`engine.data.ppmf_cells.record_cells`).
-
-    Raises a ValidationError naming the file row of the first code out of its domain. The Spark
-    backend calls it on each batch of records on the executors (:mod:`engine.spark.persons`).
-    """
-    return record_cells(table, file=name, first_row=first_line)
-
-
-def load_generated_population(directory: str | os.PathLike[str]) -> BlockHistogram:
+def load_generated_population(
+    directory: str | os.PathLike[str], *, block_bytes: int | None = None
+) -> BlockHistogram:
     """The 2,016-cell block histogram of every block of the frame, with its unit frame; the
-    persons read chunk by chunk into a sparse histogram (:func:`read_block_cells`)."""
+    persons read batch by batch into their non-zero block cells (``block_bytes`` of text a
+    batch)."""
     folder = Path(directory)
     manifest = read_manifest(folder)
     frame = _block_frame(folder)
-    read = read_block_cells(_find(folder, "ppmf"), blocks=frame.index)
-    return _histogram(folder, manifest, frame, read.counts, read.persons)
+    path = find_file(folder, "ppmf")
+    options = {} if block_bytes is None else {"block_bytes": block_bytes}
+    reader = CsvReader(path, PPMF_COLUMNS, max_bytes=NO_LIMIT, **options)
+    blocks, index, cell, count = block_cell_counts(ppmf_cells(reader), reader.problems, path.name)
+    return _from_counts(folder, manifest, frame, blocks, index, cell, count)
 
 
 def generated_histogram(
@@ -105,11 +89,32 @@ def generated_histogram(
     checked against them. Sparse (CSR), as :func:`load_generated_population`'s. The Spark backend
     passes the ``groupBy(block, cell)`` counts its executors made of ``ppmf.csv``
     (:mod:`engine.spark.persons`)."""
-    frame = _block_frame(folder)
-    rows = frame.index.get_indexer(blocks_ppmf)
+    return _from_counts(
+        folder, manifest, _block_frame(folder), blocks_ppmf, block_index, cell, count
+    )
+
+
+def _from_counts(
+    folder: Path,
+    manifest: dict[str, object],
+    frame: _Frame,
+    blocks_ppmf: np.ndarray,
+    block_index: np.ndarray,
+    cell: np.ndarray,
+    count: np.ndarray | None,
+) -> BlockHistogram:
+    rows = frame.index.get_indexer(np.asarray(blocks_ppmf, dtype=object))
     if np.any(rows < 0):
-        bad = blocks_ppmf[rows < 0][0]
-        raise ValidationError(f"ppmf.csv has persons in block {bad}, which blocks.csv lacks")
+        bad = np.asarray(blocks_ppmf)[rows < 0][0]
+        raise DataValidationError(
+            [
+                Problem(
+                    "ppmf.csv",
+                    f"persons in block {bad}, which blocks.csv lacks: the files are not of one "
+                    "generated population; generate the folder again",
+                )
+            ]
+        )
     cell = np.asarray(cell, dtype=np.int64)
     weights = np.ones(cell.size, dtype=np.int64) if count is None else np.asarray(count, np.int64)
     counts = sp.csr_matrix(
@@ -122,26 +127,26 @@ def generated_histogram(
 
 @dataclass(frozen=True)
 class _Frame:
-    """A folder's ``blocks.csv``: the table, the blocks' geography and their unique ids."""
+    """A folder's ``blocks.csv``: its counts, the blocks' geography and their unique ids."""
 
-    table: pd.DataFrame
+    values: dict[str, np.ndarray]
     geography: pd.DataFrame
     index: pd.Index
 
 
 def _block_frame(folder: Path) -> _Frame:
-    table = pacsv.read_csv(
-        _find(folder, "blocks"),
-        convert_options=pacsv.ConvertOptions(column_types={c: "string" for c in BLOCK_COLUMNS[:5]}),
-    ).to_pandas()
-    missing = [c for c in BLOCK_COLUMNS if c not in table.columns]
-    if missing:
-        raise ValidationError(f"{folder / 'blocks.csv'} lacks column(s) {missing}")
-    geography = _block_ids(table)
-    index = pd.Index(geography["Block"])
-    if not index.is_unique:
-        raise ValidationError(f"{folder / 'blocks.csv'} repeats a block")
-    return _Frame(table, geography, index)
+    path = find_file(folder, "blocks")
+    reader = CsvReader(path, BLOCK_COLUMNS, max_bytes=NO_LIMIT)
+    table = reader.read({c: Integers() for c in BLOCK_COLUMNS[5:]})
+    names = dict(zip(BLOCK_LEVELS, BLOCK_COLUMNS[:5], strict=True))
+    problems = reader.problems
+    numbers, valid = component_blocks(
+        problems, path.name, {lv: table.text[c] for lv, c in names.items()}, names, table.rows
+    )
+    repeated_block_problems(problems, path.name, "TABBLK", numbers, table.rows, valid)
+    raise_if(problems, summary=f"{path.name}: not a usable block frame")
+    geography = geography_from_block_ids(block_numbers_to_ids(numbers))
+    return _Frame(table.values, geography, pd.Index(geography["Block"]))
 
 
 def _histogram(
@@ -152,13 +157,13 @@ def _histogram(
     persons: int,
 ) -> BlockHistogram:
     """The histogram of the frame's blocks (persons checked against the frame's PERSONS)."""
-    table, geography = frame.table, frame.geography
+    values, geography = frame.values, frame.geography
     totals = np.asarray(counts.sum(axis=1), dtype=np.int64).reshape(-1)
-    frame_persons = table["PERSONS"].to_numpy(dtype=np.int64)
+    frame_persons = values["PERSONS"]
     if not np.array_equal(totals, frame_persons):
         block = geography["Block"].to_numpy()[np.flatnonzero(totals != frame_persons)[0]]
         raise ValidationError(f"blocks.csv and ppmf.csv disagree on the persons of block {block}")
-    gq = table[[f"GQ_FACILITIES_{t}" for t in range(1, 8)]].to_numpy(dtype=np.int64)
+    gq = np.column_stack([values[f"GQ_FACILITIES_{t}"] for t in range(1, 8)]).astype(np.int64)
     places = _places(folder, frame)
     return BlockHistogram(
         schema=REDISTRICTING_SCHEMA,
@@ -169,8 +174,8 @@ def _histogram(
         licence="generated data (no licence restriction)",
         extra={
             "persons_read": int(persons),
-            "housing_units": table["HOUSING_UNITS"].to_numpy(dtype=np.int64),
-            "occupied_units": table["OCCUPIED_UNITS"].to_numpy(dtype=np.int64),
+            "housing_units": values["HOUSING_UNITS"].astype(np.int64),
+            "occupied_units": values["OCCUPIED_UNITS"].astype(np.int64),
             "gq_facilities": gq,
             "manifest": manifest,
             **({} if places is None else {"places": places}),
@@ -179,24 +184,28 @@ def _histogram(
 
 
 def _places(folder: Path, frame: _Frame) -> np.ndarray | None:
-    """Each block's PLACEFP (object array in the frame's order) from ``places.csv``; None for a
-    folder written before places existed."""
-    found = compressed_pair(folder, "places.csv")
-    if found is None:
+    """Each block's PLACEFP (object array in the frame's order) from ``places.csv``, read by the
+    one reader with the block frame's checks; None for a folder written before places existed."""
+    path = file_if_any(folder, "places")
+    if path is None:
         return None
-    columns = {c: "string" for c in (*BLOCK_COLUMNS[:5], "PLACEFP")}
-    table = pacsv.read_csv(
-        found, convert_options=pacsv.ConvertOptions(column_types=columns)
-    ).to_pandas()
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise ValidationError(f"{found} lacks column(s) {missing}; generate the folder again")
-    rows = frame.index.get_indexer(_block_ids(table)["Block"])
-    if np.any(rows < 0) or len(rows) != len(frame.index) or len(set(rows)) != len(rows):
+    columns = (*BLOCK_COLUMNS[:5], "PLACEFP")
+    reader = CsvReader(path, columns, max_bytes=NO_LIMIT)
+    table = reader.read()
+    names = dict(zip(BLOCK_LEVELS, BLOCK_COLUMNS[:5], strict=True))
+    problems = reader.problems
+    numbers, valid = component_blocks(
+        problems, path.name, {lv: table.text[c] for lv, c in names.items()}, names, table.rows
+    )
+    repeated_block_problems(problems, path.name, "TABBLK", numbers, table.rows, valid)
+    raise_if(problems, summary=f"{path.name}: not a usable list of places")
+    ids = np.asarray(block_numbers_to_ids(numbers).to_numpy(zero_copy_only=False), dtype=object)
+    rows = frame.index.get_indexer(ids)
+    if np.any(rows < 0) or len(rows) != len(frame.index):
         raise ValidationError(
-            f"{found} does not list every block of blocks.csv exactly once; generate the folder "
+            f"{path} does not list every block of blocks.csv exactly once; generate the folder "
             "again"
         )
     out = np.empty(len(frame.index), dtype=object)
-    out[rows] = table["PLACEFP"].to_numpy(dtype=object)
+    out[rows] = table.strings("PLACEFP").astype(object)
     return out

@@ -8,19 +8,29 @@ the block group is the first digit of the block number (Census Bureau geographic
 
 Ids built from prefixes nest by construction; the checks here report the inputs that cannot nest:
 malformed ids, a block group code that differs from the block's first digit, a full id that does not
-start with its parent's id, and repeated blocks.
+start with its parent's id, and repeated blocks. They run on whole Arrow columns (a column of codes
+is dictionary-encoded and only its distinct values are looked at); a block id is also carried as
+its 15-digit number (int64), which is how repeats are found and blocks are counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from engine.core.errors import Problem
-from engine.data.validate import MAX_PROBLEMS_PER_CHECK, CsvTable, clip, explain_value
+from engine.data.columns import (
+    Texts,
+    digits_mask,
+    duplicate_problems,
+    encoded,
+    explain_value,
+    texts_at,
+)
+from engine.data.problems import Problems, clip
 
 BLOCK_LEVELS: tuple[str, ...] = ("State", "County", "Tract", "Block_Group", "Block")
 """Geolevel column names of every BlockHistogram, root (state) first."""
@@ -38,243 +48,269 @@ COMPONENT_WIDTHS: dict[str, int] = {
 """Width of each level's own code (``TABBLKST``, ``TABBLKCOU``, ``TABTRACTCE``, ``TABBLKGRPCE``,
 ``TABBLK``)."""
 
+_SCALE = {"State": 10**13, "County": 10**10, "Tract": 10**4, "Block": 1}
+"""A block id's number from its components: state·10¹³ + county·10¹⁰ + tract·10⁴ + block."""
 
-def geography_from_block_ids(block_ids: Sequence[str] | np.ndarray) -> pd.DataFrame:
-    """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15).
 
-    The prefixes are cut from a fixed-width ``'U'`` array and go straight into pandas' Arrow-backed
-    strings (pandas ≥ 3); with object strings, each level's distinct ids become Python strings once,
-    not once a block (the peak memory of large files).
-    """
-    ids = np.asarray(block_ids)
-    if ids.dtype.kind != "U":
-        ids = pd.Series(ids, dtype=object).astype(str).to_numpy(dtype=str)
-    text = pd.Series(np.array([""], dtype=object)).dtype  # pandas' default dtype of strings
-    if isinstance(text, pd.StringDtype) and text.storage == "pyarrow":  # pandas ≥ 3
-        return pd.DataFrame(  # straight from the fixed-width text to Arrow: no str per block
-            {
-                level: pd.array(pa.array(ids.astype(f"U{ID_LENGTHS[level]}")), dtype=text)
-                for level in BLOCK_LEVELS
-            }
-        )
-    columns: dict[str, np.ndarray] = {}
+def _text_dtype() -> object:
+    """pandas' default dtype of strings (Arrow-backed from pandas 3 on)."""
+    return pd.Series(np.array([""], dtype=object)).dtype
+
+
+def _as_arrow(values: Texts | Sequence[str] | np.ndarray) -> pa.ChunkedArray:
+    if isinstance(values, pa.ChunkedArray):
+        return values
+    if isinstance(values, pa.Array):
+        return pa.chunked_array([values])
+    array = np.asarray(values)
+    if array.dtype.kind != "U":
+        array = pd.Series(array, dtype=object).astype(str).to_numpy(dtype=str)
+    return pa.chunked_array([pa.array(array, pa.string())])
+
+
+def geography_from_block_ids(block_ids: Texts | Sequence[str] | np.ndarray) -> pd.DataFrame:
+    """The five geolevel columns of valid 15-digit block ids (prefixes 2, 5, 11, 12, 15), cut by
+    Arrow and handed to pandas' Arrow-backed strings (pandas ≥ 3) without a Python string each."""
+    ids = _as_arrow(block_ids)
+    text = _text_dtype()
+    columns: dict[str, object] = {}
     for level in BLOCK_LEVELS:
-        prefixes = ids.astype(f"U{ID_LENGTHS[level]}", copy=False)
-        if level == BLOCK_LEVELS[-1]:
-            columns[level] = prefixes.astype(object)  # blocks are (nearly) all distinct
-            continue
-        distinct, codes = np.unique(prefixes, return_inverse=True)
-        columns[level] = distinct.astype(object)[codes.reshape(-1)]
+        prefixes = pc.utf8_slice_codeunits(ids, 0, ID_LENGTHS[level])
+        if isinstance(text, pd.StringDtype) and text.storage == "pyarrow":
+            columns[level] = pd.array(prefixes, dtype=text)
+        else:  # pandas 2: object strings
+            columns[level] = np.asarray(prefixes.to_numpy(zero_copy_only=False), dtype=object)
     return pd.DataFrame(columns)
 
 
-def block_id_problems(table: CsvTable, column: str, ids: np.ndarray) -> list[Problem]:
-    """Problems for values of ``ids`` that are not 15-digit block ids, and for repeated blocks."""
-    if _all_distinct_block_ids(ids):
-        return []  # checked on the fixed-width text, without a Python string per block
-    series = pd.Series(ids, dtype=object).astype(str)
-    bad = ~series.str.fullmatch(r"[0-9]{15}").to_numpy(dtype=bool)
-    name = table.found.get(column, column)
-    problems = _capped(
-        table,
-        name,
-        bad,
-        lambda i: (
-            f"{clip(series.iloc[i])!r} is not a 15-digit block id "
-            "(state 2 + county 3 + tract 6 + block 4 digits)" + explain_value(series.iloc[i])
-        ),
-        "with malformed block ids",
-    )
-    problems += repeated_block_problems(table, name, series.to_numpy(dtype=object), ~bad)
-    return problems
+def block_numbers_to_ids(numbers: np.ndarray) -> pa.Array:
+    """15-digit block ids (strings) of block numbers."""
+    text = pc.cast(pa.array(np.asarray(numbers, dtype=np.int64)), pa.string())
+    return pc.utf8_lpad(text, width=15, padding="0")
 
 
-def _all_distinct_block_ids(ids: np.ndarray) -> bool:
-    """True when ``ids`` is a ``'U'`` array of 15 ASCII digits each, with no id repeated."""
-    if not isinstance(ids, np.ndarray) or ids.dtype.kind != "U" or ids.ndim != 1:
-        return False
-    width = ids.dtype.itemsize // 4
-    if width < 15:
-        return False
-    chars = np.ascontiguousarray(ids).view(np.uint32).reshape(ids.size, width)
-    if chars[:, 15:].any():
-        return False  # longer than 15 characters
-    chars = chars[:, :15]
-    if not ((chars >= ord("0")) & (chars <= ord("9"))).all():
-        return False  # a short id is padded with NUL, which fails too
-    as_int = np.zeros(ids.size, dtype=np.int64)  # 15 digits fit in int64
-    for k in range(15):
-        as_int = as_int * 10 + (chars[:, k] - ord("0"))
-    return not pd.Series(as_int).duplicated().any()
+def block_id_numbers(
+    problems: Problems, file: str, column: str, ids: Texts, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(numbers, valid)`` of a column of 15-digit block ids; malformed and repeated ids are
+    added to ``problems`` (the value quoted and explained; the first row of a repeat named)."""
+    valid = digits_mask(ids, 15)
+    numbers = np.zeros(valid.size, dtype=np.int64)
+    bad = np.flatnonzero(~valid)
+    if bad.size:
+        problems.add(
+            (column, "block id"),
+            file,
+            column,
+            rows[bad],
+            lambda take: [
+                f"{clip(v)!r} is not a 15-digit block id (state 2 + county 3 + tract 6 + block 4 "
+                "digits)" + explain_value(v)
+                for v in texts_at(ids, bad[take])
+            ],
+            "with malformed block ids",
+        )
+        good = np.flatnonzero(valid)
+        numbers[good] = _cast_numbers(pc.take(ids, pa.array(good)))
+    else:
+        numbers = _cast_numbers(ids)
+    repeated_block_problems(problems, file, column, numbers, rows, valid)
+    return numbers, valid
+
+
+def _cast_numbers(ids: Texts) -> np.ndarray:
+    cast = pc.cast(ids, pa.int64())
+    return np.asarray(cast.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def repeated_block_problems(
-    table: CsvTable, column: str, ids: np.ndarray, valid: np.ndarray | None = None
-) -> list[Problem]:
-    """One problem per row that repeats an earlier row's block id."""
-    series = pd.Series(ids, dtype=object)
-    dup = series.duplicated(keep="first").to_numpy()
-    if valid is not None:
-        dup = dup & valid
-    if not dup.any():
-        return []
-    first: dict[str, int] = {}
-    for v, r in zip(series.tolist(), table.rows.tolist(), strict=True):
-        first.setdefault(v, r)
-    return _capped(
-        table,
+    problems: Problems,
+    file: str,
+    column: str,
+    numbers: np.ndarray,
+    rows: np.ndarray,
+    valid: np.ndarray | None = None,
+) -> None:
+    """One problem per row that repeats an earlier row's block (the valid rows only)."""
+    if valid is not None and not valid.all():
+        keep = np.flatnonzero(valid)
+        numbers, rows = numbers[keep], rows[keep]
+    duplicate_problems(
+        problems,
+        file,
         column,
-        dup,
-        lambda i: (
-            f"block {series.iloc[i]} appears more than once (first in row {first[series.iloc[i]]})"
+        numbers,
+        rows,
+        lambda block, first: (
+            f"block {int(block):015d} appears more than once (first in row {first})"
         ),
         "repeating a block",
     )
 
 
-def geography_from_components(
-    table: CsvTable, names: dict[str, str], *, unique_blocks: bool = True
-) -> tuple[pd.DataFrame, list[Problem]]:
-    """Full ids from per-level codes (``names`` maps each level of :data:`BLOCK_LEVELS` to a column).
+def component_blocks(
+    problems: Problems,
+    file: str,
+    columns: Mapping[str, Texts],
+    names: Mapping[str, str],
+    rows: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(numbers, valid)``: each row's block number from per-level codes (``columns`` maps each
+    level of :data:`BLOCK_LEVELS` to its codes, ``names`` to the header name).
 
     Codes shorter than their width are zero-padded (spreadsheets drop leading zeros); non-digits,
-    over-long codes, and block groups that differ from the block number's first digit are problems;
-    with ``unique_blocks`` (one row per block), so is a repeated block.
-    """
-    problems: list[Problem] = []
-    parts: dict[str, pd.Series] = {}
-    ok = np.ones(table.n_rows, dtype=bool)
+    over-long codes and block groups that differ from the block number's first digit are added to
+    ``problems``. Each column is dictionary-encoded: only its distinct codes are checked."""
+    n = rows.size
+    valid = np.ones(n, dtype=bool)
+    numbers = np.zeros(n, dtype=np.int64)
+    value: dict[str, np.ndarray] = {}
     for level in BLOCK_LEVELS:
-        column = names[level]
         width = COMPONENT_WIDTHS[level]
-        raw = pd.Series(table.columns[column], dtype=object).astype(str)
-        good = raw.str.fullmatch(rf"[0-9]{{1,{width}}}").to_numpy(dtype=bool)
-        problems += _capped(
-            table,
-            table.found.get(column, column),
-            ~good,
-            lambda i, raw=raw, width=width, level=level: (
-                f"{clip(raw.iloc[i])!r} is not a {level} code of at most {width} digit(s)"
-            ),
-            f"with malformed {level} codes",
-        )
-        ok &= good
-        parts[level] = raw.str.zfill(width)
-    bg_mismatch = ok & (parts["Block_Group"] != parts["Block"].str.slice(0, 1)).to_numpy()
-    problems += _capped(
-        table,
-        table.found.get(names["Block_Group"], names["Block_Group"]),
-        bg_mismatch,
-        lambda i: (
-            f"block {parts['Block'].iloc[i]} does not nest in block group "
-            f"{parts['Block_Group'].iloc[i]}: a block's number starts with its block group digit"
-        ),
-        "whose block does not nest in its block group",
-    )
-    block_ids = parts["State"] + parts["County"] + parts["Tract"] + parts["Block"]
-    if unique_blocks:
-        problems += repeated_block_problems(
-            table,
-            table.found.get(names["Block"], names["Block"]),
-            block_ids.to_numpy(dtype=object),
-            ok,
-        )
-    return geography_from_block_ids(block_ids.to_numpy(dtype=object)), problems
-
-
-def _capped(
-    table: CsvTable, column: str, mask: np.ndarray, describe: Callable[[int], str], what: str
-) -> list[Problem]:
-    """Problems for the rows selected by ``mask`` (``describe`` gets the row index), capped."""
-    hits = np.flatnonzero(mask)
-    out = [
-        Problem(table.file, describe(int(i)), int(table.rows[i]), column)
-        for i in hits[:MAX_PROBLEMS_PER_CHECK]
-    ]
-    if hits.size > MAX_PROBLEMS_PER_CHECK:
-        out.append(
-            Problem(
-                table.file,
-                f"… and {hits.size - MAX_PROBLEMS_PER_CHECK:,} more row(s) {what}",
-                None,
+        codes, distinct = encoded(columns[level])
+        good = digits_mask(distinct, 1, width)
+        lut = np.zeros(len(distinct), dtype=np.int64)
+        if good.any():
+            lut[good] = _cast_numbers(pc.filter(distinct, pa.array(good)))
+        row_good = good[codes]
+        bad = np.flatnonzero(~row_good)
+        if bad.size:
+            column = names[level]
+            problems.add(
+                (column, "code"),
+                file,
                 column,
+                rows[bad],
+                lambda take, d=distinct, c=codes, b=bad, lv=level, w=width: [
+                    f"{clip(v)!r} is not a {lv} code of at most {w} digit(s)"
+                    for v in texts_at(d, c[b[take]])
+                ],
+                f"with malformed {level} codes",
             )
+            valid &= row_good
+        value[level] = lut[codes]
+        if level in _SCALE:
+            numbers += value[level] * _SCALE[level]
+    mismatch = np.flatnonzero(valid & (value["Block_Group"] != value["Block"] // 1000))
+    if mismatch.size:
+        column = names["Block_Group"]
+        problems.add(
+            (column, "nest"),
+            file,
+            column,
+            rows[mismatch],
+            lambda take: [
+                f"block {int(value['Block'][i]):04d} does not nest in block group "
+                f"{int(value['Block_Group'][i])}: a block's number starts with its block group "
+                "digit"
+                for i in mismatch[take]
+            ],
+            "whose block does not nest in its block group",
         )
-    return out
+        valid[mismatch] = False
+    numbers[~valid] = 0
+    return numbers, valid
 
 
 def geography_from_level_columns(
-    table: CsvTable, names: dict[str, str]
-) -> tuple[pd.DataFrame, list[Problem]]:
-    """Full ids from one column per level holding either the full id or the level's own code.
+    problems: Problems,
+    file: str,
+    columns: Mapping[str, Texts],
+    names: Mapping[str, str],
+    rows: np.ndarray,
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Full ids from one column per level holding either the full id or the level's own code;
+    ``(geography, valid)``.
 
     A value as long as the level's full id (:data:`ID_LENGTHS`) is taken as the full id and must
     start with its parent's id; a shorter all-digit value is the level's own code (zero-padded to
     :data:`COMPONENT_WIDTHS`) appended to the parent's id. A block must also lie in its block group
-    (the block number starts with the block group digit) and appear once.
-    """
-    problems: list[Problem] = []
-    full: dict[str, pd.Series] = {}
-    ok = np.ones(table.n_rows, dtype=bool)
-    parent: pd.Series | None = None
+    (the block number starts with the block group digit) and appear once."""
+    ok = np.ones(rows.size, dtype=bool)
+    full: dict[str, pa.ChunkedArray] = {}
+    parent: pa.ChunkedArray | None = None
     parent_level = ""
     for level in BLOCK_LEVELS:
+        raw = _as_arrow(columns[level])
         column = names[level]
-        shown = table.found.get(column, column)
-        raw = pd.Series(table.columns[column], dtype=object).astype(str)
-        is_full = raw.str.fullmatch(rf"[0-9]{{{ID_LENGTHS[level]}}}").to_numpy(dtype=bool)
-        is_code = raw.str.fullmatch(rf"[0-9]{{1,{COMPONENT_WIDTHS[level]}}}").to_numpy(dtype=bool)
-        bad = ~(is_full | is_code)
-        problems += _capped(
-            table,
-            shown,
-            bad,
-            lambda i, raw=raw, level=level: (
-                f"{clip(raw.iloc[i])!r} is neither a full {level} id "
-                f"({ID_LENGTHS[level]} digits) nor a {level} code (at most {COMPONENT_WIDTHS[level]} "
-                "digits)"
-            ),
-            f"with malformed {level} values",
-        )
+        length, width = ID_LENGTHS[level], COMPONENT_WIDTHS[level]
+        is_full = digits_mask(raw, length)
+        is_code = digits_mask(raw, 1, width)
+        bad = np.flatnonzero(~(is_full | is_code))
+        if bad.size:
+            problems.add(
+                (column, "level"),
+                file,
+                column,
+                rows[bad],
+                lambda take, raw=raw, bad=bad, level=level, length=length, width=width: [
+                    f"{clip(v)!r} is neither a full {level} id ({length} digits) nor a {level} "
+                    f"code (at most {width} digits)"
+                    for v in texts_at(raw, bad[take])
+                ],
+                f"with malformed {level} values",
+            )
+        padded = pc.utf8_lpad(raw, width=width, padding="0")
         if parent is None:
-            ids = raw.str.zfill(COMPONENT_WIDTHS[level])
+            ids = padded
         else:
             # a block number extends the tract (its first digit is the block group)
             base = full["Tract"] if level == "Block" else parent
-            ids = raw.where(is_full, base + raw.str.zfill(COMPONENT_WIDTHS[level]))
-            starts = np.fromiter(
-                (c.startswith(p) for c, p in zip(ids.tolist(), parent.tolist(), strict=True)),
-                dtype=bool,
-                count=len(ids),
-            )
-            outside = is_full & ok & ~starts
-            problems += _capped(
-                table,
-                shown,
-                outside,
-                lambda i, ids=ids, parent=parent, level=level, parent_level=parent_level: (
-                    f"{level} {ids.iloc[i]} does not nest in {parent_level} {parent.iloc[i]} "
-                    f"(its id must start with the {parent_level} id)"
-                ),
-                f"whose {level} does not nest",
-            )
-            ok &= ~outside
-        ok &= ~bad
-        full[level] = ids
-        parent, parent_level = ids, level
+            ids = pc.if_else(pa.array(is_full), raw, pc.binary_join_element_wise(base, padded, ""))
+            head = pc.utf8_slice_codeunits(ids, 0, ID_LENGTHS[parent_level])
+            starts = np.asarray(pc.equal(head, parent).to_numpy(zero_copy_only=False), dtype=bool)
+            outside = np.flatnonzero(is_full & ok & ~starts)
+            if outside.size:
+                problems.add(
+                    (column, "nest"),
+                    file,
+                    column,
+                    rows[outside],
+                    lambda take, ids=ids, parent=parent, outside=outside, level=level, up=parent_level: [
+                        f"{level} {child} does not nest in {up} {above} (its id must start with "
+                        f"the {up} id)"
+                        for child, above in zip(
+                            texts_at(ids, outside[take]),
+                            texts_at(parent, outside[take]),
+                            strict=True,
+                        )
+                    ],
+                    f"whose {level} does not nest",
+                )
+                ok[outside] = False
+        ok &= is_full | is_code
+        full[level] = _as_arrow(ids)
+        parent, parent_level = full[level], level
     block, group = full["Block"], full["Block_Group"]
-    mismatch = ok & (block.str.slice(0, 12) != group).to_numpy()
-    problems += _capped(
-        table,
-        table.found.get(names["Block"], names["Block"]),
-        mismatch,
-        lambda i: (
-            f"block {block.iloc[i]} does not nest in block group {group.iloc[i]}: a block's "
-            "number starts with its block group digit"
-        ),
-        "whose block does not nest in its block group",
+    same = np.asarray(
+        pc.equal(pc.utf8_slice_codeunits(block, 0, 12), group).to_numpy(zero_copy_only=False),
+        dtype=bool,
     )
-    problems += repeated_block_problems(
-        table, table.found.get(names["Block"], names["Block"]), block.to_numpy(dtype=object), ok
-    )
-    return pd.DataFrame({lv: full[lv].to_numpy(dtype=object) for lv in BLOCK_LEVELS}), problems
+    mismatch = np.flatnonzero(ok & ~same)
+    if mismatch.size:
+        column = names["Block"]
+        problems.add(
+            (column, "group"),
+            file,
+            column,
+            rows[mismatch],
+            lambda take: [
+                f"block {b} does not nest in block group {g}: a block's number starts with its "
+                "block group digit"
+                for b, g in zip(
+                    texts_at(block, mismatch[take]), texts_at(group, mismatch[take]), strict=True
+                )
+            ],
+            "whose block does not nest in its block group",
+        )
+        ok[mismatch] = False
+    numbers = np.zeros(rows.size, dtype=np.int64)
+    good = np.flatnonzero(ok)
+    if good.size:
+        numbers[good] = _cast_numbers(pc.take(block, pa.array(good)))
+    repeated_block_problems(problems, file, names["Block"], numbers, rows, ok)
+    frame = {
+        level: np.asarray(full[level].to_numpy(zero_copy_only=False), dtype=object)
+        for level in BLOCK_LEVELS
+    }
+    return pd.DataFrame(frame), ok

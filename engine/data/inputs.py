@@ -14,22 +14,23 @@ Every loader raises :class:`~engine.core.errors.DataValidationError` with locate
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.core.errors import DataValidationError, Problem
-from engine.core.sniff import GZIP_MAGIC, check_content, check_path
+from engine.core.sniff import check_path
 from engine.data.block_csv import load_block_csv
+from engine.data.csv_layout import detect_delimiter, split_fields
+from engine.data.folders import is_data_file
 from engine.data.generated import is_generated_population, load_generated_population
 from engine.data.histogram import BlockHistogram
-from engine.data.pl94171 import load_pl94171_histogram
+from engine.data.pl94171 import file_set, load_pl94171_histogram
 from engine.data.ppmf import load_ppmf
 from engine.data.ri2010 import load_ri2010
 from engine.data.samples import list_samples, load_topdown_sample
-from engine.data.validate import DEFAULT_MAX_BYTES
+from engine.data.sources import DEFAULT_MAX_BYTES, TextStream
 
 FORMATS: dict[str, str] = {
     "ri2010": "Block CSV, ALARM/RI 2010 layout (GEOID, pop, pop_<group>…, vap…)",
@@ -71,49 +72,85 @@ def load_topdown_files(
         one = _one(kind, files)
         return load_ri2010(one, name=_name(one), max_bytes=max_bytes)
     if kind == "block_csv":
-        mappings = [f for f in files if _name(f).lower().endswith(".json")]
-        data = [f for f in files if not _name(f).lower().endswith(".json")]
-        if len(mappings) != 1 or len(data) != 1:
-            raise _error(
-                "a block CSV needs two files: the CSV (one row per block) and its mapping JSON "
-                "(see docs/data.md)"
-            )
-        return load_block_csv(data[0], mappings[0], name=_name(data[0]), max_bytes=max_bytes)
+        data, mapping = block_csv_pair(files)
+        return load_block_csv_files(data, mapping, max_bytes=max_bytes)
     if kind == "ppmf":
         one = _one(kind, files)
         return load_ppmf(one, name=_name(one), max_bytes=max_bytes)
     if kind == "pl94171":
-        named = {_name(f).lower(): f for f in files}
-        geo = [f for n, f in named.items() if "geo" in n]
-        parts = [f for _, f in sorted((n, f) for n, f in named.items() if "geo" not in n)]
-        if len(geo) != 1 or len(parts) != 3:
-            raise _error(
-                "a P.L. 94-171 file set needs four files: the geographic header (name containing "
-                "'geo') and segments 1, 2 and 3"
-            )
-        return load_pl94171_histogram(geo[0], parts[0], parts[1], parts[2], max_bytes=max_bytes)
+        folders = {str(Path(f).parent) for f in files if isinstance(f, str | os.PathLike)}
+        where = folders.pop() if len(folders) == 1 else "uploaded files"
+        geo, part1, part2, part3 = file_set(files, max_bytes=max_bytes, where=where)
+        return load_pl94171_histogram(geo, part1, part2, part3, max_bytes=max_bytes)
     raise _error(f"unknown input format {kind!r}; formats: {', '.join(FORMATS)}")
+
+
+def block_csv_pair(files: Sequence[Any]) -> tuple[Any, Any]:
+    """``(data, mapping)`` of a block CSV's two files: the mapping is the ``.json`` one, the data
+    a data file (``.csv``, ``.csv.gz``, ``.txt`` …); anything else is refused, never guessed."""
+    mappings = [f for f in files if _name(f).lower().endswith(".json")]
+    data = [f for f in files if is_data_file(_name(f)) and f not in mappings]
+    others = [f for f in files if f not in mappings and f not in data]
+    problems = [
+        Problem(
+            _name(f),
+            "neither a data file (.csv, .csv.gz, .txt) nor a mapping (.json): a block CSV is "
+            "read only from a CSV and its mapping JSON; rename the file to say which it is",
+        )
+        for f in others
+    ]
+    if len(mappings) != 1 or len(data) != 1:
+        given = ", ".join(_name(f) for f in files) or "none"
+        problems.append(
+            Problem(
+                "input",
+                f"a block CSV needs two files, the CSV (one row per block) and its mapping JSON "
+                f"(see docs/data.md); got {given}",
+            )
+        )
+    if problems:
+        raise DataValidationError(problems, summary="cannot tell the data from the mapping")
+    return data[0], mappings[0]
+
+
+def load_block_csv_files(
+    data: Any, mapping: Any, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> BlockHistogram:
+    """A block CSV and its mapping, each given as what it is (``--data``, ``--mapping``): a
+    mapping that is not ``.json`` or data that is ``.json`` is refused (swapped by mistake?)."""
+    problems: list[Problem] = []
+    if not _name(mapping).lower().endswith(".json"):
+        problems.append(
+            Problem(
+                _name(mapping),
+                "a mapping is a JSON file (.json), but this one is named otherwise; rename it to "
+                ".json if it is the mapping, or check that --data and --mapping are not swapped",
+            )
+        )
+    if _name(data).lower().endswith(".json"):
+        problems.append(
+            Problem(
+                _name(data),
+                "the data of a block CSV is a CSV, but this is a .json file; check that --data "
+                "and --mapping are not swapped",
+            )
+        )
+    if problems:
+        raise DataValidationError(problems, summary="the block CSV and its mapping are unclear")
+    return load_block_csv(data, mapping, name=_name(data), max_bytes=max_bytes)
 
 
 def sniff_format(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Guess the format of one CSV file (plain or gzip) from its header line."""
-
-    check_path(path, str(path), max_bytes)
+    stream = TextStream(path, str(path), max_bytes)
     try:
-        with path.open("rb") as handle:
-            first = handle.read(2)
-        opener: Any = gzip.open if first == GZIP_MAGIC else open
-        with opener(path, "rb") as handle:
-            raw = handle.readline(64_000)
-    except (OSError, EOFError) as exc:
-        raise _error(
-            f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", str(path)
-        ) from None
-    check_content(raw, str(path))
-    head = raw.decode("utf-8-sig", errors="replace").upper()
-    for delim in ("|", ";", "\t"):
-        head = head.replace(delim, ",")
-    columns = {c.strip().strip('"') for c in head.split(",")}
+        line = stream.first_line()
+    finally:
+        stream.close()
+    header = line.decode("utf-8", errors="replace")
+    names = ["TABBLKST", "CENRACE", "GEOID", "POP", "VAP"]
+    fields = split_fields(line, detect_delimiter(header, names)) or []
+    columns = {f.strip('"').upper() for f in fields}
     if {"TABBLKST", "CENRACE"} <= columns:
         return "ppmf"
     if {"GEOID", "POP", "VAP"} <= columns:
@@ -141,18 +178,12 @@ def load_topdown_input(
 
     path = Path(spec)
     if mapping is not None:
-        return load_topdown_files("block_csv", [path, Path(mapping)], max_bytes=max_bytes)
+        return load_block_csv_files(path, Path(mapping), max_bytes=max_bytes)
 
     if is_generated_population(path):
         return load_generated_population(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".pl")
-        if not files:
-            raise _error(
-                f"{path} is a folder without P.L. 94-171 files (*.pl); give a file or a sample",
-                "--data",
-            )
-        return load_topdown_files(kind or "pl94171", files, max_bytes=max_bytes)
+        return load_topdown_files(kind or "pl94171", pl94171_files(path), max_bytes=max_bytes)
     if path.is_file():
         return load_topdown_files(
             kind or sniff_format(path, max_bytes), [path], max_bytes=max_bytes
@@ -166,6 +197,17 @@ def load_topdown_input(
         f"{spec!r} is neither a file, a folder nor a TopDown sample; samples: {', '.join(known)}",
         "--data",
     )
+
+
+def pl94171_files(folder: Path) -> list[Path]:
+    """The P.L. 94-171 files (``*.pl``) of a folder; a folder without any is refused."""
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".pl")
+    if not files:
+        raise _error(
+            f"{folder} is a folder without P.L. 94-171 files (*.pl); give a file or a sample",
+            "--data",
+        )
+    return files
 
 
 def person_records_input(

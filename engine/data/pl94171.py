@@ -27,32 +27,32 @@ not crossed with age or race — it is kept separately in ``extra["gq_population
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.core.errors import DataValidationError, Problem
+from engine.data.columns import Codes, Integers, convert_integers, duplicate_problems, texts_at
+from engine.data.csv_layout import split_fields
+from engine.data.csv_reader import CsvReader
+from engine.data.csv_records import CsvTable
+from engine.data.folders import pl94171_roles
 from engine.data.geography import (
     BLOCK_LEVELS,
     COMPONENT_WIDTHS,
     ID_LENGTHS,
-    geography_from_components,
+    block_numbers_to_ids,
+    component_blocks,
+    geography_from_block_ids,
+    repeated_block_problems,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.validate import (
-    DEFAULT_MAX_BYTES,
-    MAX_PROBLEMS_PER_CHECK,
-    CsvTable,
-    DataSource,
-    code_column,
-    int_column,
-    raise_if,
-    read_csv_table,
-    read_headerless_table,
-    read_source,
-    source_name,
-)
+from engine.data.problems import Problems, raise_if
+from engine.data.sources import DEFAULT_MAX_BYTES, DataSource, TextStream, source_name
 from engine.schema.attributes import PL94171_SCHEMA
 
 GEO_FIELDS: tuple[str, ...] = tuple(
@@ -216,40 +216,50 @@ def read_pl94171(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> PL94171Tables:
-    """Read a 2020-style file set (geographic header and segments 1–3) into block tables."""
-    wanted_geo = ("SUMLEV", "LOGRECNO", *GEO_COLUMNS.values(), "POP100")
-    geo_table = read_headerless_table(
-        geo,
-        GEO_FIELDS,
-        wanted_geo,
-        max_bytes=max_bytes,
-        name=_label(geo, "geographic header"),
-        encodings=("utf-8-sig", "latin-1"),
-    )
+    """Read a 2020-style file set (geographic header and segments 1–3) into block tables.
+
+    Every file is read and checked before any is refused, so the problems of all four come
+    together; the join on ``LOGRECNO`` and the table checks run when every file is readable."""
     problems: list[Problem] = []
-    segments: list[tuple[CsvTable, dict[str, np.ndarray]]] = []
+    geo_table: CsvTable | None = None
+    try:
+        reader = CsvReader(
+            geo,
+            ("SUMLEV", "LOGRECNO", *GEO_COLUMNS.values(), "POP100"),
+            field_names=GEO_FIELDS,
+            delimiter="|",
+            max_bytes=max_bytes,
+            name=_label(geo, "geographic header"),
+            encodings=("utf-8", "latin-1"),
+        )
+        geo_table = reader.read({"LOGRECNO": Integers(minimum=1, what="LOGRECNO")})
+    except DataValidationError as exc:
+        problems += exc.problems
+    segments: list[CsvTable] = []
     for number, source in zip(SEGMENTS, (part1, part2, part3), strict=True):
-        table, values, found = _read_segment(source, number, max_bytes)
-        segments.append((table, values))
-        problems += found
-    raise_if(problems, summary="the P.L. 94-171 segment files are not usable")
-
-    is_block = geo_table.columns["SUMLEV"] == BLOCK_SUMLEV
-    logrecno, problems = int_column(geo_table, "LOGRECNO", minimum=1, what="LOGRECNO")
-    problems += _duplicate_problems(geo_table, logrecno)
-    raise_if(problems, summary=f"{geo_table.file}: not a usable geographic header")
-
+        try:
+            segments.append(_read_segment(source, number, max_bytes))
+        except DataValidationError as exc:
+            problems += exc.problems
+    checks = Problems()
+    for table in [*([geo_table] if geo_table is not None else []), *segments]:
+        checks.extend(table.problems)
+        _duplicate_logrecno(checks, table)
+    if geo_table is None or len(segments) < len(SEGMENTS):
+        raise_if(problems + checks.result(), summary="the P.L. 94-171 files are not usable")
+    assert geo_table is not None
+    geo_ok = geo_table.ok("LOGRECNO")
+    logrecno = geo_table.values["LOGRECNO"]
     cells: dict[str, np.ndarray] = {}
-    for table, values in segments:
-        problems += _join_problems(geo_table, logrecno, table, values["LOGRECNO"])
-        if problems:
-            continue
-        position = pd.Index(values["LOGRECNO"]).get_indexer(logrecno)
-        for key, column in values.items():
-            if key != "LOGRECNO":
+    for table in segments:
+        seg_ok = table.ok("LOGRECNO")
+        _join_problems(checks, geo_table, logrecno, geo_ok, table, table.values["LOGRECNO"], seg_ok)
+        position = pd.Index(table.values["LOGRECNO"]).get_indexer(logrecno)
+        for key, column in table.values.items():
+            if key not in ("LOGRECNO", "CIFSN"):
                 cells[key] = column[position]
-    raise_if(problems, summary="the P.L. 94-171 files do not match")
-    return _build(geo_table, cells, is_block, problems)
+    raise_if(problems + checks.result(), summary="the P.L. 94-171 files are not usable")
+    return _build(geo_table, cells, _sumlev(geo_table) == BLOCK_SUMLEV)
 
 
 def read_pl94171_csv(
@@ -257,20 +267,20 @@ def read_pl94171_csv(
 ) -> PL94171Tables:
     """Read the wide CSV of the ``PL94171`` R package (one row per geography) into block tables."""
     names = [v for t in TABLE_SIZES for v in variables(t)]
-    table = read_csv_table(
+    reader = CsvReader(
         source,
         ("SUMLEV", *GEO_COLUMNS.values(), *names),
         optional=("POP100",),
         max_bytes=max_bytes,
         name=name,
     )
-    problems: list[Problem] = []
-    cells: dict[str, np.ndarray] = {}
-    for variable in names:
-        cells[variable], found = int_column(table, variable)
-        problems += found
-    raise_if(problems, summary=f"{table.file}: not a usable P.L. 94-171 table file")
-    return _build(table, cells, table.columns["SUMLEV"] == BLOCK_SUMLEV, [])
+    table = reader.read({variable: Integers() for variable in names})
+    raise_if(list(table.problems), summary=f"{table.file}: not a usable P.L. 94-171 table file")
+    return _build(table, dict(table.values), _sumlev(table) == BLOCK_SUMLEV)
+
+
+def _sumlev(table: CsvTable) -> np.ndarray:
+    return np.asarray(table.strings("SUMLEV"), dtype=object)
 
 
 def load_pl94171_histogram(
@@ -309,41 +319,68 @@ def histogram_from_tables(tables: PL94171Tables) -> BlockHistogram:
     )
 
 
-def _read_segment(
-    source: DataSource, number: int, max_bytes: int
-) -> tuple[CsvTable, dict[str, np.ndarray], list[Problem]]:
+def segment_number(source: DataSource, *, max_bytes: int = DEFAULT_MAX_BYTES) -> int | None:
+    """The segment (1–3) a P.L. 94-171 file says it is (CIFSN, its first record's fourth
+    field); None for the geographic header or anything else."""
+    try:
+        stream = TextStream(source, source_name(source), max_bytes)
+    except DataValidationError:
+        return None
+    try:
+        fields = split_fields(stream.first_line(), "|") or []
+    finally:
+        stream.close()
+    if len(fields) > 3 and fields[3] in ("01", "02", "03"):
+        return int(fields[3])
+    return None
+
+
+def file_set(
+    files: Sequence[object], *, max_bytes: int = DEFAULT_MAX_BYTES, where: str = "input"
+) -> tuple[object, object, object, object]:
+    """The geographic header and segments 1, 2, 3 among ``files`` (paths or named uploads): the
+    header by its name (``geo``), a segment by the number it holds (or its name); two files for
+    one role, a missing role or a stray file is refused naming them
+    (:func:`engine.data.folders.pl94171_roles`)."""
+    return pl94171_roles(
+        files,
+        lambda f: segment_number(f, max_bytes=max_bytes),  # type: ignore[arg-type]
+        where=where,
+    )
+
+
+def _read_segment(source: DataSource, number: int, max_bytes: int) -> CsvTable:
     label = _label(source, f"segment {number}")
-    data = read_source(source, max_bytes=max_bytes, name=label)
-    first = data.split(b"\n", 1)[0].split(b"|")
+    names = [v for t in SEGMENTS[number] for v in variables(t)]
+    reader = CsvReader(
+        source,
+        ("CIFSN", "LOGRECNO", *names),
+        field_names=(*SEGMENT_PREFIX, *names),
+        delimiter="|",
+        max_bytes=max_bytes,
+        name=label,
+    )
+    first = split_fields(reader.stream.first_line(), "|") or []
     expected = f"{number:02d}"
-    if len(first) > 3 and first[3].strip().decode("latin-1") != expected:
+    if len(first) > 3 and first[3] != expected:
+        reader.close()
         raise DataValidationError(
             [
                 Problem(
                     label,
-                    f"this is not segment {number} (CIFSN {first[3].strip().decode('latin-1')!r}); "
+                    f"this is not segment {number} (CIFSN {first[3]!r}); "
                     "pass the files in the order geo, segment 1, segment 2, segment 3",
                     1,
                     "CIFSN",
                 )
             ]
         )
-    names = [v for t in SEGMENTS[number] for v in variables(t)]
-    table = read_headerless_table(
-        data,
-        (*SEGMENT_PREFIX, *names),
-        ("CIFSN", "LOGRECNO", *names),
-        max_bytes=max_bytes,
-        name=label,
-    )
-    _, problems = code_column(table, "CIFSN", (expected,))
-    values: dict[str, np.ndarray] = {}
-    values["LOGRECNO"], found = int_column(table, "LOGRECNO", minimum=1, what="LOGRECNO")
-    problems += found + _duplicate_problems(table, values["LOGRECNO"])
-    for variable in names:
-        values[variable], found = int_column(table, variable)
-        problems += found
-    return table, values, problems
+    kinds: dict[str, Codes | Integers] = {
+        "CIFSN": Codes((expected,)),
+        "LOGRECNO": Integers(minimum=1, what="LOGRECNO"),
+    }
+    kinds.update({variable: Integers() for variable in names})
+    return reader.read(kinds)
 
 
 def _label(source: DataSource, default: str) -> str:
@@ -353,67 +390,110 @@ def _label(source: DataSource, default: str) -> str:
     return source_name(source)
 
 
-def _duplicate_problems(table: CsvTable, logrecno: np.ndarray) -> list[Problem]:
-    dup = np.flatnonzero(pd.Series(logrecno).duplicated().to_numpy())
-    return [
-        Problem(
-            table.file,
-            f"LOGRECNO {logrecno[i]} appears more than once",
-            int(table.rows[i]),
-            "LOGRECNO",
-        )
-        for i in dup[:MAX_PROBLEMS_PER_CHECK]
-    ]
+def _duplicate_logrecno(problems: Problems, table: CsvTable) -> None:
+    ok = np.flatnonzero(table.ok("LOGRECNO"))
+    duplicate_problems(
+        problems,
+        table.file,
+        "LOGRECNO",
+        table.values["LOGRECNO"][ok],
+        table.rows[ok],
+        lambda value, first: f"LOGRECNO {value} appears more than once (first in row {first})",
+        "repeating a LOGRECNO",
+    )
 
 
 def _join_problems(
-    geo: CsvTable, geo_logrecno: np.ndarray, segment: CsvTable, seg_logrecno: np.ndarray
-) -> list[Problem]:
-    missing = np.flatnonzero(~np.isin(geo_logrecno, seg_logrecno))
-    extra = np.flatnonzero(~np.isin(seg_logrecno, geo_logrecno))
-    problems = [
-        Problem(
+    problems: Problems,
+    geo: CsvTable,
+    geo_logrecno: np.ndarray,
+    geo_ok: np.ndarray,
+    segment: CsvTable,
+    seg_logrecno: np.ndarray,
+    seg_ok: np.ndarray,
+) -> None:
+    in_segment = np.asarray(
+        pc.is_in(pa.array(geo_logrecno), value_set=pa.array(seg_logrecno[seg_ok])).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+    in_geo = np.asarray(
+        pc.is_in(pa.array(seg_logrecno), value_set=pa.array(geo_logrecno[geo_ok])).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+    missing = np.flatnonzero(geo_ok & ~in_segment)
+    if missing.size:
+        problems.add(
+            (segment.file, "missing"),
             segment.file,
-            f"no record for LOGRECNO {geo_logrecno[i]} (row {geo.rows[i]} of {geo.file})",
-            None,
             "LOGRECNO",
+            missing,
+            lambda take: [
+                f"no record for LOGRECNO {geo_logrecno[i]} (row {geo.rows[i]} of {geo.file})"
+                for i in missing[take]
+            ],
+            f"of {geo.file} without a record here",
+            located=False,
         )
-        for i in missing[:MAX_PROBLEMS_PER_CHECK]
-    ]
-    problems += [
-        Problem(
-            segment.file,
-            f"LOGRECNO {seg_logrecno[i]} has no geographic record in {geo.file}",
-            int(segment.rows[i]),
-            "LOGRECNO",
-        )
-        for i in extra[:MAX_PROBLEMS_PER_CHECK]
-    ]
-    return problems
+    extra = np.flatnonzero(seg_ok & ~in_geo)
+    problems.add(
+        (segment.file, "extra"),
+        segment.file,
+        "LOGRECNO",
+        segment.rows[extra],
+        lambda take: [
+            f"LOGRECNO {seg_logrecno[i]} has no geographic record in {geo.file}"
+            for i in extra[take]
+        ],
+        f"without a geographic record in {geo.file}",
+    )
 
 
-def _build(
-    table: CsvTable, cells: dict[str, np.ndarray], is_block: np.ndarray, problems: list[Problem]
-) -> PL94171Tables:
+def _build(table: CsvTable, cells: dict[str, np.ndarray], is_block: np.ndarray) -> PL94171Tables:
     """Block tables from all records' cells; checks table identities, geo totals and nesting."""
     if not is_block.any():
         raise_if([Problem(table.file, f"no block records (SUMLEV {BLOCK_SUMLEV})", None, "SUMLEV")])
     blocks = table.subset(is_block)
-    geography, found = geography_from_components(blocks, GEO_COLUMNS)
-    problems = problems + found
+    problems = Problems()
+    names = {level: blocks.column(column) for level, column in GEO_COLUMNS.items()}
+    numbers, valid = component_blocks(
+        problems,
+        table.file,
+        {level: blocks.text[column] for level, column in GEO_COLUMNS.items()},
+        names,
+        blocks.rows,
+    )
+    repeated_block_problems(problems, table.file, names["Block"], numbers, blocks.rows, valid)
+    geography = geography_from_block_ids(block_numbers_to_ids(numbers))
     block_cells = {k: v[is_block] for k, v in cells.items()}
-    problems += _identity_problems(blocks, block_cells)
-    if "POP100" in blocks.columns:
+    _identity_problems(problems, blocks, block_cells)
+    if "POP100" in blocks.text:
         # HU100 is not checked: the 2018 prototype's H1 differs from its HU100 on some blocks.
-        value, found = int_column(blocks, "POP100")
-        problems += found or _mismatch(
-            blocks,
-            value != block_cells["P0010001"],
-            "POP100",
-            "differs from P0010001 (total population)",
-        )
+        pop100 = convert_integers(blocks.text["POP100"].combine_chunks(), Integers())
+        for check, what, index, describe in pop100.failures:
+            problems.add(
+                ("POP100", check),
+                table.file,
+                "POP100",
+                blocks.rows[index],
+                lambda take, index=index, describe=describe: [
+                    describe(v) for v in texts_at(pop100.text, index[take])
+                ],
+                what,
+            )
+        if not pop100.failures:
+            _mismatch(
+                problems,
+                blocks,
+                pop100.values != block_cells["P0010001"],
+                "POP100",
+                "differs from P0010001 (total population)",
+            )
     if not problems:
-        problems += _nesting_problems(table, cells, geography, block_cells["P0010001"])
+        _nesting_problems(problems, table, cells, geography, block_cells["P0010001"])
     raise_if(problems, summary=f"{table.file}: inconsistent P.L. 94-171 tables")
     tables = {
         name: pd.DataFrame({v: block_cells[v] for v in variables(name)}) for name in TABLE_SIZES
@@ -436,65 +516,84 @@ IDENTITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 """Table identities of the P.L. 94-171 shells: each total equals the sum of its parts."""
 
 
-def _identity_problems(blocks: CsvTable, cells: dict[str, np.ndarray]) -> list[Problem]:
-    problems: list[Problem] = []
+def _identity_problems(problems: Problems, blocks: CsvTable, cells: dict[str, np.ndarray]) -> None:
     for total, parts in IDENTITIES:
         value = sum(cells[p] for p in parts)
-        problems += _mismatch(
-            blocks, value != cells[total], total, f"differs from {' + '.join(parts)}"
+        _mismatch(
+            problems, blocks, value != cells[total], total, f"differs from {' + '.join(parts)}"
         )
     for line in RACEETH_LINES:
         p2, p4 = f"P002{line:04d}", f"P004{line:04d}"
-        problems += _mismatch(
-            blocks, cells[p4] > cells[p2], p4, f"the 18-and-over count exceeds {p2} (all ages)"
+        _mismatch(
+            problems,
+            blocks,
+            cells[p4] > cells[p2],
+            p4,
+            f"the 18-and-over count exceeds {p2} (all ages)",
         )
-    return problems
 
 
-def _mismatch(table: CsvTable, mask: np.ndarray, column: str, message: str) -> list[Problem]:
-    return [
-        Problem(table.file, message, int(table.rows[i]), column)
-        for i in np.flatnonzero(mask)[:MAX_PROBLEMS_PER_CHECK]
-    ]
+def _mismatch(
+    problems: Problems, table: CsvTable, mask: np.ndarray, column: str, message: str
+) -> None:
+    hits = np.flatnonzero(mask)
+    problems.add(
+        (column, message),
+        table.file,
+        column,
+        table.rows[hits],
+        lambda take: [message] * len(take),
+        f"where it {message}",
+    )
 
 
 def _nesting_problems(
-    table: CsvTable, cells: dict[str, np.ndarray], geography: pd.DataFrame, block_pop: np.ndarray
-) -> list[Problem]:
+    problems: Problems,
+    table: CsvTable,
+    cells: dict[str, np.ndarray],
+    geography: pd.DataFrame,
+    block_pop: np.ndarray,
+) -> None:
     """Tract and block-group records must equal the sum of their blocks, and contain every block."""
-    problems: list[Problem] = []
-    for sumlev, level in NESTING_SUMLEVS.items():
-        mask = table.columns["SUMLEV"] == sumlev
+    sumlev = _sumlev(table)
+    for level_code, level in NESTING_SUMLEVS.items():
+        mask = sumlev == level_code
         if not mask.any():
             continue
         records = table.subset(mask)
-        ids = pd.Series("", index=range(records.n_rows), dtype=object)
-        for lv in BLOCK_LEVELS[:-1]:
-            ids = ids + pd.Series(records.columns[GEO_COLUMNS[lv]], dtype=object).astype(
-                str
-            ).str.zfill(COMPONENT_WIDTHS[lv])
-        ids = ids.str.slice(0, ID_LENGTHS[level])
+        parts = [
+            pc.utf8_lpad(records.text[GEO_COLUMNS[lv]], width=COMPONENT_WIDTHS[lv], padding="0")
+            for lv in BLOCK_LEVELS[:-1]
+        ]
+        joined = pc.binary_join_element_wise(*parts, "")
+        ids = np.asarray(
+            pc.utf8_slice_codeunits(joined, 0, ID_LENGTHS[level]).to_numpy(zero_copy_only=False),
+            dtype=object,
+        )
         sums = pd.Series(block_pop).groupby(geography[level].to_numpy()).sum()
         expected = cells["P0010001"][mask]
-        actual = sums.reindex(ids.to_numpy()).fillna(0).to_numpy(dtype=np.int64)
-        for i in np.flatnonzero(actual != expected)[:MAX_PROBLEMS_PER_CHECK]:
-            problems.append(
-                Problem(
-                    table.file,
-                    f"the blocks of {level} {ids.iloc[i]} sum to {actual[i]:,} persons but its "
-                    f"record says {expected[i]:,}: blocks are missing or do not nest",
-                    int(records.rows[i]),
-                    "P0010001",
-                )
-            )
+        actual = sums.reindex(ids).fillna(0).to_numpy(dtype=np.int64)
+        wrong = np.flatnonzero(actual != expected)
+        problems.add(
+            ("P0010001", f"nest {level}"),
+            table.file,
+            "P0010001",
+            records.rows[wrong],
+            lambda take, wrong=wrong, ids=ids, actual=actual, expected=expected, level=level: [
+                f"the blocks of {level} {ids[i]} sum to {actual[i]:,} persons but its record "
+                f"says {expected[i]:,}: blocks are missing or do not nest"
+                for i in wrong[take]
+            ],
+            f"whose {level} record differs from the sum of its blocks",
+        )
         orphans = sorted(set(geography[level]) - set(ids))
-        for geoid in orphans[:MAX_PROBLEMS_PER_CHECK]:
+        for geoid in orphans[:10]:
             problems.append(
                 Problem(
                     table.file,
-                    f"blocks lie in {level} {geoid}, which has no summary record (SUMLEV {sumlev})",
+                    f"blocks lie in {level} {geoid}, which has no summary record "
+                    f"(SUMLEV {level_code})",
                     None,
                     GEO_COLUMNS[level],
                 )
             )
-    return problems

@@ -27,28 +27,25 @@ and a type absent holds nobody (:mod:`engine.topdown.constraints`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
-import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from engine.core.errors import Problem
+from engine.data.columns import Codes, Integers, digits_mask, texts_at
+from engine.data.csv_reader import CsvReader
+from engine.data.csv_records import CsvBatch
 from engine.data.geography import (
     BLOCK_LEVELS,
+    block_numbers_to_ids,
+    component_blocks,
     geography_from_block_ids,
-    geography_from_components,
 )
 from engine.data.histogram import BlockHistogram
-from engine.data.validate import (
-    DEFAULT_MAX_BYTES,
-    MAX_PROBLEMS_PER_CHECK,
-    CsvTable,
-    DataSource,
-    clip,
-    code_column,
-    int_column,
-    raise_if,
-    read_csv_table,
-)
+from engine.data.problems import Problems, clip, raise_if
+from engine.data.sources import DEFAULT_MAX_BYTES, DataSource
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 GEO_COLUMNS: dict[str, str] = {
@@ -72,9 +69,14 @@ HOUSEHOLD_RTYPE = "3"
 GQ_RTYPE = "5"
 GQTYPE_PL_CODES = ("0", "1", "2", "3", "4", "5", "6", "7")
 """GQTYPE_PL codes in HHGQ level order (0 = household)."""
+MDF_GQTYPE = r"^(0{1,3}|[1-9][0-9][0-9])$"
+"""An MDF detailed GQTYPE: ``000`` (household) or a 3-digit group-quarters type."""
 
 SOURCE = "Census Bureau Privacy-Protected Microdata File (person records)"
 LICENCE = "US Government work (public domain)"
+
+HHGQ_STRIDE = REDISTRICTING_SCHEMA.size // REDISTRICTING_SCHEMA.shape[0]
+"""Cells per HHGQ level: a cell's HHGQ level index is ``cell // HHGQ_STRIDE`` (C order)."""
 
 
 def load_ppmf(
@@ -85,15 +87,37 @@ def load_ppmf(
 ) -> BlockHistogram:
     """Load PPMF/MDF person records as a redistricting (2,016-cell) :class:`BlockHistogram`.
 
-    Raises :class:`~engine.core.errors.DataValidationError` listing every located problem.
+    Read batch by batch (:func:`ppmf_cells`), each batch's persons summed into their non-zero
+    (block, cell) counts, so memory holds those, never a column of the file. Raises
+    :class:`~engine.core.errors.DataValidationError` listing every located problem.
     """
-    table = read_csv_table(source, COLUMNS, max_bytes=max_bytes, name=name)
-    records, problems = ppmf_records(table)
-    raise_if(problems, summary=not_usable(table.file))
-    assert records is not None
-    geography, cell = records
-    block_index, blocks = pd.factorize(geography["Block"], sort=True)
-    return ppmf_histogram(np.asarray(blocks), block_index, cell)
+    reader = CsvReader(source, COLUMNS, max_bytes=max_bytes, name=name)
+    return ppmf_histogram(*block_cell_counts(ppmf_cells(reader), reader.problems, reader.label))
+
+
+def block_cell_counts(
+    batches: Iterator[tuple[np.ndarray, np.ndarray]], problems: Problems, file: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(sorted 15-digit block ids, block index, cell, count)``: the non-zero (block, cell)
+    counts of the ``(block number, cell)`` batches, summed batch by batch; raises every problem
+    of ``problems`` once all batches are read."""
+    n_cells = REDISTRICTING_SCHEMA.size
+    keys: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for numbers, cell in batches:
+        if problems:
+            continue  # the file is refused: only its problems are still gathered
+        key, count = np.unique(numbers * n_cells + cell, return_counts=True)
+        keys.append(key)
+        counts.append(count.astype(np.int64))
+    raise_if(problems, summary=not_usable(file))
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    count = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    key, inverse = np.unique(key, return_inverse=True)
+    count = np.bincount(inverse.reshape(-1), weights=count, minlength=key.size).astype(np.int64)
+    numbers, block_index = np.unique(key // n_cells, return_inverse=True)
+    blocks = np.asarray(block_numbers_to_ids(numbers).to_numpy(zero_copy_only=False), dtype=object)
+    return blocks, block_index.reshape(-1).astype(np.int64), key % n_cells, count
 
 
 def ppmf_histogram(
@@ -103,8 +127,8 @@ def ppmf_histogram(
     ``count[i]`` persons (1 without ``count``) of block ``blocks[block_index[i]]`` in cell
     ``cell[i]``; ``extra`` holds ``persons_read`` and ``gq_types_present`` (module docstring).
 
-    :func:`load_ppmf` passes one entry per record; the Spark backend the ``groupBy(block, cell)``
-    counts its executors made (:mod:`engine.spark.persons`)."""
+    :func:`load_ppmf` passes the summed counts of its batches; the Spark backend the
+    ``groupBy(block, cell)`` counts its executors made (:mod:`engine.spark.persons`)."""
     weights = np.ones(cell.size, dtype=np.int64) if count is None else count.astype(np.int64)
     # Sparse from the start (docs/data.md, "Sparse block histograms"): summed (block, cell) pairs,
     # never a dense blocks × 2,016.
@@ -128,121 +152,135 @@ def ppmf_histogram(
     )
 
 
-HHGQ_STRIDE = REDISTRICTING_SCHEMA.size // REDISTRICTING_SCHEMA.shape[0]
-"""Cells per HHGQ level: a cell's HHGQ level index is ``cell // HHGQ_STRIDE`` (C order)."""
-
-
 def not_usable(file: str) -> str:
     """The summary line of a PPMF/MDF file's problems."""
     return f"{file}: not usable PPMF/MDF person records"
 
 
-def ppmf_records(table: CsvTable) -> tuple[tuple[pd.DataFrame, np.ndarray] | None, list[Problem]]:
-    """The recode of PPMF/MDF records (module docstring): ``((geography, cell), problems)``.
+def ppmf_kinds(found: dict[str, str]) -> dict[str, Codes | Integers]:
+    """How the reader types the columns of a PPMF (GQTYPE_PL, VOTING_AGE) or MDF (GQTYPE, QAGE)
+    file; an MDF GQTYPE is read as text (:func:`_hhgq`)."""
+    kinds: dict[str, Codes | Integers] = {
+        "RTYPE": Codes((HOUSEHOLD_RTYPE, GQ_RTYPE)),
+        "CENHISP": Codes(("1", "2")),
+        "CENRACE": Codes(REDISTRICTING_SCHEMA.attributes[3].levels, width=2),
+    }
+    if found["GQTYPE_PL"].upper() == "GQTYPE_PL":
+        kinds["GQTYPE_PL"] = Codes(GQTYPE_PL_CODES, keep_text=True)
+    if found["VOTING_AGE"].upper() == "VOTING_AGE":
+        kinds["VOTING_AGE"] = Codes(("1", "2"))
+    else:
+        kinds["VOTING_AGE"] = Integers(minimum=0, maximum=MAX_AGE, what="age")
+    return kinds
 
-    ``geography`` has one row per record (the columns of
-    :data:`~engine.data.geography.BLOCK_LEVELS`, full ids) and ``cell`` is each record's
-    :data:`~engine.schema.attributes.REDISTRICTING_SCHEMA` cell; ``None`` when any record has a
-    problem. Works on any part of a file (the Spark backend applies it to each batch of records on
-    the executors, :mod:`engine.spark.ppmf`), with the messages :func:`load_ppmf` reports.
-    """
-    problems: list[Problem] = []
-    geography, found = geography_from_components(table, GEO_COLUMNS, unique_blocks=False)
-    problems += found
-    rtype, found = code_column(table, "RTYPE", (HOUSEHOLD_RTYPE, GQ_RTYPE))
-    problems += found
-    hhgq, found = _hhgq(table)
-    problems += found
-    votingage, found = _votingage(table)
-    problems += found
-    hispanic, found = code_column(table, "CENHISP", ("1", "2"))
-    problems += found
-    cenrace, found = code_column(
-        table, "CENRACE", REDISTRICTING_SCHEMA.attributes[3].levels, width=2
+
+def ppmf_cells(reader: CsvReader) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each batch's ``(block numbers, cells)`` of the records of a PPMF/MDF file (module
+    docstring); problems go to ``reader.problems`` (the values of a batch with any are not
+    usable). The Spark backend runs it on each batch of lines on the executors
+    (:mod:`engine.spark.persons`)."""
+    found = reader.layout.found
+    kinds = ppmf_kinds(found)
+    for batch in reader.batches(kinds):
+        yield batch_cells(batch, reader.problems, reader.label, found)
+
+
+def batch_cells(
+    batch: CsvBatch, problems: Problems, file: str, found: dict[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(block numbers, cells)`` of one batch of PPMF/MDF records; problems added."""
+    names = {level: found[column] for level, column in GEO_COLUMNS.items()}
+    text = {level: batch.text[column] for level, column in GEO_COLUMNS.items()}
+    numbers, _ = component_blocks(problems, file, text, names, batch.rows)
+    rtype = batch.values["RTYPE"]
+    hhgq, hhgq_ok = _hhgq(batch, problems, file, found)
+    if "VOTING_AGE" in batch.values and found["VOTING_AGE"].upper() != "VOTING_AGE":
+        votingage = (batch.values["VOTING_AGE"] >= 18).astype(np.int64)
+    else:
+        votingage = batch.values["VOTING_AGE"].astype(np.int64)
+    rtype_ok = batch.valid["RTYPE"]
+    known = hhgq_ok if rtype_ok is None else hhgq_ok & rtype_ok
+    _unit_problems(problems, file, batch, rtype, hhgq, known, found["GQTYPE_PL"])
+    cell = np.ravel_multi_index(
+        (
+            hhgq,
+            votingage,
+            batch.values["CENHISP"].astype(np.int64),
+            batch.values["CENRACE"].astype(np.int64),
+        ),
+        REDISTRICTING_SCHEMA.shape,
     )
-    problems += found
-    if not problems:
-        problems += _unit_problems(table, rtype, hhgq)
-    if problems:
-        return None, problems
-    cell = np.ravel_multi_index((hhgq, votingage, hispanic, cenrace), REDISTRICTING_SCHEMA.shape)
-    return (geography, cell), []
+    return numbers, cell.astype(np.int64)
 
 
-def _hhgq(table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
+def _hhgq(
+    batch: CsvBatch, problems: Problems, file: str, found: dict[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
     """HHGQ level index from GQTYPE_PL, or from an MDF detailed GQTYPE (first digit, 7–9 → 7)."""
-    if table.found["GQTYPE_PL"].upper() == "GQTYPE_PL":
-        return code_column(table, "GQTYPE_PL", GQTYPE_PL_CODES)
-    raw = pd.Series(table.columns["GQTYPE_PL"], dtype=object).astype(str)
-    ok = raw.str.fullmatch(r"0{1,3}|[1-9][0-9][0-9]").to_numpy(dtype=bool)
-    major = np.where(ok, raw.str.slice(0, 1).where(ok, "0").astype(int), 0)
-    major = np.minimum(major, 7).astype(np.int64)
-    column = table.found["GQTYPE_PL"]
+    if "GQTYPE_PL" in batch.values:
+        valid = batch.valid["GQTYPE_PL"]
+        ok = np.ones(batch.n_rows, dtype=bool) if valid is None else valid
+        return batch.values["GQTYPE_PL"].astype(np.int64), ok
+    raw = batch.text["GQTYPE_PL"]
+    ok = digits_mask(raw, 1, 3) & np.asarray(
+        pc.match_substring_regex(raw, MDF_GQTYPE).to_numpy(zero_copy_only=False), dtype=bool
+    )
+    first = pc.utf8_slice_codeunits(pc.if_else(pa.array(ok), raw, "0"), 0, 1)
+    major = np.minimum(np.asarray(pc.cast(first, pa.int64()).to_numpy(zero_copy_only=False)), 7)
     bad = np.flatnonzero(~ok)
-    problems = [
-        Problem(
-            table.file,
-            f"unknown GQTYPE {clip(raw.iloc[i])!r} (expected 000 for a household or a 3-digit GQ type "
-            "101–999)",
-            int(table.rows[i]),
-            column,
-        )
-        for i in bad[:MAX_PROBLEMS_PER_CHECK]
-    ]
-    if bad.size > MAX_PROBLEMS_PER_CHECK:
-        problems.append(
-            Problem(
-                table.file,
-                f"… and {bad.size - MAX_PROBLEMS_PER_CHECK:,} more unknown GQTYPE codes",
-                None,
-                column,
-            )
-        )
-    return major, problems
+    column = found["GQTYPE_PL"]
+    problems.add(
+        (column, "gqtype"),
+        file,
+        column,
+        batch.rows[bad],
+        lambda take: [
+            f"unknown GQTYPE {clip(v)!r} (expected 000 for a household or a 3-digit GQ type "
+            "101–999)"
+            for v in texts_at(raw, bad[take])
+        ],
+        "with unknown GQTYPE codes",
+    )
+    return np.where(ok, major, 0).astype(np.int64), ok
 
 
-def _votingage(table: CsvTable) -> tuple[np.ndarray, list[Problem]]:
-    """VOTINGAGE level index from VOTING_AGE (1/2) or from QAGE (whole years, 0–115)."""
-    if table.found["VOTING_AGE"].upper() == "VOTING_AGE":
-        return code_column(table, "VOTING_AGE", ("1", "2"))
-    age, problems = int_column(table, "VOTING_AGE", minimum=0, maximum=MAX_AGE, what="age")
-    return (age >= 18).astype(np.int64), problems
-
-
-def _unit_problems(table: CsvTable, rtype: np.ndarray, hhgq: np.ndarray) -> list[Problem]:
+def _unit_problems(
+    problems: Problems,
+    file: str,
+    batch: CsvBatch,
+    rtype: np.ndarray,
+    hhgq: np.ndarray,
+    known: np.ndarray,
+    column: str,
+) -> None:
     """RTYPE 3 persons must be in households and RTYPE 5 persons in a GQ type."""
-    gq_column = table.found["GQTYPE_PL"]
-    in_gq_without_type = np.flatnonzero((rtype == 1) & (hhgq == 0))
-    in_unit_with_gq = np.flatnonzero((rtype == 0) & (hhgq != 0))
-    problems: list[Problem] = []
-    for i in in_gq_without_type[:MAX_PROBLEMS_PER_CHECK]:
-        problems.append(
-            Problem(
-                table.file,
+    no_type = np.flatnonzero(known & (rtype == 1) & (hhgq == 0))
+    problems.add(
+        (column, "no unit"),
+        file,
+        column,
+        batch.rows[no_type],
+        lambda take: (
+            [
                 "person in group quarters (RTYPE 5) without a group-quarters type: the person has "
-                "no unit",
-                int(table.rows[i]),
-                gq_column,
-            )
+                "no unit"
+            ]
+            * len(take)
+        ),
+        "of persons in group quarters without a group-quarters type",
+    )
+    with_type = np.flatnonzero(known & (rtype == 0) & (hhgq != 0))
+    if with_type.size:
+        gq = batch.text["GQTYPE_PL"]
+        problems.add(
+            (column, "disagree"),
+            file,
+            column,
+            batch.rows[with_type],
+            lambda take: [
+                f"person in a housing unit (RTYPE 3) with group-quarters type {clip(v)!r}: "
+                "RTYPE and GQ type disagree"
+                for v in texts_at(gq, with_type[take])
+            ],
+            "of persons whose RTYPE and GQ type disagree",
         )
-    for i in in_unit_with_gq[:MAX_PROBLEMS_PER_CHECK]:
-        problems.append(
-            Problem(
-                table.file,
-                f"person in a housing unit (RTYPE 3) with group-quarters type "
-                f"{clip(table.columns['GQTYPE_PL'][i])!r}: RTYPE and GQ type disagree",
-                int(table.rows[i]),
-                gq_column,
-            )
-        )
-    extra = in_gq_without_type.size + in_unit_with_gq.size - len(problems)
-    if extra > 0:
-        problems.append(
-            Problem(
-                table.file,
-                f"… and {extra:,} more persons whose RTYPE and GQ type disagree",
-                None,
-                gq_column,
-            )
-        )
-    return problems

@@ -19,7 +19,7 @@ from engine.core.errors import ValidationError
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
 from engine.data.samples import get_sample, list_samples
-from engine.data.validate import DEFAULT_MAX_BYTES
+from engine.data.sources import DEFAULT_MAX_BYTES
 from engine.phsafe.config import PRESET_NAMES, PHSafeConfig, preset
 
 ConfigSource = PHSafeConfig | Mapping[str, Any] | str | os.PathLike[str] | None

@@ -390,7 +390,7 @@ def held_query_correction(
 ) -> LevelCorrection:
     """Correction of a query estimated in an earlier least-squares pass (e.g. TOTAL in pass 1,
     TDA §7.2) and held in the later ones: water filling on the query's own answers, which is the
-    exact solution of a TOTAL-only pass (``engine/topdown/least_squares._water_fill_totals``).
+    exact solution of a TOTAL-only pass (``engine/topdown/qp/closed_form.water_fill_families``).
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as

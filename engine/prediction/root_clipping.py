@@ -4,7 +4,7 @@
 
 The support model (:mod:`engine.prediction.support`) holds the root's empty cells at 0. They
 are not held: the root has no parent, so every cell that is not a structural zero of the unit
-frame is a variable of its non-negative least squares (``engine/topdown/least_squares``), and on
+frame is a variable of its non-negative least squares (``engine/topdown/qp/route``), and on
 the 2,016-cell production schema most of them are empty. Noise lifts some of them; the mass they
 take comes from the populated cells through the invariant TOTAL and the measured marginals, so
 each marginal's answers are biased, several times more than predicted without this term

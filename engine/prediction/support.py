@@ -2,7 +2,7 @@
 
 The engine builds each family's least squares only on the cells the parent can populate: a cell
 that is 0 in the parent's estimate (or a structural zero) has no variable in any child
-(``engine/topdown/least_squares._fixed_cells``), and the non-negativity constraint holds most of a
+(``engine/topdown/qp/general._fixed_cells``), and the non-negativity constraint holds most of a
 child's own empty cells at 0 too (they are the active set). Those zero cells act like structural
 zeros, so the marginals are re-estimated from far fewer cells than the dense (all-cells) model of
 :mod:`engine.prediction.least_squares` says: on the 2,016-cell production schema a generated

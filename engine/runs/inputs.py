@@ -23,8 +23,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from engine.core.manifest import sha256_file
-from engine.core.sniff import compressed_pair
 from engine.data.cef_types import CEF_FILE_NAMES
+from engine.data.folders import file_if_any
 from engine.data.generated import is_generated_population
 from engine.data.histogram import BlockHistogram
 from engine.data.samples import get_sample, list_samples
@@ -33,12 +33,13 @@ from engine.runs.spec import RunSpec
 from engine.topdown.spine.entities import SHIPPED_ENTITY_SAMPLES
 from engine.topdown.spine.options import DATA_PLACES
 
-GENERATED_TOPDOWN_FILES: tuple[str, ...] = ("ppmf.csv", "blocks.csv")
+GENERATED_TOPDOWN_FILES: tuple[str, ...] = ("ppmf", "blocks")
 """What TopDown reads of a generated population folder (:mod:`engine.data.generated`): the
-person records and the block frame (each possibly gzipped)."""
-GENERATED_PLACES_FILE = "places.csv"
-"""The places of a generated population (:mod:`engine.data.places`): read by a run whose spine may
-be built around them (``spine`` = ``preset``, or ``places`` among its entity sources)."""
+person records and the block frame (each possibly gzipped), by role."""
+GENERATED_PLACES_ROLE = "places"
+"""The places of a generated population (``places.csv``, :mod:`engine.data.places`), by role: read
+by a run whose spine may be built around them (``spine`` = ``preset``, or ``places`` among its
+entity sources)."""
 
 
 def histogram_sha256(hist: BlockHistogram) -> str:
@@ -104,8 +105,8 @@ def _data_files(spec: RunSpec) -> Iterator[tuple[str, Path]]:
     if spec.engine == "phsafe":  # the three CEF files (the configuration is in the spec)
         folder = path if path.is_absolute() else _sample_folder(data.source, "phsafe")
         if folder is not None and folder.is_dir():
-            for base in CEF_FILE_NAMES.values():
-                found = compressed_pair(folder, base)
+            for role in CEF_FILE_NAMES:
+                found = file_if_any(folder, role)
                 if found is not None:
                     yield f"data/{found.name}", found
         return
@@ -119,9 +120,9 @@ def _data_files(spec: RunSpec) -> Iterator[tuple[str, Path]]:
         if Path(data.mapping).is_absolute():
             yield f"mapping/{Path(data.mapping).name}", Path(data.mapping)
     elif path.is_dir() and is_generated_population(path):
-        places = (GENERATED_PLACES_FILE,) if reads_places(spec) else ()
-        for base in (*GENERATED_TOPDOWN_FILES, *places):
-            found = compressed_pair(path, base)
+        places = (GENERATED_PLACES_ROLE,) if reads_places(spec) else ()
+        for role in (*GENERATED_TOPDOWN_FILES, *places):
+            found = file_if_any(path, role)
             if found is not None:
                 yield f"data/{found.name}", found
     elif path.is_dir():

@@ -7,8 +7,8 @@ command line, the app and the experiments build these records; a file's ``option
 read into one with every unknown or misspelt key refused (``"spin": "aian"`` → ``unknown key
 'spin'; did you mean 'spine'?``), never dropped in favour of a default.
 
-metrics.json's ``run.options`` lists every option of the engine with the value used (docs/metrics.md
-"The run description").
+metrics.json's ``run.options`` lists every option of the engine with the value used, except
+``solver`` at its default ``auto`` (docs/metrics.md "The run description").
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from engine.runs.typed import (
     typed,
     whole,
 )
+from engine.topdown.qp.settings import SOLVER_CHOICES
 from engine.topdown.spine.options import SPINE_KINDS
 
 NOISE_METHODS: tuple[str, ...] = ("fast", "exact")
@@ -88,8 +89,10 @@ class TopDownRunOptions:
     Numbers: ``levels`` (the conventional spine's levels, root first; default: the allocation's
     levels present in the data), the spine options (``spine``, ``entities``, ``special_areas``,
     ``fanout_cutoff``, ``tract_groups``, ``bypass``; docs/topdown.md "Spines"),
-    ``spread_invariant_share`` (a labelled departure from production, TDA §5.2) and
-    ``noise_method``. ``spine`` defaults to :data:`PRESET_SPINE`, the spine the allocation's preset
+    ``spread_invariant_share`` (a labelled departure from production, TDA §5.2), ``noise_method``
+    and ``solver`` (the least-squares route, :data:`engine.topdown.qp.settings.SOLVER_CHOICES`;
+    written only when not ``auto``, so a default run keeps the fingerprint it had before the option
+    existed). ``spine`` defaults to :data:`PRESET_SPINE`, the spine the allocation's preset
     ran on (production's optimized block groups around the data's places where the data carry
     them, TDA Table 6 note, §8.2; else conventional); the other spine options add to it.
     ``entities`` and ``special_areas`` name entity sources: a shipped sample
@@ -113,6 +116,7 @@ class TopDownRunOptions:
     bypass: bool | None = typed(optional(flag), None)
     spread_invariant_share: bool = typed(flag, False)
     noise_method: str = typed(choice(*NOISE_METHODS), "fast")
+    solver: str = typed(choice(*SOLVER_CHOICES), "auto", when_set=True)
     error_universe: str = typed(choice(*UNIVERSES), HOUSED)
     epl_boot: int = typed(whole("n_boot"), EPL_BOOT)
     epl_percentile: float = typed(real("epl_percentile"), PF_PERCENTILE)

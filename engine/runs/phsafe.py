@@ -27,7 +27,7 @@ from engine.core.errors import ValidationError
 from engine.core.executors import Executor
 from engine.data.cef import load_cef_extract
 from engine.data.cef_types import CefExtract
-from engine.data.validate import DEFAULT_MAX_BYTES
+from engine.data.sources import DEFAULT_MAX_BYTES
 from engine.metrics import phsafe_errors
 from engine.phsafe.config import MEASURED_TABLES, PHSafeConfig, levels_of
 from engine.phsafe.inputs import resolve_data_dir

@@ -221,10 +221,95 @@ def same_numbers(recorded: Any, replayed: Any) -> bool | None:
     return bool(json.loads(dumps_json(recorded)) == json.loads(dumps_json(replayed)))
 
 
+def routes_changed(recorded: Mapping[str, Any], replayed: Mapping[str, Any]) -> bool | None:
+    """Whether TopDown's least-squares routes of the replay differ from the recorded run's: True
+    when the recording has none (written before the routing table, by a version whose solvers
+    and rounder were others) or other counts than the replay's ``diagnostics.routes``; False when
+    they are the same; None for a PHSafe run or a replay that records none."""
+    now = (replayed.get("diagnostics") or {}).get("routes")
+    if replayed.get("engine") != "topdown" or now is None:
+        return None
+    then = (recorded.get("diagnostics") or {}).get("routes")
+    return then is None or json.loads(dumps_json(then)) != json.loads(dumps_json(now))
+
+
+def mae_differences(recorded: Any, replayed: Any) -> dict[str, Any]:
+    """How a replay's MAE table differs from the recorded one: ``entries`` (level × query),
+    ``differing`` and the ``largest`` absolute difference (``level``, ``query``, ``recorded``,
+    ``replayed``); an entry missing on one side counts as differing (its difference null)."""
+    then = json.loads(dumps_json(recorded or {}))
+    now = json.loads(dumps_json(replayed or {}))
+    entries = differing = 0
+    largest: dict[str, Any] | None = None
+    for level in sorted(set(then) | set(now)):
+        a, b = then.get(level) or {}, now.get(level) or {}
+        for query in sorted(set(a) | set(b)):
+            entries += 1
+            x, y = a.get(query), b.get(query)
+            if x == y:
+                continue
+            differing += 1
+            gap = abs(x - y) if isinstance(x, int | float) and isinstance(y, int | float) else None
+            if largest is None or (gap is not None and gap > (largest["difference"] or 0.0)):
+                largest = {
+                    "level": level,
+                    "query": query,
+                    "recorded": x,
+                    "replayed": y,
+                    "difference": gap,
+                }
+    return {"entries": entries, "differing": differing, "largest": largest}
+
+
+def reproduction(recorded: Mapping[str, Any], replayed: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys a replay adds to ``replay_of`` once it ran: ``reproduced`` (:func:`same_numbers`
+    of the MAE tables) and, when the tables differ, ``mae_differences``
+    (:func:`mae_differences`) and ``routes_changed`` (:func:`routes_changed`). A TopDown run
+    recorded before the least-squares routing table replays with this version's routes and
+    rounder: the same problems solved to the same optimum within solver tolerance, but where
+    several roundings are equally good another may be chosen (docs/metrics.md, "Replays of runs
+    recorded before the routing table")."""
+    out: dict[str, Any] = {"reproduced": same_numbers(recorded.get("mae"), replayed.get("mae"))}
+    if out["reproduced"] is False:
+        out["mae_differences"] = mae_differences(recorded.get("mae"), replayed.get("mae"))
+        changed = routes_changed(recorded, replayed)
+        if changed is not None:
+            out["routes_changed"] = changed
+    return out
+
+
+def difference_sentence(of: Mapping[str, Any]) -> str:
+    """What a reader of a replay that did not reproduce its MAE table should know (``of``: the
+    replay's ``replay_of``): how much it differs and, when the least-squares routes changed since
+    the recording, why (no advice of any face)."""
+    diff = of.get("mae_differences") or {}
+    largest = diff.get("largest") or {}
+    head = f"the MAE table differs from the recorded one in {diff.get('differing', '?')} of " + (
+        f"{diff.get('entries', '?')} entries"
+    )
+    if largest.get("difference") is not None:
+        head += (
+            f" (largest: {largest['level']} {largest['query']} {largest['recorded']:.4g} → "
+            f"{largest['replayed']:.4g})"
+        )
+    if of.get("inputs_changed"):
+        return head + ": the data changed since the original run"
+    if of.get("routes_changed"):
+        return head + (
+            ": the run was recorded by a version with other least-squares routes or another "
+            "rounder (its metrics.json lists no or other diagnostics.routes). This version "
+            "solves each family's least squares to the same optimum within solver tolerance and "
+            "each rounding pass to the same L1 optimum, but may choose another of several equally "
+            "good roundings, so expect some counts to differ by a person or two; a larger "
+            "difference means something else changed"
+        )
+    return head + ": the code or the data changed since the original run"
+
+
 def replay_of(recorded: Recorded, data: str, changes: list[str] | None = None) -> dict[str, Any]:
     """metrics.json ``replay_of`` of a replay of ``recorded``: the original's run fingerprint and
     number, the data and seed, where the original ran (shown, not used) and, when the user
-    accepted changed data, what changed. ``reproduced`` is set once it ran (:func:`same_numbers`)."""
+    accepted changed data, what changed. ``reproduced`` and the rest are set once it ran (:func:`reproduction`)."""
     out: dict[str, Any] = {
         "run_fingerprint": recorded.fingerprint,
         "run_id": recorded.metrics.get("run_id"),

@@ -27,7 +27,7 @@ from engine.core.errors import ValidationError
 from engine.core.executors import Executor
 from engine.data.histogram import BlockHistogram, check_count_magnitude, keep_blocks
 from engine.data.inputs import load_topdown_input, person_records_input
-from engine.data.validate import DEFAULT_MAX_BYTES
+from engine.data.sources import DEFAULT_MAX_BYTES
 from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import spread_invariant_share
 from engine.runs.control import RunControl
@@ -193,7 +193,7 @@ def measure(
     check_count_magnitude(hist, spec.data.source or "the input")
     options = options_of(spec)
     allocation = run_allocation(spec, hist)
-    engine_options = TopDownOptions(noise_method=options.noise_method)
+    engine_options = TopDownOptions(noise_method=options.noise_method, solver=options.solver)
     kwargs: dict[str, Any] = {"options": engine_options}
     spine_plan = None
     spine = resolve_spine(options, allocation, hist)  # the run's spine, else the preset's

@@ -44,11 +44,18 @@ class FieldError(ValidationError):
     """A field of a record has a value it does not accept; the message starts with its name."""
 
 
-def typed(check: Check, default: Any = MISSING, *, factory: Any = MISSING) -> Any:
-    """A dataclass field checked by ``check`` (see the module docstring)."""
+def typed(
+    check: Check, default: Any = MISSING, *, factory: Any = MISSING, when_set: bool = False
+) -> Any:
+    """A dataclass field checked by ``check`` (see the module docstring).
+
+    ``when_set``: :func:`record_to_json` writes the field only when it is not at its default — for
+    a field added after runs were recorded, so that a run at the default keeps the JSON, and so the
+    fingerprint, it had before the field existed."""
+    metadata = {"check": check, "when_set": when_set}
     if factory is not MISSING:
-        return field(default_factory=factory, metadata={"check": check})
-    return field(default=default, metadata={"check": check})
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def check_fields(record: Any) -> None:
@@ -98,11 +105,12 @@ def to_json_value(value: Any) -> Any:
 
 
 def record_to_json(record: Any, *, only_set: bool = False) -> dict[str, Any]:
-    """``record`` as a JSON object; ``only_set`` leaves out fields at their default."""
+    """``record`` as a JSON object; ``only_set`` leaves out every field at its default (without
+    it, only the fields declared ``when_set``, :func:`typed`)."""
     out: dict[str, Any] = {}
     for item in fields(record):
         value = getattr(record, item.name)
-        if only_set and _is_default(item, value):
+        if (only_set or item.metadata.get("when_set")) and _is_default(item, value):
             continue
         out[item.name] = to_json_value(value)
     return out

@@ -5,8 +5,8 @@ On the Spark backend the person file of a TopDown run — a PPMF/MDF file or sam
 (:mod:`engine.data.generated`) — is never read by the driver. Spark reads its lines
 (``spark.read.text``, any path Spark can read, ``.gz`` too) and a ``mapInArrow`` task turns every
 Arrow batch of lines into records with the local loader's own functions — the same parsing
-(:func:`engine.data.validate.lines_table`), the same checks and the same recode to schema cells
-(:func:`engine.data.ppmf.ppmf_records`, :func:`engine.data.generated.generated_cells`) — and
+(:class:`engine.data.csv_reader.CsvReader` on the lines), the same checks and the same recode to
+schema cells (:func:`engine.data.ppmf.ppmf_cells`) — and
 sums the batch's persons per (block, cell). A ``groupBy(block, cell)`` adds the batches up: the
 result is the long sparse block histogram ``(block, cell, count)`` of the non-zero cells, which
 stays in Spark (persisted) and is what :func:`engine.spark.histograms.level_truth` sums up the
@@ -29,9 +29,7 @@ Connect too.
 
 from __future__ import annotations
 
-import gzip
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,16 +38,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
-from engine.core.errors import DataValidationError, Problem, ValidationError
-from engine.core.sniff import GZIP_MAGIC, check_content, check_path
-from engine.data.generated import PPMF_TYPES, _find, generated_cells, generated_histogram
+from engine.core.errors import DataValidationError, Problem
+from engine.data.csv_layout import CsvLayout
+from engine.data.csv_reader import CsvReader
+from engine.data.generated import find_file, generated_histogram
 from engine.data.geography import ID_LENGTHS
 from engine.data.histogram import BlockHistogram
 from engine.data.population import read_manifest
-from engine.data.ppmf import COLUMNS, not_usable, ppmf_histogram, ppmf_records
-from engine.data.validate import CsvLayout, csv_layout, lines_table
+from engine.data.ppmf import COLUMNS, not_usable, ppmf_cells, ppmf_histogram
 from engine.schema.attributes import REDISTRICTING_SCHEMA
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -152,97 +149,41 @@ def _problems_payload(summary: str, problems: list[Problem]) -> str:
     )
 
 
-def _recode_ppmf(
+def _recode(
     layout: CsvLayout,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a PPMF/MDF file: :func:`engine.data.ppmf.ppmf_records` on
-    each batch of lines (row numbers counted from the batch's split)."""
+    """The ``mapInArrow`` function of a PPMF/MDF file or a generated ``ppmf.csv``: the local
+    loader's reader and :func:`engine.data.ppmf.ppmf_cells` on each batch of lines (row numbers
+    counted from the batch's split)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for item in _split_batches(batches):
             if isinstance(item, tuple):
                 yield _one_row(LINES, item[0], 0, item[1], None)
                 continue
+            data = "\n".join(item.lines).encode("utf-8")
+            if not data.strip():
+                continue
             try:
-                table = lines_table(layout, item.lines, item.first)
+                reader = CsvReader(
+                    data,
+                    layout=layout,
+                    first_row=item.first,
+                    max_bytes=len(data) + 1,
+                    require_rows=False,
+                )
+                parts = list(ppmf_cells(reader))
             except DataValidationError as exc:
                 summary = str(exc).split(":\n", 1)[0]
                 payload = _problems_payload(summary, exc.problems)
                 yield _one_row(PROBLEMS, item.start, item.first, 0, payload)
                 continue
-            if table is None:
-                continue
-            records, problems = ppmf_records(table)
-            if problems or records is None:
-                payload = _problems_payload(not_usable(layout.file), problems)
+            if reader.problems:
+                payload = _problems_payload(not_usable(layout.file), reader.problems.result())
                 yield _one_row(PROBLEMS, item.start, item.first, 0, payload)
                 continue
-            geography, cell = records
-            block = pc.cast(pa.array(geography["Block"].to_numpy(dtype=object)), pa.int64())
-            yield _cells_batch(item.start, item.first, block.to_numpy(), cell)
-
-    return run
-
-
-def _recode_generated(
-    name: str, header: list[str]
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a generated ``ppmf.csv``: Arrow's CSV parse of each batch
-    of lines, then :func:`engine.data.generated.generated_cells`."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for item in _split_batches(batches):
-            if isinstance(item, tuple):
-                yield _one_row(LINES, item[0], 0, item[1], None)
-                continue
-            text = "\n".join(item.lines).encode("utf-8")
-            try:
-                table = pacsv.read_csv(
-                    pa.py_buffer(text),
-                    read_options=pacsv.ReadOptions(column_names=header),
-                    convert_options=pacsv.ConvertOptions(
-                        include_columns=list(PPMF_TYPES), column_types=PPMF_TYPES
-                    ),
-                )
-                block, cell = generated_cells(table, name, first_line=item.first + 1)
-            except (pa.ArrowInvalid, ValidationError) as exc:
-                message = str(exc) if isinstance(exc, ValidationError) else _unreadable(item, exc)
-                yield _one_row(PROBLEMS, item.start, item.first, 0, json.dumps({"text": message}))
-                continue
-            ids = pc.cast(block, pa.int64()).to_numpy()
-            yield _cells_batch(item.start, item.first, ids, cell)
-
-    def _unreadable(item: _Batch, exc: Exception) -> str:
-        """The first value that is not a whole number, else the batch's first row."""
-
-        try:
-            text = pacsv.read_csv(
-                pa.py_buffer("\n".join(item.lines).encode("utf-8")),
-                read_options=pacsv.ReadOptions(column_names=header),
-                convert_options=pacsv.ConvertOptions(
-                    include_columns=list(PPMF_TYPES),
-                    column_types=dict.fromkeys(PPMF_TYPES, pa.string()),
-                ),
-            )
-        except pa.ArrowInvalid:
-            text = None
-        if text is not None:
-            for column, kind in PPMF_TYPES.items():
-                if kind == "string":
-                    continue
-                values = text.column(column)
-                whole = pc.match_substring_regex(values, r"^\s*[+-]?[0-9]+\s*$")
-                bad = np.flatnonzero(~whole.to_numpy(zero_copy_only=False))
-                if bad.size:
-                    at = int(bad[0])
-                    return (
-                        f"{name} row {item.first + 1 + at}: {column} "
-                        f"{values[at].as_py()!r} is not a whole number"
-                    )
-        return (
-            f"{name} row {item.first + 1}: the records from this row on (one batch of up to "
-            f"{BATCH_ROWS:,}) are not readable as generated person records ({exc})"
-        )
+            for numbers, cell in parts:
+                yield _cells_batch(item.start, item.first, numbers, cell)
 
     return run
 
@@ -260,22 +201,12 @@ def _text_frame(spark: SparkSession, path: Path | str) -> DataFrame:
     )
 
 
-def _header_line(path: Path) -> str:
-    """The first line of a local file (plain or gzip), byte-order mark and line end removed."""
-
-    check_path(path, path.name, 1 << 62)
-    with path.open("rb") as handle:
-        gz = handle.read(2) == GZIP_MAGIC
-    opener: Any = gzip.open if gz else open
-    try:
-        with opener(path, "rb") as handle:
-            raw = handle.readline(1 << 20)
-    except (OSError, EOFError) as exc:
-        raise DataValidationError(
-            [Problem(path.name, f"cannot read the file: {getattr(exc, 'strerror', None) or exc}")]
-        ) from None
-    check_content(raw, path.name)
-    return raw.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+def _layout(path: Path) -> CsvLayout:
+    """The layout of a local PPMF/MDF file (plain or gzip) as the local loader reads it: its
+    header checked (a missing column refused) on the driver."""
+    reader = CsvReader(path, COLUMNS, max_bytes=1 << 62)
+    reader.close()
+    return reader.layout
 
 
 def _recoded(
@@ -314,7 +245,7 @@ def _split_offsets(table: pa.Table) -> dict[int, int]:
     return {int(starts[order][i]): int(offsets[i]) for i in range(order.size)}
 
 
-def _raise_problems(table: pa.Table, file: str, generated: bool) -> None:
+def _raise_problems(table: pa.Table, file: str) -> None:
     """Raise the problems of the file's first batch with any, at the file's row numbers."""
     found = table.filter(pc.equal(table["kind"], PROBLEMS))
     if found.num_rows == 0:
@@ -330,28 +261,21 @@ def _raise_problems(table: pa.Table, file: str, generated: bool) -> None:
     )
     start, first, payload = rows[0]
     offset = offsets.get(int(start), 0)
-    later = ""
-    if len(rows) > 1:
-        later = (
-            f"… and problems in {len(rows) - 1:,} later batch(es) of up to {BATCH_ROWS:,} rows: "
-            "the Spark backend reports the first batch of the file that has any; fix these and run "
-            "again (or check the whole file with --backend local)"
-        )
     data = json.loads(payload)
-    if generated:  # "ppmf.csv row N: …", N counted from the split's line 0
-        text = re.sub(
-            r" row (\d+):",
-            lambda m: f" row {int(m.group(1)) + offset}:",
-            data["text"],
-            count=1,
-        )
-        raise ValidationError(text + (f"\n{later}" if later else ""))
     problems = [
         Problem(f, message, None if row is None else int(row) + offset, column)
         for f, message, row, column in data["problems"]
     ]
-    if later:
-        problems.append(Problem(file, later))
+    if len(rows) > 1:
+        problems.append(
+            Problem(
+                file,
+                f"… and problems in {len(rows) - 1:,} later batch(es) of up to {BATCH_ROWS:,} "
+                "rows: the Spark backend reports the first batch of the file that has any; fix "
+                "these and run again (or check the whole file with `phexplore data check` or "
+                "--backend local)",
+            )
+        )
     raise DataValidationError(problems, summary=data["summary"])
 
 
@@ -404,9 +328,8 @@ def read_person_records(
     Raises the local loader's errors for bad input.
     """
     if kind == "ppmf":
-        layout = csv_layout(_header_line(path), COLUMNS, label=path.name)
-        grouped, table = _recoded(spark, path, _recode_ppmf(layout))
-        _raise_problems(table, path.name, generated=False)
+        grouped, table = _recoded(spark, path, _recode(_layout(path)))
+        _raise_problems(table, path.name)
         if SparkBlockCells(grouped).cells().limit(1).count() == 0:  # as the local reader says
             raise DataValidationError(
                 [Problem(path.name, "the file has a header but no data rows")]
@@ -416,13 +339,9 @@ def read_person_records(
         hist = ppmf_histogram(blocks, index, cell, count)
     elif kind == "generated":
         manifest = read_manifest(path)
-        persons = _find(path, "ppmf")
-        header = [h.strip() for h in _header_line(persons).split(",")]
-        missing = [c for c in PPMF_TYPES if c not in header]
-        if missing:
-            raise ValidationError(f"{persons} lacks column(s) {missing}")
-        grouped, table = _recoded(spark, persons, _recode_generated(persons.name, header))
-        _raise_problems(table, persons.name, generated=True)
+        persons = find_file(path, "ppmf")
+        grouped, table = _recoded(spark, persons, _recode(_layout(persons)))
+        _raise_problems(table, persons.name)
         held = SparkBlockCells(grouped)  # every block: the frame's persons are checked
         blocks, index, cell, count = _block_cells(held.cells().toArrow())
         hist = generated_histogram(path, manifest, blocks, index, cell, count)

@@ -3,7 +3,7 @@
 
 The root is solved alone (TDA eq. 7.1, 7.3). Below it each parent's children form a family solved
 as one problem — multi-pass non-negative weighted least squares (TDA eq. 7.5–7.6,
-:mod:`engine.topdown.qp.least_squares`) then multi-pass controlled rounding (eq. 7.7,
+:mod:`engine.topdown.qp.route`) then multi-pass controlled rounding (eq. 7.7,
 :mod:`engine.topdown.rounding`), one pass of every query where the children are blocks (TDA
 §8.1). Families of one depth are independent: they are batched into chunks of about
 ``chunk_cells`` variables, the units of work an :class:`~engine.core.executors.Executor` runs;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,7 +33,7 @@ from engine.topdown.measure import HeldSum, held_sums
 from engine.topdown.measurement import RunMeasurements
 from engine.topdown.options import Progress, unit_variables
 from engine.topdown.plan import TopDownPlan
-from engine.topdown.qp.least_squares import multipass_least_squares
+from engine.topdown.qp.route import multipass_least_squares
 from engine.topdown.rounding import round_batch
 from engine.topdown.sparse_histograms import SparseRows
 
@@ -47,18 +47,27 @@ class BatchOutcome:
     least_squares_s: float
     rounding_s: float
     milp_fallbacks: int
+    routes: dict[str, int] = field(default_factory=dict)
+    """Family passes solved by each least-squares route (:mod:`engine.topdown.qp.route`)."""
 
 
 def estimate_batch(
-    batch: FamilyBatch, passes: Sequence[Sequence[int]], chain: Sequence[QuerySpec]
+    batch: FamilyBatch,
+    passes: Sequence[Sequence[int]],
+    chain: Sequence[QuerySpec],
+    solver: str = "auto",
 ) -> BatchOutcome:
-    """Least squares then rounding for every family of ``batch`` (runs in a worker process)."""
-    t0 = time.perf_counter()
-    x_tilde, _ = multipass_least_squares(batch, passes)
-    t1 = time.perf_counter()
+    """Least squares then rounding for every family of ``batch`` (runs in a worker process);
+    ``solver``: the least-squares route (``auto``: the routing table)."""
+    routes: dict[str, int] = {}
+    # CPU seconds of this process (metrics.json timings.least_squares_cpu / rounding_cpu): on a
+    # shared machine wall-clock says more about the load than about the solvers
+    t0 = time.process_time()
+    x_tilde, _ = multipass_least_squares(batch, passes, solver=solver, routes=routes)
+    t1 = time.process_time()
     x_hat, fallbacks = round_batch(batch, x_tilde, chain)
-    t2 = time.perf_counter()
-    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks)
+    t2 = time.process_time()
+    return BatchOutcome(x_hat, t1 - t0, t2 - t1, fallbacks, routes)
 
 
 def _batch_frame(
@@ -148,9 +157,9 @@ def _chunks(parents: np.ndarray, sizes: np.ndarray, n_cells: int, limit: int) ->
     return out
 
 
-Unit = tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec]]
+Unit = tuple[FamilyBatch, BatchAnswers, Sequence[Sequence[int]], Sequence[QuerySpec], str]
 """One unit of estimation work: a batch of families, where its noisy answers come from, the
-least-squares passes and the rounding chain."""
+least-squares passes, the rounding chain and the least-squares route (``solver``)."""
 
 
 class LevelUnits(Sequence[Unit]):
@@ -169,10 +178,12 @@ class LevelUnits(Sequence[Unit]):
         passes: Sequence[Sequence[Sequence[int]]],
         frame: Callable[[np.ndarray], tuple[FamilyBatch, BatchAnswers]],
         chain: Sequence[QuerySpec],
+        solver: str = "auto",
     ) -> None:
         if len(chunks) != len(passes):
             raise ValueError(f"{len(chunks)} chunks but {len(passes)} pass lists")
         self._chunks, self._passes, self._frame, self._chain = chunks, passes, frame, chain
+        self._solver = solver
 
     def __len__(self) -> int:
         return len(self._chunks)
@@ -189,7 +200,7 @@ class LevelUnits(Sequence[Unit]):
         problems = check_batch(batch)
         if problems:
             raise TopDownInfeasible("; ".join(problems))
-        return batch, answers, self._passes[k], self._chain
+        return batch, answers, self._passes[k], self._chain, self._solver
 
 
 @dataclass(frozen=True)
@@ -200,14 +211,16 @@ class Estimation:
     """int64 CSR ``(n_nodes, n_cells)``: the estimated histograms of every geounit."""
     timings: dict[str, float]
     milp_fallbacks: int
+    routes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per child level, the family passes each least-squares route solved."""
 
 
 def _unit(args: Unit) -> BatchOutcome:
     """One unit of estimation work (a batch of families) for an executor: its noisy answers are
     filled in (keyed noise drawn) here, in the worker, then the batch is solved; the integer
     estimates come back as CSR."""
-    batch, answers, passes, chain = args
-    outcome = estimate_batch(with_answers(batch, answers), passes, chain)
+    batch, answers, passes, chain, solver = args
+    outcome = estimate_batch(with_answers(batch, answers), passes, chain, solver)
     # Sent back sparse: a level's results are all held until the level ends.
     return replace(outcome, x=sp.csr_matrix(outcome.x, dtype=np.int64))
 
@@ -243,6 +256,13 @@ def estimate(
     estimates = SparseRows(tree.n_nodes, n_cells)
     ls_total = rounding_total = 0.0
     fallbacks = 0
+    solver = plan.options.solver
+    routes: dict[str, dict[str, int]] = {}
+
+    def count(level: str, outcome: BatchOutcome) -> None:
+        into = routes.setdefault(level, {})
+        for name, n in outcome.routes.items():
+            into[name] = into.get(name, 0) + n
 
     # Root problem (TDA eq. 7.1, 7.3).
     t_level = time.perf_counter()
@@ -252,7 +272,8 @@ def estimate(
     problems = check_batch(root_batch)
     if problems:
         raise TopDownInfeasible("; ".join(problems))
-    outcome = estimate_batch(root_batch, single_pass, chain)
+    outcome = estimate_batch(root_batch, single_pass, chain, solver)
+    count(str(tree.level_names[0]), outcome)
     estimates.set(np.array([0]), outcome.x[:1])
     ls_total += outcome.least_squares_s
     rounding_total += outcome.rounding_s
@@ -320,6 +341,7 @@ def estimate(
                 c, tree, estimates, specs, measured, weight, bounds=held, sums=sums
             ),
             chain,
+            solver,
         )
         results = runner.map(_unit, units, cancel=is_cancelled, done=done)
         del units
@@ -330,7 +352,10 @@ def estimate(
             ls_total += res.least_squares_s
             rounding_total += res.rounding_s
             fallbacks += res.milp_fallbacks
+            count(level_name, res)
         timings[level_name] = timings.get(level_name, 0.0) + time.perf_counter() - t_level
     timings["least_squares_cpu"] = ls_total
     timings["rounding_cpu"] = rounding_total
-    return Estimation(estimates=estimates.matrix(), timings=timings, milp_fallbacks=fallbacks)
+    return Estimation(
+        estimates=estimates.matrix(), timings=timings, milp_fallbacks=fallbacks, routes=routes
+    )

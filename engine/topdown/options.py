@@ -3,8 +3,9 @@
 :class:`TopDownOptions` holds the estimation settings, whose defaults follow production: the
 least-squares passes of TDA §8.1–8.2, the rounder's nested marginals (TDA eq. 7.7), the invariants
 (TDA §5.2) and invariant sums of sibling nodes (TDA §7.4), the noise method and the size of the
-units of work. ``Progress`` is the ``progress(message, fraction)`` callback of a run; a ``True``
-answer of its ``cancel()`` raises :class:`engine.core.errors.RunCancelled`.
+units of work and the least-squares route (``solver``). ``Progress`` is the
+``progress(message, fraction)`` callback of a run; a ``True`` answer of its ``cancel()`` raises
+:class:`engine.core.errors.RunCancelled`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from engine.core.errors import ValidationError
 from engine.topdown.measure import DEFAULT_INVARIANTS, InvariantSum
+from engine.topdown.qp.settings import check_solver
 
 Progress = Callable[[str, float], None]
 
@@ -44,6 +47,18 @@ class TopDownOptions:
     structural_zeros: bool = True
     """Hold structural zeros and GQ/occupied-unit lower bounds where the data carry a unit frame
     (:mod:`engine.topdown.constraints`; TDA §5.3, docs/science.md §6)."""
+    solver: str = "auto"
+    """The least-squares route (:mod:`engine.topdown.qp.route`): ``auto`` (the routing table
+    decides per family) or one of :data:`engine.topdown.qp.settings.ROUTE_NAMES` (that route where
+    it applies, ``clarabel`` — the general model — for every other family). Every route solves the
+    same problem to the same optimum (within solver tolerance); recorded in ``metrics.json``
+    ``diagnostics.routes``."""
+
+    def __post_init__(self) -> None:
+        try:
+            check_solver(self.solver)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
 
 UNIT_CHILDREN = 120

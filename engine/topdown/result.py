@@ -185,6 +185,8 @@ def result_of(
         rho=float(plan.allocation.rho),
         diagnostics={
             "milp_fallbacks": estimation.milp_fallbacks,
+            "routes": estimation.routes,
+            "solver": plan.options.solver,
             "workers": workers,
             "structural": structural,
         },

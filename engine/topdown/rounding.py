@@ -12,225 +12,366 @@ v = Q x̂ (an integer) is replaced by its piecewise-linear interpolation at the 
 unit segment variables v = Q⌊x̃⌋ + Σ_j s_j (0 ≤ s_j ≤ 1, segment j costing |L+j+1−a| − |L+j−a|),
 which appends unit columns and keeps the matrix TUM and the objective exact at integer points. For
 the DETAILED pass the cost is linear in y: |f − y| = f + (1 − 2f) y for y ∈ {0, 1}. A vertex solution
-(HiGHS dual simplex via SciPy) is therefore integral; we verify it and fall back to a MILP if not.
-All families of a batch are solved as one block-diagonal LP per pass.
+(HiGHS dual simplex) is therefore integral; we verify it and solve the same model as a MILP if not.
+
+All families of a batch are one block-diagonal LP per pass, and only cells whose least-squares
+value is fractional are variables (the others keep their value; x̃ itself lies in the restricted
+polytope, so it stays non-empty and TUM): a family with nothing fractional has no variable and no
+row. Each pass's matrix is built in one step from index arrays (no stacking of sparse blocks) and
+handed to HiGHS directly through ``highspy`` (one solver object per batch, options set once) —
+docs/topdown.md "Rounding" has the measurements against SciPy's ``linprog``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
+from engine.topdown import rounding_flow
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible, describe_family_failure
 
 INTEGRALITY_TOL = 1e-6
 SNAP_TOL = 1e-6
+ROW_TOL = 1e-9
+"""A row without a free cell must already hold to this (its right-hand side is 0)."""
 
 
 class _LPFailed(Exception):
-    """The rounding LP (or MILP) reported no solution."""
+    """The rounding LP (or MILP) reported no solution, or a row cannot hold."""
+
+
+@dataclass
+class _Rows:
+    """A pass's constraints as triplets: (row, column, value), lower and upper bounds per row."""
+
+    row: list[np.ndarray]
+    col: list[np.ndarray]
+    lower: list[np.ndarray]
+    upper: list[np.ndarray]
+    n: int = 0
+
+    def add(self, row: np.ndarray, col: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Rows numbered ``row`` (0-based, dense) over columns ``col``, each with value 1."""
+        self.row.append(row + self.n)
+        self.col.append(col)
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.n += lower.size
+
+    def matrix(self, n_cols: int, extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+        rows = np.concatenate(self.row) if self.row else np.zeros(0, np.int64)
+        cols = np.concatenate(self.col) if self.col else np.zeros(0, np.int64)
+        vals = np.ones(rows.size)
+        if extra is not None:
+            rows = np.concatenate([rows, extra[0]])
+            cols = np.concatenate([cols, extra[1]])
+            vals = np.concatenate([vals, extra[2]])
+        a = sp.csc_matrix((vals, (rows, cols)), shape=(self.n, n_cols))
+        a.sum_duplicates()
+        lower = np.concatenate(self.lower) if self.lower else np.zeros(0)
+        upper = np.concatenate(self.upper) if self.upper else np.zeros(0)
+        return a, lower, upper
+
+
+def _grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense row of each key, the distinct keys in order): rows of an equality family."""
+    used, inverse = np.unique(keys, return_inverse=True)
+    return inverse.reshape(-1), used
+
+
+def _check_empty(rhs: np.ndarray, is_eq: bool, what: str) -> None:
+    bad = np.abs(rhs) > ROW_TOL if is_eq else rhs < -ROW_TOL
+    if np.any(bad):
+        raise _LPFailed(f"{what} has no free cell left but is not yet met")
+
+
+def _equality(rows: _Rows, keys: np.ndarray, all_rhs: np.ndarray, col: np.ndarray, what: str):
+    """Equality rows Σ_{cols with key} y = rhs[key]; keys without a free column must have rhs 0."""
+    row, used = _grouped(keys)
+    rest = np.ones(all_rhs.size, dtype=bool)
+    rest[used] = False
+    _check_empty(all_rhs[rest], True, what)
+    rhs = all_rhs[used]
+    rows.add(row, col, rhs, rhs)
 
 
 def _solve_lp(
-    c: np.ndarray,
-    a_eq: sp.csr_matrix,
-    b_eq: np.ndarray,
+    highs: highspy._Highs,
+    cost: np.ndarray,
+    a: sp.csc_matrix,
+    lower: np.ndarray,
+    upper: np.ndarray,
     n_int: int,
-    a_ub: sp.csr_matrix | None = None,
-    b_ub: np.ndarray | None = None,
 ) -> tuple[np.ndarray, bool]:
-    """Solve min cᵀv, A v = b, A_ub v ≤ b_ub, 0 ≤ v ≤ 1 at a vertex; MILP fallback if not integral.
-
-    Returns the solution and whether the MILP fallback was needed.
-    """
-    if a_ub is not None and a_ub.shape[0] == 0:
-        a_ub = b_ub = None
-    if a_ub is not None and a_ub.shape[1] < c.size:
-        a_ub = sp.hstack([a_ub, sp.csr_matrix((a_ub.shape[0], c.size - a_ub.shape[1]))], "csr")
-    result = linprog(
-        c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0.0, 1.0), method="highs-ds"
-    )
-    if result.status != 0:
-        raise _LPFailed(result.message)
-    v = result.x
+    """min cᵀv, lower ≤ A v ≤ upper, 0 ≤ v ≤ 1 at a vertex (dual simplex); the MILP of the same
+    model (the first ``n_int`` columns integer) when the vertex is not integral. Returns the
+    solution and whether the MILP was needed."""
+    lp = highspy.HighsLp()
+    lp.num_col_ = cost.size
+    lp.num_row_ = lower.size
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.zeros(cost.size)
+    lp.col_upper_ = np.ones(cost.size)
+    lp.row_lower_ = np.where(np.isfinite(lower), lower, -highspy.kHighsInf)
+    lp.row_upper_ = upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data
+    highs.clearModel()
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise _LPFailed(highs.modelStatusToString(highs.getModelStatus()))
+    v = np.asarray(highs.getSolution().col_value)
     if np.all(np.abs(v - np.round(v)) <= INTEGRALITY_TOL):
         return v, False
-    integrality = np.zeros(c.size)
-    integrality[:n_int] = 1
-    constraints = [LinearConstraint(a_eq, b_eq, b_eq)]
-    if a_ub is not None:
-        constraints.append(LinearConstraint(a_ub, -np.inf, b_ub))
-    mres = milp(
-        c,
-        constraints=constraints,
-        bounds=Bounds(0.0, 1.0),
-        integrality=integrality,
-    )
-    if mres.status != 0:
-        raise _LPFailed(mres.message)
-    return mres.x, True
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n_int + [
+        highspy.HighsVarType.kContinuous
+    ] * (cost.size - n_int)
+    highs.clearModel()
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise _LPFailed(highs.modelStatusToString(highs.getModelStatus()))
+    return np.asarray(highs.getSolution().col_value), True
+
+
+def _solver() -> highspy._Highs:
+    """A quiet HiGHS instance (``highspy._Highs``: the solver object itself, without the
+    callback layer of ``highspy.Highs``, whose construction prints HiGHS's banner to stdout)
+    set up as SciPy's ``linprog(method="highs-ds")``: dual simplex, presolve on."""
+    highs = highspy._Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("solver", "simplex")
+    highs.setOptionValue("simplex_strategy", 1)  # dual
+    highs.setOptionValue("presolve", "off")
+    return highs
 
 
 def round_batch(
     batch: FamilyBatch, x_tilde: np.ndarray, chain: Sequence[QuerySpec]
 ) -> tuple[np.ndarray, int]:
     """Round ``x_tilde`` ``(K, n_cells)`` of every family (TDA eq. 7.7); returns int64 ``(K, n)``
-    and the number of passes that needed the MILP fallback (0 when every LP vertex was integral).
+    and the number of passes that needed the MILP (0 when every LP vertex was integral).
 
     Cells whose least-squares value is already an integer (within 1e-6; most block cells are 0)
-    keep it: x̃ itself lies in the restricted polytope, so it stays non-empty and totally
-    unimodular, and the LPs shrink several-fold. Should the restricted problem fail numerically,
-    the full problem (every cell free to move up by one) is solved instead.
+    keep it. Should the restricted problem fail numerically, the full problem (every cell free
+    to move up by one) is solved instead.
     """
+    highs = _solver()
     try:
-        return _round(batch, x_tilde, chain, restrict=True)
+        return _round(highs, batch, x_tilde, chain, restrict=True)
     except _LPFailed:
         pass
     try:
-        return _round(batch, x_tilde, chain, restrict=False)
+        return _round(highs, batch, x_tilde, chain, restrict=False)
     except _LPFailed as exc:
         raise TopDownInfeasible(
             describe_family_failure(batch, "controlled rounding (TDA eq. 7.7)", str(exc))
         ) from None
 
 
-def _on(spec: QuerySpec, n_children: int, n_cells: int, cols: np.ndarray) -> sp.csr_matrix:
-    """``kron(I_K, Q)`` on the free cells ``cols`` only, built directly (no Kronecker product
-    over all K · n_cells cells: on the 2,016-cell schema most cells of a family are not free)."""
+def _fixed_rows(
+    batch: FamilyBatch,
+    n_cells: int,
+    cols: np.ndarray,
+    residual: np.ndarray | None,
+    answers: Callable[[QuerySpec, bool], np.ndarray],
+) -> _Rows:
+    """The rows every pass shares: children sum to the parent, invariants, sums of siblings held
+    and structural bounds, on the free cells ``cols`` (a row without a free cell must hold)."""
     child, cell = np.divmod(cols, n_cells)
-    rows = child * spec.size + spec.cell_index[cell]
-    return sp.csr_matrix(
-        (np.ones(cols.size), (rows, np.arange(cols.size))),
-        shape=(n_children * spec.size, cols.size),
+    fixed = _Rows([], [], [], [])
+    if residual is not None:
+        keys = batch.child_family[child] * n_cells + cell
+        _equality(fixed, keys, residual, np.arange(cols.size), "a parent cell")
+    for q, target in enumerate(batch.invariant):
+        if target is None or not np.isfinite(target).any():
+            continue
+        flat = target.reshape(-1)
+        held = np.isfinite(flat)
+        spec = batch.queries[q]
+        rhs = np.where(held, flat - answers(spec, False).reshape(-1), 0.0)
+        keys = child * spec.size + spec.cell_index[cell]
+        on = held[keys]
+        row, used = _grouped(keys[on])
+        rest = held.copy()
+        rest[used] = False
+        _check_empty(rhs[rest], True, "an invariant")
+        fixed.add(row, np.flatnonzero(on), rhs[used], rhs[used])
+    for held_sum in batch.sums:  # a sum of siblings held exact (TDA §7.4)
+        spec = batch.queries[held_sum.query]
+        rhs = held_sum.target - answers(spec, False)[held_sum.rows].sum(axis=0)
+        member = np.isin(child, held_sum.rows)
+        row, used = _grouped(spec.cell_index[cell[member]])
+        rest = np.ones(spec.size, dtype=bool)
+        rest[used] = False
+        _check_empty(rhs[rest], True, "a sum of siblings")
+        fixed.add(row, np.flatnonzero(member), rhs[used], rhs[used])
+    for bound in batch.bounds:  # structural bounds (TDA §5.3): lower ≤ Q(base + y) ≤ upper
+        spec = bound.spec
+        at_base = answers(spec, False).reshape(-1)
+        upper = bound.upper.reshape(-1) - at_base
+        lower = bound.lower.reshape(-1) - at_base
+        row, used = _grouped(child * spec.size + spec.cell_index[cell])
+        rest = np.ones(upper.size, dtype=bool)
+        rest[used] = False
+        _check_empty(np.nan_to_num(upper[rest], posinf=0.0), False, "a structural bound")
+        _check_empty(np.nan_to_num(-lower[rest], posinf=0.0), False, "a structural bound")
+        lo, up = lower[used], upper[used]
+        live = np.isfinite(lo) | np.isfinite(up)
+        keep = live[row]
+        renumber = np.cumsum(live) - 1
+        fixed.add(
+            renumber[row[keep]],
+            np.flatnonzero(keep),
+            lo[live],
+            np.where(np.isfinite(up[live]), up[live], highspy.kHighsInf),
+        )
+    return fixed
+
+
+def _lp_pass(
+    highs: highspy._Highs,
+    fixed: _Rows,
+    frozen: Sequence[tuple[np.ndarray, np.ndarray]],
+    spec: QuerySpec,
+    keys: np.ndarray,
+    frac: np.ndarray,
+    answers: Callable[[QuerySpec, bool], np.ndarray],
+) -> tuple[np.ndarray, bool]:
+    """One pass as an LP for HiGHS: (y on the free cells, whether the MILP was needed)."""
+    n_free = frac.size
+    rows = _Rows(list(fixed.row), list(fixed.col), list(fixed.lower), list(fixed.upper), fixed.n)
+    for frozen_keys, rhs in frozen:
+        row, used = _grouped(frozen_keys)
+        rows.add(row, np.arange(n_free), rhs[used], rhs[used])
+    if spec.is_detailed:
+        a, lower, upper = rows.matrix(n_free)
+        v, milp = _solve_lp(highs, 1.0 - 2.0 * frac, a, lower, upper, n_free)
+        return np.round(v[:n_free]), milp
+    group, used = _grouped(keys)
+    lower_at = answers(spec, False).reshape(-1)[used]  # L per (child, answer cell)
+    target = answers(spec, True).reshape(-1)[used]  # a = Q x̃
+    count = np.bincount(group, minlength=used.size)  # free cells behind each answer
+    owner = np.repeat(np.arange(used.size), count)
+    step = np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count)
+    level = lower_at[owner] + step
+    seg_cost = np.abs(level + 1 - target[owner]) - np.abs(level - target[owner])
+    n_s = owner.size
+    # Link rows: Q y − Σ segments = 0 for every (child, answer cell) with a free cell.
+    first = rows.n
+    rows.add(group, np.arange(n_free), np.zeros(used.size), np.zeros(used.size))
+    a, lower, upper = rows.matrix(
+        n_free + n_s, (first + owner, n_free + np.arange(n_s), -np.ones(n_s))
     )
-
-
-def _select(rows: list[sp.spmatrix], rhs: list[np.ndarray], n_cols: int):
-    """The stacked rows (already on the free cells) without empty rows (their rhs must be 0)."""
-    if not rows:
-        return sp.csr_matrix((0, n_cols)), np.zeros(0)
-    a = sp.vstack(rows, format="csr")
-    b = np.concatenate(rhs)
-    nonempty = np.diff(a.indptr) > 0
-    if np.any(np.abs(b[~nonempty]) > 1e-9):
-        raise _LPFailed("a constraint has no free cell left but is not yet met")
-    return a[nonempty], b[nonempty]
-
-
-def _select_ub(rows: list[sp.spmatrix], rhs: list[np.ndarray]):
-    """Like :func:`_select` for ≤ rows: a row with no free cell left must already hold."""
-    if not rows:
-        return None, None
-    a = sp.vstack(rows, format="csr")
-    b = np.concatenate(rhs)
-    nonempty = np.diff(a.indptr) > 0
-    if np.any(b[~nonempty] < -1e-9):
-        raise _LPFailed("a structural bound has no free cell left but is not yet met")
-    return a[nonempty], b[nonempty]
+    cost = np.concatenate([np.zeros(n_free), seg_cost])
+    v, milp = _solve_lp(highs, cost, a, lower, upper, cost.size)
+    return np.round(v[:n_free]), milp
 
 
 def _round(
-    batch: FamilyBatch, x_tilde: np.ndarray, chain: Sequence[QuerySpec], *, restrict: bool
+    highs: highspy._Highs,
+    batch: FamilyBatch,
+    x_tilde: np.ndarray,
+    chain: Sequence[QuerySpec],
+    *,
+    restrict: bool,
 ) -> tuple[np.ndarray, int]:
     n_children, n_cells = x_tilde.shape
-    n_y = n_children * n_cells
-    x_tilde = np.maximum(x_tilde, 0.0)
-    nearest = np.round(x_tilde)
-    near = np.abs(x_tilde - nearest) <= SNAP_TOL
-    base = np.where(near, nearest, np.floor(x_tilde))
-    frac = np.where(near, 0.0, x_tilde - base)
-    free = ~near if restrict else np.ones_like(near)
-    cols = np.flatnonzero(free.reshape(-1))
-    # Equality rows shared by every pass: children sum to the parent; invariants.
-    base_rows: list[sp.spmatrix] = []
-    base_rhs: list[np.ndarray] = []
-    n_free = cols.size
+    flat = x_tilde.reshape(-1)
+    # The cells that matter: x̃'s non-zero cells (the others are 0 and stay 0), or every cell.
+    where = np.flatnonzero(flat > 0.0) if restrict else np.arange(flat.size)
+    value = np.maximum(flat[where], 0.0)
+    nearest = np.round(value)
+    near = np.abs(value - nearest) <= SNAP_TOL
+    base = np.where(near, nearest, np.floor(value))
+    free = ~near if restrict else np.ones(where.size, dtype=bool)
+    cols = where[free]
+    frac = (value - base)[free]
+    x_hat = np.zeros(flat.size, dtype=np.int64)
+    x_hat[where] = base.astype(np.int64)
+    if cols.size == 0:
+        return x_hat.reshape(n_children, n_cells), 0
+    child, cell = np.divmod(cols, n_cells)
+    cache: dict[tuple[str, bool], np.ndarray] = {}
+
+    def answers(spec: QuerySpec, tilde: bool) -> np.ndarray:
+        """A marginal's answers ``(K, size)`` of ⌊x̃⌋ (or of x̃), from the non-zero cells."""
+        key = (spec.name, tilde)
+        if key not in cache:
+            w_child, w_cell = np.divmod(where, n_cells)
+            keys = w_child * spec.size + spec.cell_index[w_cell]
+            weights = value if tilde else base
+            cache[key] = np.bincount(
+                keys, weights=weights, minlength=n_children * spec.size
+            ).reshape(n_children, spec.size)
+        return cache[key]
+
+    residual = None
     if batch.parent is not None:
-        child, cell = np.divmod(cols, n_cells)
-        base_rows.append(
-            sp.csr_matrix(
-                (np.ones(n_free), (batch.child_family[child] * n_cells + cell, np.arange(n_free))),
-                shape=(batch.n_families * n_cells, n_free),
-            )
+        w_child, w_cell = np.divmod(where, n_cells)
+        placed = np.bincount(
+            batch.child_family[w_child] * n_cells + w_cell,
+            weights=base,
+            minlength=batch.n_families * n_cells,
         )
-        base_sum = np.add.reduceat(base, batch.child_ptr[:-1], axis=0)
-        base_rhs.append((batch.parent - base_sum).reshape(-1))
-    for q, target in enumerate(batch.invariant):
-        if target is None:
-            continue
-        flat = target.reshape(-1)
-        fixed = np.flatnonzero(np.isfinite(flat))
-        if fixed.size:
-            spec = batch.queries[q]
-            base_rows.append(_on(spec, n_children, n_cells, cols)[fixed])
-            base_rhs.append(flat[fixed] - spec.answer(base).reshape(-1)[fixed])
-    for held in batch.sums:  # a sum of siblings held exact (TDA §7.4)
-        spec = batch.queries[held.query]
-        base_rows.append(sp.csr_matrix(batch.sum_matrix(held))[:, cols])
-        base_rhs.append(held.target - spec.answer(base[held.rows]).sum(axis=0))
-    # Structural bounds (TDA §5.3): lower ≤ Q(base + y) ≤ upper, as rows A_ub y ≤ b_ub.
-    ub_rows: list[sp.spmatrix] = []
-    ub_rhs: list[np.ndarray] = []
-    for bound in batch.bounds:
-        stacked = _on(bound.spec, n_children, n_cells, cols)
-        at_base = bound.spec.answer(base).reshape(-1)
-        upper, lower = bound.upper.reshape(-1), bound.lower.reshape(-1)
-        up, low = np.flatnonzero(np.isfinite(upper)), np.flatnonzero(np.isfinite(lower))
-        ub_rows += [stacked[up], -stacked[low]]
-        ub_rhs += [upper[up] - at_base[up], at_base[low] - lower[low]]
-    a_ub, b_ub = _select_ub(ub_rows, ub_rhs)
-    frozen_rows: list[sp.spmatrix] = []
-    frozen_rhs: list[np.ndarray] = []
-    y = np.zeros(n_y)
+        residual = batch.parent.reshape(-1) - placed
+    net = rounding_flow.network_of(batch, chain) if restrict else None
+    fixed: _Rows | None = None
+    if net is not None:
+        _bounds_hold(batch, child, cell, answers)
     fallbacks = 0
-    for spec in chain:
-        a_eq, b_eq = _select(base_rows + frozen_rows, base_rhs + frozen_rhs, n_free)
-        if spec.is_detailed:
-            c = (1.0 - 2.0 * frac).reshape(-1)[cols]
-            v, used = (
-                _solve_lp(c, a_eq, b_eq, n_free, a_ub, b_ub) if n_free else (np.zeros(0), False)
+    frozen: list[tuple[np.ndarray, np.ndarray]] = []  # (keys of each free cell, their answers)
+    y = np.zeros(cols.size)
+    for k, spec in enumerate(chain):
+        keys = child * spec.size + spec.cell_index[cell]
+        flow = None
+        if net is not None:
+            flow = rounding_flow.solve_pass(
+                net,
+                batch,
+                chain,
+                k,
+                child,
+                cell,
+                residual,
+                answers,
+                frac,
+                frozen[-1][1] if frozen else None,
             )
+        if flow is not None:
+            y = flow
         else:
-            stacked = _on(spec, n_children, n_cells, cols)
-            lower = spec.answer(base).reshape(-1)  # L = Q x_base per (child, answer cell)
-            target = spec.answer(x_tilde).reshape(-1)  # a = Q x̃
-            seg_count = np.diff(stacked.tocsr().indptr)  # free cells behind each answer
-            seg_owner = np.repeat(np.arange(seg_count.size), seg_count)
-            seg_step = np.arange(seg_owner.size) - np.repeat(
-                np.cumsum(seg_count) - seg_count, seg_count
-            )
-            level = lower[seg_owner] + seg_step
-            cost = np.abs(level + 1 - target[seg_owner]) - np.abs(level - target[seg_owner])
-            n_s = seg_owner.size
-            # Link rows: Q y − Σ segments = 0 for every (child, answer cell) with a free cell.
-            link = sp.hstack(
-                [
-                    stacked,
-                    -sp.csr_matrix(
-                        (np.ones(n_s), (seg_owner, np.arange(n_s))), shape=(seg_count.size, n_s)
-                    ),
-                ],
-                format="csr",
-            )[seg_count > 0]
-            a_full = sp.vstack(
-                [sp.hstack([a_eq, sp.csr_matrix((a_eq.shape[0], n_s))], format="csr"), link],
-                format="csr",
-            )
-            b_full = np.concatenate([b_eq, np.zeros(link.shape[0])])
-            c = np.concatenate([np.zeros(n_free), cost])
-            v, used = (
-                _solve_lp(c, a_full, b_full, c.size, a_ub, b_ub) if n_free else (np.zeros(0), False)
-            )
-        fallbacks += int(used)
-        y = np.zeros(n_y)
-        y[cols] = np.round(v[:n_free])
+            if fixed is None:
+                fixed = _fixed_rows(batch, n_cells, cols, residual, answers)
+            y, milp = _lp_pass(highs, fixed, frozen, spec, keys, frac, answers)
+            fallbacks += int(milp)
         if not spec.is_detailed:
-            stacked = _on(spec, n_children, n_cells, cols)
-            frozen_rows.append(stacked)
-            frozen_rhs.append(stacked @ y[cols])
-    x_hat = (base + y.reshape(n_children, n_cells)).astype(np.int64)
-    return x_hat, fallbacks
+            frozen.append((keys, np.bincount(keys, weights=y, minlength=n_children * spec.size)))
+    x_hat[cols] += y.astype(np.int64)
+    return x_hat.reshape(n_children, n_cells), fallbacks
+
+
+def _bounds_hold(
+    batch: FamilyBatch,
+    child: np.ndarray,
+    cell: np.ndarray,
+    answers: Callable[[QuerySpec, bool], np.ndarray],
+) -> None:
+    """A structural bound over no free cell must already hold (the flow has no row for it)."""
+    for bound in batch.bounds:
+        spec = bound.spec
+        at_base = answers(spec, False).reshape(-1)
+        rest = np.ones(at_base.size, dtype=bool)
+        rest[child * spec.size + spec.cell_index[cell]] = False
+        over = np.nan_to_num(at_base[rest] - bound.upper.reshape(-1)[rest], nan=0.0, neginf=0.0)
+        under = np.nan_to_num(bound.lower.reshape(-1)[rest] - at_base[rest], nan=0.0, neginf=0.0)
+        if np.any(over > ROW_TOL) or np.any(under > ROW_TOL):
+            raise _LPFailed("a structural bound has no free cell left but is not yet met")

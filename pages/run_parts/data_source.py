@@ -24,6 +24,8 @@ UPLOAD_HIST = "run_upload_hist"
 UPLOAD_CEF = "run_upload_cef"
 KEEP_PROBLEM = "run_upload_keep_problem"
 """Session key: why a validated upload could not be kept in the workspace."""
+UPLOAD_CHECK = "run_upload_check"
+"""``(engine:source:choice, summary lines, seconds)`` of the last upload checked."""
 UPLOAD_PROBLEMS = "run_upload_problems"
 """``{engine:source:choice: problem lines}``: a data problem belongs to its engine and data choice
 and is shown only while that choice is on screen."""
@@ -41,22 +43,21 @@ def _set_problems(key: str, lines: list[str] | None) -> None:
 
 
 def _validate_topdown_upload() -> None:
+    """Check the uploads as ``phexplore data check`` does; keep the histogram or the problems."""
     s = st.session_state
     kind = s["run_upload_kind"]
     key = f"topdown:upload:{kind}"
     _set_problems(key, None)
     s.pop(UPLOAD_HIST, None)
-    try:
-        files = s.get("run_upload_files") or []
-        s[UPLOAD_HIST] = (
-            R.load_topdown_upload(kind, files),
-            ", ".join(f.name for f in files),
-            kind,
-        )
-    except PHExploreError as exc:
-        _set_problems(key, R.problem_lines(exc))
-        return
-    _keep_upload("topdown", kind, files)
+    s.pop(UPLOAD_CHECK, None)
+    files = s.get("run_upload_files") or []
+    check = R.check_topdown_upload(kind, files)
+    s[UPLOAD_CHECK] = (key, check.summary(), check.load_s)
+    if check.ok:
+        s[UPLOAD_HIST] = (check.data["topdown"], ", ".join(f.name for f in files), kind)
+        _keep_upload("topdown", kind, files)
+    else:
+        _set_problems(key, check.problem_lines())
 
 
 def _keep_upload(engine: str, kind: str, files: list[Any]) -> None:
@@ -84,13 +85,20 @@ def _use_kept_upload(engine: str) -> None:
     _set_problems(problem_key, None)
     try:
         files = [_Named(name, data) for name, data in S.workspace().upload_files(entry)]
-        if engine == "topdown":
-            s["run_upload_kind"] = entry.kind
-            s[UPLOAD_HIST] = (R.load_topdown_upload(entry.kind, files), entry.label, entry.kind)
-        else:
-            s[UPLOAD_CEF] = (R.load_cef_upload(files), entry.label)
     except PHExploreError as exc:
         _set_problems(problem_key, R.problem_lines(exc))
+        return
+    if engine == "topdown":
+        check = R.check_topdown_upload(entry.kind, files)
+        if check.ok:
+            s["run_upload_kind"] = entry.kind
+            s[UPLOAD_HIST] = (check.data["topdown"], entry.label, entry.kind)
+    else:
+        check = R.check_cef_upload(files)
+        if check.ok:
+            s[UPLOAD_CEF] = (check.data["phsafe"], entry.label)
+    if not check.ok:
+        _set_problems(problem_key, check.problem_lines())
 
 
 class _Named(io.BytesIO):
@@ -125,25 +133,39 @@ def _kept_uploads(engine: str) -> None:
 
 
 def _validate_cef_upload() -> None:
+    """Check the CEF uploads as ``phexplore data check`` does."""
     s = st.session_state
     _set_problems("phsafe:upload", None)
     s.pop(UPLOAD_CEF, None)
-    try:
-        files = s.get("run_cef_files") or []
-        s[UPLOAD_CEF] = (R.load_cef_upload(files), ", ".join(f.name for f in files))
-    except PHExploreError as exc:
-        _set_problems("phsafe:upload", R.problem_lines(exc))
-        return
-    _keep_upload("phsafe", "cef", files)
+    s.pop(UPLOAD_CHECK, None)
+    files = s.get("run_cef_files") or []
+    check = R.check_cef_upload(files)
+    s[UPLOAD_CHECK] = ("phsafe:upload", check.summary(), check.load_s)
+    if check.ok:
+        s[UPLOAD_CEF] = (check.data["phsafe"], ", ".join(f.name for f in files))
+        _keep_upload("phsafe", "cef", files)
+    else:
+        _set_problems("phsafe:upload", check.problem_lines())
+
+
+def _checked(key: str) -> None:
+    """What the checked upload of ``key`` is and how long reading it took (as the CLI says)."""
+    held = st.session_state.get(UPLOAD_CHECK)
+    if held is not None and held[0] == key:
+        _, lines, seconds = held
+        st.caption(" · ".join(lines) + f" — read and checked in {seconds:.2f} s")
 
 
 def _problems(key: str) -> None:
-    """The data problems of the engine + data choice ``key`` (none of another choice)."""
+    """The data problems of the engine + data choice ``key`` (none of another choice), sorted by
+    file and row as ``phexplore data check`` lists them."""
     lines = (st.session_state.get(UPLOAD_PROBLEMS) or {}).get(key)
     if lines:
         shown = "\n".join(f"- {line}" for line in lines[:30])
         more = f"\n- … and {len(lines) - 30} more" if len(lines) > 30 else ""
         st.error(f"The data did not pass validation ({len(lines)} problem(s)):\n\n{shown}{more}")
+    if key.endswith(":upload") or ":upload:" in key:
+        _checked(key)
 
 
 @dataclass
@@ -275,8 +297,8 @@ def topdown_data() -> TopDownData:
             type=["csv", "txt", "pl", "gz", "json"],
             accept_multiple_files=True,
             key="run_upload_files",
-            help="Validated by the data layer; every problem is listed with its file, row "
-            "and column.",
+            help="Checked as `phexplore data check` checks a file: every problem is listed with its "
+            "file, row and column.",
         )
         st.button(
             "Validate upload",

@@ -1,5 +1,5 @@
-"""Run options of the engines' forms: seed, noise sampler, backend, EPL settings and (TopDown) the
-error universe of the block figures."""
+"""Run options of the engines' forms: seed, noise sampler, TopDown's least-squares solver, backend,
+EPL settings and (TopDown) the error universe of the block figures."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ def noise_choice(key: str) -> None:
         format_func=R.NOISE_METHODS.get,
         key=key,
         help=R.NOISE_HELP,
+    )
+
+
+def solver_choice(key: str) -> None:
+    """TopDown's least-squares route: automatic (default) or one named route."""
+    st.selectbox(
+        "Least-squares solver",
+        list(R.SOLVERS),
+        format_func=R.SOLVERS.get,
+        key=key,
+        help=R.SOLVER_HELP,
     )
 
 

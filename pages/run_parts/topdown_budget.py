@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData
-from pages.run_parts.run_options import backend_choice, noise_choice, seed_input, universe_choice
+from pages.run_parts.run_options import (
+    backend_choice,
+    noise_choice,
+    seed_input,
+    solver_choice,
+    universe_choice,
+)
 from phexplore import api as R
 from phexplore.api.budgets import (
     Origin,
@@ -57,6 +63,7 @@ class TopDownBudget:
     noise_method: str = "fast"
     preset: str | None = None
     """The preset the origin is compared with (the planner's last loaded one, or the choice)."""
+    solver: str = "auto"
     error_universe: str = "housed"
 
 
@@ -150,6 +157,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
+    solver_choice("run_td_solver")
     universe_choice("run_td_universe")
     backend_choice("run_td_backend")
     chosen = s[S.SPINE]
@@ -221,4 +229,5 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         noise_method=str(s["run_td_noise"]),
         preset=preset,
         error_universe=str(s["run_td_universe"]),
+        solver=str(s.get("run_td_solver", "auto")),
     )

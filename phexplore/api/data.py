@@ -17,14 +17,13 @@ import pandas as pd
 import streamlit as st
 
 from engine.core.errors import DataValidationError
-from engine.core.sniff import assign_by_name
 from engine.data.cef import load_cef_extract
 from engine.data.generated import load_generated_population
 from engine.data.histogram import BlockHistogram, subset_histogram
 from engine.data.inputs import FORMATS as INPUT_FORMATS
-from engine.data.inputs import load_topdown_files
 from engine.data.population import generate_population
 from engine.data.samples import get_sample, list_samples, load_topdown_sample
+from engine.runs.data_check import check_files
 from engine.topdown.cost import AppRunCost, estimate_app_run, estimate_topdown_cost, table_rows
 from phexplore.api import limits
 from phexplore.app.workspace.store import Workspace
@@ -168,21 +167,27 @@ def samples_of(kind: str) -> dict[str, str]:
     return {s.name: s.title for s in list_samples() if s.kind == kind}
 
 
-def load_topdown_upload(kind: str, files: Sequence[Any]) -> BlockHistogram:
-    """Validate and load uploaded TopDown data of ``kind`` (raises DataValidationError)."""
-    return load_topdown_files(kind, files)
+def check_topdown_upload(kind: str, files: Sequence[Any]) -> Any:
+    """Read and check uploaded TopDown data of ``kind`` as ``phexplore data check`` does
+    (:func:`engine.runs.data_check.check_files`): ``.data["topdown"]`` is the histogram when
+    ``.ok``; ``.problem_lines()`` every problem, sorted by file and row."""
+    return check_files("topdown", files, kind=kind)
 
 
-def load_cef_upload(files: Sequence[Any]) -> Any:
-    """Validate and load an uploaded CEF extract (persons, units and geo CSV files)."""
-    # Several files that could each be "the persons file" are refused, never one picked.
-    return load_cef_extract(assign_by_name(files, ("persons", "units", "geo"), what="CEF extract"))
+def check_cef_upload(files: Sequence[Any]) -> Any:
+    """Read and check an uploaded CEF extract (persons, units and geo, assigned by name: several
+    files that could each be "the persons file" are refused, never one picked)."""
+    return check_files("phsafe", files)
 
 
 def problem_lines(exc: BaseException) -> list[str]:
-    """A readable list for the page: each located problem of a DataValidationError, else the text."""
+    """A readable list for the page: each located problem of a DataValidationError (sorted by
+    file and row, as ``phexplore data check`` lists them), else the text."""
     if isinstance(exc, DataValidationError):
-        return [str(p) for p in exc.problems]
+        ordered = sorted(
+            exc.problems, key=lambda p: (p.file, -1 if p.row is None else p.row, p.column or "")
+        )
+        return [str(p) for p in ordered]
     return [str(exc)]
 
 

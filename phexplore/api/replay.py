@@ -45,10 +45,11 @@ from engine.runs.replay import (
     Recorded,
     check_histogram,
     check_inputs,
+    difference_sentence,
     placed,
     recorded_run,
     replay_of,
-    same_numbers,
+    reproduction,
 )
 from engine.runs.spec import RunSpec
 from phexplore.api.jobs import RunJob, RunRecord
@@ -280,7 +281,7 @@ def replay_work(
             )
         output.metrics["replay_of"] = {
             **repeated,
-            "reproduced": same_numbers(run.recorded.metrics.get("mae"), output.metrics.get("mae")),
+            **reproduction(run.recorded.metrics, output.metrics),
         }
         if isinstance(used, TopDownAllocation):
             return topdown_record(
@@ -316,10 +317,17 @@ def replay_outcome(record: RunRecord) -> tuple[str, str] | None:
     if of.get("reproduced") is True:
         return "success", head + "same seed, same numbers — the MAE table is identical."
     if of.get("reproduced") is False:
-        return "warning", head + (
-            "the MAE table differs from the recorded one: the code or the data changed since the "
-            "original run (compare the two runs' versions in their manifests)."
+        if of.get("mae_differences") is None:  # a replay of an earlier version of this page
+            return "warning", head + (
+                "the MAE table differs from the recorded one: the code or the data changed since "
+                "the original run (compare the two runs' versions in their manifests)."
+            )
+        advice = (
+            "."
+            if of.get("routes_changed")
+            else " (compare the two runs' versions in their manifests)."
         )
+        return "warning", head + difference_sentence(of) + advice
     return "info", head + "the original recorded no MAE table to compare with."
 
 

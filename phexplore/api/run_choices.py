@@ -1,9 +1,11 @@
 """What the Run page offers and how its choices become parts of a run description.
 
-Part of the app-facing API (:mod:`phexplore.api`): the noise samplers, the EPL settings and their
-ranges, the error universe of the block figures (:data:`ERROR_UNIVERSES`), the spine choice "the
-allocation's own" and what it resolves to on the data (:func:`spine_label`), the Spark backend configured for the app (:func:`app_backend`), and where the data of a run
-can be read again (:func:`app_data_source`, a :class:`~engine.runs.data_source.DataSource` with
+Part of the app-facing API (:mod:`phexplore.api`): the noise samplers, TopDown's least-squares
+routes, the EPL settings and their ranges, the error universe of the block figures
+(:data:`ERROR_UNIVERSES`), the spine choice "the allocation's own" and what it resolves to on the
+data (:func:`spine_label`), the Spark backend configured for the app (:func:`app_backend`), and
+where the data of a run can be read again (:func:`app_data_source`, a
+:class:`~engine.runs.data_source.DataSource` with
 the histogram's content hash). The pages build the typed records of the run description
 (:class:`~engine.runs.options.TopDownRunOptions`, :class:`~engine.runs.options.PHSafeRunOptions`,
 :class:`~engine.runs.spec.RunSpec`) from these; no science here.
@@ -36,6 +38,7 @@ from engine.runs.inputs import histogram_sha256
 from engine.runs.options import EPL_BOOT as RUN_EPL_BOOT
 from engine.runs.options import PRESET_SPINE, BackendOptions, TopDownRunOptions
 from engine.runs.spine_choice import resolve_spine
+from engine.topdown.qp.settings import ROUTE_NAMES
 from engine.topdown.spine.entities import has_places
 
 EPL_BOOT = RUN_EPL_BOOT
@@ -56,6 +59,20 @@ NOISE_HELP = (
     "geounit, query), so the same seed gives the same numbers however the work is split "
     "(docs/science.md §8). Exact: OpenDP's exact discrete Gaussian / geometric samplers with OS "
     "randomness, for release-grade noise; the seed then does not reproduce the run."
+)
+SOLVERS: dict[str, str] = {
+    "auto": "Automatic (the routing table picks per family)",
+    **{name: f"{name} (where it applies; the general model elsewhere)" for name in ROUTE_NAMES},
+}
+"""TopDown's least-squares routes (``--solver``; recorded in metrics.json ``diagnostics.routes``)."""
+SOLVER_HELP = (
+    'Which least-squares solver estimates each family (docs/topdown.md, "Choosing the '
+    'least-squares route"). Automatic picks per family: closed forms for total-only passes, '
+    "projected conjugate gradients for a state's counties, ADMM for a county's tracts and a "
+    "block group's blocks, PIQP on the general model for the other small families, Clarabel "
+    "for the rest. Naming one route uses it wherever it applies and Clarabel elsewhere. Every "
+    "route reaches the same optimum within solver tolerance; rounding ties can then differ in a "
+    "few cells. The families each route solved are recorded in metrics.json (diagnostics.routes)."
 )
 SRS_HELP = (
     "Also estimate counts from simple random samples of the persons "

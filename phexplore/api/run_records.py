@@ -52,6 +52,7 @@ def topdown_record(
             "spread_invariant_share": options.spread_invariant_share,
             "seed": spec.seed,
             "noise_method": spec.noise_method,
+            "solver": options.solver,
             # the spine measured on (``preset`` resolved: metrics.json spine_used)
             "spine": str(used.get("kind") or options.spine),
             "entities": list(used.get("entities") or options.entities),

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "moe",
     "presets",
     "samples",
+    "data",
     "generate",
     "run_commands",
     "experiment",

@@ -262,7 +262,7 @@ def _run(
     data: Any = data_label
     preset = args.preset
     if Path(data_label).exists() and not args.within:  # the user's own file(s): size-checked
-        from engine.data.validate import DEFAULT_MAX_BYTES
+        from engine.data.sources import DEFAULT_MAX_BYTES
 
         limit = args.max_bytes or DEFAULT_MAX_BYTES
         if args.engine == "topdown":

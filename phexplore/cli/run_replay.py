@@ -154,7 +154,13 @@ def _run(
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.runs.control import RunControl
     from engine.runs.pipeline import execute, write
-    from engine.runs.replay import InputsChanged, check_histogram, replay_of, same_numbers
+    from engine.runs.replay import (
+        InputsChanged,
+        check_histogram,
+        difference_sentence,
+        replay_of,
+        reproduction,
+    )
     from engine.runs.topdown import load
 
     data = None
@@ -179,8 +185,8 @@ def _run(
     )
     end_progress_line(not args.quiet)
     staging.settings.update({"engine": spec.engine, "run_fingerprint": output.spec.fingerprint()})
-    reproduced = same_numbers(recorded.metrics.get("mae"), output.metrics.get("mae"))
-    output.metrics["replay_of"] = {**repeated, "reproduced": reproduced}
+    output.metrics["replay_of"] = {**repeated, **reproduction(recorded.metrics, output.metrics)}
+    reproduced = output.metrics["replay_of"]["reproduced"]
     summary: list[str] = []
     if spec.engine == "phsafe":
         summary = summary_lines(
@@ -202,7 +208,7 @@ def _run(
     print(
         "  same seed, same numbers: the MAE table is identical to the recorded one"
         if reproduced
-        else "  the MAE table DIFFERS from the recorded one: the code or the data changed since"
+        else "  DIFFERS: " + difference_sentence(output.metrics["replay_of"])
         if reproduced is False
         else "  (the description holds no recorded MAE table to compare with)"
     )

@@ -30,6 +30,7 @@ from engine.runs.options import PRESET_SPINE, TopDownRunOptions
 from engine.runs.output_options import AUTO_CSV_MAX_ROWS as AUTO_ROWS
 from engine.runs.output_options import ESTIMATE_CHOICES, FORMATS
 from engine.runs.typed import FieldError
+from engine.topdown.qp.settings import SOLVER_CHOICES
 from phexplore.cli._backend import add_backend_arguments, backend_of
 from phexplore.cli._epl_options import add_epl_arguments, epl_settings_from_args
 from phexplore.cli._options import (
@@ -148,6 +149,15 @@ def register(engines: Any) -> None:
         "branches measure the State TOTAL, TDA §7.4)",
     )
     add_noise_method_option(parser)
+    parser.add_argument(
+        "--solver",
+        choices=SOLVER_CHOICES,
+        default="auto",
+        help="least-squares route: auto (default: the routing table picks per family — closed "
+        "forms, batched interior point, projected CG, ADMM, Clarabel; docs/topdown.md) or one "
+        "route for every family it applies to (clarabel, the general model, takes the rest); "
+        "same optimum within solver tolerance; recorded in metrics.json diagnostics.routes",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress messages")
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
@@ -272,6 +282,7 @@ def options_of(args: argparse.Namespace) -> Any:
             estimates=args.estimates,
             spread_invariant_share=bool(args.spread_invariant_share),
             noise_method=args.noise_method,
+            solver=args.solver,
             error_universe=args.error_universe,
             epl_percentile=epl.percentile,
             epl_multiplier=epl.multiplier,

@@ -27,7 +27,7 @@ from engine.dp.presets import (
     load_topdown_preset,
     preset_info,
 )
-from engine.runs.provenance import check_reported_run
+from engine.runs.provenance import ENGINES, check_reported_run
 from phexplore.planning.moe_tables import (
     epsilons,
     phsafe_rows,
@@ -207,8 +207,8 @@ class Scenario:
         return replace(self, name=new_name, results=())
 
     def with_result(self, metrics: Mapping[str, Any]) -> Scenario:
-        """Attach a run's ``metrics.json`` payload."""
-        return replace(self, results=(*self.results, dict(metrics)))
+        """Attach a run's ``metrics.json`` payload (refused when it names no run)."""
+        return replace(self, results=(*self.results, dict(names_a_run(metrics, "result"))))
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +261,8 @@ class Scenario:
         for i, result in enumerate(attached, start=1):
             if result.get("budget_fingerprint"):  # a run claiming a budget must be that budget's
                 check_reported_run(result, f"scenario: attached run {i}")
+            else:  # valid JSON naming no run is refused, never shown as an empty run
+                names_a_run(result, f"scenario: attached run {i} (results[{i - 1}])")
         return cls(
             name=str(data.get("name", "")),
             kind=str(kind),
@@ -295,6 +297,22 @@ class Scenario:
         """Read a scenario JSON file."""
         p = Path(path)
         return cls.from_json(read_input_bytes(p, label=str(p)), source=str(p))
+
+
+def names_a_run(metrics: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``metrics``, when it is a run's ``metrics.json`` payload, which names the engine that ran
+    (its required ``engine`` key: ``topdown`` or ``phsafe``); valid JSON that names no run (e.g.
+    ``{}``, a config or a scenario given as results) is refused, never reported as an empty run."""
+    engine = metrics.get("engine")
+    if engine not in ENGINES:
+        found = ", ".join(sorted(map(str, metrics))[:8]) or "no keys"
+        what = f"engine {engine!r}" if engine is not None else f"no 'engine' (it has {found})"
+        raise ValidationError(
+            f"{where}: valid JSON, but it names no run: {what}; a run's metrics.json names its "
+            "engine ('topdown' or 'phsafe') — give the metrics.json (or the folder) that "
+            "'phexplore run' wrote"
+        )
+    return metrics
 
 
 def scenario_from_preset(name: str, *, scenario_name: str | None = None) -> Scenario:

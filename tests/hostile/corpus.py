@@ -265,6 +265,47 @@ def _stale_pair(d: Path) -> None:
     (folder / "persons.csv.gz").write_bytes(gzip.compress((folder / "persons.csv").read_bytes()))
 
 
+def _two_persons_files(d: Path) -> None:
+    folder = cef_dir(d)
+    shutil.copy(folder / "persons.csv", folder / "persons_2019.csv")
+
+
+def _two_segment_ones(d: Path) -> None:
+    from engine.data.samples import samples_dir
+
+    folder = d / "pl"
+    shutil.copytree(samples_dir() / "pl94171_ri2018", folder)
+    shutil.copy(folder / "ri000012018_2020Style.pl", folder / "ri000012018_old.pl")
+
+
+def _mapping_named(data: str, mapping: str, text: str, rows: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        _write(d / data, rows)
+        _write(d / mapping, text)
+
+    return setup
+
+
+SUM_MAPPING = json.dumps(
+    {
+        "schema": {"attributes": [{"name": "ALL", "levels": ["all"]}]},
+        "geography": {"geoid": "GEOID"},
+        "cells": {"a": {"ALL": "all"}, "b": {"ALL": "all"}},
+    }
+)
+BIG = "999999999999999999"
+SUM_ROWS = "GEOID,a,b\n" + "".join(f"4400103010010{k:02d},{BIG},{BIG}\n" for k in range(10))
+
+
+def _scenario_with_result(result: dict[str, object]) -> str:
+    """A valid saved scenario (the phsafe-2020 budget) with ``result`` attached."""
+    from phexplore.planning.scenarios import scenario_from_preset
+
+    data = scenario_from_preset("phsafe-2020").to_dict()
+    data["results"] = [result]
+    return json.dumps(data)
+
+
 def _altered_population(d: Path) -> None:
     """A population folder written by the CLI, then edited by hand (a row appended)."""
     from phexplore.cli import main
@@ -806,6 +847,30 @@ CASES: list[Case] = [
         lambda d: _write(d / "s.json", _scenario(convertion="cks")),
     ),
     Case(
+        "results-json-names-no-run",
+        "json",
+        lambda d: [
+            "report",
+            "--preset",
+            "phsafe-2020",
+            "--results",
+            str(d / "m.json"),
+            "--out",
+            str(d / "r.html"),
+        ],
+        R,
+        ("names no run", "engine", "m.json"),
+        lambda d: _write(d / "m.json", '{"rho": 1, "note": "not a run"}'),
+    ),
+    Case(
+        "scenario-result-names-no-run",
+        "json",
+        lambda d: ["report", "--scenario", str(d / "s.json"), "--out", str(d / "r.html")],
+        R,
+        ("results[0]", "names no run"),
+        lambda d: _write(d / "s.json", _scenario_with_result({"seed": 1})),
+    ),
+    Case(
         "targets-misspelt",
         "json",
         lambda d: ["plan", "phsafe", "--targets", str(d / "t.json")],
@@ -926,6 +991,70 @@ CASES: list[Case] = [
         R,
         ("persons.csv", "persons.csv.gz"),
         _stale_pair,
+    ),
+    Case(
+        "cef-two-persons-files",
+        "file",
+        ph(),
+        R,
+        ("persons.csv", "persons_2019.csv", "could be the persons file"),
+        _two_persons_files,
+    ),
+    Case(
+        "pl94171-two-segment-1-files",
+        "file",
+        td(data="pl"),
+        R,
+        ("ri000012018_2020Style.pl", "ri000012018_old.pl", "segment 1"),
+        _two_segment_ones,
+    ),
+    Case(
+        "mapping-unexpected-extension",
+        "file",
+        lambda d: [
+            *TD,
+            "--data",
+            str(d / "b.csv"),
+            "--mapping",
+            str(d / "map.txt"),
+            "--out",
+            str(d / "o"),
+        ],
+        R,
+        ("map.txt", ".json"),
+        _mapping_named("b.csv", "map.txt", SUM_MAPPING, SUM_ROWS),
+    ),
+    Case(
+        "mapping-and-data-swapped",
+        "file",
+        lambda d: [
+            *TD,
+            "--data",
+            str(d / "map.json"),
+            "--mapping",
+            str(d / "b.csv"),
+            "--out",
+            str(d / "o"),
+        ],
+        R,
+        ("swapped", "map.json", "b.csv"),
+        _mapping_named("b.csv", "map.json", SUM_MAPPING, SUM_ROWS),
+    ),
+    Case(
+        "block-csv-counts-sum-beyond-int64",
+        "file",
+        lambda d: [
+            *TD,
+            "--data",
+            str(d / "b.csv"),
+            "--mapping",
+            str(d / "map.json"),
+            "--out",
+            str(d / "o"),
+        ],
+        R,
+        ("int64", "row 1"),
+        _mapping_named("b.csv", "map.json", SUM_MAPPING, SUM_ROWS),
     ),
     Case(
         "cef-file-is-a-folder",

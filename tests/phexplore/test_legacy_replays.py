@@ -1,16 +1,23 @@
-"""Files written by the previous version still replay, with the same numbers (tests/fixtures/legacy).
+"""Files written by the previous version still replay (tests/fixtures/legacy).
 
 Every metrics.json of the reference runs written at commit 11597e4 — TopDown on RI (conventional
 and optimized with wards), Perry County PPMF and a generated 100k population, PHSafe on the same
 population and a 3-trial run — is replayed through the real CLI entry point (``phexplore run replay
---spec``) and through the app's replay (:mod:`phexplore.api.replay`); each gives the numbers the
-file recorded. A scenario saved by that version loads, and each of its attached runs (one made by
-the CLI, one by the app) replays. A file of that version edited to carry a key no version knows is
-refused naming the key and the nearest known one — never run with a default in its place. Options
-added since whose defaults change numbers (the allocation's own spine, the block universe) are
-absent from these files, and the replays run as the files ran: the generated population, generated
-again today, carries places and a unit frame, yet its production run replays on the conventional
-spine over every block.
+--spec``) and through the app's replay (:mod:`phexplore.api.replay`). PHSafe and Perry County give
+the numbers the file recorded. The three TopDown runs on RI were recorded before the least-squares
+routing table and the min-cost-flow rounder: this version solves the same problems to the same
+optima (within solver tolerance) but breaks some ties between equally good roundings otherwise, so
+their replays say honestly that the MAE table differs, by how much and why (``replay_of``
+``mae_differences``, ``routes_changed``; docs/metrics.md "Replays of runs recorded before the
+routing table") — and the difference must stay that of a few persons moved: no MAE entry moves by
+more than :data:`MOVED`, and every number that does not depend on the rounding is the recorded one.
+A scenario saved by that version loads, and each of its attached runs (one made by the CLI, one by
+the app) replays. A file of that version edited to carry a key no version knows is refused naming
+the key and the nearest known one — never run with a default in its place. Options added since
+whose defaults change numbers (the allocation's own spine, the block universe) are absent from
+these files, and the replays run as the files ran: the generated population, generated again
+today, carries places and a unit frame, yet its production run replays on the conventional spine
+over every block.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from typing import Any
 import pytest
 
 from engine.core.strict_json import dumps_json
+from engine.runs.replay import difference_sentence
 from phexplore.api.jobs import RunJob
-from phexplore.api.replay import recorded_in_file, replay_work
+from phexplore.api.replay import recorded_in_file, replay_outcome, replay_work
 from phexplore.cli import main
 from phexplore.planning.scenarios import Scenario
 
@@ -48,6 +56,14 @@ NUMBERS = {
     "phsafe": ("mae", "mae_noise", "noise_variance", "analytic_moe", "empirical_moe", "truncation"),
 }
 """The metrics.json sections a replay must reproduce exactly."""
+ROUTES_CHANGED = ("td-gen", "td-ri", "td-ri-opt")
+"""Recorded before the routing table, and some of their rounding ties now fall otherwise."""
+UNROUNDED = ("n_cells", "rho_spent", "held_exact")
+"""TopDown sections that do not depend on the estimates: recorded values even then."""
+MOVED = 0.25
+"""Largest change of an MAE entry (persons) a replay with this version's routes may show: a few
+ties broken otherwise (measured: ≤ 0.097, Tract VOTINGAGE of td-gen; another seed moves entries by
+up to 10 persons, half of them by more than 3 %)."""
 
 
 @pytest.fixture(scope="module")
@@ -74,15 +90,13 @@ def _legacy(name: str, population: Path, folder: Path) -> tuple[Path, dict[str, 
     return path, recorded
 
 
-def _same_numbers(recorded: dict[str, Any], replayed: dict[str, Any]) -> None:
-    """The number sections equal as written to metrics.json (NaN as null, as in the file)."""
+def _same_numbers(recorded: dict[str, Any], replayed: dict[str, Any], name: str = "") -> None:
+    """The number sections equal as written to metrics.json (NaN as null, as in the file) — or,
+    for the runs whose rounding ties now fall otherwise, the honest account of the difference."""
     engine = recorded["engine"]
     written = json.loads(dumps_json(dict(replayed)))
-    for key in NUMBERS[engine]:
-        if key in recorded:
-            assert written[key] == recorded[key], key
+    of = replayed["replay_of"]
     assert replayed["budget_fingerprint"] == recorded["budget_fingerprint"]
-    assert replayed["replay_of"]["reproduced"] is True
     if engine == "topdown":
         # options added since (docs/metrics.md "Replaying older files"): a file without them
         # replays as its version ran — the spine it names (else conventional), every block
@@ -93,6 +107,21 @@ def _same_numbers(recorded: dict[str, Any], replayed: dict[str, Any]) -> None:
         assert replayed["error_universe"]["blocks_left_out"] == 0
         assert replayed["spine_used"]["chosen_by"] == "the run's options"
         assert set(replayed["n_geounits"]) == set(recorded["n_geounits"])
+    if name in ROUTES_CHANGED:
+        assert of["reproduced"] is False and of["routes_changed"] is True, of
+        diff = of["mae_differences"]
+        entries = [(lv, q) for lv in recorded["mae"] for q in recorded["mae"][lv]]
+        moved = [abs(written["mae"][lv][q] - recorded["mae"][lv][q]) for lv, q in entries]
+        assert diff["entries"] == len(entries)
+        assert diff["differing"] == sum(m > 0 for m in moved) > 0
+        assert diff["largest"]["difference"] == max(moved) <= MOVED
+        assert all(written[key] == recorded[key] for key in UNROUNDED), "unrounded numbers moved"
+        assert "by a person or two" in difference_sentence(of)
+        return
+    for key in NUMBERS[engine]:
+        if key in recorded:
+            assert written[key] == recorded[key], key
+    assert of["reproduced"] is True and "mae_differences" not in of
 
 
 CASES = [
@@ -112,9 +141,13 @@ def test_a_legacy_metrics_json_replays_with_the_same_numbers_in_the_cli(
     path, recorded = _legacy(name, population, tmp_path)
     out = tmp_path / "again"
     assert main(["run", "replay", "--spec", str(path), "--quiet", "--out", str(out)]) == 0
-    assert "same seed, same numbers" in capsys.readouterr().out
+    printed = capsys.readouterr().out
     replayed = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    _same_numbers(recorded, replayed)
+    _same_numbers(recorded, replayed, name)
+    if name in ROUTES_CHANGED:
+        assert "DIFFERS: " + difference_sentence(replayed["replay_of"]) in printed
+    else:
+        assert "same seed, same numbers" in printed
     if "fingerprint" in json.loads(path.read_text())["run"]:  # the original run, by its own id
         assert replayed["replay_of"]["run_fingerprint"] == recorded["run"]["fingerprint"]
     # the replay records the typed description of today, with the content of its inputs
@@ -129,7 +162,12 @@ def test_a_legacy_metrics_json_replays_with_the_same_numbers_in_the_app(
     path, recorded = _legacy(name, population, tmp_path)
     (run,) = recorded_in_file(path.read_bytes(), path.name)
     record = replay_work(run, run_id=1, scenario="s")(RunJob(engine=run.spec.engine, label=name))
-    _same_numbers(recorded, record.metrics)
+    _same_numbers(recorded, record.metrics, name)
+    kind, sentence = replay_outcome(record)
+    if name in ROUTES_CHANGED:
+        assert kind == "warning" and difference_sentence(record.metrics["replay_of"]) in sentence
+    else:
+        assert kind == "success"
 
 
 def test_a_legacy_scenario_loads_and_each_attached_run_replays(

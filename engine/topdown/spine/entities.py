@@ -30,15 +30,13 @@ import numpy as np
 import pandas as pd
 
 from engine.core.errors import DataValidationError, Problem, ValidationError
+from engine.data.csv_reader import read_csv_table
+from engine.data.csv_records import CsvTable
 from engine.data.histogram import BlockHistogram
 from engine.data.places import NO_PLACE
+from engine.data.problems import MAX_PROBLEMS_PER_CHECK
 from engine.data.samples import get_sample
-from engine.data.validate import (
-    MAX_PROBLEMS_PER_CHECK,
-    DataSource,
-    read_csv_table,
-    source_name,
-)
+from engine.data.sources import DataSource, source_name
 from engine.topdown.spine.options import DATA_PLACES
 
 SHIPPED_ENTITY_SAMPLES: dict[str, str] = {
@@ -190,9 +188,9 @@ def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> li
         )
     path = info.file_paths()[0]
     columns = sorted({d["column"] for d in declared if isinstance(d, dict) and d.get("column")})
-    table = read_csv_table(path, [BLOCK_COLUMNS, *columns])
+    table = _read(read_csv_table(path, [BLOCK_COLUMNS, *columns]))
     present = (
-        pd.Index(np.asarray(block_ids, dtype=object)).get_indexer(table.columns[BLOCK_COLUMNS[0]])
+        pd.Index(np.asarray(block_ids, dtype=object)).get_indexer(table.strings(BLOCK_COLUMNS[0]))
         >= 0
     )
     if not present.any():
@@ -205,7 +203,7 @@ def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> li
                 )
             ]
         )
-    blocks = table.columns[BLOCK_COLUMNS[0]][present]
+    blocks = table.strings(BLOCK_COLUMNS[0])[present]
     problems = _block_problems(
         table.file, table.rows[present], blocks, block_ids, table.found[BLOCK_COLUMNS[0]]
     )
@@ -224,7 +222,7 @@ def load_entity_sample(sample: str, block_ids: Sequence[str] | np.ndarray) -> li
         values = (
             np.full(blocks.size, "", dtype=object)
             if column is None
-            else table.columns[column][present]
+            else table.strings(column)[present]
         )
         entity = np.array([label.format(value=v) for v in values.tolist()], dtype=object)
         sets.append(
@@ -240,13 +238,17 @@ def read_entity_csv(
 ) -> list[EntitySet]:
     """Entity sets from a user's block → entity CSV (columns: block id, entity[, entity_set])."""
     label = source_name(source, name)
-    table = read_csv_table(
-        source, [BLOCK_COLUMNS, ENTITY_COLUMNS], optional=[SET_COLUMN], name=label
+    table = _read(
+        read_csv_table(source, [BLOCK_COLUMNS, ENTITY_COLUMNS], optional=[SET_COLUMN], name=label)
     )
-    blocks = table.columns[BLOCK_COLUMNS[0]]
-    entity = table.columns[ENTITY_COLUMNS[0]]
+    blocks = table.strings(BLOCK_COLUMNS[0])
+    entity = table.strings(ENTITY_COLUMNS[0])
     default_set = Path(label).stem or "uploaded"
-    set_names = table.columns.get(SET_COLUMN, np.full(blocks.size, default_set, dtype=object))
+    set_names = (
+        table.strings(SET_COLUMN)
+        if SET_COLUMN in table.text
+        else np.full(blocks.size, default_set, dtype=object)
+    )
     block_column = table.found[BLOCK_COLUMNS[0]]
     problems = _block_problems(table.file, table.rows, blocks, block_ids, block_column, set_names)
     empty = np.flatnonzero(pd.Series(entity, dtype=object).astype(str).str.len().to_numpy() == 0)
@@ -268,6 +270,15 @@ def read_entity_csv(
         rows = np.asarray(set_names == set_name)
         sets.append(_entity_set(str(set_name), blocks[rows], entity[rows], block_ids, source=label))
     return sets
+
+
+def _read(table: CsvTable) -> CsvTable:
+    """``table``, unless reading it found problems (a wrong field count, the header repeated)."""
+    if table.problems:
+        raise DataValidationError(
+            list(table.problems), summary=f"{table.file}: not a usable block → entity file"
+        )
+    return table
 
 
 def _entity_set(

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every parser and option validator (hypothesis).
+"""Property-based fuzzing of every input parser and option validator (hypothesis; docs/reliability.md).
 
 Whatever the input, each parser either returns a value inside its documented range or raises the
 project's own error type with a message — never another exception, never a hang (hypothesis'
@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from engine.core.errors import DataValidationError, PHExploreError, ValidationError
 from engine.core.numbers import RANGES, parse_exact, parse_real, parse_whole
-from engine.core.sniff import assign_by_name, file_bytes
+from engine.core.sniff import assign_by_name
 from engine.core.strict_json import MAX_JSON_DEPTH, check_keys, loads_strict_json
+from engine.data.sources import read_source
 from phexplore.cli.experiment import parse_rhos, parse_seeds
 from phexplore.cli.run_phsafe import parse_tau
 
@@ -192,7 +193,7 @@ def test_upload_assignment_never_guesses(names: list[str]) -> None:
 @given(data=st.binary(max_size=200))
 def test_sniffed_file_bytes(data: bytes) -> None:
     try:
-        out = file_bytes(data, "x.csv", 10_000)
+        out = read_source(data, max_bytes=10_000, name="x.csv")
     except DataValidationError as exc:
         assert exc.problems[0].file == "x.csv"
         return

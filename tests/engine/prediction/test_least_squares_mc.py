@@ -2,7 +2,7 @@
 (docs/science.md §7).
 
 Small trees with large counts (non-negativity never binds), continuous Gaussian noise, no rounding:
-the engine's :func:`engine.topdown.qp.least_squares.multipass_least_squares` is run top-down exactly as
+the engine's :func:`engine.topdown.qp.route.multipass_least_squares` is run top-down exactly as
 ``engine/topdown/plan.py`` orders its passes (root and leaf families one pass, TOTAL-then-rest in
 between, invariants exact), replicates batched as independent families. The predicted mean squared
 error per level × query must match the Monte Carlo one to sampling precision (4 standard errors).
@@ -20,7 +20,7 @@ from engine.prediction import predict_topdown
 from engine.prediction.spine import SpineProfile
 from engine.schema.attributes import Attribute, Schema
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.qp.least_squares import multipass_least_squares
+from engine.topdown.qp.route import multipass_least_squares
 from engine.topdown.queries import query_group
 
 SCHEMA = Schema("toy", (Attribute("VOTINGAGE", ("a", "b")), Attribute("RACEETH", ("x", "y", "z"))))

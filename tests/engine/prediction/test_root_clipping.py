@@ -14,7 +14,7 @@ from engine.prediction.root_clipping import RootClipping, chain_rounding, root_c
 from engine.prediction.support import answer_indices, child_support_covariances
 from engine.schema.attributes import Attribute, Schema
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.qp.least_squares import multipass_least_squares
+from engine.topdown.qp.route import multipass_least_squares
 from engine.topdown.queries import query_group
 from engine.topdown.rounding import round_batch
 

@@ -1,7 +1,7 @@
 """Least squares on the cells a family populates (engine.prediction.support) and what it needs.
 
 The per-child covariance is checked against Monte Carlo of the engine's own least squares
-(:func:`engine.topdown.qp.least_squares.multipass_least_squares`) on a family whose parent is 0 in
+(:func:`engine.topdown.qp.route.multipass_least_squares`) on a family whose parent is 0 in
 some cells (no variables there) and whose children are held at 0 outside their own cells by
 structural-zero bounds — the support model's active set made exact; counts are large so that
 non-negativity never binds otherwise. With every cell populated it reduces to the dense formula
@@ -28,7 +28,7 @@ from engine.prediction.support import (
 )
 from engine.schema.attributes import Attribute, Schema
 from engine.topdown.family import ChildBounds, FamilyBatch, QuerySpec
-from engine.topdown.qp.least_squares import multipass_least_squares
+from engine.topdown.qp.route import multipass_least_squares
 from engine.topdown.queries import query_group
 
 SCHEMA = Schema("toy", (Attribute("VOTINGAGE", ("a", "b")), Attribute("RACEETH", ("x", "y", "z"))))

@@ -134,14 +134,14 @@ def test_bounded_family_matches_a_cvxpy_model(ri_with_frame, ri_allocation):
     import cvxpy as cp
 
     from engine.topdown import estimation as estimation_module
-    from engine.topdown.qp.least_squares import solve_pass
+    from engine.topdown.qp.route import solve_pass
 
     batches = []
     original = estimation_module.estimate_batch
 
-    def recording(batch, passes, chain):
+    def recording(batch, passes, chain, *rest):
         batches.append((batch, passes))
-        return original(batch, passes, chain)
+        return original(batch, passes, chain, *rest)
 
     estimation_module.estimate_batch = recording
     try:

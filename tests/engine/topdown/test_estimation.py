@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 
 from engine.topdown.family import FamilyBatch, QuerySpec
-from engine.topdown.qp.batched_qp import FamilyQP, solve_family_qp
-from engine.topdown.qp.least_squares import multipass_least_squares, solve_pass
 from engine.topdown.qp.problem import Band
+from engine.topdown.qp.route import multipass_least_squares, solve_pass
 from engine.topdown.rounding import round_batch
 
 TOTAL = QuerySpec("TOTAL", np.zeros(2, dtype=np.int64), 1)
@@ -41,13 +40,13 @@ def hand_batch() -> FamilyBatch:
     )
 
 
-@pytest.mark.parametrize("method", ["auto", "batched", "clarabel"])
+@pytest.mark.parametrize("method", ["auto", "piqp", "clarabel"])
 def test_hand_checked_two_pass_least_squares(method):
     batch = hand_batch()
-    first = solve_pass(batch, [0], method=method)
+    first = solve_pass(batch, [0], solver=method)
     assert TOTAL.answer(first.x)[:, 0] == pytest.approx([7.5, 8.5], abs=1e-6)
     band = Band(0, TOTAL.answer(first.x), np.array([0.1]))
-    second = solve_pass(batch, [1], [band], method=method)
+    second = solve_pass(batch, [1], [band], solver=method)
     assert second.x == pytest.approx(np.array([[6.3, 1.3], [3.7, 4.7]]), abs=1e-6)
     x, objectives = multipass_least_squares(batch, [[0], [1]])
     assert x == pytest.approx(second.x, abs=1e-6)
@@ -142,7 +141,7 @@ def test_batched_passes_match_independent_cvxpy(seed):
         )
     assert np.all(second.x >= 0)
     assert np.abs(np.add.reduceat(second.x, batch.child_ptr[:-1]) - batch.parent).max() < 1e-6
-    clarabel = solve_pass(batch, [1, 2, 3], bands, method="clarabel")
+    clarabel = solve_pass(batch, [1, 2, 3], bands, solver="clarabel")
     assert second.objective == pytest.approx(clarabel.objective, rel=1e-6)
 
 
@@ -179,14 +178,3 @@ def test_rounding_is_integral_consistent_and_matches_a_cvxpy_milp():
         problem.solve(solver=cp.HIGHS)
         ours = np.abs(rounded[lo:hi].sum(1) - x[lo:hi].sum(1)).sum()
         assert ours <= problem.value + 1e-6
-
-
-def test_batched_solver_without_parent_and_with_fixed_cells():
-    rng = np.random.default_rng(0)
-    h = np.tile(np.eye(3), (2, 1, 1)) * 2.0
-    g = -2.0 * rng.normal(2, 3, (2, 3))
-    qp = FamilyQP(
-        h, g, np.array([0, 1]), None, np.zeros((0, 3)), np.zeros((2, 0)), np.zeros((2, 0))
-    )
-    x = solve_family_qp(qp)
-    assert x == pytest.approx(np.maximum(-g / 2.0, 0.0), abs=1e-6)

@@ -5,30 +5,33 @@ an earlier pass; the KKT conditions of its answers; and the Clarabel fallback.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cvxpy as cp
 import numpy as np
 import pytest
 
 from engine.topdown.family import FamilyBatch
-from engine.topdown.qp import family_admm
-from engine.topdown.qp.least_squares import family_objective, solve_pass
+from engine.topdown.qp import family_admm, problem
 from engine.topdown.qp.problem import Band
+from engine.topdown.qp.route import family_objective, solve_pass
+from engine.topdown.qp.settings import SETTINGS
 from tests.engine.topdown.family_models import cvxpy_objective, family_batch
 
 
 def _two_passes(batch: FamilyBatch, method: str):
-    first = solve_pass(batch, [0], method="clarabel")
+    first = solve_pass(batch, [0], solver="clarabel")
     bands = [Band(0, batch.queries[0].answer(first.x), np.full(batch.n_families, 0.1))]
-    return bands, solve_pass(batch, [1, 2, 3], bands, method=method)
+    return bands, solve_pass(batch, [1, 2, 3], bands, solver=method)
 
 
 @pytest.mark.parametrize("seed", [3, 4])
 @pytest.mark.parametrize("bounds", [False, True])
 def test_objective_matches_cvxpy_with_every_constraint(seed, bounds):
     batch = family_batch(seed, bounds=bounds)
-    x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], [])
+    x, solved = family_admm.solve_families(batch, [1, 2, 3], [])
     assert solved.all()
-    one_pass = solve_pass(batch, [1, 2, 3], method="admm")
+    one_pass = solve_pass(batch, [1, 2, 3], solver="auto")
     bands, two_pass = _two_passes(batch, "admm")
     for f in range(batch.n_families):
         assert one_pass.objective[f] == pytest.approx(
@@ -56,8 +59,8 @@ def _assert_feasible(batch: FamilyBatch, x: np.ndarray, bands) -> None:
 def test_kkt_conditions_hold_at_the_polished_point():
     """Stationarity with a sign-correct multiplier on every cell at 0 and every active row."""
     batch = family_batch(5, bounds=True, n_families=1)
-    fam = family_admm.family_problem(batch, 0, [1, 2, 3], [])
-    state = family_admm._admm(fam, None, 200)
+    fam = problem.reduce(batch, 0, [1, 2, 3], [])
+    state = family_admm._admm(fam, None, 200, SETTINGS)
     x = family_admm._polish(fam, state)
     assert x is not None
     k, n = x.shape
@@ -80,7 +83,7 @@ def test_projection_onto_cells_is_the_euclidean_projection():
     parent = rng.uniform(0.5, 10, 5)
     zero = rng.random((6, 5)) < 0.3
     zero[0] = False
-    z = family_admm.project_cells(v, parent, zero)
+    z = problem.project_cells(v, parent, zero)
     assert np.all(z >= 0) and np.all(z[zero] == 0)
     assert z.sum(axis=0) == pytest.approx(parent)
     for j in range(5):
@@ -92,26 +95,26 @@ def test_projection_onto_cells_is_the_euclidean_projection():
 
 def test_failed_polish_falls_back_to_clarabel(monkeypatch):
     batch = family_batch(6, bounds=True)
-    expected = solve_pass(batch, [1, 2, 3], method="clarabel")
-    monkeypatch.setattr(family_admm, "ACTIVE_SET_STEPS", 0)  # every polish "fails"
-    _x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], [])
+    expected = solve_pass(batch, [1, 2, 3], solver="clarabel")
+    none = replace(SETTINGS, admm_active_set_steps=0)  # every polish "fails"
+    _x, solved = family_admm.solve_families(batch, [1, 2, 3], [], none)
     assert not solved.any()
-    fallback = solve_pass(batch, [1, 2, 3], method="admm")
+    fallback = solve_pass(batch, [1, 2, 3], solver="admm", settings=none)
     assert fallback.objective == pytest.approx(expected.objective, rel=1e-8)
 
 
 def test_uncovered_passes_are_left_to_clarabel():
     batch = family_batch(7)
-    assert not family_admm.covered(batch, [0])  # no DETAILED: H is singular
+    assert not problem.covered(batch, [0])  # no DETAILED: H is singular
     uneven = FamilyBatch(**{**batch.__dict__, "weight": 3.0 * batch.weight})
-    assert family_admm.covered(uneven, [1, 2, 3])
+    assert problem.covered(uneven, [1, 2, 3])
     weight = batch.weight.copy()
     weight[0, 3] *= 2.0  # one child weighted differently: one Hessian no longer fits all
     mixed = FamilyBatch(**{**batch.__dict__, "weight": weight})
-    x, solved = family_admm.solve_pass_admm(mixed, [1, 2, 3], [])
+    x, solved = family_admm.solve_families(mixed, [1, 2, 3], [])
     assert not solved[0] and solved[1:].all()
-    auto = solve_pass(mixed, [1, 2, 3], method="admm")
-    reference = solve_pass(mixed, [1, 2, 3], method="clarabel")
+    auto = solve_pass(mixed, [1, 2, 3], solver="auto")
+    reference = solve_pass(mixed, [1, 2, 3], solver="clarabel")
     assert auto.objective == pytest.approx(reference.objective, rel=1e-6)
 
 
@@ -124,13 +127,13 @@ def test_invariants_and_held_sums_stay_with_clarabel():
     invariant = np.full((batch.n_children, 1), np.nan)
     invariant[0, 0] = float(np.round(batch.noisy[0][0, 0]).clip(0, batch.parent[0].sum()))
     with_invariant = FamilyBatch(**{**batch.__dict__, "invariant": (invariant, None, None, None)})
-    assert not family_admm.covered(with_invariant, [1, 2, 3])
+    assert not problem.covered(with_invariant, [1, 2, 3])
     solved = solve_pass(with_invariant, [1, 2, 3])
     assert solved.x[0].sum() == pytest.approx(invariant[0, 0], abs=1e-6)
     total = float(batch.parent[0].sum())
     held = ChildSum(0, np.array([0, 1]), np.array([np.floor(total / 2)]))
     with_sum = FamilyBatch(**{**batch.__dict__, "sums": (held,)})
-    assert not family_admm.covered(with_sum, [1, 2, 3])
+    assert not problem.covered(with_sum, [1, 2, 3])
     solved = solve_pass(with_sum, [1, 2, 3])
     assert solved.x[:2].sum() == pytest.approx(np.floor(total / 2), abs=1e-6)
 
@@ -139,7 +142,7 @@ def test_bound_surplus_of_a_total_row_active_for_every_child():
     """Σ_c (the bound each child's TOTAL row sits on) − the parent's total; 0 unless every child's
     TOTAL row is active."""
     k, n = 3, 4
-    fam = family_admm.Family(
+    fam = problem.Family(
         hess=np.eye(n),
         grad=np.zeros((k, n)),
         parent=np.array([3.0, 3.0, 3.0, 3.0]),  # total 12
@@ -148,6 +151,7 @@ def test_bound_surplus_of_a_total_row_active_for_every_child():
         lower=np.array([[3.9, 0.0], [3.9, 0.0], [3.9, 0.0]]),
         upper=np.array([[4.1, 9.0], [4.1, 9.0], [4.1, 9.0]]),
         cells=np.arange(n),
+        children=np.arange(k),
     )
     at_lower = np.zeros((k, 2), dtype=bool)
     at_upper = np.zeros((k, 2), dtype=bool)
@@ -166,7 +170,7 @@ def test_release_by_surplus_gives_the_same_verified_optimum(seed, monkeypatch):
     """Tight TOTAL bands (every child's TOTAL row near a bound): with the surplus rule and with
     the weakest row of either side, the same objectives as cvxpy."""
     batch = family_batch(seed, bounds=True)
-    first = solve_pass(batch, [0], method="clarabel")
+    first = solve_pass(batch, [0], solver="clarabel")
     bands = [Band(0, batch.queries[0].answer(first.x), np.full(batch.n_families, 1e-3))]
     calls: list[float] = []
     surplus = family_admm._bound_surplus
@@ -178,8 +182,9 @@ def test_release_by_surplus_gives_the_same_verified_optimum(seed, monkeypatch):
     monkeypatch.setattr(family_admm, "_bound_surplus", recording)
     results = {}
     for flag in (True, False):
-        monkeypatch.setattr(family_admm, "RELEASE_BY_SURPLUS", flag)
-        x, solved = family_admm.solve_pass_admm(batch, [1, 2, 3], bands)
+        x, solved = family_admm.solve_families(
+            batch, [1, 2, 3], bands, replace(SETTINGS, release_by_surplus=flag)
+        )
         assert solved.all()
         results[flag] = x
         _assert_feasible(batch, x, bands)

@@ -116,7 +116,7 @@ def test_lazy_run_holds_no_dense_node_by_cell_array(generated):
     assert sp.issparse(lazy.estimates_sparse) and lazy.estimates_sparse.nnz < dense / 50
     assert "estimates" not in lazy.__dict__ and "truth" not in lazy.__dict__
     assert len(units) >= 3
-    for batch, answers, _passes, _chain in units:
+    for batch, answers, _passes, _chain, _solver in units:
         assert batch.noisy == ()  # answers are drawn in the unit of work
         assert sp.issparse(answers.truth)
         assert batch.parent.size < dense / 50

@@ -190,3 +190,24 @@ def test_workers_and_noise_method_through_the_cli(tmp_path):
     assert main([*base, "--noise-method", "exact", "--out", str(tmp_path / "exact")]) == 0
     exact = json.loads((tmp_path / "exact" / "metrics.json").read_text())
     assert exact["noise"]["method"] == "exact" and "OpenDP" in exact["noise"]["sampler"]
+
+
+def test_solver_option_through_the_cli(tmp_path, capsys):
+    """--solver names a least-squares route: recorded in the run description (only when not
+    auto, so default runs keep their fingerprints) and in metrics.json diagnostics.routes."""
+    base = [
+        "run", "topdown", "--data", "ri2010", "--filter", "Tract=44001030100",
+        "--preset", "ri2010-production-like", "--seed", "8", "--no-microdata", "--quiet",
+    ]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "auto")]) == 0
+    assert main([*base, "--solver", "clarabel", "--out", str(tmp_path / "clarabel")]) == 0
+    auto = json.loads((tmp_path / "auto" / "metrics.json").read_text())
+    named = json.loads((tmp_path / "clarabel" / "metrics.json").read_text())
+    assert "solver" not in auto["run"]["options"] and auto["diagnostics"]["solver"] == "auto"
+    assert named["run"]["options"]["solver"] == "clarabel"
+    routes = named["diagnostics"]["routes"]
+    assert routes and all(set(r) == {"clarabel"} for r in routes.values())
+    assert auto["diagnostics"]["routes"]["Block"] == {"admm": routes["Block"]["clarabel"]}
+    with pytest.raises(SystemExit) as bad:
+        main([*base, "--solver", "fastest", "--out", str(tmp_path / "bad")])
+    assert bad.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err

@@ -13,9 +13,8 @@ from phexplore.planning.scenarios import Scenario, compare, scenario_from_preset
 
 def test_round_trip_and_duplicate(tmp_path: Path) -> None:
     for preset in ("phsafe-2020", "topdown-2020-production", "e2e-2018-1940"):
-        s = scenario_from_preset(preset).with_result(
-            {"engine": "x", "mae": {"County": {"TOTAL": 1}}}
-        )
+        base = scenario_from_preset(preset)
+        s = base.with_result({"engine": base.kind, "mae": {"County": {"TOTAL": 1}}})
         path = tmp_path / f"{preset}.json"
         path.write_text(s.to_json() + "\n", encoding="utf-8")
         again = Scenario.load(path)
@@ -165,3 +164,13 @@ def test_budget_origin_says_modified_after_any_edit() -> None:
     assert budget_origin(changed, "topdown-2020-production") == (
         "modified from topdown-2020-production"
     )
+
+
+def test_an_attached_result_must_name_a_run() -> None:
+    base = scenario_from_preset("phsafe-2020")
+    for result in ({}, {"seed": 1}, {"engine": "x"}):
+        with pytest.raises(ValidationError, match="names no run"):
+            base.with_result(result)
+        data = {**base.to_dict(), "results": [result]}
+        with pytest.raises(ValidationError, match=r"attached run 1 \(results\[0\]\).*names no run"):
+            Scenario.from_dict(data)

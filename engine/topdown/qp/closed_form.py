@@ -1,16 +1,12 @@
-"""A TOTAL-only least-squares pass under structural bounds in closed form (TDA §7.1, eq. 7.5 with
-the bounds of §5.3; SPEC §4, §6).
+"""A TOTAL-only least-squares pass in closed form (TDA §7.1, eq. 7.5, with the bounds of §5.3).
 
 The first pass of a non-leaf family (production: TOTAL alone) minimises Σ_c w_c (1ᵀx_c − m_c)²,
-which depends on the children's totals t_c only. Under structural zeros (cells a child cannot
-hold) and group-quarters lower bounds (Σ_{j ∈ g} x_cj ≥ L_cg), each total lies in [L_c, U_c] with
-L_c = Σ_g L_cg and U_c = the parent's persons in the cells the child may hold. The relaxation
-min Σ_c w_c (t_c − m_c)² s.t. Σ_c t_c = P, L_c ≤ t_c ≤ U_c has a closed form (water filling:
-t_c = clip(m_c − λ/(2w_c), L_c, U_c), λ by bisection, then exactly on the final partition); its
-optimum bounds the pass from below. A histogram with those totals is sought by iterative
-proportional fitting of the parent over the cells each child may hold (x_cj = a_c b_j); if it meets
-every constraint (totals, the parent, x ≥ 0, the lower bounds) to 1e-9, it attains the bound and
-the pass is solved exactly. Families where it does not are left to the general QP.
+which depends on the children's totals t_c only, each in [L_c, U_c] (L_c: the child's GQ lower
+bounds summed; U_c: the parent's persons in the cells it may hold). Water filling gives the
+totals (t_c = clip(m_c − λ/(2w_c), L_c, U_c), λ by bisection, then exactly on the final
+partition), a lower bound of the pass; iterative proportional fitting of the parent over the
+cells each child may hold (x_cj = a_c b_j) attains it when it meets every constraint to 1e-9
+(checked; without bounds, x_c = t_c · x̂_γ / P after one sweep). Other families: not mine.
 """
 
 from __future__ import annotations
@@ -20,21 +16,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.topdown.family import FamilyBatch
-
-FIT_ITERATIONS = 1000
-"""Iterative proportional fitting sweeps at most (it stops once the totals are met to 1e-13 of the
-parent's total: an objective near 0 — noisy totals that already sum to the parent — then still
-matches cvxpy to 1e-6 relative); a family whose fit misses :data:`FIT_TOL` goes to the general QP."""
-
-FIT_TOL = 1e-9
-"""Relative tolerance on the fitted histogram's totals, parent cells and lower bounds."""
+from engine.topdown.qp.settings import SETTINGS, QPSettings
 
 
 def applies(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[object]) -> bool:
-    """A TOTAL-only pass with a parent and structural bounds, no bands, no invariants below."""
+    """A TOTAL-only pass of every child measured, with a parent, no bands, no invariants below."""
     return (
         batch.parent is not None
-        and batch.has_bounds
         and len(pass_queries) == 1
         and batch.queries[pass_queries[0]].size == 1
         and not bands
@@ -42,16 +30,6 @@ def applies(batch: FamilyBatch, pass_queries: Sequence[int], bands: Sequence[obj
         and not any(t is not None and np.isfinite(t).any() for t in batch.invariant)
         and bool(np.all(batch.weight[:, pass_queries[0]] > 0))
     )
-
-
-def water_fill_boxed(
-    m: np.ndarray, w: np.ndarray, lower: np.ndarray, upper: np.ndarray, total: float
-) -> np.ndarray | None:
-    """argmin Σ w (t − m)² s.t. Σ t = ``total``, lower ≤ t ≤ upper; ``None`` if infeasible."""
-    t, feasible = water_fill_families(
-        m, w, lower, upper, np.array([float(total)]), np.array([0, m.size])
-    )
-    return t if feasible[0] else None
 
 
 def water_fill_families(
@@ -62,7 +40,8 @@ def water_fill_families(
     total: np.ndarray,
     child_ptr: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`water_fill_boxed` for every family at once (children of family f are rows
+    """argmin Σ w (t − m)² s.t. Σ t = ``total``, lower ≤ t ≤ upper for every family at once
+    (children of family f are rows
     ``child_ptr[f]:child_ptr[f+1]``; every family has a child): (t ``(K,)``, feasible ``(F,)``).
 
     Bisection on each family's multiplier λ, vectorised over families (a family stops when its
@@ -72,8 +51,8 @@ def water_fill_families(
     fam = np.repeat(np.arange(sizes.size), sizes)
     starts = child_ptr[:-1]
     feasible = ~(
-        (np.add.reduceat(lower, starts) > total * (1 + FIT_TOL) + FIT_TOL)
-        | (np.add.reduceat(upper, starts) < total * (1 - FIT_TOL))
+        (np.add.reduceat(lower, starts) > total * (1 + SETTINGS.fit_tol) + SETTINGS.fit_tol)
+        | (np.add.reduceat(upper, starts) < total * (1 - SETTINGS.fit_tol))
     )
     half = 1.0 / (2.0 * w)
     lo = np.minimum.reduceat((m - upper) / half, starts) - 1.0  # every t at its upper end
@@ -104,7 +83,11 @@ def water_fill_families(
 
 
 def _fit(
-    parent: np.ndarray, totals: np.ndarray, allowed: np.ndarray, child_ptr: np.ndarray
+    parent: np.ndarray,
+    totals: np.ndarray,
+    allowed: np.ndarray,
+    child_ptr: np.ndarray,
+    iterations: int = SETTINGS.fit_iterations,
 ) -> np.ndarray:
     """x_cj = a_c b_j on ``allowed`` cells with row sums ``totals`` and, per family, column sums
     ``parent`` ``(F, n)`` (iterative proportional fitting from the parent's shares, all families
@@ -116,7 +99,7 @@ def _fit(
     x = np.where(allowed, parent[fam], 0.0)
     stop = 1e-13 * np.maximum(1.0, parent.sum(axis=1))
     going = np.ones(sizes.size, dtype=bool)
-    for _ in range(FIT_ITERATIONS):
+    for _ in range(iterations):
         rows = x.sum(axis=1)
         row_factor = np.where(rows > 0, totals / np.where(rows > 0, rows, 1.0), 0.0)
         x *= np.where(going[fam], row_factor, 1.0)[:, None]
@@ -129,7 +112,9 @@ def _fit(
     return x
 
 
-def solve_total_pass(batch: FamilyBatch, q: int) -> tuple[np.ndarray, np.ndarray]:
+def solve_total_pass(
+    batch: FamilyBatch, q: int, settings: QPSettings = SETTINGS
+) -> tuple[np.ndarray, np.ndarray]:
     """Every family's TOTAL pass, all families at once: (x ``(K, n_cells)``, solved ``(F,)``);
     unsolved rows are 0."""
     x = np.zeros((batch.n_children, batch.n_cells))
@@ -155,8 +140,8 @@ def solve_total_pass(batch: FamilyBatch, q: int) -> tuple[np.ndarray, np.ndarray
         batch.noisy[q][:, 0], batch.weight[:, q], lower, upper, population, batch.child_ptr
     )
     totals = np.where(feasible[fam], totals, 0.0)
-    values = _fit(parent, totals, allowed, batch.child_ptr)
-    tol = FIT_TOL * np.maximum(1.0, population)
+    values = _fit(parent, totals, allowed, batch.child_ptr, settings.fit_iterations)
+    tol = settings.fit_tol * np.maximum(1.0, population)
     ok = feasible & (np.maximum.reduceat(np.abs(values.sum(axis=1) - totals), starts) <= tol)
     ok &= np.abs(np.add.reduceat(values, starts, axis=0) - parent).max(axis=1) <= tol
     full = np.zeros((batch.n_children, batch.n_cells))
