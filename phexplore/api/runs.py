@@ -111,7 +111,8 @@ def topdown_work(
             try:
                 experiment = run_sweep(spec, job, hist, sweep, session.data_label, settings)
             except RunCancelled:
-                sweep_problem = "the budget sweep was cancelled; the run's own result is kept"
+                why = f" ({job.note})" if job.note else ""
+                sweep_problem = f"the budget sweep was cancelled{why}; the run's own result is kept"
             except Exception as exc:  # the main run's result is never discarded with it
                 sweep_problem = (
                     "the budget sweep failed, the run's own result is kept: "
