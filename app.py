@@ -17,7 +17,7 @@ import streamlit as st
 
 from phexplore import api as R
 from phexplore.api.budgets import CONVERSIONS, PHExploreError
-from phexplore.app import links
+from phexplore.app import links, page_style
 from phexplore.app import state as S
 
 # Icons: Material symbols are drawn with the font bundled in Streamlit's own static files (served
@@ -192,6 +192,7 @@ def _notes() -> None:
 def main() -> None:
     """Configure the page, initialise the session and run the selected page."""
     st.set_page_config(page_title="PHExplore", page_icon=ICON, layout="wide")
+    page_style.apply()  # room for tables at 1366 px, a visible keyboard-focus ring
     S.init_state()
     S.keep_widget_state()
     s = st.session_state

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError
+from phexplore.api.budgets import PHExploreError, shipped_profile_for
 from phexplore.api.planning import (
     OBJECTIVE_LABELS,
     Scenario,
@@ -25,8 +25,9 @@ from phexplore.api.planning import (
     tradeoff_scale_phsafe,
     tradeoff_scale_topdown,
 )
+from phexplore.app import baseline as B
 from phexplore.app import state as S
-from phexplore.app.charts import readable
+from phexplore.app.charts import chart_title, readable
 from phexplore.app.naming import cell_label, display_frame
 from phexplore.app.report import build_report_html
 
@@ -113,6 +114,7 @@ def _plan_tab() -> None:
         hide_index=True,
         width="stretch",
         height=260,
+        alt="Planned budget: ρ and MOE against each target",
         column_config={
             "MOE target (90%)": st.column_config.NumberColumn(format="%.0f"),
             "ρ (unbounded)": st.column_config.NumberColumn(format="%.6f"),
@@ -147,9 +149,8 @@ def _use_published_plan() -> None:
 
 def _published_tab() -> None:
     """Least total ρ (shares of the working persons allocation kept) meeting targets on the
-    accuracy of the published counts (SPEC §7; :func:`phexplore.api.planning.plan_topdown_published`)."""
-    from phexplore.api.budgets import shipped_profile_for
-
+    accuracy of the published counts (docs/science.md §7;
+    :func:`phexplore.api.planning.plan_topdown_published`)."""
     s = st.session_state
     alloc = s[S.TOPDOWN].get("persons")
     if alloc is None:
@@ -168,6 +169,7 @@ def _published_tab() -> None:
         s.get("bs_pub_targets", default),
         key="bs_pub_editor",
         num_rows="dynamic",
+        alt="Targets on the published counts: geolevel, query and target (editable)",
         hide_index=True,
         column_config={
             "geolevel": st.column_config.SelectboxColumn("Geolevel", options=list(alloc.geolevels)),
@@ -205,7 +207,12 @@ def _published_tab() -> None:
     )
     for note in summary["notes"]:
         st.caption(f"Note: {note}.")
-    st.dataframe(pd.DataFrame(plan["rows"]), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(pd.DataFrame(plan["rows"])),
+        hide_index=True,
+        width="stretch",
+        alt="Published-count targets and the accuracy at the least total ρ",
+    )
     st.button("Use this ρ in the TopDown planner", on_click=_use_published_plan, key="bs_pub_use")
 
 
@@ -276,11 +283,15 @@ def _tradeoff_tab() -> None:
         fig = _curves(part, f"epsilon_{conv}", "moe90", lambda g: [f"ρ = {v:g}" for v in g["rho"]])
     fig.update_xaxes(title=x_title + ", unitless")
     fig.update_yaxes(type="log", title="90% MOE (persons)")
+    origin = S.phsafe_origin() if engine == "phsafe" else S.topdown_origin()
     fig.update_layout(
-        title=f"{s[S.SCENARIO_NAME]}: accuracy vs privacy loss (δ = {delta:g})", height=450
+        title=chart_title(f"Accuracy vs privacy loss as the budget scales (δ = {delta:g})", origin),
+        height=450,
     )
     st.plotly_chart(
-        readable(fig), config={"toImageButtonOptions": {"filename": f"tradeoff_{engine}"}}
+        readable(fig),
+        config={"toImageButtonOptions": {"filename": f"tradeoff_{engine}"}},
+        alt="MOE against ε as the budget scales, one line per chosen cell",
     )
     st.download_button(
         "Download trade-off table (CSV)",
@@ -301,6 +312,21 @@ def _report_tab() -> None:
         format_func=options.get,
         key="bs_report_pick",
         help="The working budgets or a scenario saved on the Scenarios page.",
+    )
+    kind = saved[choice].kind if choice in saved else choice.strip("_")
+    others = {"": "Nothing (one scenario)", "__baseline__": "The planner's baseline"}
+    others.update(
+        {name: f"Saved: {name}" for name, sc in saved.items() if sc.kind == kind and name != choice}
+    )
+    if s.get("bs_report_compare") not in others:
+        s["bs_report_compare"] = ""
+    st.selectbox(
+        "Compare it with",
+        list(others),
+        format_func=others.get,
+        key="bs_report_compare",
+        help="A two-scenario report opens with what changed between them and, for TopDown, the "
+        "predicted error of both budgets' published counts by geolevel (the committee's table).",
     )
     s.setdefault("bs_report_runs", True)
     attach = st.checkbox(
@@ -332,8 +358,12 @@ def _report_tab() -> None:
     if st.button("Build the report", key="bs_build"):
         try:
             scenario, runs = report_inputs()
+            other = _compare_with(s["bs_report_compare"], scenario)
             # Only runs of the scenario's exact budget, each once (Scenario.matching_runs).
-            s["bs_report"] = (scenario.name, build_report_html(scenario, runs))
+            s["bs_report"] = (
+                scenario.name,
+                build_report_html(scenario, runs, compare_with=other),
+            )
             s["bs_report_count"] = len(scenario.matching_runs(runs))
             s["bs_report_basis"] = S.report_basis(scenario, runs)
         except PHExploreError as exc:
@@ -362,8 +392,30 @@ def _report_tab() -> None:
         )
     st.caption(
         "The report records the scenario, its ρ and ε under all three conversions, the MOE table, "
-        "the (ε, δ) curves and the attached run results, with the software version and date."
+        "the (ε, δ) curves and the attached run results, with the software version and date; "
+        "compared with a second scenario it opens with what changed and, for TopDown, both "
+        "budgets' published-count error by geolevel."
     )
+
+
+def _compare_with(choice: str, scenario: Scenario) -> Scenario | None:
+    """The second scenario of a two-scenario report: the planner's baseline or a saved one."""
+    s = st.session_state
+    if not choice:
+        return None
+    if choice != "__baseline__":
+        return s[S.SAVED][choice]
+    if scenario.kind == "phsafe":
+        base = B.phsafe_baseline()
+        return Scenario(
+            name=f"baseline {base.label}", kind="phsafe", phsafe=base.phsafe,
+            delta=scenario.delta, conversion=scenario.conversion,
+        )  # fmt: skip
+    base = B.topdown_baseline()
+    return Scenario(
+        name=f"baseline {base.label}", kind="topdown", topdown=dict(base.topdown or {}),
+        delta=scenario.delta, conversion=scenario.conversion,
+    )  # fmt: skip
 
 
 def render() -> None:

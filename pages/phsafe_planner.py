@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import time
 
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
+from pages.planner_parts.baseline_bar import baseline_bar, scaled_message
+from pages.planner_parts.phsafe_views import moe_table, moe_vs_rho_figure
 from phexplore.api.budgets import (
     LEVEL_KEYS,
     PHSAFE_DENOMINATOR_TABLES,
@@ -26,10 +26,11 @@ from phexplore.api.budgets import (
     moe_for_rho,
     phsafe_from_dict,
 )
+from phexplore.api.planning import relative, scale_phsafe
 from phexplore.app import state as S
-from phexplore.app.charts import readable
+from phexplore.app.committee import percent
 from phexplore.app.guide import epsilon_reading
-from phexplore.app.naming import level_label, table_label
+from phexplore.app.naming import level_label, short_level_label, table_label
 
 ERROR_KEY = "phsafe_error"
 GRID_MODES = {"rho": "ρ (unbounded) per cell", "moe": "MOE target per cell"}
@@ -154,44 +155,31 @@ def _import_config() -> None:
     S.bump_editor_version()
 
 
-def _moe_vs_rho_figure(
-    budget: PHSafeBudget, table: str, rows: pd.DataFrame, scenario: str
-) -> go.Figure:
-    """MOE bound against ρ for the table's sensitivity, with the enabled levels marked."""
-    delta_sens = budget.sensitivity(table)
-    curve = S.moe_curve(float(delta_sens), budget.confidence)
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=curve["rho"], y=curve["moe_bound"], mode="lines", name=f"MOE bound, Δ = {delta_sens}"
-        )
-    )
-    sel = rows[rows["table"] == table] if not rows.empty else rows
-    if not sel.empty:
-        fig.add_trace(
-            go.Scatter(
-                x=sel["rho_unbounded"],
-                y=sel["moe_bound"],
-                mode="markers",
-                hovertext=[
-                    f"{g} · {it}: ρ = {r:.6f}, MOE = {m:,} persons"
-                    for g, it, r, m in zip(
-                        sel["geo_level"],
-                        sel["iteration_level"],
-                        sel["rho_unbounded"],
-                        sel["moe_bound"],
-                        strict=True,
-                    )
-                ],
-                marker={"size": 10},
-                name="enabled levels",
-            )
-        )
-    fig.update_xaxes(type="log", title="ρ of one level (unbounded zCDP budget, unitless)")
-    unit = "households" if table in PHSAFE_DENOMINATOR_TABLES else "persons"
-    fig.update_yaxes(type="log", title=f"90% MOE ({unit})")
-    fig.update_layout(title=f"{scenario}: MOE vs ρ for {table_label(table)}", height=380)
-    return readable(fig)
+def _scale(target: str, pct: float) -> str:
+    """Scale every measured cell's ρ, or one level's (or one geography's) cells, by ``pct``."""
+    s = st.session_state
+    before = S.effective_phsafe().total_unbounded()
+    budget = scale_phsafe(s[S.PHSAFE], 0 if target != "total" else pct,
+                          {} if target == "total" else {target: pct})  # fmt: skip
+    _set_budget(budget)
+    S.bump_editor_version()
+    what = "every cell's ρ" if target == "total" else f"the ρ of {SCALE_TARGETS[target]}"
+    return scaled_message(what, pct, before, S.effective_phsafe().total_unbounded(), "total ρ")
+
+
+SCALE_TARGETS = {
+    "total": "every cell (total ρ)",
+    "Nation": "Nation (every group)",
+    "State": "State (every group)",
+    **{k: level_label(k) for k in LEVEL_KEYS},
+}
+
+
+def _delta(value: float, base: float, digits: int) -> str | None:
+    rel = relative(value, base)
+    if rel is None:
+        return None
+    return f"Δ {value - base:+.{digits}f} ({percent(rel)}) vs baseline".replace("-", "−")
 
 
 def render() -> None:
@@ -214,177 +202,194 @@ def render() -> None:
     st.caption(
         "Plan the S-DHC budget: each measured table × population-group level gets a share of ρ "
         "(or a 90% MOE target, from which ρ follows: ρ = z²Δ²/(2·MOE²), z = 1.645). "
-        "Edit a cell and every number below updates."
+        "Every number is shown beside the baseline's, with Δ."
     )
+    base = baseline_bar("phsafe", "ps", SCALE_TARGETS, _scale)
+    assert base.phsafe is not None
+    base_rows, base_summary = S.phsafe_frames(base.phsafe, delta, confidence)
     if s[ERROR_KEY]:
         st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
-    st.markdown(f"Working budget: **{S.budget_badge('phsafe')}**")
+    st.markdown(
+        f"Working budget: **{S.budget_badge('phsafe')}** · compared with the baseline **{base.label}**"
+    )
 
     eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))
+    base_eps = base_summary.get("epsilon_bounded", {}).get(
+        conversion, base_summary.get("epsilon_total_bounded")
+    )
     m = st.columns(4)
     m[0].metric(
         "Total ρ (unbounded neighbours)",
         f"{summary['rho_total_unbounded']:.4f}",
+        delta=_delta(summary["rho_total_unbounded"], base_summary["rho_total_unbounded"], 4),
+        delta_color="off",
+        delta_arrow="off",
         help=S.HELP_RHO
         + " Unbounded: neighbouring datasets differ by adding or removing a person.",
     )
     m[1].metric(
         "Total ρ (bounded, = 2×)",
         f"{summary['rho_total_bounded']:.4f}",
+        delta=_delta(summary["rho_total_bounded"], base_summary["rho_total_bounded"], 4),
+        delta_color="off",
+        delta_arrow="off",
         help="Bounded neighbours change one person's record; the guarantee is exactly twice the "
         "unbounded ρ (PHS Thm 3–4).",
     )
     m[2].metric(
         f"ε at δ = {S.fmt_delta(delta)} (bounded)",
         f"{eps:.2f}",
+        delta=_delta(eps, base_eps, 2),
+        delta_color="off",
+        delta_arrow="off",
         help=f"{S.conversion_label(conversion)}. " + S.HELP_DELTA,
     )
     m[3].metric(
         "Measured cells",
         f"{len(rows)}",
+        delta=f"{len(rows) - len(base_rows):+d} vs baseline".replace("-", "−"),
+        delta_color="off",
+        delta_arrow="off",
         help="Number of (table, population-group level) measurements with a positive budget.",
     )
     st.caption(f"**ε in words:** {epsilon_reading(eps, delta)}")
 
-    left, right = st.columns([0.48, 0.52])
-    with left:
-        c1, c2 = st.columns([0.7, 0.3])
-        options = S.preset_options("phsafe")
-        if s.get("ps_preset") not in options:
-            current = s[S.PHSAFE].name
-            s["ps_preset"] = current if current in options else S.DEFAULT_PHSAFE_PRESET
-        c1.selectbox(
-            "Preset",
-            list(options),
-            format_func=options.get,
-            key="ps_preset",
-            help="Shipped PHSafe parameter sets (PHS Table 10: production 2020 S-DHC).",
-        )
-        c2.button(
-            "Load preset",
-            on_click=S.guarded(_load_preset, "phsafe planner: load_preset"),
-            width="stretch",
-        )
-        if "ps_enabled_levels" not in s:
-            s["ps_enabled_levels"] = [k for k in LEVEL_KEYS if k not in s[S.PHSAFE_DISABLED]]
-        st.multiselect(
-            "Measured population-group levels",
-            list(LEVEL_KEYS),
-            format_func=level_label,
-            key="ps_enabled_levels",
-            on_change=S.guarded(_on_levels, "phsafe planner: on_levels"),
-            help="Switch whole population-group levels on or off. Budgets of switched-off levels "
-            "are kept and come back when you switch them on again.",
-        )
-        st.radio(
-            "The grid shows",
-            list(GRID_MODES),
-            format_func=GRID_MODES.get,
-            horizontal=True,
-            key="ps_grid_mode",
-            help=S.HELP_RHO + " " + S.HELP_MOE,
-        )
-        editor_key = f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}"
-        value_help = (
-            "ρ of this cell; 0 or empty skips the level."
-            if mode == "rho"
-            else "90% MOE target; ρ follows. 0 or empty skips the level."
-        )
-        st.data_editor(
-            grid,
-            key=editor_key,
-            width="stretch",
-            column_config={
-                "τ": st.column_config.NumberColumn(
-                    "τ", min_value=1, max_value=100, step=1, format="%d", help=S.HELP_TAU
-                ),
-                **{
-                    k: st.column_config.NumberColumn(
-                        level_label(k),
-                        format="%.6f" if mode == "rho" else "%.0f",
-                        min_value=0.0,
-                        help=value_help,
-                    )
-                    for k in LEVEL_KEYS
-                },
+    c1, c2, c3, c4 = st.columns([0.34, 0.12, 0.34, 0.2], vertical_alignment="bottom")
+    options = S.preset_options("phsafe")
+    if s.get("ps_preset") not in options:
+        current = s[S.PHSAFE].name
+        s["ps_preset"] = current if current in options else S.DEFAULT_PHSAFE_PRESET
+    c1.selectbox(
+        "Preset",
+        list(options),
+        format_func=options.get,
+        key="ps_preset",
+        help="Shipped PHSafe parameter sets (PHS Table 10: production 2020 S-DHC).",
+    )
+    c2.button(
+        "Load preset",
+        on_click=S.guarded(_load_preset, "phsafe planner: load_preset"),
+        width="stretch",
+    )
+    if "ps_enabled_levels" not in s:
+        s["ps_enabled_levels"] = [k for k in LEVEL_KEYS if k not in s[S.PHSAFE_DISABLED]]
+    c3.multiselect(
+        "Measured population-group levels",
+        list(LEVEL_KEYS),
+        format_func=short_level_label,
+        key="ps_enabled_levels",
+        on_change=S.guarded(_on_levels, "phsafe planner: on_levels"),
+        help="Switch whole population-group levels on or off. Budgets of switched-off levels "
+        "are kept and come back when you switch them on again.",
+    )
+    c4.radio(
+        "The grid shows",
+        list(GRID_MODES),
+        format_func=GRID_MODES.get,
+        key="ps_grid_mode",
+        help=S.HELP_RHO + " " + S.HELP_MOE,
+    )
+    editor_key = f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}"
+    value_help = (
+        "ρ of this cell; 0 or empty skips the level."
+        if mode == "rho"
+        else "90% MOE target; ρ follows. 0 or empty skips the level."
+    )
+    st.data_editor(
+        grid,
+        key=editor_key,
+        width="stretch",
+        height=35 * (len(grid) + 1) + 3,
+        alt=f"PHSafe budget grid: {GRID_MODES[mode]} by table and population-group level "
+        "(editable)",
+        column_config={
+            "_index": st.column_config.TextColumn("Table", width=150),
+            "τ": st.column_config.NumberColumn(
+                "τ", min_value=1, max_value=100, step=1, format="%d", help=S.HELP_TAU, width=60
+            ),
+            **{
+                k: st.column_config.NumberColumn(
+                    short_level_label(k),
+                    format="%.6f" if mode == "rho" else "%.0f",
+                    min_value=0.0,
+                    help=f"{level_label(k)}: {value_help}",
+                    width=120,
+                )
+                for k in LEVEL_KEYS
             },
-        )
-        st.caption(
-            "Empty cells are not measured (PH2 and PH6 exist only at the Unattributed levels; "
-            "denominator tables PH1_denom, PH5_denom, PH8_denom count households and have no τ)."
-        )
-        with st.expander("Edit one cell", expanded=True):
-            e1, e2 = st.columns(2)
-            table = e1.selectbox(
-                "Table",
-                PHSAFE_TABLES,
-                format_func=table_label,
-                key="ps_table",
-                help="Also selects the plot's table.",
-            )
-            levels = allowed_levels(table)
-            if s.get("ps_level") not in levels:
-                s["ps_level"] = levels[0]
-            e2.selectbox(
-                "Population-group level",
-                levels,
-                format_func=level_label,
-                key="ps_level",
-                help="Nation or State, by the population group iterated over (Unattributed = everyone, A-G = race-alone groups, H-I = Hispanic / White alone not Hispanic).",
-            )
-            _sync_cell_inputs(s[S.PHSAFE])
-            e3, e4, e5 = st.columns(3)
-            e3.number_input(
-                "ρ (unbounded)",
-                min_value=0.0,
-                step=0.001,
-                format="%.6f",
-                key="ps_rho",
-                on_change=S.guarded(_on_rho, "phsafe planner: on_rho"),
-                help=S.HELP_RHO + " 0 skips the level.",
-            )
-            e4.number_input(
-                "MOE target (90%)",
-                min_value=0.0,
-                step=1.0,
-                format="%.0f",
-                key="ps_moe",
-                on_change=S.guarded(_on_moe, "phsafe planner: on_moe"),
-                help=S.HELP_MOE + " Setting it recomputes ρ.",
-            )
-            e5.number_input(
-                "τ of the table",
-                min_value=1,
-                max_value=100,
-                step=1,
-                key="ps_tau",
-                on_change=S.guarded(_on_tau, "phsafe planner: on_tau"),
-                disabled=table in PHSAFE_DENOMINATOR_TABLES,
-                help=S.HELP_TAU,
-            )
+        },
+    )
+    st.caption(
+        "Empty cells are not measured (PH2 and PH6 exist only at the Unattributed levels; "
+        "denominator tables PH1_denom, PH5_denom, PH8_denom count households and have no τ). "
+        "Nation and State without a group = Unattributed (everyone)."
+    )
 
+    left, right = st.columns([0.4, 0.6])
+    with left, st.expander("Edit one cell", expanded=True):
+        table = st.selectbox(
+            "Table",
+            PHSAFE_TABLES,
+            format_func=table_label,
+            key="ps_table",
+            help="Also selects the plot's table.",
+        )
+        levels = allowed_levels(table)
+        if s.get("ps_level") not in levels:
+            s["ps_level"] = levels[0]
+        st.selectbox(
+            "Population-group level",
+            levels,
+            format_func=level_label,
+            key="ps_level",
+            help="Nation or State, by the population group iterated over (Unattributed = "
+            "everyone, A-G = race-alone groups, H-I = Hispanic / White alone not Hispanic).",
+        )
+        _sync_cell_inputs(s[S.PHSAFE])
+        e3, e4, e5 = st.columns(3)
+        e3.number_input(
+            "ρ (unbounded)",
+            min_value=0.0,
+            step=0.001,
+            format="%.6f",
+            key="ps_rho",
+            on_change=S.guarded(_on_rho, "phsafe planner: on_rho"),
+            help=S.HELP_RHO + " 0 skips the level.",
+        )
+        e4.number_input(
+            "MOE target (90%)",
+            min_value=0.0,
+            step=1.0,
+            format="%.0f",
+            key="ps_moe",
+            on_change=S.guarded(_on_moe, "phsafe planner: on_moe"),
+            help=S.HELP_MOE + " Setting it recomputes ρ.",
+        )
+        e5.number_input(
+            "τ of the table",
+            min_value=1,
+            max_value=100,
+            step=1,
+            key="ps_tau",
+            on_change=S.guarded(_on_tau, "phsafe planner: on_tau"),
+            disabled=table in PHSAFE_DENOMINATOR_TABLES,
+            help=S.HELP_TAU,
+        )
     with right:
-        st.subheader("Noise and margins of error")
-        st.dataframe(
-            S.phsafe_display(rows),
-            hide_index=True,
-            width="stretch",
-            height=320,
-            column_config={
-                "ρ (unbounded)": st.column_config.NumberColumn(format="%.6f"),
-                "ρ (bounded, 2×)": st.column_config.NumberColumn(format="%.6f"),
-                "σ (persons)": st.column_config.NumberColumn(format="%.2f"),
-            },
-        )
-        st.caption(
-            f"σ = Δ/√(2ρ); MOE bound ⌊z·σ⌋; exact MOE from the discrete-Gaussian pmf. "
-            f"Recomputed in {compute_ms:.0f} ms of CPU time."
-        )
         st.plotly_chart(
-            _moe_vs_rho_figure(s[S.PHSAFE], table, rows, s[S.SCENARIO_NAME]),
+            moe_vs_rho_figure(s[S.PHSAFE], table, rows, base_rows, S.phsafe_origin(), base.label),
             width="stretch",
             config={"toImageButtonOptions": {"filename": "phsafe_moe_vs_rho"}},
+            alt=f"MOE against ρ for {table_label(table)}, working and baseline levels marked",
         )
+
+    st.subheader("Noise and margins of error")
+    details = st.toggle("Show every column (σ, MOE bound, bounded ρ, τ, Δ)", key="ps_table_details")
+    moe_table(rows, base_rows, base.label, details)
+    st.caption(
+        f"σ = Δ/√(2ρ); MOE bound ⌊z·σ⌋; exact MOE from the discrete-Gaussian pmf. Baseline and Δ "
+        f"against {base.label}. Recomputed in {compute_ms:.0f} ms of CPU time."
+    )
 
     st.divider()
     b1, b2, b3, b4 = st.columns(4)

@@ -121,6 +121,7 @@ def render() -> None:
                     display_frame(pd.DataFrame(folded["sigma_comparison"])),
                     hide_index=True,
                     width="stretch",
+                    alt="Noisy-measurement σ on the RI schema against production's",
                 )
     tabs = st.tabs(["MAE", "Blau-index bias", "EPL", "EPL vs budget · SRS", "On/off spine"])
     with tabs[0]:

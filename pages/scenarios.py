@@ -1,9 +1,11 @@
 """Scenarios page: name, save, load (JSON), duplicate, and compare two scenarios side by side.
 
-Thin page over :mod:`phexplore.planning.targets.scenarios`: a :class:`~phexplore.planning.targets.scenarios.Scenario` holds either
-the working PHSafe budget or the working TopDown allocations, the reporting choices and the
-``metrics.json`` of attached runs; :func:`~phexplore.planning.targets.scenarios.compare` gives the ρ, ε, MOE and
-run-result rows shown here.
+Thin page over :mod:`phexplore.planning.scenarios`: a :class:`~phexplore.planning.scenarios.Scenario`
+holds either the working PHSafe budget or the working TopDown allocations, the reporting choices
+and the ``metrics.json`` of attached runs; :func:`~phexplore.planning.scenarios.compare` gives the
+ρ, ε, MOE and run-result rows shown here, :func:`~phexplore.planning.changes.change_sentence` what
+changed, and for two TopDown scenarios the committee's table (:mod:`pages.planner_parts`) the
+predicted error of their published counts by geolevel.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from pages.planner_parts.committee_view import committee_section
 from phexplore import api as R
 from phexplore.api.budgets import PHExploreError, short_fingerprint
-from phexplore.api.planning import Scenario, compare
+from phexplore.api.planning import Scenario, change_sentence, compare, relative
 from phexplore.app import state as S
-from phexplore.app.charts import readable
+from phexplore.app.charts import chart_title, readable
 from phexplore.app.naming import display_frame, measure_label
+from phexplore.app.report import build_report_html
 
 ERROR_KEY = "sc_error"
 KINDS = {"phsafe": "PHSafe budget (S-DHC)", "topdown": "TopDown allocations (redistricting)"}
@@ -127,7 +131,7 @@ def _on_upload() -> None:
 
 
 def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
-    """Only the MOEs that differ, with B − A, as a table and a bar chart of the differences."""
+    """Only the MOEs that differ, with B − A and Δ%, as a table and a bar chart of the differences."""
     keys = [c for c in moe.columns if c not in ("moe_a", "moe_b", "difference")]
     differs = moe["moe_a"].isna() | moe["moe_b"].isna() | (moe["difference"].fillna(0) != 0)
     changed = moe[differs].copy()
@@ -135,15 +139,21 @@ def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
     if changed.empty:
         st.success(f"All {len(moe)} MOEs are the same in “{a.name}” and “{b.name}”.")
         return
-    shown = display_frame(changed, extra={"moe_a": a.name, "moe_b": b.name})
+    changed["relative"] = [
+        relative(vb, va) for va, vb in zip(changed["moe_a"], changed["moe_b"], strict=True)
+    ]
+    shown = display_frame(changed, extra={"moe_a": "A", "moe_b": "B", "relative": "Δ%"})
+    shown["Δ%"] = shown["Δ%"] * 100
     st.dataframe(
         shown,
         hide_index=True,
         width="stretch",
+        alt=f"The 90% MOEs that differ between “{a.name}” (A) and “{b.name}” (B)",
         column_config={
-            "Difference (B − A)": st.column_config.NumberColumn(format="%+.1f"),
-            a.name: st.column_config.NumberColumn(format="%.1f"),
-            b.name: st.column_config.NumberColumn(format="%.1f"),
+            "A": st.column_config.NumberColumn(help=f"“{a.name}”", format="%.1f"),
+            "B": st.column_config.NumberColumn(help=f"“{b.name}”", format="%.1f"),
+            "Difference (B − A)": st.column_config.NumberColumn("Δ (B − A)", format="%+.1f"),
+            "Δ%": st.column_config.NumberColumn(help="(B − A) / A, in percent.", format="%+.1f%%"),
         },
     )
     label_cols = display_frame(changed[keys])
@@ -161,43 +171,78 @@ def _moe_differences(a: Scenario, b: Scenario, moe: pd.DataFrame) -> None:
         )
     )
     unit = "persons" if a.kind == "topdown" else "persons or households"
-    fig.update_xaxes(title=f"Difference of 90% MOE, {b.name} − {a.name} ({unit})")
+    fig.update_xaxes(title=f"Difference of 90% MOE, B − A ({unit})")
     fig.update_yaxes(title="", autorange="reversed")
     fig.update_layout(
-        title=f"MOEs that differ: {b.name} − {a.name}",
+        title=chart_title("MOEs that differ: B − A", f"A = {a.origin()}", f"B = {b.origin()}"),
         height=max(260, 40 + 28 * len(changed)),
         showlegend=False,
     )
-    st.plotly_chart(readable(fig), config={"toImageButtonOptions": {"filename": "comparison_moe"}})
+    st.plotly_chart(
+        readable(fig),
+        config={"toImageButtonOptions": {"filename": "comparison_moe"}},
+        alt="Bar chart of the MOE differences B − A",
+    )
 
 
 def _comparison(a: Scenario, b: Scenario) -> None:
     rows = compare(a, b)
-    totals = pd.DataFrame(rows["totals"]).rename(columns={"a": a.name, "b": b.name})
+    st.markdown(f"**What changed:** {change_sentence(a, b)}")
+    totals = pd.DataFrame(rows["totals"]).rename(columns={"a": "A", "b": "B"})
     totals["measure"] = totals["measure"].map(measure_label)
-    c1, c2 = st.columns([0.45, 0.55])
+    totals["relative"] = [relative(vb, va) for va, vb in zip(totals["A"], totals["B"], strict=True)]
+    c1, c2 = st.columns([0.5, 0.5])
     with c1:
         st.markdown("**Privacy loss**")
+        shown = display_frame(totals, extra={"relative": "Δ%"})
+        shown["Δ%"] = shown["Δ%"] * 100
         st.dataframe(
-            display_frame(totals),
+            shown,
             hide_index=True,
             width="stretch",
+            alt=f"Total ρ and ε of “{a.name}” (A) and “{b.name}” (B) with the difference",
             column_config={
-                col: st.column_config.NumberColumn(format="%.3f")
-                for col in (a.name, b.name, "Difference (B − A)")
+                "Measure": st.column_config.TextColumn(width=170),
+                "A": st.column_config.NumberColumn(help=f"“{a.name}”", format="%.3f"),
+                "B": st.column_config.NumberColumn(help=f"“{b.name}”", format="%.3f"),
+                "Difference (B − A)": st.column_config.NumberColumn("Δ (B − A)", format="%+.3f"),
+                "Δ%": st.column_config.NumberColumn(format="%+.1f%%"),
             },
         )
         st.download_button(
             "Download totals (CSV)",
-            R.tidy_bytes(totals, "csv"),
+            R.tidy_bytes(totals.rename(columns={"A": a.name, "B": b.name}), "csv"),
             file_name="comparison_totals.csv",
             mime="text/csv",
         )
     with c2:
-        moe = pd.DataFrame(rows["moe"])
-        if moe.empty:
-            st.info("MOEs are compared between scenarios of the same kind (PHSafe or TopDown).")
-        else:
+        st.markdown(f"**A** = “{a.name}” ({a.origin()})  \n**B** = “{b.name}” ({b.origin()})")
+        st.download_button(
+            "Download the report of B compared with A (HTML)",
+            lambda: build_report_html(b, compare_with=a).encode("utf-8"),
+            file_name=f"{b.name} vs {a.name}.report.html",
+            mime="text/html",
+            key="sc_pair_report_download",
+            help="B's session report, opening with what changed from A and (TopDown) the "
+            "published-count error of both by geolevel.",
+            on_click="ignore",
+        )
+    if a.kind == b.kind == "topdown" and a.topdown and b.topdown:
+        committee_section(
+            f"A: {a.name}",
+            a.topdown,
+            f"B: {b.name}",
+            b.topdown,
+            key="sc_committee",
+            heading="Published-count error: A → B",
+        )
+    moe = pd.DataFrame(rows["moe"])
+    if moe.empty:
+        st.info("MOEs are compared between scenarios of the same kind (PHSafe or TopDown).")
+    elif a.kind == "phsafe":
+        _moe_differences(a, b, moe)
+    else:
+        with st.expander("Noisy-measurement MOEs that differ"):
             _moe_differences(a, b, moe)
     results = pd.DataFrame(rows["results"])
     st.markdown("**Run results (latest attached run of each)**")
@@ -209,6 +254,7 @@ def _comparison(a: Scenario, b: Scenario) -> None:
             display_frame(results, extra={"mae_a": f"MAE {a.name}", "mae_b": f"MAE {b.name}"}),
             hide_index=True,
             width="stretch",
+            alt="Mean absolute error of the latest attached run of each scenario",
         )
 
 
@@ -303,7 +349,7 @@ def render() -> None:
                 [
                     {
                         "Scenario": sc.name,
-                        "Kind": KINDS[sc.kind],
+                        "Kind": "TopDown" if sc.kind == "topdown" else "PHSafe",
                         "Budget": sc.origin(),
                         "Fingerprint": short_fingerprint(sc.fingerprint()),
                         "ρ": sc.headline()["rho"],
@@ -315,13 +361,24 @@ def render() -> None:
                 ]
             )
             summary.columns = ["Scenario", "Kind", "Budget", "Fingerprint", "ρ", "ε", "δ", "Runs"]
+            # Narrow columns: the whole list fits the half page at 1366 px (δ on demand).
             st.dataframe(
                 summary,
                 hide_index=True,
                 width="stretch",
+                alt="Saved scenarios of this session",
+                column_order=["Scenario", "Kind", "Budget", "ρ", "ε", "Runs"],
                 column_config={
-                    "ρ": st.column_config.NumberColumn(format="%.4f"),
-                    "ε": st.column_config.NumberColumn(format="%.2f"),
+                    "Scenario": st.column_config.TextColumn(width=110),
+                    "Kind": st.column_config.TextColumn(width=70),
+                    "Budget": st.column_config.TextColumn(
+                        width=130, help="The budget's origin: a preset or “modified from …”."
+                    ),
+                    "ρ": st.column_config.NumberColumn(format="%.3f", width=60),
+                    "ε": st.column_config.NumberColumn(
+                        format="%.2f", width=55, help="ε at each scenario's δ and conversion."
+                    ),
+                    "Runs": st.column_config.NumberColumn(width=45),
                 },
             )
             name = st.selectbox(

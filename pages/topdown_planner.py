@@ -1,75 +1,64 @@
-"""TopDown planner page: total ρ per universe, geolevel shares and per-level query shares.
+"""TopDown planner page: total ρ per universe, geolevel shares and per-level query shares, every
+number beside the baseline's.
 
 Thin page: shares are edited as exact fractions ("447/4099") or decimals and validated by
 :class:`~phexplore.api.budgets.TopDownAllocation` (messages shown in place, naming the level and the
-actual sum); σ and MOE per query come from :func:`phexplore.planning.targets.moe_tables.topdown_rows`.
+actual sum); σ and MOE per query come from :func:`phexplore.app.state.topdown_frames` (TDA App. B),
+the predicted error of the published counts from :func:`phexplore.app.state.topdown_post_processed`
+(docs/science.md §7). The committee's table, the baseline bar, the share editors and the heatmap
+are in :mod:`pages.planner_parts`.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
+from pages.planner_parts.baseline_bar import baseline_bar, scaled_message
+from pages.planner_parts.committee_view import committee_section
+from pages.planner_parts.topdown_shares import (
+    check_pending,
+    editor_keys,
+    problem_list,
+    share_editors,
+)
+from pages.planner_parts.topdown_views import (
+    HEAT_LABELS,
+    compared,
+    heatmap,
+    heatmap_title,
+    queries_table,
+)
 from phexplore.api.budgets import (
-    HELD_EXACT,
     SPREAD_LABEL,
     PHExploreError,
-    ShareProblem,
     TopDownAllocation,
     default_states,
     exact_from_input,
     format_fraction,
     held_exact_notes,
     load_topdown_preset,
-    locate_share_problems,
     preset_spine,
     spent_label,
     spread_invariant_share,
 )
+from phexplore.api.planning import relative, scale_topdown_runs
 from phexplore.app import state as S
-from phexplore.app.charts import log_colorbar, readable
+from phexplore.app.committee import percent
 from phexplore.app.guide import epsilon_reading
-from phexplore.app.naming import column_label, display_frame
 
 BASE_KEY = "td_base"
 ERROR_KEY = "td_rho_error"
 TOASTED_KEY = "td_toasted"
 STALE_CSS = (
-    "<style>div:has(> .st-key-td_stale_label) ~ div{opacity:.45;filter:grayscale(100%);}"
-    ".st-key-td_stale_label{color:#8a6d00;}</style>"
+    "<style>div:has(> [class*='st-key-td_stale_label']) ~ div{opacity:.45;"
+    "filter:grayscale(100%);}[class*='st-key-td_stale_label']{color:#7a5200;}</style>"
 )
-MARK = "⚠ "
-HELP_LEVEL_SHARE = (
-    "Share c of the run's ρ spent at this geolevel. Shares must add up to exactly 1 along the "
-    "spine (US → block). Write fractions like 447/4099 or decimals like 0.25."
-)
-HELP_QUERY_SHARE = (
-    "Share d of the level's budget spent on each query group; each level's shares must add up "
-    "to exactly 1. Leave a cell empty when the query is not measured at that level."
-)
-
-
-HEAT_LABELS = {
-    "moe90": "noisy measurement: 90% MOE",
-    "sigma": "noisy measurement: σ",
-    "post_processed_moe": "published count: 90% MOE",
-    "post_processed_rmse": "published count: RMSE",
-}
 HELP_PUBLISHED = (
     "Published count: the predicted error after least squares, non-negativity and rounding "
-    "(docs/science.md §7), on the Rhode Island 2010 spine and counts; exact for the least-squares stage, "
-    "validated against repeated runs where the mean count per cell is ≥ 1 (docs/prediction.md)."
+    "(docs/science.md §7), on the shipped count profile of the allocation's schema; exact for "
+    "the least-squares stage, validated against repeated runs where the mean count per cell is "
+    "≥ 1 (docs/prediction.md)."
 )
-
-
-def _editor_keys(universe: str) -> tuple[str, str]:
-    version = st.session_state[S.EDITOR_VERSION]
-    return f"td_levels_{universe}_{version}", f"td_queries_{universe}_{version}"
 
 
 def _load_preset() -> None:
@@ -99,143 +88,27 @@ def _on_rho(universe: str) -> None:
         s[ERROR_KEY] = str(exc)
 
 
-def _level_frame(alloc: TopDownAllocation) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "geolevel": list(alloc.geolevels),
-            "share": [format_fraction(alloc.level_shares[lv]) for lv in alloc.geolevels],
-        }
-    )
-
-
-def _query_frame(alloc: TopDownAllocation) -> pd.DataFrame:
-    queries: dict[str, None] = {}
-    for lv in alloc.geolevels:
-        for q in alloc.query_shares.get(lv, {}):
-            queries.setdefault(q, None)
-    data: dict[str, list[Any]] = {"query": list(queries)}
-    for lv in alloc.geolevels:
-        shares = alloc.query_shares.get(lv, {})
-        data[lv] = [format_fraction(shares[q]) if q in shares else None for q in queries]
-    return pd.DataFrame(data)
-
-
-def _draft(alloc: TopDownAllocation, levels: pd.DataFrame, queries: pd.DataFrame) -> dict[str, Any]:
-    """The allocation's JSON dict with the edited shares (validated by ``from_dict``)."""
-    draft = alloc.to_dict()
-    draft["level_shares"] = {
-        str(r.geolevel): ("0" if r.share is None or str(r.share).strip() == "" else str(r.share))
-        for r in levels.itertuples(index=False)
-    }
-    qs: dict[str, dict[str, str]] = {lv: {} for lv in alloc.geolevels}
-    for _, row in queries.iterrows():
-        for lv in alloc.geolevels:
-            value = row.get(lv)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue
-            if str(value).strip() == "":
-                continue
-            qs[lv][str(row["query"])] = str(value).strip()
-    draft["query_shares"] = qs
-    return draft
-
-
-def _heatmap(rows: pd.DataFrame, value: str, title: str) -> go.Figure:
-    """Geolevel × query heatmap of σ or MOE (colour on a log scale, numbers printed); queries
-    held exact (invariants, TDA §5.2) are blank cells labelled "held exact"."""
-    rows = rows.assign(**{value: rows[value].where(rows["status"] == "measured")})
-    pivot = rows.pivot_table(
-        index="geolevel", columns="query", values=value, sort=False, dropna=False
-    )
-    order = list(dict.fromkeys(rows["geolevel"]))
-    pivot = pivot.reindex(order)
-    held = {(r.geolevel, r.query) for r in rows.itertuples() if r.status == HELD_EXACT}
-    values = pivot.to_numpy(dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.log10(np.where(values > 0, values, np.nan))  # 0 = invariant: no colour
-    text = [
-        [
-            "held exact" if (lv, q) in held else ("" if math.isnan(v) else f"{v:,.1f}")
-            for q, v in zip(pivot.columns, row, strict=True)
-        ]
-        for lv, row in zip(pivot.index, values, strict=True)
-    ]
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(pivot.columns),
-            y=list(pivot.index),
-            text=text,
-            texttemplate="%{text}",
-            colorscale="Viridis",
-            colorbar=log_colorbar(
-                [v for v in pivot.to_numpy(dtype=float).ravel() if v > 0],
-                column_label(value),
-            ),
-            hovertemplate="%{y} · %{x}: %{text} persons<extra></extra>",
-        )
-    )
-    fig.update_yaxes(autorange="reversed", title="Geolevel")
-    fig.update_xaxes(title="Query group", tickangle=-35)
-    fig.update_layout(title=title, height=440)
-    return readable(fig)
-
-
-def _with_edits(frame: pd.DataFrame, editor_key: str) -> pd.DataFrame:
-    """``frame`` with the data editor's pending cell edits applied (the editor's own state)."""
-    out = frame.copy()
-    for row, changes in (st.session_state.get(editor_key) or {}).get("edited_rows", {}).items():
-        for column, value in changes.items():
-            if column in out.columns:
-                out.loc[int(row), column] = value
-    return out
-
-
-def _mark(label: str, hit: bool) -> str:
-    """A column header with a warning mark when a problem lies in that column."""
-    return MARK + label if hit else label
-
-
-def _styled(frame: pd.DataFrame, column: str, bad: set[str]) -> Any:
-    """``frame`` with the label cells of offending rows in red (the label column is read-only)."""
-    if not bad:
-        return frame
-    return frame.style.map(
-        lambda v: "background-color:#f8d7da;color:#842029;font-weight:bold" if v in bad else "",
-        subset=[column],
-    )
-
-
-def _problem_list(problems: list[ShareProblem]) -> str:
-    """Markdown list of the offending cells, each named by table, level and query."""
-    lines = []
-    for p in problems:
-        if p.table == "levels":
-            where = "Level share column" if p.level is None else f"Level share of {p.level}"
-        else:
-            where = f"Query shares of {p.level}" if p.query is None else f"{p.query} at {p.level}"
-        lines.append(f"- **{where}**: {p.message}")
-    return "\n".join(lines)
-
-
-def render() -> None:
-    """Draw the page."""
-    S.init_state()
+def _scale(target: str, pct: float) -> str:
+    """Scale the shown run's total ρ, or one geolevel's budget, by ``pct`` percent (exact)."""
     s = st.session_state
-    s.setdefault(ERROR_KEY, None)
-    runs: dict[str, TopDownAllocation] = dict(s[S.TOPDOWN])
-    delta = float(s[S.DELTA])
-    conversion = s[S.CONVERSION]
-
-    st.title("TopDown planner")
-    st.caption(
-        "Split each run's total ρ over geolevels and, within a level, over query groups. A query "
-        "answered with ρ·c·d gets discrete-Gaussian noise with σ² = 1/(ρ·c·d) (TDA App. B); its "
-        "90% MOE is 1.645·σ (noisy measurements, before post-processing). The published counts "
-        "are more accurate: switch the heatmap to the predicted published-count error."
+    universe = s["td_universe"]
+    runs = dict(s[S.TOPDOWN])
+    before = float(runs[universe].rho)
+    levels = {} if target == "total" else {target: pct}
+    runs = scale_topdown_runs(runs, 0 if levels else pct, levels, only=universe)
+    s[S.TOPDOWN] = runs
+    s.pop(BASE_KEY, None)
+    S.bump_editor_version()
+    what = (
+        f"the {universe} run's total ρ" if not levels else f"the {universe} run's {target} budget"
     )
+    return scaled_message(what, pct, before, float(runs[universe].rho))
 
-    top = st.columns([0.34, 0.16, 0.25, 0.25])
+
+def _controls(runs: dict[str, TopDownAllocation]) -> str:
+    """Preset, universe and total ρ; returns the universe shown."""
+    s = st.session_state
+    top = st.columns([0.36, 0.14, 0.25, 0.25], vertical_alignment="bottom")
     options = S.preset_options("topdown")
     if "td_preset_pick" not in s:
         s["td_preset_pick"] = s[S.TOPDOWN_PRESET]
@@ -276,172 +149,141 @@ def render() -> None:
         help=(S.HELP_RHO if what == "ρ" else "Pure-DP budget ε (two-sided geometric noise).")
         + " Shares stay as they are; every query's budget scales with it.",
     )
+    return str(universe)
 
-    level_key, query_key = _editor_keys(universe)
+
+def _metrics(summary: dict, base_summary: dict, base_label: str) -> None:
+    """ρ per run and in total, each with Δ vs the baseline; ε of all runs with its Δ."""
+    s = st.session_state
+    delta, conversion = float(s[S.DELTA]), s[S.CONVERSION]
+    m = st.columns(len(summary["runs"]) + 2)
+    for i, (name, entry) in enumerate(summary["runs"].items()):
+        pure = entry["mechanism"] == "puredp"
+        value = entry["epsilon"] if pure else entry["rho"]
+        base_entry = base_summary["runs"].get(name) or {}
+        base = (
+            base_entry.get("epsilon" if pure else "rho")
+            if base_entry.get("mechanism") == entry["mechanism"]
+            else None
+        )
+        m[i].metric(
+            f"{name}: {'ε (pure DP)' if pure else 'ρ'}",
+            f"{value:.4f}",
+            delta=_delta_text(value, base),
+            delta_color="off",
+            delta_arrow="off",
+            help=S.HELP_RHO + f" Δ against the baseline ({base_label}).",
+        )
+    if "rho_total" in summary:
+        total, base_total = summary["rho_total"], base_summary.get("rho_total")
+        eps = summary["epsilon_total"][conversion]
+        base_eps = base_summary.get("epsilon_total")
+        base_eps = base_eps.get(conversion) if isinstance(base_eps, dict) else None
+        m[-2].metric(
+            "All runs: total ρ",
+            f"{total:.4f}",
+            delta=_delta_text(total, base_total),
+            delta_color="off",
+            delta_arrow="off",
+            help="ρ adds over runs.",
+        )
+        m[-1].metric(
+            f"ε at δ = {S.fmt_delta(delta)}",
+            f"{eps:.2f}",
+            delta=_delta_text(eps, base_eps, digits=2),
+            delta_color="off",
+            delta_arrow="off",
+            help=f"ε of all runs by {S.conversion_label(conversion)}.",
+        )
+    else:
+        m[-2].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
+
+
+def _delta_text(value: float, base: object, digits: int = 4) -> str | None:
+    """ "Δ −0.7669 (−30.0%) vs baseline", or None when the baseline has no such number (e.g. a
+    ρ against a pure-DP ε)."""
+    if not isinstance(base, int | float):
+        return None
+    diff = value - float(base)
+    rel = percent(relative(value, base))
+    return f"Δ {diff:+.{digits}f} ({rel}) vs baseline".replace("-", "−") if rel else None
+
+
+def render() -> None:
+    """Draw the page."""
+    S.init_state()
+    s = st.session_state
+    s.setdefault(ERROR_KEY, None)
+    runs: dict[str, TopDownAllocation] = dict(s[S.TOPDOWN])
+    delta = float(s[S.DELTA])
+
+    st.title("TopDown planner")
+    st.caption(
+        "Split each run's total ρ over geolevels and, within a level, over query groups "
+        "(σ² = 1/(ρ·c·d), TDA App. B). Every number is shown beside the baseline's, with Δ."
+    )
+    universe = _controls(runs)
+    alloc = runs[universe]
+    targets = {"total": "total ρ (every level)"}
+    targets.update({lv: f"{lv} only" for lv in alloc.geolevels})
+    base = baseline_bar("topdown", "td", targets, _scale)
+    runs = dict(s[S.TOPDOWN])
+    alloc = runs[universe]
+
+    level_key, query_key = editor_keys(universe)
     base_all = s.setdefault(BASE_KEY, {})
     if level_key not in s and query_key not in s or universe not in base_all:
         base_all[universe] = alloc
-    base: TopDownAllocation = base_all[universe]
-
-    # Validate the editors' pending edits before drawing them, so the error sits at the top of the
-    # page and the offending column headers and row labels are marked in the editors themselves.
-    level_frame, query_frame = _level_frame(base), _query_frame(base)
-    draft = _draft(alloc, _with_edits(level_frame, level_key), _with_edits(query_frame, query_key))
-    problems = locate_share_problems(draft)
-    invalid: str | None = None
-    try:
-        candidate = TopDownAllocation.from_dict(draft, name=alloc.name)
-    except PHExploreError as exc:
-        invalid = str(exc)
+    # Validate the editors' pending edits before drawing anything, so the error sits at the top
+    # of the page and the offending column headers and row labels are marked in the editors.
+    pending = check_pending(alloc, base_all[universe], universe)
     if s[ERROR_KEY]:
         st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
-    if invalid is not None:
+    if pending.candidate is None:
         st.error(
             "**Invalid shares — not applied.** The numbers below are stale: they show the last "
             f"valid allocation until the marked cells (⚠) are fixed.\n\n"
-            f"{_problem_list(problems) or '- ' + invalid}",
+            f"{problem_list(pending.problems) or '- ' + str(pending.invalid)}",
             icon=":material/warning:",
         )
-        if s.get(TOASTED_KEY) != invalid:
-            st.toast(f"Invalid shares: {invalid}", icon=":material/warning:")
-        s[TOASTED_KEY] = invalid
+        if s.get(TOASTED_KEY) != pending.invalid:
+            st.toast(f"Invalid shares: {pending.invalid}", icon=":material/warning:")
+        s[TOASTED_KEY] = pending.invalid
     else:
         s[TOASTED_KEY] = None
-        runs[universe] = candidate
+        runs[universe] = pending.candidate
         s[S.TOPDOWN] = runs
-        alloc = candidate
-    st.markdown(f"Working allocations: **{S.budget_badge('topdown')}**")
+        alloc = pending.candidate
+    base_runs = dict(base.topdown or {})
+    st.markdown(
+        f"Working allocations: **{S.budget_badge('topdown')}** · compared with the baseline "
+        f"**{base.label}**"
+    )
 
-    bad_levels = {p.level for p in problems if p.table == "levels" and p.level}
-    bad_queries = {p.query for p in problems if p.table == "queries" and p.query}
-    level_share_bad = any(p.table == "levels" for p in problems)
-    query_cols_bad = {p.level for p in problems if p.table == "queries"}
+    states_key = f"td_states_{alloc.name}"
+    s.setdefault(states_key, default_states(alloc))
+    n_states = int(s[states_key])
+    spread = bool(s[S.SPREAD_INVARIANT])
+    shown_runs = _spread(runs, n_states) if spread else runs
+    shown_base = _spread(base_runs, n_states) if spread and base_runs else base_runs
 
-    left, right = st.columns([0.42, 0.58])
-    with left:
-        st.subheader("Shares")
-        st.data_editor(
-            _styled(level_frame, "geolevel", bad_levels),
-            key=level_key,
-            hide_index=True,
-            width="stretch",
-            disabled=["geolevel"],
-            column_config={
-                "geolevel": st.column_config.TextColumn("Geolevel"),
-                "share": st.column_config.TextColumn(
-                    _mark("Level share c", level_share_bad), help=HELP_LEVEL_SHARE
-                ),
-            },
-        )
-        st.data_editor(
-            _styled(query_frame, "query", bad_queries),
-            key=query_key,
-            hide_index=True,
-            width="stretch",
-            disabled=["query"],
-            column_config={
-                "query": st.column_config.TextColumn("Query group"),
-                **{
-                    lv: st.column_config.TextColumn(
-                        _mark(lv, lv in query_cols_bad), help=HELP_QUERY_SHARE
-                    )
-                    for lv in base.geolevels
-                },
-            },
-        )
-        S.sync_widget("td_spine", S.SPINE)
-        st.radio(
-            "Geographic spine for runs",
-            list(S.SPINES),
-            format_func=S.SPINES.get,
-            key="td_spine",
-            on_change=S.guarded(
-                lambda: s.__setitem__(S.SPINE, s["td_spine"]), "topdown planner: update"
-            ),
-            help="The hierarchy TopDown works down. The AIAN-style spine adds a branch for "
-            "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
-            "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
-        )
-        ran_on = preset_spine(alloc.name)
-        if ran_on:
-            st.caption(
-                f"{alloc.name.split(' (')[0]} ran on **{ran_on['kind']} block groups** around "
-                f"{ran_on['targets']} ({ran_on.get('citation', '')}). With the allocation's own "
-                "spine, runs use it where the data carry places (generated populations) and the "
-                "conventional spine otherwise; every run's results name the spine it used."
-            )
-
-        states_key = f"td_states_{alloc.name}"
-        s.setdefault(states_key, default_states(alloc))
-        n_states = int(
-            st.number_input(
-                "States in the run's geography (1–100)",
-                min_value=1,
-                max_value=100,
-                step=1,
-                key=states_key,
-                help="1 for Rhode Island, a county or any part of one state; 52 for the US. The "
-                "US and state total populations are held exact (TDA §5.2), so their shares buy "
-                "no measurement; with one state a US level is bypassed into it (SPN §5).",
-            )
-        )
-        S.sync_widget("td_spread", S.SPREAD_INVARIANT)
-        st.checkbox(
-            "Spread the held-exact shares over each level's other queries",
-            key="td_spread",
-            on_change=lambda: s.__setitem__(S.SPREAD_INVARIANT, s["td_spread"]),
-            help=f"{SPREAD_LABEL}. Production assigned State TOTAL a share although it is "
-            "invariant outside AIAN-split states. Used by the Run page.",
-        )
-        if s[S.SPREAD_INVARIANT]:
-            st.warning(f"Departure from production: {SPREAD_LABEL}.")
-            runs = {
-                name: spread_invariant_share(a, n_states) if a.universe == "persons" else a
-                for name, a in runs.items()
-            }
-            alloc = runs[universe]
-
-    rows, summary = S.topdown_frames(runs, delta, n_states=n_states)
-    published_error, published_notes = None, []
-    try:
-        rows, published_notes = S.topdown_post_processed(runs, n_states=n_states)
-    except PHExploreError as exc:
-        published_error = str(exc)
-    with right:
-        if invalid is not None:
-            # Everything after this label in the column is greyed (CSS sibling rule).
+    results = st.container(key="td_results")
+    with results:
+        if pending.candidate is None:
+            # Everything after this label in the container is greyed (CSS sibling rule).
             st.html(STALE_CSS)
             st.container(key="td_stale_label").markdown(
                 "**Stale** — computed from the last valid allocation; fix the marked shares."
             )
-        m = st.columns(len(runs) + 1)
-        for i, (name, entry) in enumerate(summary["runs"].items()):
-            eps = (
-                entry["epsilon"] if entry["mechanism"] == "puredp" else entry["epsilon"][conversion]
-            )
-            label = "ε (pure DP)" if entry["mechanism"] == "puredp" else "ρ"
-            value = entry.get("rho", entry["epsilon"]) if label == "ρ" else entry["epsilon"]
-            m[i].metric(
-                f"{name}: {label}",
-                f"{value:.4f}",
-                delta=None
-                if entry["mechanism"] == "puredp"
-                else f"ε {eps:.2f} at δ={S.fmt_delta(delta)}",
-                delta_color="off",
-                help=S.HELP_RHO,
-            )
-        if "rho_total" in summary:
-            m[-1].metric(
-                "All runs: total ρ",
-                f"{summary['rho_total']:.4f}",
-                delta=f"ε {summary['epsilon_total'][conversion]:.2f} at δ={S.fmt_delta(delta)}",
-                delta_color="off",
-                help=f"ρ adds over runs. ε by {S.conversion_label(conversion)}.",
-            )
-        else:
-            m[-1].metric("All runs: total ε", f"{summary['epsilon_total']:.4f}")
+        rows, summary = S.topdown_frames(shown_runs, delta, n_states=n_states)
+        base_rows, base_summary = (
+            S.topdown_frames(shown_base, delta, n_states=n_states)
+            if shown_base
+            else (rows, summary)
+        )
+        _metrics(summary, base_summary, base.label)
         total_eps = (
-            summary["epsilon_total"][conversion]
+            summary["epsilon_total"][s[S.CONVERSION]]
             if "rho_total" in summary
             else summary["epsilon_total"]
         )
@@ -451,6 +293,31 @@ def render() -> None:
             nominal = entry["epsilon"] if pure else entry["rho"]
             spent = entry["epsilon_spent"] if pure else entry["rho_spent"]
             st.caption(f"{name}: {spent_label(nominal, spent, 'ε' if pure else 'ρ')}.")
+        if shown_base:
+            committee_section(
+                f"baseline {base.label}",
+                shown_base,
+                f"working ({S.topdown_origin()})",
+                shown_runs,
+                key="td_committee",
+                n_states=n_states,
+                heading="Published-count error: baseline → working",
+            )
+
+    st.subheader("Shares")
+    share_editors(pending, universe, beside=lambda: _run_settings(states_key, alloc.name))
+
+    published_error = None
+    try:
+        rows, notes = S.topdown_post_processed(shown_runs, n_states=n_states)
+        if shown_base:
+            base_rows, _ = S.topdown_post_processed(shown_base, n_states=n_states)
+    except PHExploreError as exc:
+        published_error, notes = str(exc), []
+    results2 = st.container(key="td_results_views")
+    with results2:
+        if pending.candidate is None:
+            st.container(key="td_stale_label_views").markdown("**Stale** — see above.")
         show = st.radio(
             "Heatmap shows",
             [k for k in HEAT_LABELS if k in rows.columns],
@@ -461,34 +328,23 @@ def render() -> None:
         )
         if published_error:
             st.info(f"No published-count prediction for this allocation: {published_error}")
-        for note in published_notes if show.startswith("post_processed") else []:
+        for note in notes if show.startswith("post_processed") else []:
             st.caption(f"Published-count prediction: {note}.")
-        sub = rows[rows["run"] == universe]
-        label = HEAT_LABELS[show]
+        both = compared(rows, base_rows if shown_base else rows.iloc[0:0])
+        sub = both[both["run"] == universe]
         st.plotly_chart(
-            _heatmap(
-                sub, show, f"{s[S.SCENARIO_NAME]} — {alloc.name}: {label} by geolevel × query"
-            ),
+            heatmap(sub, show, heatmap_title(HEAT_LABELS[show], S.topdown_origin(), universe)),
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},
+            alt=f"Heatmap of the {HEAT_LABELS[show]} by geolevel and query group, {universe} run",
         )
         if alloc.universe == "persons":
             for note in held_exact_notes(alloc, n_states):
                 st.caption(f"Held exact: {note}.")
-        with st.expander("All queries (table)"):
-            measured = sub["status"] == "measured"
-            st.dataframe(
-                display_frame(
-                    sub.assign(
-                        sigma=sub["sigma"].where(measured), moe90=sub["moe90"].where(measured)
-                    ),
-                    extra={
-                        "sigma": "Noisy-measurement σ (persons)",
-                        "moe90": "Noisy-measurement 90% MOE (persons)",
-                    },
-                ),
-                hide_index=True,
-                width="stretch",
+        with st.expander("All queries (table)", expanded=False):
+            all_columns = st.toggle(
+                "Show every column (cells, shares, ρ per query)", key="td_all_columns"
             )
+            queries_table(sub, show, base.label, all_columns)
             st.download_button(
                 "Download allocation JSON",
                 S.json_bytes({u: a.to_dict() for u, a in runs.items()}),
@@ -497,6 +353,60 @@ def render() -> None:
             )
     if alloc.citation:
         st.caption(f"Source: {alloc.citation}")
+
+
+def _spread(runs: dict[str, TopDownAllocation], n_states: int) -> dict[str, TopDownAllocation]:
+    return {
+        name: spread_invariant_share(a, n_states) if a.universe == "persons" else a
+        for name, a in runs.items()
+    }
+
+
+def _run_settings(states_key: str, alloc_name: str) -> None:
+    """Spine, number of states and the held-exact share: used by the Run page and the numbers."""
+    s = st.session_state
+    S.sync_widget("td_spine", S.SPINE)
+    st.radio(
+        "Geographic spine for runs",
+        list(S.SPINES),
+        format_func=S.SPINES.get,
+        key="td_spine",
+        on_change=S.guarded(
+            lambda: s.__setitem__(S.SPINE, s["td_spine"]), "topdown planner: update"
+        ),
+        help="The hierarchy TopDown works down. The AIAN-style spine adds a branch for "
+        "American Indian/Alaska Native areas; optimized block groups regroup blocks to bring "
+        "off-spine entities closer to the spine (SPN §3–§4). Used by the Run page.",
+    )
+    ran_on = preset_spine(alloc_name)
+    if ran_on:
+        st.caption(
+            f"{alloc_name.split(' (')[0]} ran on **{ran_on['kind']} block groups** around "
+            f"{ran_on['targets']} ({ran_on.get('citation', '')}). With the allocation's own "
+            "spine, runs use it where the data carry places (generated populations) and the "
+            "conventional spine otherwise; every run's results name the spine it used."
+        )
+    c2, c3 = st.columns([0.4, 0.6], vertical_alignment="bottom")
+    c2.number_input(
+        "States in the run's geography (1–100)",
+        min_value=1,
+        max_value=100,
+        step=1,
+        key=states_key,
+        help="1 for Rhode Island, a county or any part of one state; 52 for the US. The "
+        "US and state total populations are held exact (TDA §5.2), so their shares buy "
+        "no measurement; with one state a US level is bypassed into it (SPN §5).",
+    )
+    S.sync_widget("td_spread", S.SPREAD_INVARIANT)
+    c3.checkbox(
+        "Spread the held-exact shares over each level's other queries",
+        key="td_spread",
+        on_change=lambda: s.__setitem__(S.SPREAD_INVARIANT, s["td_spread"]),
+        help=f"{SPREAD_LABEL}. Production assigned State TOTAL a share although it is "
+        "invariant outside AIAN-split states. Used by the Run page.",
+    )
+    if s[S.SPREAD_INVARIANT]:
+        c3.warning(f"Departure from production: {SPREAD_LABEL}.")
 
 
 render()

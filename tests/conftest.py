@@ -43,16 +43,20 @@ SPARK_FIXTURES = frozenset({"spark", "spark_connect"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep every test that starts Spark on one pytest-xdist worker (``--dist loadgroup``).
+    """Keep tests that must share a process on one pytest-xdist worker (``--dist loadgroup``).
 
-    ``make test`` runs the suite on two workers; the Spark session and the Spark Connect server
+    ``make test`` runs the suite on two workers. The Spark session and the Spark Connect server
     are session fixtures, so tests spread over both workers would start each twice (two JVMs on a
-    2-core machine). Tests marked ``spark`` or asking for either fixture share the group "spark".
+    2-core machine): tests marked ``spark`` or asking for either fixture share the group "spark".
+    A real-browser module drives one app server and one page through a story (a run, then its
+    results, then its replay), so each such module stays whole on one worker, in order.
     """
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("spark") or uses & SPARK_FIXTURES:
             item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group(f"browser:{item.path.name}"))
 
 
 @pytest.fixture(autouse=True)

@@ -27,6 +27,22 @@ have no spread, or when the grid is too short to hold two points. It is a noisy 
 thousand residuals it can overshoot ε several-fold — so :func:`epl_details` also returns a bootstrap
 interval and the number of residuals; the app shows them with every EPL.
 
+**The interval** (:data:`INTERVAL_METHOD`) is the bootstrap percentile interval *shifted by the
+bootstrap's median bias*: with θ̂ the EPL of all residuals, m the median of the resamples' EPLs and
+q_lo, q_hi their (1 − level)/2 and (1 + level)/2 quantiles, it is
+``[max(0, q_lo − (m − θ̂)), q_hi − (m − θ̂)]``. Resampling with replacement duplicates residuals
+and so changes the KDE's tails, and EPL is a maximum over the grid: the resamples' EPLs need not
+centre on θ̂, and with a few hundred residuals a plain percentile interval can lie entirely on one
+side of its own estimate (an RI 2010 tract EPL of 0.35 with the percentile interval
+[0.38, 0.76]). The shift removes the bootstrap's estimate of that bias (Efron & Tibshirani 1993,
+§10.2: the resamples' centre minus the estimate; the median, because a maximum's resamples are
+skewed), so the interval always contains θ̂ and is two-sided. What it covers: the spread of the EPL of this many residuals from the same mechanism
+and data (which geounits' errors happen to be drawn), assuming that spread has the same shape around
+the EPL as the resamples have around their median. It does not cover the EPL's own bias as an
+estimate of the mechanism's privacy loss (:mod:`engine.metrics.epl_check`). EPL is never negative,
+so the lower end is clipped at 0. ``benchmarks/epl_interval.py`` measures how often each interval
+covers the centre of the EPL's sampling distribution.
+
 With few, gappy residuals the grid can reach far into the KDE's tails, where the density is below
 the smallest normal float64 (≈ 2e−308) and the log-ratio — and so EPL — is decided by floating-point
 rounding (in SciPy as here). Such EPLs are huge and meaningless; the bootstrap interval and ``n``
@@ -57,14 +73,20 @@ from engine.metrics.error_tables import check_tidy
 
 _KERNEL_BLOCK = 4_000_000  # grid points × distinct values evaluated per chunk
 
+INTERVAL_METHOD = "bootstrap percentile shifted by the median bias"
+"""How :func:`epl_details` builds its interval (module docstring, "The interval"); written with every
+EPL of ``metrics.json`` (``interval``). Files without it hold the plain percentile interval."""
+
 
 @dataclass(frozen=True)
 class EPLResult:
     """EPL of one residual set with its uncertainty and the curves the app plots.
 
     ``value`` is NaN when EPL is undefined and ``reason`` then says why. ``low``/``high`` bound the
-    ``level`` bootstrap percentile interval over ``n_boot`` resamples (NaN if ``n_boot`` is 0 or no
-    resample is defined). ``x`` holds the KDE evaluation points, ``density`` the KDE there, and
+    ``level`` bootstrap interval over ``n_boot`` resamples, shifted by the bootstrap's median bias
+    so it contains ``value`` (:data:`INTERVAL_METHOD`; NaN if ``n_boot`` is 0 or no resample is
+    defined); ``boot_median`` is the median of the resamples' EPLs (its distance from ``value`` is
+    the bias removed) and ``boot_low``/``boot_high`` their unshifted percentile interval. ``x`` holds the KDE evaluation points, ``density`` the KDE there, and
     ``epl_curve[j] = ln(density[j] / density[j + 1])`` (NaN where a density is 0), so ``epl_curve``
     is one shorter than ``x``.
     """
@@ -76,6 +98,9 @@ class EPLResult:
     high: float = math.nan
     level: float = 0.95
     n_boot: int = 0
+    boot_median: float = math.nan
+    boot_low: float = math.nan
+    boot_high: float = math.nan
     bandwidth: float = math.nan
     bound: float = math.nan
     settings: EPLSettings = field(default_factory=EPLSettings)
@@ -92,6 +117,10 @@ class EPLResult:
             "level": self.level,
             "n_residuals": self.n,
             "n_boot": self.n_boot,
+            "epl_boot_median": self.boot_median,
+            "epl_percentile_low": self.boot_low,
+            "epl_percentile_high": self.boot_high,
+            "interval": INTERVAL_METHOD,
             "reason": self.reason,
             "percentile": self.settings.percentile,
             "multiplier": self.settings.multiplier,
@@ -290,7 +319,8 @@ def epl_details(
     """EPL with its bootstrap interval, the number of residuals and the curves for plotting.
 
     The interval is the ``level`` percentile interval of the EPL of ``n_boot`` resamples of the
-    residuals with replacement (undefined resamples are skipped). ``rng`` is a Generator or a seed;
+    residuals with replacement (undefined resamples are skipped), shifted by the resamples' median
+    bias so that it contains the EPL (:func:`shifted_interval`). ``rng`` is a Generator or a seed;
     ``settings`` the density range (default :data:`PF_PUBLISHED`).
     """
     chosen = settings_of(settings)
@@ -353,7 +383,7 @@ def _details(
     """EPL, bootstrap interval and curves of counted residuals (shared by both entry points)."""
     n = int(counts.sum())
     core = _core(values, counts, chosen, percentiles)
-    low = high = math.nan
+    low = high = centre = q_low = q_high = math.nan
     if core.reason is None and n_boot > 0:
         boots = np.full(n_boot, np.nan)
         p = counts / counts.sum()
@@ -365,7 +395,10 @@ def _details(
         finite = boots[np.isfinite(boots)]
         if finite.size:
             alpha = (1.0 - level) / 2.0
-            low, high = (float(v) for v in np.quantile(finite, [alpha, 1.0 - alpha]))
+            q_low, centre, q_high = (
+                float(v) for v in np.quantile(finite, [alpha, 0.5, 1.0 - alpha])
+            )
+            low, high = shifted_interval(core.value, q_low, centre, q_high)
     return EPLResult(
         value=core.value,
         n=n,
@@ -374,6 +407,9 @@ def _details(
         high=high,
         level=level,
         n_boot=n_boot if core.reason is None else 0,
+        boot_median=centre,
+        boot_low=q_low,
+        boot_high=q_high,
         bandwidth=core.bandwidth,
         bound=core.bound,
         settings=chosen,
@@ -381,6 +417,19 @@ def _details(
         density=core.density,
         epl_curve=core.curve,
     )
+
+
+def shifted_interval(
+    estimate: float, q_low: float, median: float, q_high: float
+) -> tuple[float, float]:
+    """The percentile interval ``[q_low, q_high]`` of bootstrap values shifted by their median bias
+    ``median − estimate`` (module docstring, "The interval").
+
+    The result contains ``estimate`` whenever ``q_low ≤ median ≤ q_high`` (always, for quantiles of
+    one sample) and its low end is clipped at 0, since EPL is never negative.
+    """
+    bias = median - estimate
+    return max(0.0, q_low - bias), q_high - bias
 
 
 def epl_table(
@@ -416,11 +465,22 @@ def epl_table(
                 "epl": result.value,
                 "epl_low": result.low,
                 "epl_high": result.high,
+                "epl_percentile_low": result.boot_low,
+                "epl_percentile_high": result.boot_high,
                 "n_residuals": result.n,
                 "reason": result.reason,
             }
         )
-    columns = [*by, "epl", "epl_low", "epl_high", "n_residuals", "reason"]
+    columns = [
+        *by,
+        "epl",
+        "epl_low",
+        "epl_high",
+        "epl_percentile_low",
+        "epl_percentile_high",
+        "n_residuals",
+        "reason",
+    ]
     table = pd.DataFrame(rows, columns=columns)
     table["reason"] = pd.Series([row["reason"] for row in rows], index=table.index, dtype=object)
     table.attrs["epl_settings"] = chosen.as_dict()

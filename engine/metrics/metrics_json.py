@@ -20,7 +20,12 @@ Schema (version 1; documented for users in ``docs/metrics.md``)::
       "median_ae": {"<geolevel>": {"<query>": float}},# optional: median absolute error (PF)
       "n_cells": {"<geolevel>": {"<query>": int}},    # optional: cells behind each MAE
       "epl": {"<geolevel>": {"<query>": {"epl", "epl_low", "epl_high", "level",
-              "n_residuals", "n_boot", "reason"}}},    # optional: PF's EPL with bootstrap interval
+              "n_residuals", "n_boot", "reason", "interval", "epl_percentile_low",
+              "epl_percentile_high"}}},
+                                                      # optional: PF's EPL with its bootstrap
+                                                      # interval; "interval" names how it was made
+                                                      # (absent in older files: plain percentile,
+                                                      # which newer files keep as epl_percentile_low/high)
       "epl_settings": {"percentile", "multiplier", "bandwidth_factor", "pf_published", "label"},
                                                       # with "epl": the density range used
                                                       # (docs/science.md §5; default PF's published
@@ -49,7 +54,12 @@ import pandas as pd
 from engine.core.errors import ValidationError
 from engine.metrics.blau import blau_quintile_bias
 from engine.metrics.counted import CountedResiduals, counted_error_summary
-from engine.metrics.epl import bootstrap_generator, epl_details_counted, epl_table
+from engine.metrics.epl import (
+    INTERVAL_METHOD,
+    bootstrap_generator,
+    epl_details_counted,
+    epl_table,
+)
 from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, EPLSettings, settings_of
 from engine.metrics.error_tables import mae_table
 
@@ -193,6 +203,10 @@ def build_metrics_json(
                 "n_residuals": _plain(row["n_residuals"]),
                 "n_boot": int(epl_boot) if reason is None else 0,
                 "reason": reason,
+                "interval": INTERVAL_METHOD,
+                # The resamples' own percentile interval (what older files hold as the interval).
+                "epl_percentile_low": _plain(row["epl_percentile_low"]),
+                "epl_percentile_high": _plain(row["epl_percentile_high"]),
             }
         payload["epl"] = section
         payload["epl_settings"] = chosen.as_dict()
@@ -255,6 +269,8 @@ def counted_metric_tables(
                 "epl": result.value,
                 "epl_low": result.low,
                 "epl_high": result.high,
+                "epl_percentile_low": result.boot_low,
+                "epl_percentile_high": result.boot_high,
                 "n_residuals": result.n,
                 "reason": result.reason,
             }

@@ -400,7 +400,17 @@ def counted_epl_table(
         residuals, ("geolevel", "query"), epl_boot, bootstrap_rng(seed), seed, settings
     )
     table = pd.DataFrame() if counted is None else counted  # None only when epl_boot is None
-    columns = ["geolevel", "query", "epl", "epl_low", "epl_high", "n_residuals", "reason"]
+    columns = [
+        "geolevel",
+        "query",
+        "epl",
+        "epl_low",
+        "epl_high",
+        "epl_percentile_low",
+        "epl_percentile_high",
+        "n_residuals",
+        "reason",
+    ]
     reasons = [r if isinstance(r, str) else None for r in table["reason"]]
     table = table.reindex(columns=columns)
     table["reason"] = pd.Series(reasons, index=table.index, dtype=object)

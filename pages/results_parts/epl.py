@@ -1,6 +1,10 @@
 """The Results page's empirical privacy loss: EPL with its interval and curves, EPL vs budget, TopDown vs sampling.
 
-Petti & Flaxman's EPL (docs/science.md §5, PF Fig. 1–2) as recorded in the run's metrics.
+Petti & Flaxman's EPL (docs/science.md §5, PF Fig. 1–2) as recorded in the run's metrics. Every
+interval contains its EPL — the bootstrap percentile interval shifted by the resamples' median bias
+(:func:`engine.metrics.epl.shifted_interval`, docs/metrics.md "The interval") — and a sentence says
+what it covers; error bars are two-sided. An older file's plain percentile interval that misses its
+point is said so.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from pages.results_parts.common import LAYOUT, chart, csv_download, most_residuals
+from pages.results_parts.common import LAYOUT, chart, csv_download, most_residuals, run_title
 from phexplore import api as R
 from phexplore.api.budgets import epsilon_for_delta
 from phexplore.app import state as S
@@ -60,13 +64,17 @@ def epl_section(record: R.RunRecord) -> None:
         "density f of the residuals. A noisy statistic: read it with its interval.",
     )
     m[1].metric(
-        "95% bootstrap interval",
+        "95% interval (contains the EPL)",
         "—" if np.isnan(d["low"]) else f"[{d['low']:.2f}, {d['high']:.2f}]",
+        help="Bootstrap percentile interval shifted by the resamples' median bias "
+        "(docs/metrics.md, “The interval”).",
     )
     m[2].metric("Residuals", f"{d['n']:,}")
     if d["reason"]:
         st.info(f"EPL is undefined here: {d['reason']}")
         return
+    if not np.isnan(d["low"]):
+        st.markdown(interval_sentence(d))
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("Residuals and smoothed density", "EPL(x) = ln f(x)/f(x+1)")
     )
@@ -99,7 +107,7 @@ def epl_section(record: R.RunRecord) -> None:
     fig.update_xaxes(title_text="x (persons)", row=1, col=2)
     fig.update_yaxes(title_text="EPL(x) (nats)", row=1, col=2)
     fig.update_layout(
-        title=f"{record.scenario}: EPL of {query} at {geolevel} (run #{record.id}; PF Fig. 1)",
+        title=run_title(f"EPL of {query} at {geolevel} (PF Fig. 1)", record),
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_epl_{geolevel}_{query}")
@@ -108,6 +116,7 @@ def epl_section(record: R.RunRecord) -> None:
 
 def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
     exp = record.experiment
+    missed = False
     peers = [
         r for r in runs if r.engine == "topdown" and r.settings["data"] == record.settings["data"]
     ]
@@ -151,6 +160,7 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         part = trade[trade["design"] == exp.engine]
         x = [to_x(float(b)) for b in part["parameter"]]
         xs += x
+        missed |= misses_point(part)
         fig.add_trace(
             go.Scatter(
                 x=x,
@@ -176,6 +186,7 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         if not pts.empty:
             x = [to_x(float(b)) for b in pts["budget"]]
             xs += x
+            missed |= misses_point(pts)
             fig.add_trace(
                 go.Scatter(
                     x=x,
@@ -220,10 +231,21 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
                 )
             )
     fig.update_xaxes(type="log", title=x_title + ", unitless")
-    fig.update_yaxes(type="log", title="EPL (nats; bars: interval)")
-    fig.update_layout(title=f"{record.scenario}: EPL vs {what} — {query} at {geolevel}", **LAYOUT)
+    fig.update_yaxes(type="log", title="EPL (nats; bars: 95% interval)")
+    fig.update_layout(title=run_title(f"EPL vs {what}: {query} at {geolevel}", record), **LAYOUT)
     chart(fig, f"run{record.id}_epl_vs_budget")
     st.caption(note)
+    st.caption(
+        "Bars: the across-seed range (min–max) with several seeds, else the 95% bootstrap "
+        "interval, which contains its EPL and covers the spread of the EPL of this many "
+        "residuals, not its bias as an estimate of the privacy loss (docs/metrics.md)."
+        + (
+            " Some bars come from older files whose plain percentile interval misses its point; "
+            "they are drawn from the point to the interval's far end."
+            if missed
+            else ""
+        )
+    )
     if trade is not None:
         fig2 = go.Figure()
         for design, part in trade.groupby("design", sort=False):
@@ -243,7 +265,9 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         fig2.update_xaxes(title="EPL (empirical privacy loss, nats; bars: interval)")
         fig2.update_yaxes(title="MAE (persons)")
         fig2.update_layout(
-            title=f"{record.scenario}: error–privacy trade-off, TopDown vs simple random sampling (PF Fig. 2)",
+            title=run_title(
+                "Error–privacy trade-off, TopDown vs simple random sampling (PF Fig. 2)", record
+            ),
             **LAYOUT,
         )
         chart(fig2, f"run{record.id}_tradeoff_srs")
@@ -251,14 +275,39 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
 
 
 def epl_bars(part: pd.DataFrame) -> dict[str, object]:
-    """Asymmetric error bars from an EPL table's ``epl_low``/``epl_high`` (engine intervals)."""
+    """Two-sided error bars from an EPL table's ``epl_low``/``epl_high`` (engine intervals, which
+    contain their EPL). An older file's percentile interval that misses its point gives a bar
+    from the point to the interval's far end (never a negative length; :func:`misses_point`)."""
     epl = part["epl"].to_numpy(float)
+    low, high = part["epl_low"].to_numpy(float), part["epl_high"].to_numpy(float)
     return {
         "type": "data",
         "symmetric": False,
-        "array": part["epl_high"].to_numpy(float) - epl,
-        "arrayminus": epl - part["epl_low"].to_numpy(float),
+        "array": np.maximum(high - epl, 0.0),
+        "arrayminus": np.maximum(epl - low, 0.0),
     }
+
+
+def misses_point(part: pd.DataFrame) -> bool:
+    """Whether some interval of an EPL table lies beside its EPL (older files only)."""
+    epl = part["epl"].to_numpy(float)
+    return bool(
+        np.any((part["epl_low"].to_numpy(float) > epl) | (part["epl_high"].to_numpy(float) < epl))
+    )
+
+
+def interval_sentence(d: dict) -> str:
+    """What the interval is and covers, with the resamples' own centre (the bias it removes)."""
+    bias = d["boot_median"] - d["value"]
+    return (
+        f"**The 95% interval [{d['low']:.2f}, {d['high']:.2f}] contains the EPL {d['value']:.2f}.** "
+        f"It is the percentile interval of {d['n_boot']} bootstrap resamples of the "
+        f"{d['n']:,} residuals ([{d['boot_low']:.2f}, {d['boot_high']:.2f}], centred on "
+        f"{d['boot_median']:.2f}) shifted by their median bias ({bias:+.2f}), with the low end "
+        "at 0 at most. It covers the spread of the EPL of this many residuals from the same "
+        "data and budget — which geounits' errors happen to be drawn — not the EPL's own bias as "
+        "an estimate of the privacy loss."
+    )
 
 
 def budget_axis(mechanism: str | None) -> tuple[Callable[[float], float], str, str]:

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.results_parts.common import LAYOUT, chart, csv_download
+from pages.results_parts.common import LAYOUT, chart, csv_download, run_title
 from phexplore import api as R
 from phexplore.app.naming import cell_label, display_frame
 
@@ -44,7 +44,7 @@ def spine_section(record: R.RunRecord) -> None:
     for kind, part in frame.groupby("kind", sort=False):
         fig.add_trace(go.Bar(x=part["unit"], y=part["mae"], name=str(kind)))
     fig.update_layout(
-        title=f"{record.scenario}: total-population MAE on and off the spine (run #{record.id})",
+        title=run_title("Total-population MAE on and off the spine", record),
         xaxis_title="Geounit",
         yaxis_title="MAE (persons)",
         **LAYOUT,
@@ -84,11 +84,10 @@ def phsafe_sections(record: R.RunRecord) -> None:
     fig.add_trace(go.Bar(y=le["cell"], x=le["mae_noise"], name="noise", orientation="h"))
     fig.add_trace(go.Bar(y=le["cell"], x=trunc, name=trunc_name, orientation="h"))
     fig.update_layout(
-        title=f"{record.scenario}: noise vs truncation error by table and level (run #{record.id})",
+        title=run_title("Noise vs truncation error by table and level", record),
         barmode="group",
         yaxis={"title": "Table · level", "autorange": "reversed"},
         xaxis_title="Mean absolute error (persons or households)",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
         height=140 + 26 * len(le),
     )
     chart(fig, f"run{record.id}_noise_vs_truncation")
@@ -115,15 +114,27 @@ def phsafe_sections(record: R.RunRecord) -> None:
             )
         )
         fig2.update_layout(
-            title=f"{record.scenario}: empirical vs analytic 90% MOE ({record.settings.get('trials')} trials)",
+            title=run_title(
+                f"Empirical vs analytic 90% MOE ({record.settings.get('trials')} trials)", record
+            ),
             xaxis_title="Analytic 90% MOE (persons or households)",
             yaxis_title="Empirical 90% MOE (persons or households)",
             **LAYOUT,
         )
         chart(fig2, f"run{record.id}_moe_check", half=True)
-    st.dataframe(display_frame(le, drop=["cell"]), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(le, drop=["cell"]),
+        hide_index=True,
+        width="stretch",
+        alt=f"Noise and truncation error by table and level, run #{record.id}",
+    )
     scaled = record.tables.get("truncation_scale")
     if scaled is not None and not scaled.empty:
         st.markdown("**Truncation error per 1,000 persons and projected to full scale**")
-        st.dataframe(display_frame(scaled), hide_index=True, width="stretch")
+        st.dataframe(
+            display_frame(scaled),
+            hide_index=True,
+            width="stretch",
+            alt="Truncation error per 1,000 persons and projected to full scale",
+        )
     csv_download(record.tables["level_errors"], f"run{record.id}_level_errors", f"le_{record.id}")

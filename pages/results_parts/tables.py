@@ -10,9 +10,21 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.results_parts.common import LAYOUT, chart, csv_download
+from pages.results_parts.common import LAYOUT, chart, csv_download, run_title
 from phexplore import api as R
 from phexplore.app.naming import display_frame
+
+PREDICTION_KEY_COLUMNS = [
+    "geolevel",
+    "query",
+    "predicted_rmse",
+    "measured_rmse",
+    "ratio",
+    "model_holds",
+]
+"""The predicted-vs-measured table's columns shown by default (the others behind a toggle)."""
+MAE_KEY_COLUMNS = ["geolevel", "query", "mae", "median_ae", "mean_error"]
+"""The per-cell error table's columns shown by default (the others behind a toggle)."""
 
 
 def _heatmap(pivot: pd.DataFrame, colour_title: str, title: str) -> go.Figure:
@@ -53,12 +65,20 @@ def mae_section(record: R.RunRecord) -> None:
             _heatmap(
                 _ordered(pivot, order),
                 "Absolute error (persons)",
-                f"{record.scenario}: absolute error per geounit (summed over a query's cells; "
-                f"TDA Tables 9–10) by geolevel × query (run #{record.id})",
+                run_title(
+                    "Absolute error per geounit (summed over a query's cells; TDA Tables 9–10) "
+                    "by geolevel × query",
+                    record,
+                ),
             ),
             f"run{record.id}_tda_mae",
         )
-        st.dataframe(display_frame(view.tda_mae), hide_index=True, width="stretch")
+        st.dataframe(
+            display_frame(view.tda_mae),
+            hide_index=True,
+            width="stretch",
+            alt=f"Absolute error per geounit (TDA's definition) by geolevel and query, run #{record.id}",
+        )
         csv_download(view.tda_mae, f"run{record.id}_tda_mae", f"tda_{record.id}")
     _tda_reference_section(record, view)
     mae = record.tables["mae"]
@@ -69,12 +89,22 @@ def mae_section(record: R.RunRecord) -> None:
         _heatmap(
             _ordered(pivot, order),
             "MAE per cell (persons)",
-            f"{record.scenario}: mean absolute error PER CELL by geolevel × query "
-            f"(run #{record.id})",
+            run_title("Mean absolute error PER CELL by geolevel × query", record),
         ),
         f"run{record.id}_mae",
     )
-    st.dataframe(display_frame(mae), hide_index=True, width="stretch")
+    # The key columns fit 1366 px without sideways scrolling; the rest on demand.
+    every = st.toggle(
+        "Show every column (cells, mean error, 95th percentile, maximum, TDA's definition)",
+        key=f"mae_all_columns_{record.id}",
+    )
+    shown = mae if every else mae[[c for c in MAE_KEY_COLUMNS if c in mae.columns]]
+    st.dataframe(
+        display_frame(shown),
+        hide_index=True,
+        width="stretch",
+        alt=f"Mean absolute error per cell by geolevel and query, run #{record.id}",
+    )
     csv_download(mae, f"run{record.id}_mae", f"mae_{record.id}")
     prediction_section(record)
 
@@ -102,19 +132,28 @@ def _tda_reference_section(record: R.RunRecord, view: R.TDAView) -> None:
     )
     fig.update_xaxes(title="Query group · geolevel")
     fig.update_layout(
-        title=f"{record.scenario}: absolute error per geounit, this run vs TDA Tables 9–10 "
-        f"(run #{record.id})",
+        title=run_title("Absolute error per geounit, this run vs TDA Tables 9–10", record),
         barmode="group",
         yaxis={"title": "Absolute error (persons; log scale)", "type": "log"},
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_tda_reference")
     st.caption(view.caption)
-    st.dataframe(display_frame(comparison), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(comparison),
+        hide_index=True,
+        width="stretch",
+        alt=f"Absolute error per geounit, this run beside TDA Tables 9–10, run #{record.id}",
+    )
     csv_download(comparison, f"run{record.id}_vs_tda", f"vs_tda_{record.id}")
     if not view.size_classes.empty:
         st.markdown("**TOTAL error by size class of the true count (TDA Tables 11–12)**")
-        st.dataframe(display_frame(view.size_classes), hide_index=True, width="stretch")
+        st.dataframe(
+            display_frame(view.size_classes),
+            hide_index=True,
+            width="stretch",
+            alt="TOTAL error by size class of the true count (TDA Tables 11–12)",
+        )
 
 
 def prediction_section(record: R.RunRecord) -> None:
@@ -142,19 +181,26 @@ def prediction_section(record: R.RunRecord) -> None:
     fig.add_trace(go.Bar(x=x, y=pred["measured_rmse"], name="measured (this run)"))
     fig.add_trace(go.Bar(x=x, y=pred["predicted_rmse"], name="predicted"))
     fig.update_layout(
-        title=f"{record.scenario}: RMSE of published counts, predicted vs measured (run #{record.id})",
+        title=run_title("RMSE of published counts, predicted vs measured", record),
         barmode="group",
         yaxis={"title": "RMSE (persons)", "type": "log"},
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_prediction")
+    # The key columns fit 1366 px without sideways scrolling; the rest on demand.
+    every = st.toggle(
+        "Show every column (σ, least-squares RMSE, mean count, geounits evaluated)",
+        key=f"pred_all_columns_{record.id}",
+    )
+    shown = pred if every else pred[[c for c in PREDICTION_KEY_COLUMNS if c in pred.columns]]
     st.dataframe(
         display_frame(
-            pred,
+            shown,
             extra={"model_holds": "Model holds", "sigma": "Noisy-measurement σ (persons)"},
         ),
         hide_index=True,
         width="stretch",
+        alt=f"Predicted and measured RMSE of the published counts, run #{record.id}",
     )
     csv_download(pred, f"run{record.id}_prediction", f"pred_{record.id}")
     entities = record.tables.get("entity_prediction")
@@ -163,7 +209,9 @@ def prediction_section(record: R.RunRecord) -> None:
             "Off-spine entities (pooled over each set's entities; a set of one entity gives one "
             "error per run):"
         )
-        st.dataframe(entities, hide_index=True, width="stretch")
+        st.dataframe(
+            entities, hide_index=True, width="stretch", alt="Predicted error of off-spine entities"
+        )
 
 
 def blau_section(record: R.RunRecord) -> None:
@@ -194,12 +242,17 @@ def blau_section(record: R.RunRecord) -> None:
             )
         )
     fig.update_layout(
-        title=f"{record.scenario}: mean signed error of total population by Blau quintile (run #{record.id})",
+        title=run_title("Mean signed error of total population by Blau quintile", record),
         barmode="group",
         xaxis_title="Blau-index quintile (1 = homogeneous)",
         yaxis_title="Mean signed error (persons)",
         **LAYOUT,
     )
     chart(fig, f"run{record.id}_blau")
-    st.dataframe(display_frame(table.reset_index()), hide_index=True, width="stretch")
+    st.dataframe(
+        display_frame(table.reset_index()),
+        hide_index=True,
+        width="stretch",
+        alt=f"Mean signed error by Blau-index quintile, run #{record.id}",
+    )
     csv_download(bias, f"run{record.id}_blau_bias", f"blau_{record.id}")

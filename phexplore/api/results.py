@@ -72,8 +72,9 @@ def epl_curves(
     """EPL of one (geolevel, query) of a run with its interval and curves (cached per run token).
 
     Residuals are estimate − true over the group's cells (docs/science.md §5);
-    :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval, the KDE and the
-    EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
+    :func:`engine.metrics.epl.epl_details` gives the value, the bootstrap interval (shifted by the
+    resamples' median bias, so it contains the value; the resamples' own median and percentile
+    interval beside it), the KDE and the EPL(x) curve, with the density range of ``percentile`` / ``multiplier`` (the run's settings).
     """
     part = _tidy[(_tidy["geolevel"] == geolevel) & (_tidy["query"] == query)]
     residuals = (part["estimate"] - part["true"]).to_numpy(dtype=float)
@@ -88,6 +89,10 @@ def epl_curves(
         "value": result.value,
         "low": result.low,
         "high": result.high,
+        "boot_median": result.boot_median,
+        "boot_low": result.boot_low,
+        "boot_high": result.boot_high,
+        "n_boot": result.n_boot,
         "n": result.n,
         "reason": result.reason,
         "x": result.x,

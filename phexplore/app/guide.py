@@ -1,10 +1,13 @@
-"""Plain-language guide: what ε means, a glossary, and the worked example of the start page.
+"""Plain-language guide: what ε means, a glossary, and the worked examples of the start page.
 
 No new science: :func:`epsilon_reading` restates the (ε, δ)-DP definition (Dwork & Roth 2014,
 Def. 2.4; docs/science.md §1) for one number — for any set of outputs S and neighbouring data sets
-D, D', P[M(D) ∈ S] ≤ e^ε · P[M(D') ∈ S] + δ — and :func:`worked_example` computes its numbers with
-the same functions as the planners (PHS §7.1, ρ = z²Δ²/(2·MOE²); docs/science.md §1 conversions), so
-the start page, the planners and the privacy page never disagree.
+D, D', P[M(D) ∈ S] ≤ e^ε · P[M(D') ∈ S] + δ — with e^ε written as a number a meeting can read
+("about 24 million"), never as "e^16.98". :func:`worked_example` (PHSafe) and
+:func:`topdown_exercise` (TopDown: cut ρ by 30%, read county against block) compute their numbers
+with the same functions as the planners (PHS §7.1, ρ = z²Δ²/(2·MOE²); docs/science.md §1
+conversions; docs/science.md §7 for the published counts), so the start page, the planners and the
+privacy page never disagree.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from engine.dp.budget import default_states
 from engine.dp.conversions import CONVERSION_LABELS, DEFAULT_DELTA
 from engine.dp.moe import moe_for_rho
-from engine.dp.presets import load_phsafe_preset
+from engine.dp.presets import load_phsafe_preset, load_topdown_preset
 from phexplore.app.naming import cell_label, level_label
+from phexplore.planning.committee import committee_rows, persons_run, published_rows
 from phexplore.planning.moe_tables import epsilons
+from phexplore.planning.scaling import scale_topdown_runs
 
 GLOSSARY: dict[str, str] = {
     "ρ (rho)": "The privacy-loss budget in zero-concentrated differential privacy (zCDP), the "
@@ -64,6 +70,15 @@ def _factor_text(value: float) -> str:
     return f"10^{math.log10(value):.0f}"
 
 
+def delta_text(delta: float) -> str:
+    """δ for a reader: ``1e-10`` → "10⁻¹⁰ (one in 10 billion)"; other values as numbers."""
+    exponent = -math.log10(delta) if delta > 0 else math.inf
+    if math.isfinite(exponent) and abs(exponent - round(exponent)) < 1e-9 and exponent >= 1:
+        power = "10" + str(-round(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+        return f"{power} (one in {_factor_text(10.0 ** round(exponent))})"
+    return f"{delta:g}"
+
+
 def epsilon_reading(epsilon: float, delta: float = DEFAULT_DELTA) -> str:
     """One paragraph reading ε for a non-specialist, derived from the number itself.
 
@@ -90,11 +105,11 @@ def epsilon_reading(epsilon: float, delta: float = DEFAULT_DELTA) -> str:
     )
     return (
         f"An ε of {shown} means: for any published result, including or leaving out one person "
-        f"changes its probability by at most a factor e^{shown} ≈ {odds}, except with probability "
-        f"δ = {delta:g}. So anyone's odds about a fact of one person can grow at most {odds}-fold "
-        f"from what they are without the data — {strength}. It is a worst-case bound over all "
-        "people and all outputs; it is not the chance that someone is identified, nor the typical "
-        "risk, and it says nothing about accuracy (read the MOEs for that)."
+        f"changes its probability by at most a factor of ≈ {odds}, except with probability "
+        f"δ = {delta_text(delta)}. So anyone's odds about a fact of one person can grow at most "
+        f"{odds}-fold from what they are without the data — {strength}. It is a worst-case bound "
+        "over all people and all outputs; it is not the chance that someone is identified, nor "
+        "the typical risk, and it says nothing about accuracy (read the MOEs for that)."
     )
 
 
@@ -173,5 +188,105 @@ def guided_steps(example: dict[str, Any]) -> list[Step]:
             "then on Budget session → Session report build the report.",
             "The HTML report lists the budget, its ε under all three conversions, the MOE table and "
             "exactly the runs made with this budget, each with run number, data and seed.",
+        ),
+    ]
+
+
+EXERCISE_PRESET = "ri2010-production-like"
+"""The TopDown exercise's baseline: production's shares on the RI 2010 sample's schema, so the
+run step works on the shipped sample."""
+EXERCISE_CUT = -30
+"""The exercise cuts the persons run's total ρ by this many percent."""
+EXERCISE_LEVELS = ("County", "Tract", "Block")
+
+
+def topdown_exercise(
+    delta: float = DEFAULT_DELTA, conversion: str = "cks", percent: float = EXERCISE_CUT
+) -> dict[str, Any]:
+    """The numbers of the TopDown exercise: ``ri2010-production-like`` and its persons ρ cut by
+    ``percent``; the predicted RMSE of the published TOTAL at County, Tract and Block before and
+    after, computed as the TopDown planner's committee table computes them (same count profile,
+    every geounit evaluated: docs/science.md §7, docs/prediction.md)."""
+    before = load_topdown_preset(EXERCISE_PRESET)
+    after = scale_topdown_runs(before, percent, only=persons_run(before)[0])
+    _, alloc = persons_run(before)
+    rows_before, _ = published_rows(before, n_states=default_states(alloc))
+    rows_after, _ = published_rows(after, n_states=default_states(alloc))
+    rows = committee_rows(
+        before, rows_before, after, rows_after, delta=delta, conversion=conversion
+    )
+    total = {r["geolevel"]: r for r in rows if r["section"] != "privacy" and r["query"] == "TOTAL"}
+    eps = next(r for r in rows if r["quantity"].startswith("ε, all runs"))
+    return {
+        "preset": EXERCISE_PRESET,
+        "percent": percent,
+        "rho_before": float(alloc.rho),
+        "rho_after": float(persons_run(after)[1].rho),
+        "epsilon_before": eps["a"],
+        "epsilon_after": eps["b"],
+        "levels": {lv: total[lv] for lv in EXERCISE_LEVELS if lv in total},
+        "delta": delta,
+        "conversion": CONVERSION_LABELS[conversion],
+    }
+
+
+def exercise_steps(e: dict[str, Any]) -> list[Step]:
+    """The TopDown exercise for trainers: cut ρ, read county against block, run it, compare."""
+    levels = e["levels"]
+
+    def change(level: str) -> str:
+        r = levels[level]
+        return f"{level} {r['a']:.2f} → {r['b']:.2f} persons ({r['relative'] * 100:+.1f}%)".replace(
+            "-", "−"
+        )
+
+    read = "; ".join(change(lv) for lv in EXERCISE_LEVELS if lv in levels)
+    noise = (1 / math.sqrt(1 + e["percent"] / 100) - 1) * 100
+    why = f"The noise of every measurement grows by {noise:+.1f}%".replace("-", "−")
+    if "County" in levels and "Block" in levels:
+        county, block = levels["County"]["relative"], levels["Block"]["relative"]
+        if block < county:
+            why += (
+                "; the published block counts lose less of their accuracy than the county "
+                "counts, because part of their error comes from non-negativity and rounding, "
+                "which do not grow with the noise"
+            )
+        else:
+            why += "; the published counts follow it at every level"
+    cut = f"{e['percent']:+.1f}%".replace("-", "−")
+    return [
+        Step(
+            f"1. Cut ρ by {abs(e['percent']):g}%",
+            "TopDown planner",
+            f"Choose the preset {e['preset']} and press Load preset (the baseline follows it). "
+            f"In the baseline bar keep Scale “total ρ (every level)”, type {e['percent']:g} in “by %” "
+            "and press Apply.",
+            f"The persons run's ρ goes from {e['rho_before']:.4f} to {e['rho_after']:.4f} "
+            f"({cut}) and ε (δ = {e['delta']:g}) from {e['epsilon_before']:.2f} to "
+            f"{e['epsilon_after']:.2f}.",
+        ),
+        Step(
+            "2. Read county vs block",
+            "TopDown planner",
+            "Read the committee's table “Published-count error: baseline → working”: the "
+            "predicted RMSE of the published TOTAL by geolevel.",
+            f"TOTAL: {read}. {why}.",
+        ),
+        Step(
+            "3. Run it",
+            "Run",
+            "Choose TopDown and the shipped sample ri2010 (subset: one county, seconds); as "
+            "Allocation pick “Working scenario (TopDown planner)” — the cut budget "
+            f"(ρ {cut}) — and press Run TopDown. Then pick the allocation {e['preset']} (the "
+            "baseline) and run again.",
+            "Two runs, each labelled with the budget it used (“modified from …” and the preset).",
+        ),
+        Step(
+            "4. Compare",
+            "Results",
+            "Pick each run on Results → MAE and compare County with Block; or save each budget "
+            "as a scenario and compare them on Scenarios.",
+            "One run is one draw of the noise: the measured errors scatter around the predicted "
+            "ones (Results → “Predicted vs measured”).",
         ),
     ]

@@ -119,6 +119,47 @@ CONVERSION_SHORT: dict[str, str] = {
 """Short names of the ρ → (ε, δ) conversions for table cells and columns."""
 
 
+SPINE_ORDER: tuple[str, ...] = (
+    "US",
+    "State",
+    "AIAN_State",
+    "AIAN_Area",
+    "County",
+    "Tract_Group",
+    "Tract",
+    "Optimized_Block_Group",
+    "Block_Group",
+    "Block",
+)
+"""Geolevels from the root down (TDA §3, SPN §3–§4): the order every table and chart shows them in."""
+
+
+def spine_order(levels: Iterable[str], spine: Iterable[str] | None = None) -> list[str]:
+    """``levels`` (each once) from the root down, by :data:`SPINE_ORDER`; a level it does not know
+    sits after the level that precedes it in ``spine`` (e.g. a run's allocation geolevels), else
+    at the end in the order given."""
+    known = {lv: float(i) for i, lv in enumerate(SPINE_ORDER)}
+    rank = dict(known)
+    previous = -0.5
+    for level in spine or ():
+        if level in known:
+            previous = known[level]
+        elif level not in rank:
+            previous += 0.01
+            rank[level] = previous
+    unique = list(dict.fromkeys(str(lv) for lv in levels))
+    last = float(len(SPINE_ORDER))
+    return sorted(unique, key=lambda lv: (rank.get(lv, last), unique.index(lv)))
+
+
+def geolevel_label(level: str) -> str:
+    """``"Block_Group"`` → "Block group", ``"US"`` → "US" (words, as on the spine)."""
+    parts = str(level).split("_")
+    return " ".join(
+        [parts[0], *(p if p.isupper() and len(p) > 1 else p.lower() for p in parts[1:])]
+    )
+
+
 def measure_label(text: str) -> str:
     """``"ε (bun_steinke)"`` → ``"ε (Bun–Steinke)"``: conversion keys inside a label spelled out."""
     for key, short in CONVERSION_SHORT.items():
@@ -139,6 +180,15 @@ def level_label(key: str) -> str:
     if key in LEVEL_LABELS:
         geo, it = LEVEL_LABELS[key]
         return f"{geo} · {it}"
+    return str(key)
+
+
+def short_level_label(key: str) -> str:
+    """``"state_A-G"`` → "State A-G", ``"usa_*"`` → "Nation" (Unattributed = everyone): a column
+    header that fits a grid of six levels at 1366×768 (the full name goes in its help)."""
+    if key in LEVEL_LABELS:
+        geo, it = LEVEL_LABELS[key]
+        return geo if it == "Unattributed" else f"{geo} {it}"
     return str(key)
 
 

@@ -4,7 +4,12 @@
 Contents: the scenario's parameters, its MOE table (PHS §7.1 / TDA App. B), total ρ and ε with the
 conversion named (docs/science.md §1), the (ε, δ) curve (TDA Figure 1), any attached run results
 (MAE tables and charts) and a provenance block (PHExplore version, seeds, data source and licence,
-timestamp). Plotly's JavaScript is embedded once, so the file opens offline. Figures use the
+timestamp). A two-scenario report (``compare_with``) says first what changed between them
+(:mod:`phexplore.planning.changes`) and, for TopDown, shows the committee's table — the predicted
+error of the published counts of both by geolevel, with ρ, ε and the differences
+(:mod:`phexplore.planning.committee`, the same table as the app's); for PHSafe, the MOEs that
+differ. Geolevels read from the root down (spine order) and PHSafe tables and levels in words, as
+in the app (:mod:`phexplore.app.naming`). Plotly's JavaScript is embedded once, so the file opens offline. Figures use the
 explicit report template of :mod:`phexplore.app.charts` (distinct colours, full log-axis labels) —
 never the app's Streamlit theme, whose colours only resolve inside the app. Only runs made with the
 scenario's exact budget (same fingerprint) are reported, each once, with run number, data and seed.
@@ -38,10 +43,20 @@ from engine.metrics.tda_reference import (
 from engine.metrics.universe import universe_of_metrics
 from engine.prediction import shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
-from phexplore.app.charts import for_report
-from phexplore.app.naming import display_frame
+from phexplore.app.charts import chart_title, for_report
+from phexplore.app.committee import CSS as COMMITTEE_CSS
+from phexplore.app.committee import committee_html
+from phexplore.app.naming import (
+    display_frame,
+    geolevel_label,
+    level_label,
+    spine_order,
+    table_label,
+)
+from phexplore.planning.changes import change_sentence, scenario_changes
+from phexplore.planning.committee import committee_rows, published_rows
 from phexplore.planning.moe_tables import epsilons
-from phexplore.planning.scenarios import Scenario
+from phexplore.planning.scenarios import Scenario, compare
 
 CONVERSION_SHORT = {"bun_steinke": "Bun–Steinke", "cks": "CKS", "gaussian": "Gaussian profile"}
 """Short conversion names of the privacy table's columns."""
@@ -94,26 +109,79 @@ def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None
     )
 
 
+def _run_levels(metrics: Mapping[str, Any]) -> list[str] | None:
+    """The geolevels of a TopDown run's allocation (its spine, root first), when recorded."""
+    run = metrics.get("run")
+    config = run.get("config") if isinstance(run, Mapping) else None
+    levels = config.get("geolevels") if isinstance(config, Mapping) else None
+    return [str(lv) for lv in levels] if isinstance(levels, list) else None
+
+
+def _spine_sorted(
+    rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """``rows`` with a ``geolevel`` key ordered from the root down (stable within a level)."""
+    order = spine_order([str(r.get("geolevel")) for r in rows], _run_levels(metrics))
+    rank = {lv: i for i, lv in enumerate(order)}
+    return sorted(rows, key=lambda r: rank.get(str(r.get("geolevel")), len(rank)))
+
+
+def _mae_rows(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """MAE rows of a run: geolevel × query (TopDown, root first) or table × level (PHSafe)."""
+    mae = metrics.get("mae") or {}
+    if metrics.get("engine") == "phsafe":
+        return [
+            {"table": t, "level": lv, "mae": v}
+            for t, levels in mae.items()
+            if isinstance(levels, Mapping)
+            for lv, v in levels.items()
+            if not isinstance(v, Mapping)
+        ]
+    rows = [
+        {"geolevel": lv, "query": q, "mae": v}
+        for lv, qs in mae.items()
+        if isinstance(qs, Mapping)
+        for q, v in qs.items()
+        if not isinstance(v, Mapping)
+    ]
+    return _spine_sorted(rows, metrics)
+
+
 def _mae_figure(
     metrics: Mapping[str, Any], title: str, section: str = "mae", y_title: str = ""
 ) -> go.Figure | None:
+    """Grouped bars of a run's MAE (or another geolevel × query ``section``): geolevels from the
+    root down (TopDown) or tables with their population-group levels in words (PHSafe)."""
     mae = metrics.get(section)
     if not isinstance(mae, Mapping) or not mae:
         return None
+    phsafe = metrics.get("engine") == "phsafe"
+    groups = list(mae) if phsafe else spine_order(mae, _run_levels(metrics))
     fig = go.Figure()
-    queries: list[str] = []
-    for level_vals in mae.values():
-        if isinstance(level_vals, Mapping):
-            queries.extend(q for q in level_vals if q not in queries)
-    for q in queries:
-        levels = [lv for lv, vals in mae.items() if isinstance(vals, Mapping) and q in vals]
-        fig.add_trace(go.Bar(name=q, x=levels, y=[mae[lv][q] for lv in levels]))
+    series: list[str] = []
+    for group in groups:
+        values = mae.get(group)
+        if isinstance(values, Mapping):
+            series.extend(k for k in values if k not in series)
+    for key in series:
+        present = [g for g in groups if isinstance(mae[g], Mapping) and key in mae[g]]
+        fig.add_trace(
+            go.Bar(
+                name=level_label(key) if phsafe else key,
+                x=[table_label(g) if phsafe else geolevel_label(g) for g in present],
+                y=[mae[g][key] for g in present],
+            )
+        )
+    unit = "persons or households" if phsafe else "persons"
     fig.update_layout(
         title=title,
         barmode="group",
-        xaxis_title="Geolevel",
-        yaxis_title=y_title or "Mean absolute error per cell (persons)",
-        height=400,
+        xaxis_title="Table" if phsafe else "Geolevel",
+        yaxis_title=y_title
+        or (
+            f"Mean absolute error ({unit})" if phsafe else "Mean absolute error per cell (persons)"
+        ),
+        height=420,
     )
     return for_report(fig)
 
@@ -150,7 +218,7 @@ def tda_error_html(metrics: Mapping[str, Any], title: str) -> list[str]:
         parts.append(f"<div class='tda-mae'>{_table_html(rows)}</div>")
         fig = _mae_figure(
             {"tda_mae": section},
-            f"{title}: absolute error per geounit (TDA's definition)",
+            f"Absolute error per geounit (TDA's definition) — {title}",
             "tda_mae",
             "Absolute error per geounit (persons)",
         )
@@ -184,12 +252,15 @@ def build_report_html(
     *,
     generated_at: dt.datetime | None = None,
     keep_unrecorded: bool = False,
+    compare_with: Scenario | None = None,
 ) -> str:
     """Self-contained HTML report of a scenario and its run results (``metrics.json`` payloads).
 
     Of ``results`` (default: the scenario's attached runs) only those made with the scenario's
     exact budget are reported, each once (:meth:`Scenario.matching_runs`; ``keep_unrecorded``
-    also keeps runs whose ``metrics.json`` records no budget, labelled as such).
+    also keeps runs whose ``metrics.json`` records no budget, labelled as such). With
+    ``compare_with`` (e.g. the baseline), the report opens with what changed from it and, for
+    TopDown, the committee's table of both (:func:`comparison_html`).
     """
     runs = scenario.matching_runs(
         list(results if results is not None else scenario.results),
@@ -202,7 +273,8 @@ def build_report_html(
     parts: list[str] = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f'<meta name="generator" content="PHExplore {html.escape(phexplore_version())}">'
-        f"<title>PHExplore report — {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
+        f"<title>PHExplore report — {html.escape(scenario.name)}</title><style>{_CSS}</style>"
+        f"{COMMITTEE_CSS}</head><body>",
         f"<h1>PHExplore session report: {html.escape(scenario.name)}</h1>",
         f"<p>{'PHSafe (S-DHC)' if scenario.kind == 'phsafe' else 'TopDown Algorithm'} scenario. "
         f"Quoted privacy loss: <b>ε = {head['epsilon']:.2f}</b> at δ = {scenario.delta:g} from "
@@ -219,6 +291,8 @@ def build_report_html(
         )
     if scenario.notes:
         parts.append(f"<p>{html.escape(scenario.notes)}</p>")
+    if compare_with is not None:
+        parts.append(comparison_html(compare_with, scenario))
     parts.append("<h2>Privacy loss</h2>")
     parts.append(_privacy_table(scenario))
     parts.append(
@@ -292,21 +366,23 @@ def build_report_html(
                 parts.append(f"<p>{html.escape(spent)}.</p>")
             if metrics.get("engine") == "topdown":
                 parts.extend(spine_html(metrics))
-                parts.extend(tda_error_html(metrics, f"{scenario.name} — {label}"))
-            mae_rows = [
-                {"geolevel": lv, "query": q, "mae": v}
-                for lv, qs in (metrics.get("mae") or {}).items()
-                if isinstance(qs, Mapping)
-                for q, v in qs.items()
-                if not isinstance(v, Mapping)
-            ]
+                parts.extend(tda_error_html(metrics, f"{scenario.origin()} · {label}"))
             parts.append(
                 "<h4>Per-cell MAE (mean over geounit × cell: TDA's figure ÷ the query's cells)</h4>"
                 if metrics.get("engine") == "topdown"
                 else "<h4>Mean absolute error</h4>"
             )
-            parts.append(_table_html(mae_rows))
-            fig = _mae_figure(metrics, f"{scenario.name} — {label}: MAE per cell by geolevel")
+            parts.append(_table_html(_mae_rows(metrics)))
+            fig = _mae_figure(
+                metrics,
+                chart_title(
+                    "Mean absolute error per cell"
+                    if metrics.get("engine") == "topdown"
+                    else "Mean absolute error",
+                    scenario.origin(),
+                    label,
+                ),
+            )
             if fig is not None:
                 parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
             prediction = metrics.get("prediction")
@@ -314,7 +390,7 @@ def build_report_html(
                 parts.append(
                     "<p>Predicted (before the run) vs measured RMSE of the published counts:</p>"
                 )
-                parts.append(_table_html(prediction))
+                parts.append(_table_html(_spine_sorted(prediction, metrics)))
             parts.extend(run_notes_html(metrics))
     elif scenario.results or results:
         parts.append("<h2>Run results</h2>")
@@ -323,6 +399,59 @@ def build_report_html(
     parts.append(_provenance(scenario, runs, when))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def comparison_html(a: Scenario, b: Scenario) -> str:
+    """The two-scenario section: what changed from ``a`` to ``b`` (a sentence and the numbers that
+    differ), then the committee's table (TopDown) or the MOEs that differ (PHSafe)."""
+    rows = scenario_changes(a, b)
+    parts = [
+        f"<h2 id='comparison'>Compared with “{html.escape(a.name)}”</h2>",
+        f"<p id='what-changed'><b>What changed:</b> {html.escape(change_sentence(a, b, rows))}</p>",
+    ]
+    if rows:
+        shown = [
+            {"what": r["what"], "where": r["where"], a.name: r["a"], b.name: r["b"]} for r in rows
+        ]
+        parts.append(f"<details><summary>The {len(rows)} number(s) that differ</summary>")
+        parts.append(_table_html(shown))
+        parts.append("</details>")
+    if a.kind == b.kind == "topdown":
+        assert a.topdown is not None and b.topdown is not None
+        try:
+            a_rows, a_notes = published_rows(a.topdown)
+            b_rows, b_notes = published_rows(b.topdown)
+            table = committee_rows(
+                a.topdown, a_rows, b.topdown, b_rows, delta=b.delta, conversion=b.conversion
+            )
+        except PHExploreError as exc:
+            parts.append(
+                f"<p class='note'>No published-count comparison: {html.escape(str(exc))}</p>"
+            )
+            return "".join(parts)
+        parts.append(
+            "<h3 id='committee-table'>Predicted error of the published counts by geolevel</h3>"
+            "<p>After least squares, non-negativity and rounding (docs/science.md §7, "
+            "docs/prediction.md), on the shipped count profile of the allocations' schema; "
+            "each cell reads “A → B” with the difference B − A and its percentage.</p>"
+        )
+        parts.append(
+            committee_html(table, a.name, b.name, caption=f"{a.name} → {b.name}").replace(
+                COMMITTEE_CSS, ""
+            )
+        )
+        for n in sorted(set(a_notes) | set(b_notes)):
+            parts.append(f"<p class='note'>{html.escape(n)}.</p>")
+    elif a.kind == b.kind:
+        moe = [r for r in compare(a, b)["moe"] if r["difference"] != 0]
+        parts.append(f"<h3>90% MOEs that differ ({len(moe)})</h3>")
+        parts.append(
+            _table_html(
+                [{**r, a.name: r["moe_a"], b.name: r["moe_b"]} for r in moe],
+                ["table", "geo_level", "iteration_level", a.name, b.name, "difference"],
+            )
+        )
+    return "".join(parts)
 
 
 def _with_post_processed(
@@ -337,6 +466,29 @@ def _with_post_processed(
         return rows, [f"No published-count prediction: {exc}"]
     notes = sorted({n for p in predictions.values() for n in p.notes})
     return add_post_processed(rows, predictions), notes
+
+
+def interval_text(metrics: Mapping[str, Any]) -> str:
+    """How a run's EPL intervals were made: shifted by the bootstrap's median bias (files written
+    since that change say so per EPL) or, in older files, the plain percentile interval."""
+    entries = [
+        v
+        for qs in (metrics.get("epl") or {}).values()
+        if isinstance(qs, Mapping)
+        for v in qs.values()
+        if isinstance(v, Mapping)
+    ]
+    if any(e.get("interval") for e in entries):
+        return (
+            "95% interval: the bootstrap percentile interval (200 resamples of the residuals) "
+            "shifted by the resamples' median bias, so it contains the EPL; it covers the spread "
+            "of the EPL of this many residuals, not its bias as an estimate of the privacy loss "
+            "(docs/metrics.md, “The interval”)."
+        )
+    return (
+        "95% interval: the plain bootstrap percentile interval of an older file, which need not "
+        "contain the EPL (replay the run for the shifted interval; docs/metrics.md)."
+    )
 
 
 def epl_settings_text(metrics: Mapping[str, Any]) -> str:
@@ -392,8 +544,10 @@ def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
             for q, v in qs.items()
             if isinstance(v, Mapping)
         ]
+        rows = _spine_sorted(rows, metrics)
         parts.append("<h4>Empirical privacy loss (PF), with its bootstrap interval</h4>")
         parts.append(f"<p class='note'>{html.escape(epl_settings_text(metrics))}</p>")
+        parts.append(f"<p>{html.escape(interval_text(metrics))}</p>")
         parts.append(_table_html(rows))
     return parts
 

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "run_commands",
     "experiment",
     "plan",
+    "compare",
     "report",
     "scenarios",
     "app",

@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
         default=[],
         help="metrics.json of a run to include (repeatable)",
     )
+    p.add_argument(
+        "--compare-with",
+        default=None,
+        metavar="PRESET_OR_SCENARIO",
+        help="a second scenario (JSON) or preset of the same kind: the report says what changed "
+        "from it and, for TopDown, shows both budgets' published-count error by geolevel",
+    )
     p.add_argument("--out", type=Path, required=True, help="output HTML file (written atomically)")
     p.add_argument(
         "--overwrite",
@@ -55,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
     from phexplore.planning.scenarios import Scenario, scenario_from_preset
 
     results = [check_result_file(path) for path in args.results]
-    inputs = {"scenario": args.scenario, "results": [str(p) for p in results]}
+    inputs = {
+        "scenario": args.scenario,
+        "results": [str(p) for p in results],
+        **({"compare_with": str(args.compare_with)} if args.compare_with else {}),
+    }
     # Check --out before the (slow) build, then write it atomically under the lock.
     check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
@@ -75,7 +86,16 @@ def run(args: argparse.Namespace) -> int:
                 f"({scenario.fingerprint()[:12]}); report it with the scenario it was run with"
             )
         scenario = scenario.with_result(metrics)
-    page = build_report_html(scenario, keep_unrecorded=True)
+    other = None
+    if args.compare_with is not None:
+        path = Path(args.compare_with)
+        other = Scenario.load(path) if path.is_file() else scenario_from_preset(args.compare_with)
+        if other.kind != scenario.kind:
+            raise ValidationError(
+                f"--compare-with {args.compare_with}: a {other.kind} scenario cannot be compared "
+                f"with this {scenario.kind} one; give a {scenario.kind} scenario or preset"
+            )
+    page = build_report_html(scenario, keep_unrecorded=True, compare_with=other)
     with atomic_file(args.out, overwrite=args.overwrite, inputs=inputs) as tmp:
         tmp.write_text(page, encoding="utf-8")
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")

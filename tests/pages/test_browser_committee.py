@@ -57,9 +57,9 @@ def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
 
 
 def _badge(text: str) -> re.Pattern[str]:
-    """The planners' budget line: ``text``, the budget's fingerprint and, for a modified budget,
-    what differs (after " — ")."""
-    return re.compile(rf"^{re.escape(text)} · fingerprint [0-9a-f]{{12}}( — .+)?$")
+    """The planners' budget line: ``text``, the budget's fingerprint, for a modified budget what
+    differs (after " — "), then the baseline it is compared with."""
+    return re.compile(rf"^{re.escape(text)} · fingerprint [0-9a-f]{{12}}( — .+)? · compared with")
 
 
 def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
@@ -182,7 +182,9 @@ def test_start_page_guides_and_nothing_leaves_the_machine(page) -> None:  # type
     main.get_by_text("For trainers: running a workshop").wait_for()
     _idle(page)
     text = main.inner_text()
-    assert "An ε of 16.98 means" in text and "e^16.98 ≈ 24 million" in text
+    # ε read as a number a meeting can read (e^16.98 ≈ 24 million), never as an exponent.
+    assert "An ε of 16.98 means" in text and "a factor of ≈ 24 million" in text
+    assert not re.search(r"e\^\d", text)
     assert "not the chance that someone is identified" in text
     for term in ("ρ (rho)", "ε (epsilon)", "δ (delta)", "MOE", "τ (tau)", "Invariant", "Spine"):
         assert term in text, term

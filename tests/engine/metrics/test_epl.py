@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
 from engine.core.errors import ValidationError
-from engine.metrics.epl import empirical_privacy_loss, epl_details, epl_table
+from engine.metrics.epl import (
+    INTERVAL_METHOD,
+    empirical_privacy_loss,
+    epl_details,
+    epl_table,
+    shifted_interval,
+)
 from engine.metrics.epl_settings import PF_FUNCTION_DEFAULT, PF_PUBLISHED, EPLSettings
 
 
@@ -238,3 +244,30 @@ def test_random_residual_sets_match_definition(values: list[int], scale: float) 
         assert ours > 0 and math.isfinite(ours)
     else:
         assert ours == pytest.approx(reference_epl(e), rel=1e-8, nan_ok=True)
+
+
+def test_interval_contains_its_estimate_and_is_two_sided() -> None:
+    """The shifted interval holds the EPL of all residuals (docs/metrics.md, "The interval"),
+    where the plain percentile interval of the same resamples can miss it."""
+    rng = np.random.default_rng(5)
+
+    for k in range(12):
+        e = two_sided_geometric(1.0, 150, rng)
+        r = epl_details(e, n_boot=60, rng=k)
+        assert r.low <= r.value <= r.high, (k, r.low, r.value, r.high)
+        assert r.low < r.value < r.high or r.low == 0.0
+        assert r.boot_low <= r.boot_median <= r.boot_high
+        # Same width as the percentile interval of the resamples, moved by the median bias.
+        bias = r.boot_median - r.value
+        assert r.high == pytest.approx(r.boot_high - bias)
+        assert r.low == pytest.approx(max(0.0, r.boot_low - bias))
+
+    assert r.summary()["interval"] == INTERVAL_METHOD
+
+
+def test_shifted_interval_arithmetic() -> None:
+    # Estimate 0.35 below its resamples' percentile interval [0.38, 0.76] centred on 0.55.
+    low, high = shifted_interval(0.35, 0.38, 0.55, 0.76)
+    assert (low, high) == pytest.approx((0.18, 0.56))
+    assert low <= 0.35 <= high
+    assert shifted_interval(0.1, 0.05, 0.5, 0.9)[0] == 0.0  # EPL is never negative

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -43,6 +44,15 @@ def test_build_and_validate(histogram, tidy) -> None:
     validate_metrics_json(loaded)
     assert loaded["epl"]["State"]["TOTAL"]["epl"] is None
     assert loaded["entity_mae"] == {"Providence": 3.0}
+    # Every EPL says how its interval was made, and the interval holds the EPL.
+    from engine.metrics.epl import INTERVAL_METHOD
+
+    for level in payload["epl"].values():
+        for entry in level.values():
+            assert entry["interval"] == INTERVAL_METHOD
+            values = (entry["epl"], entry["epl_low"], entry["epl_high"])
+            if all(v is not None and math.isfinite(v) for v in values):
+                assert entry["epl_low"] <= entry["epl"] <= entry["epl_high"]
 
 
 def test_extra_may_not_overwrite(tidy) -> None:
