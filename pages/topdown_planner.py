@@ -34,7 +34,6 @@ from phexplore.api.budgets import (
     TopDownAllocation,
     default_states,
     exact_from_input,
-    format_fraction,
     held_exact_notes,
     load_topdown_preset,
     preset_spine,
