@@ -70,6 +70,14 @@ def _perry(pg) -> None:  # type: ignore[no-untyped-def]
     assert allocation.input_value().startswith("topdown-2020-production")
 
 
+def _press_run(pg) -> None:  # type: ignore[no-untyped-def]
+    """Press Run as a user does: the button in the middle of the screen, not at its edge."""
+    button = pg.get_by_role("button", name="Run TopDown")
+    button.evaluate("e => e.scrollIntoView({block: 'center'})")
+    pg.wait_for_timeout(200)
+    button.click()
+
+
 def _panel_in_view(pg) -> None:  # type: ignore[no-untyped-def]
     """The run panel (progress and Cancel) is on screen right after Run, at 1366×768."""
     panel = pg.locator(".st-key-run_panel")
@@ -118,7 +126,7 @@ def test_workspace_survives_reload_tabs_and_links(server, chromium_launch) -> No
         idle(pg)
         # Run #1: the unedited production preset on Perry County.
         _perry(pg)
-        pg.get_by_role("button", name="Run TopDown").click()
+        _press_run(pg)
         _panel_in_view(pg)
         _shot(pg, "01_run_panel_beside_run")
         done = _finished(pg, 1)
@@ -136,7 +144,7 @@ def test_workspace_survives_reload_tabs_and_links(server, chromium_launch) -> No
         _main(pg).get_by_text(
             re.compile(r"budget sweep ≈ .* \(2 runs, 7 SRS replicates\)")
         ).wait_for()
-        pg.get_by_role("button", name="Run TopDown").click()
+        _press_run(pg)
         _panel_in_view(pg)
         pg.reload()
         idle(pg)
@@ -230,7 +238,7 @@ def test_a_run_whose_workspace_is_closed_is_cancelled(chromium_launch, tmp_path)
             seeds.press("Enter")
             idle(pg)
             _main(pg).get_by_text(re.compile(r"budget sweep ≈ .* \(60 runs")).wait_for()
-            pg.get_by_role("button", name="Run TopDown").click()
+            _press_run(pg)
             _panel_in_view(pg)
         deadline = time.monotonic() + 120
         status = folder = message = None
