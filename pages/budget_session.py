@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError, shipped_profile_for
+from phexplore.api.budgets import PHExploreError, describe_profile, shipped_profile_for
 from phexplore.api.planning import (
     OBJECTIVE_LABELS,
     Scenario,
@@ -159,7 +159,7 @@ def _published_tab() -> None:
     st.caption(
         f"Targets on the published counts (after least squares, non-negativity and rounding), "
         f"not on the noisy measurements. Shares of **{alloc.name}** are kept; the least total ρ "
-        "meeting every target is found on the Rhode Island 2010 spine and counts "
+        f"meeting every target is found on {describe_profile(shipped_profile_for(alloc))} "
         "(docs/prediction.md). Targets are in persons, > 0."
     )
     default = pd.DataFrame(

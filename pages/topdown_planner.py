@@ -54,9 +54,13 @@ STALE_CSS = (
 )
 HELP_PUBLISHED = (
     "Published count: the predicted error after least squares, non-negativity and rounding "
-    "(docs/science.md §7), on the shipped count profile of the allocation's schema; exact for "
-    "the least-squares stage, validated against repeated runs where the mean count per cell is "
-    "≥ 1 (docs/prediction.md)."
+    "(docs/science.md §7), on a shipped count profile — the Rhode Island 2010 blocks for "
+    "allocations on the folded VOTINGAGE × RACEETH schema; for the 2,016-cell production schema "
+    "a generated national population of 20,000,000 persons (51 states, 206 counties of realistic "
+    "sizes; one state of it, Kentucky with 8 counties, when the run has 1 state or no US level). "
+    "Exact for the least-squares stage; validated against repeated runs on generated populations "
+    "(docs/prediction.md). ⚠ marks a cell outside the validated range (hover for why; the table "
+    "says it too)."
 )
 
 
@@ -331,6 +335,14 @@ def render() -> None:
             st.caption(f"Published-count prediction: {note}.")
         both = compared(rows, base_rows if shown_base else rows.iloc[0:0])
         sub = both[both["run"] == universe]
+        if show.startswith("post_processed") and "post_processed_holds" in rows.columns:
+            outside = rows[(rows["run"] == universe) & (rows["post_processed_holds"] == False)]  # noqa: E712
+            if len(outside):
+                st.caption(
+                    f"⚠ {len(outside)} published-count cells lie outside the range where the "
+                    "prediction was validated against runs (hover a cell, or see the table's "
+                    "last columns)."
+                )
         st.plotly_chart(
             heatmap(sub, show, heatmap_title(HEAT_LABELS[show], S.topdown_origin(), universe)),
             config={"toImageButtonOptions": {"filename": f"topdown_{universe}_{show}"}},

@@ -5,7 +5,9 @@ answer cells); :func:`prediction_table` puts the analytic prediction of
 :func:`engine.prediction.predict_topdown` — computed on the run's own spine and true counts —
 beside it, with the ratio predicted / measured. One run gives one draw: over repeated runs the
 ratio concentrates (``benchmarks/prediction.py``); a single run of a level with few geounits (a
-state, a handful of counties) scatters widely around it.
+state, a handful of counties) scatters widely around it. Each row says whether it lies in the
+range where the prediction was validated (``model_holds``) and why not (``validity``,
+:mod:`engine.prediction.validity`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def prediction_of_measured(
                 "predicted_rmse": r.post_processed_rmse,
                 "mean_count": r.mean_count,
                 "model_holds": r.model_holds,
+                "validity": r.validity,
                 "units": r.units,
                 "units_evaluated": pred.evaluated.get(r.geolevel, (r.units, 0))[0],
             }
@@ -90,6 +93,9 @@ def prediction_of_measured(
         ]
     )
     out = predicted.merge(measured, on=["geolevel", "query"], how="inner")
+    # a row that holds has no reason: null, not NaN (pandas turns None into NaN in a string column)
+    reason = out["validity"].astype(object)
+    out["validity"] = reason.where(reason.notna(), None)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["ratio"] = np.where(
             out["measured_rmse"] > 0, out["predicted_rmse"] / out["measured_rmse"], np.nan

@@ -2,8 +2,10 @@
 
 :func:`predict_topdown` gives, per geolevel × query, the predicted RMSE and 90% MOE of the published
 (post-processed) counts beside the noisy-measurement σ: an exact least-squares covariance
-(:mod:`.least_squares` on the block algebra of :mod:`.algebra`) corrected for non-negativity and
-rounding with a count profile (:mod:`.correction`), on a spine profile (:mod:`.spine`).
+(:mod:`.least_squares` on the block algebra of :mod:`.algebra`; on the cells each family populates,
+:mod:`.support`) corrected for non-negativity and rounding with a count profile (:mod:`.correction`),
+on a spine profile (:mod:`.spine`; shipped ones in :mod:`.shipped`), each row flagged when it lies
+outside the range where it was validated against runs (:mod:`.validity`).
 """
 
 from engine.prediction.predict import (
@@ -15,7 +17,13 @@ from engine.prediction.predict import (
     QueryPrediction,
     predict_topdown,
 )
-from engine.prediction.spine import SpineProfile, profile_for, shipped_profile, shipped_profile_for
+from engine.prediction.shipped import (
+    describe_profile,
+    profile_for,
+    shipped_profile,
+    shipped_profile_for,
+)
+from engine.prediction.spine import SpineProfile
 
 __all__ = [
     "DEFAULT_INVARIANTS",
@@ -25,6 +33,7 @@ __all__ = [
     "RUN_TABLE_MAX_UNITS",
     "QueryPrediction",
     "SpineProfile",
+    "describe_profile",
     "predict_topdown",
     "profile_for",
     "shipped_profile",

@@ -14,19 +14,28 @@ family and cell). With α = (λ − y)/s the cell error e = x − y has, in clos
     P(e > −y) = p = 1 − Φ(α),    E e = −yΦ(α) − λ p + s φ(α),
     E e² = y² Φ(α) + s²(α φ(α) + p) − 2 s λ φ(α) + λ² p.
 
+This is applied to the error a unit's cells *own*. What a unit inherits through an exact
+constraint — its share of the parent's published error (the children sum to the parent, cell by
+cell) and the error of an answer held from an earlier pass (the unit's TOTAL estimated alone first)
+— non-negativity only moves between cells and children; it is added unclipped (``conserved``, with
+a held TOTAL's deficit taken from the cells by water filling on their counts, ``held_total`` and
+:func:`deficit_shares`; the split is in :mod:`engine.prediction.level_rows`).
+
 A query answer sums cells: its mean squared error is Σ Var(e_i) + Σ_{i≠j} p_i p_j C_ij + (Σ E e_i)²,
 the first-order (Price) expansion of the covariance of two clipped Gaussians, with the linear
 off-diagonal covariance C_ij of the answer cell spread evenly over its pairs of cells — capped by the
 answer's linear variance: least squares that knew which cells are 0 (exact constraints) could only
-be more precise, and an answer pinned by its own measurement keeps it (no re-estimation of the free
-cells is modelled, so sparse marginals measured precisely are over-predicted). Rounding
-(TDA eq. 7.7) adds at most one person to a cell that is not already integral: variance p_i/6 per cell
-(a uniform fractional part rounded up or down with the probability that keeps the sum), summed over
-the answer cell.
+be more precise, and an answer pinned by its own measurement keeps it. A unit's empty cells of its
+family's support (support model) are lifted by noise: their clipped error reaches an answer only
+as far as the populated cells do not take it back (``pinned_outside``,
+:mod:`engine.prediction.support_freed`). Rounding (TDA eq. 7.3, 7.7) follows the engine's chain of
+rounded marginals (:mod:`engine.prediction.rounding`): per answer, the non-integral answers of the
+coarsest chain marginal inside it, 1/6 each below the root (the children's rounded answers must sum
+to the parent's: a fraction rounded up with probability equal to itself), 1/12 at the root.
 
-Homogeneous (small) counts are biased up and large ones down, as TDA Table 13 shows; where the
-mean count per answer cell is below 1 the model is flagged as outside its validated range
-(``model_holds``; docs/prediction.md lists the measured ratios).
+Homogeneous (small) counts are biased up and large ones down, as TDA Table 13 shows. Whether a
+prediction's row lies in the range where this was validated against runs is
+:mod:`engine.prediction.validity`'s (docs/prediction.md §3–§4).
 """
 
 from __future__ import annotations
@@ -40,14 +49,15 @@ import numpy as np
 import scipy.sparse
 from scipy.special import ndtr
 
+from engine.prediction.rounding import ROUNDING_VARIANCE, RoundingPieces
 from engine.schema.marginals import answer_cells, cell_index, parse_marginal
 
-ROUNDING_VARIANCE = 1.0 / 6.0
-"""Variance added by rounding a non-integral cell (uniform fraction f rounded up w.p. f: E f(1−f))."""
+__all__ = ["ROUNDING_VARIANCE"]
+
 
 MIN_MEAN_COUNT = 1.0
-"""Below this mean count per answer cell the prediction is flagged: it is validated on rows with a
-mean count ≥ 1 per answer cell (docs/prediction.md §3)."""
+"""Below this mean count per answer cell a level correction reports ``model_holds`` False; a
+prediction's rows take their flag from :mod:`engine.prediction.validity` instead."""
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 
@@ -62,6 +72,9 @@ class LevelCorrection:
     bias: float = 0.0
     unit_bias: np.ndarray | None = None
     """Per unit × answer cell mean error (the units the correction was evaluated on)."""
+    populated_ratio: float | None = None
+    """Published over least-squares mean squared error on the answer cells with a positive
+    count: what the share of this level's error its children inherit is scaled by."""
 
 
 @dataclass(frozen=True)
@@ -278,6 +291,11 @@ def level_corrections(
     *,
     unit_bias: bool = True,
     linear_divisor: float = 1.0,
+    conserved: Mapping[str, np.ndarray] | None = None,
+    rounding: RoundingPieces | None = None,
+    linear_total: Mapping[str, np.ndarray] | None = None,
+    held_total: np.ndarray | None = None,
+    pinned_outside: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, LevelCorrection]:
     """The correction of every query of ``linear_vars`` at once (one query: a dict of one).
 
@@ -287,7 +305,22 @@ def level_corrections(
     answer cells. ``unit_bias``: also return each query's per unit × answer-cell mean error
     (all answer cells; ``False``: ``None``, when only the summary is needed).
     ``linear_divisor``: the linear variances are ``linear_vars`` divided by it (divided only
-    where used: the answer cells some column reaches)."""
+    where used: the answer cells some column reaches). ``conserved``: per query, per unit (×
+    answer cell) the variance of the error the unit inherits through an exact constraint (its
+    share of the parent's published error, the error of an answer held from an earlier pass):
+    added as is — non-negativity only moves it between cells and children — while
+    ``linear_vars``, ``cell_var`` and ``moments`` describe the rest of the error, which the
+    cells' clipping changes (the module docstring). ``rounding``: the engine's chain of rounded
+    marginals (:class:`RoundingPieces`); without it each cell is rounded on its own (p_i/6).
+    ``linear_total``: per query the least-squares variance of every answer (all its parts), for
+    each query's ``populated_ratio``. ``held_total``: per unit the variance of the published error
+    of a TOTAL held from an earlier pass; half of it (a deficit) is taken from the cells by
+    water filling on their counts — each populated cell gives min(y_i, μ), Σ_i min(y_i, μ) = the
+    error's standard deviation — and split among the answers as those cells are (the other half,
+    an excess, spreads as the least squares splits it: ``conserved`` carries it).
+    ``pinned_outside``: per query, per unit × answer, the freed variance of the unit's empty
+    cells that reaches the answer once its populated cells re-adjust (support model); without
+    it each empty cell's clipped error counts in full in its own answer."""
     queries = tuple(linear_vars)
     sums = answer_sums(attributes, queries, cells)
     n_units, n_columns = counts.shape
@@ -295,7 +328,9 @@ def level_corrections(
         raise ValueError(
             f"counts have {n_columns} columns; the queries' cells are {sums.n_columns}"
         )
-    totals = {name: np.zeros(len(queries)) for name in ("mse", "true", "bias")}
+    totals = {
+        name: np.zeros(len(queries)) for name in ("mse", "true", "bias", "pop_mse", "pop_lin")
+    }
     biases = [np.zeros((n_units, size)) if unit_bias else None for size in sums.sizes]
     step = max(1, CHUNK_ELEMENTS // max(n_columns, 1))
     two_d = cell_var.ndim == 2
@@ -321,6 +356,8 @@ def level_corrections(
         if inside is not None:
             arrays.append(inside)
             arrays.append(np.where(inside, 0.0, var))
+        if held_total is not None:
+            arrays.append(deficit_shares(counts[part], np.sqrt(held_total[part])))
         width = b - a
         stacked = np.empty((n_columns, len(arrays), width))
         for j, x in enumerate(arrays):
@@ -338,6 +375,10 @@ def level_corrections(
             outside: np.ndarray | float = 0.0
         else:
             per_answer, outside = summed[:, rest], summed[:, rest + 1]
+            outside = np.array(outside)
+            rest += 2
+        if held_total is not None:
+            given = summed[:, rest]
         lin = np.empty(sum_p.shape)
         for i, q in enumerate(queries):
             v = linear_vars[q][part]
@@ -354,11 +395,43 @@ def level_corrections(
         # (exact constraints added); where the answer is pinned by its own measurements rather
         # than by its cells, the frozen-cell sum above overstates it, so the linear variance
         # caps it.
+        if pinned_outside is not None and inside is not None:
+            # A lifted empty cell moves an answer only as far as the populated cells do not
+            # take it back (pinned_outside: the freed variance reaching each answer); what of
+            # it survives the clipping is the unit's clipped / freed variance of its empty
+            # cells.
+            freed = np.where(inside, 0.0, cell_var[part]).sum(axis=1)
+            kept_var = np.where(inside, 0.0, var).sum(axis=1)
+            survives = np.where(freed > 0, kept_var / np.maximum(freed, 1e-300), 0.0)
+            for i, q in enumerate(queries):
+                w = pinned_outside[q][part][:, sums.present[i]].T
+                outside_q = w * survives[None, :]
+                if isinstance(outside, np.ndarray):
+                    outside[sums.span(i)] = outside_q
         clipped = np.minimum(spread + mean**2, lin) + outside
-        mse = clipped + ROUNDING_VARIANCE * rounded
-        for i in range(len(queries)):
+        if rounding is not None:
+            p_round = moments.p_rounded[part]
+            for i, q in enumerate(queries):
+                rounded[sums.span(i)] = rounding.nonintegral(q, p_round)[:, sums.present[i]].T
+        mse = clipped + (rounding.variance if rounding is not None else ROUNDING_VARIANCE) * rounded
+        for i, q in enumerate(queries):
             span = sums.span(i)
+            shape = (sums.present[i].size, b - a)
+            kept = 0.0
+            if conserved is not None and q in conserved:
+                # answers no column reaches carry no conserved error either (no cell there)
+                kept = _answers_first(conserved[q][part], sums.present[i], shape)
+                totals["mse"][i] += float(kept.sum())
             totals["mse"][i] += float(mse[span].sum())
+            if held_total is not None:
+                by_count = 0.5 * held_total[part][None, :] * given[span] ** 2
+                kept = kept + by_count
+                totals["mse"][i] += float(by_count.sum())
+            if linear_total is not None and q in linear_total:
+                populated = true[span] > 0
+                total_lin = _answers_first(linear_total[q][part], sums.present[i], shape)
+                totals["pop_mse"][i] += float((mse[span] + kept)[populated].sum())
+                totals["pop_lin"][i] += float(total_lin[populated].sum())
             totals["true"][i] += float(true[span].sum())
             totals["bias"][i] += float(mean[span].sum())
             if biases[i] is not None:
@@ -367,14 +440,42 @@ def level_corrections(
     for i, q in enumerate(queries):
         n = float(n_units * sums.sizes[i])
         mean_count = totals["true"][i] / n
+        pop_lin = totals["pop_lin"][i]
         out[q] = LevelCorrection(
             rmse=math.sqrt(totals["mse"][i] / n),
             mean_count=mean_count,
             model_holds=mean_count >= MIN_MEAN_COUNT,
             bias=totals["bias"][i] / n,
             unit_bias=biases[i],
+            populated_ratio=totals["pop_mse"][i] / pop_lin if pop_lin > 0 else None,
         )
     return out
+
+
+def deficit_shares(counts: np.ndarray, deficit: np.ndarray, iterations: int = 48) -> np.ndarray:
+    """``(units, cells)``: the share of a deficit of ``deficit`` persons (per unit) each cell
+    gives when it is taken by water filling on the counts — every cell gives min(y_i, μ) with μ
+    such that the cells give the deficit (all of a unit's count when it is smaller) — the
+    non-negative least squares' way to lower a held total (equal weights, cells stop at 0)."""
+    y = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
+    d = np.minimum(np.asarray(deficit, dtype=np.float64), y.sum(axis=1))
+    lo = np.zeros(y.shape[0])
+    hi = np.maximum(y.max(axis=1, initial=0.0), 1e-12)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        short = np.minimum(y, mid[:, None]).sum(axis=1) < d
+        lo = np.where(short, mid, lo)
+        hi = np.where(short, hi, mid)
+    given = np.minimum(y, hi[:, None])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(d[:, None] > 0, given / np.maximum(d, 1e-300)[:, None], 0.0)
+
+
+def _answers_first(values: np.ndarray, present: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Per unit (or unit × answer) values as ``(present answers, units)``."""
+    if values.ndim == 1:
+        return np.broadcast_to(values[None, :], shape)
+    return values[:, present].T
 
 
 def held_query_correction(
@@ -387,6 +488,8 @@ def held_query_correction(
     *,
     root: bool = False,
     cells: np.ndarray | None = None,
+    conserved: np.ndarray | None = None,
+    linear_total: np.ndarray | None = None,
 ) -> LevelCorrection:
     """Correction of a query estimated in an earlier least-squares pass (e.g. TOTAL in pass 1,
     TDA §7.2) and held in the later ones: water filling on the query's own answers, which is the
@@ -394,12 +497,24 @@ def held_query_correction(
 
     ``counts`` are the units' detailed counts (rows ``units`` of the level), ``linear_var`` the
     least-squares variance of an answer cell of each unit (or unit × answer cell); ``cells`` as
-    in :func:`level_corrections`."""
+    in :func:`level_corrections`; ``conserved`` (per unit or unit × answer cell) as in
+    :func:`level_corrections`, added as is (``linear_var`` is then the rest)."""
     sums = answer_sums(attributes, (query,), cells)
     answers = np.zeros((counts.shape[0], sums.sizes[0]))
     answers[:, sums.present[0]] = sums(np.ascontiguousarray(counts.T, dtype=np.float64)).T
     moments, _ = level_moments(answers, linear_var, fanouts, units, root=root)
     mse = moments.var + moments.mean**2 + ROUNDING_VARIANCE * moments.p_rounded
+    if conserved is not None:
+        mse = mse + (conserved[:, None] if conserved.ndim == 1 else conserved)
+    ratio = None
+    if linear_total is not None:
+        lin = np.broadcast_to(
+            linear_total[:, None] if linear_total.ndim == 1 else linear_total, answers.shape
+        )
+        populated = answers > 0
+        ratio = (
+            float(mse[populated].sum() / lin[populated].sum()) if lin[populated].sum() > 0 else None
+        )
     mean_count = float(answers.mean())
     return LevelCorrection(
         rmse=math.sqrt(float(mse.mean())),
@@ -407,4 +522,5 @@ def held_query_correction(
         model_holds=mean_count >= MIN_MEAN_COUNT,
         bias=float(moments.mean.mean()),
         unit_bias=moments.mean,
+        populated_ratio=ratio,
     )

@@ -25,10 +25,11 @@ allocation, passes and invariants, so it is computed once per level in the block
 :mod:`engine.prediction.algebra`; a node's covariance is Σ_j c_j K_j with scalar coefficients
 c_j from the fan-outs on its path to the root (:func:`path_coefficients`).
 
-The engine's passes (``engine/topdown/plan.py``): one pass of every query at the root and where the
-children are blocks; elsewhere TOTAL first, then every other measured query, earlier answers held
-within τ̂ + 0.1 (we hold them exactly). Invariant queries (TDA §5.2) are exact: they are constraints
-in every pass and contribute no noise. A pass must determine the answers of every earlier pass
+The engine's passes (``engine/topdown/plan.py``, ``engine/topdown/qp/route.py``): one
+pass of every query at the root and where the children are blocks; elsewhere TOTAL first, then
+every other measured query, earlier answers held within τ̂ + 0.1 (we hold them exactly).
+Invariant queries (TDA §5.2) are exact: they are constraints in every pass and contribute no
+noise. A pass must determine the answers of every earlier pass
 (passes of increasing detail, TDA §7.2) for the formula to be exact.
 """
 
@@ -84,6 +85,13 @@ def engine_passes(
 
 def level_covariance(algebra: CellAlgebra, design: LevelDesign) -> Operator:
     """K_level = Σ_k L_k C_k L_kᵀ of the module docstring (block by block)."""
+    return level_covariance_parts(algebra, design)[0]
+
+
+def level_covariance_parts(algebra: CellAlgebra, design: LevelDesign) -> tuple[Operator, Operator]:
+    """K_level and its part from the passes before the last, Σ_{k<K} L_k C_k L_kᵀ: the error of
+    the answers those passes fixed and the last pass holds (a TOTAL estimated alone first), which
+    non-negativity cannot change (the held answers are published as estimated)."""
     held: list[str] = list(design.invariants)
     identity = algebra.identity()
     ls: list[Operator] = []  # L_k of the passes so far
@@ -107,9 +115,13 @@ def level_covariance(algebra: CellAlgebra, design: LevelDesign) -> Operator:
         covs.append(cov)
         held.extend(pass_queries)
     out = algebra.zero()
-    for lk, ck in zip(ls, covs, strict=True):
-        out = add(out, matmul(lk, ck, transpose(lk)))
-    return out
+    earlier = algebra.zero()
+    for k, (lk, ck) in enumerate(zip(ls, covs, strict=True)):
+        term = matmul(lk, ck, transpose(lk))
+        out = add(out, term)
+        if k + 1 < len(ls):
+            earlier = add(earlier, term)
+    return out, earlier
 
 
 def path_coefficients(fanouts: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -1,10 +1,11 @@
 """Published-count accuracy beside the noisy-measurement σ in the TopDown MOE table (docs/science.md
 §2, §7).
 
-:func:`add_post_processed` extends the rows of :func:`phexplore.planning.targets.moe_tables.topdown_rows` (one per
-run × geolevel × query) with ``post_processed_rmse`` and ``post_processed_moe`` (90% by default:
-z·RMSE) from :func:`engine.prediction.predict_topdown`, and ``post_processed_holds`` (False where
-the mean count per answer cell is below 1, the stated range of the model; None without counts).
+:func:`add_post_processed` extends the rows of :func:`phexplore.planning.moe_tables.topdown_rows`
+(one per run × geolevel × query) with ``post_processed_rmse`` and ``post_processed_moe`` (90% by
+default: z·RMSE) from :func:`engine.prediction.predict_topdown`, ``post_processed_holds`` (whether
+the row lies in the range where the prediction was validated against runs,
+:mod:`engine.prediction.validity`) and ``post_processed_reason`` (why not; ``None`` when it holds).
 Only the persons run is estimated by TopDown's post-processing; other runs get ``None``.
 """
 
@@ -58,6 +59,7 @@ def add_post_processed(
         new["post_processed_rmse"] = None if hit is None else hit.post_processed_rmse
         new["post_processed_moe"] = None if hit is None else hit.post_processed_moe
         new["post_processed_holds"] = None if hit is None else hit.model_holds
+        new["post_processed_reason"] = None if hit is None else hit.validity
         out.append(new)
     return out
 
@@ -74,5 +76,9 @@ def prediction_summary(predictions: Mapping[str, Prediction], profile: SpineProf
         "profile_source": profile.source,
         "profile_licence": profile.licence,
         "spine_levels": {run: list(p.levels) for run, p in predictions.items()},
+        "model": {run: p.model for run, p in predictions.items()},
+        "rows_outside_validated_range": {
+            run: sum(1 for r in p.rows if r.model_holds is False) for run, p in predictions.items()
+        },
         "notes": notes,
     }

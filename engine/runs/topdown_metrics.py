@@ -52,6 +52,8 @@ PREDICTION_COLUMNS = [
     "predicted_rmse",
     "measured_rmse",
     "ratio",
+    "model_holds",
+    "validity",
     "units",
     "units_evaluated",
 ]

@@ -59,8 +59,10 @@ def query_order(queries: list[str]) -> list[str]:
 
 def heatmap(sub: pd.DataFrame, value: str, title: str) -> go.Figure:
     """Query × geolevel heatmap (queries as rows, so every name reads unrotated; geolevels in spine
-    order): colour = log₁₀ of the working value, text = the value and its Δ% vs the baseline."""
+    order): colour = log₁₀ of the working value, text = the value and its Δ% vs the baseline; a
+    published-count prediction outside its validated range is marked ⚠, the reason on hover."""
     levels = list(dict.fromkeys(sub["geolevel"]))
+    flag_outside = value.startswith("post_processed") and "post_processed_holds" in sub.columns
     queries = query_order(list(dict.fromkeys(sub["query"])))
     cell = {(r["geolevel"], r["query"]): r for r in sub.to_dict("records")}
     z, text, hover = [], [], []
@@ -81,10 +83,13 @@ def heatmap(sub: pd.DataFrame, value: str, title: str) -> go.Figure:
             else:
                 rel = percent(r.get(f"{value}_delta_pct"))
                 base = r.get(f"{value}_baseline")
-                tr.append(f"{v:,.1f}" + (f"<br>{rel}" if rel else ""))
+                outside = flag_outside and r.get("post_processed_holds") is False
+                reason = str(r.get("post_processed_reason") or "outside the validated range")
+                tr.append(f"{v:,.1f}{' ⚠' if outside else ''}" + (f"<br>{rel}" if rel else ""))
                 hr.append(
                     f"{geolevel_label(lv)} · {q}: {v:,.2f} persons"
                     + ("" if base is None else f" (baseline {float(base):,.2f}; {rel})")
+                    + (f"<br>⚠ {reason}" if outside else "")
                 )
         z.append(zr)
         text.append(tr)

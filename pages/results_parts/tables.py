@@ -158,7 +158,7 @@ def _tda_reference_section(record: R.RunRecord, view: R.TDAView) -> None:
 
 def prediction_section(record: R.RunRecord) -> None:
     """Predicted RMSE of the published counts (docs/science.md §7, before the run) beside the
-    measured one."""
+    measured one, each row flagged where it is outside the validated range."""
     pred = record.tables.get("prediction")
     st.subheader("Predicted vs measured RMSE of the published counts")
     if pred is None or pred.empty:
@@ -170,7 +170,9 @@ def prediction_section(record: R.RunRecord) -> None:
         "Predicted before any run from the allocation, the spine's fan-outs and the data's counts "
         "(exact least-squares covariance, corrected for non-negativity and rounding; "
         "docs/prediction.md). One run is one draw: levels with few geounits scatter around the "
-        "prediction. 'holds' is False where the mean count per cell is below 1."
+        "prediction. 'Model holds' is False where the row lies outside the range where the "
+        "prediction was validated against repeated runs (allocation, ρ, level, mean count per "
+        "cell); 'Why not validated' says why."
     )
     sample = R.prediction_sample_sentence(pred)
     if sample:
@@ -196,7 +198,10 @@ def prediction_section(record: R.RunRecord) -> None:
     st.dataframe(
         display_frame(
             shown,
-            extra={"model_holds": "Model holds", "sigma": "Noisy-measurement σ (persons)"},
+            extra={
+                "model_holds": "Model holds (validated range)",
+                "sigma": "Noisy-measurement σ (persons)",
+            },
         ),
         hide_index=True,
         width="stretch",

@@ -39,7 +39,7 @@ from engine.dp.presets import (
     phsafe_from_dict,
     preset_spine,
 )
-from engine.prediction import shipped_profile_for
+from engine.prediction import describe_profile, shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "conversions",
     "default_states",
     "default_topdown_preset",
+    "describe_profile",
     "epsilon_for_delta",
     "format_fraction",
     "held_exact_notes",

@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from engine.core.errors import PHExploreError
@@ -33,25 +32,20 @@ from engine.dp.budget import budget_use
 from engine.dp.budget.fingerprint import short_fingerprint
 from engine.dp.budget.invariants import SPREAD_LABEL, spent_label
 from engine.dp.conversions import CONVERSION_LABELS, CONVERSIONS
-from engine.metrics.tda_reference import (
-    comparability,
-    comparison_caption,
-    size_class_comparison,
-    tda_comparison,
-    tda_mae_of_metrics,
-)
-from engine.metrics.universe import universe_of_metrics
-from engine.prediction import shipped_profile_for
+from engine.prediction import describe_profile, shipped_profile_for
 from engine.prediction.tables import add_post_processed, predictions_for_runs
 from phexplore.app.charts import chart_title, for_report
 from phexplore.app.committee import CSS as COMMITTEE_CSS
 from phexplore.app.committee import committee_html
-from phexplore.app.naming import (
-    display_frame,
-    geolevel_label,
-    level_label,
-    spine_order,
-    table_label,
+from phexplore.app.report_runs import (
+    mae_figure,
+    mae_rows,
+    run_notes_html,
+    run_title,
+    spine_html,
+    spine_sorted,
+    table_html,
+    tda_error_html,
 )
 from phexplore.planning.changes import change_sentence, scenario_changes
 from phexplore.planning.committee import committee_rows, published_rows
@@ -96,154 +90,6 @@ def epsilon_delta_figure(scenario: Scenario) -> go.Figure:
     # Legend under the plot so the δ axis gets the page's width (14 decades, unrotated labels).
     fig.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0})
     return fig
-
-
-def _table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    if not rows:
-        return "<p><em>none</em></p>"
-    frame = pd.DataFrame(list(rows))
-    if columns:
-        frame = frame[[c for c in columns if c in frame.columns]]
-    return display_frame(frame).to_html(
-        index=False, float_format=lambda v: f"{v:.6g}", na_rep="—", border=0
-    )
-
-
-def _run_levels(metrics: Mapping[str, Any]) -> list[str] | None:
-    """The geolevels of a TopDown run's allocation (its spine, root first), when recorded."""
-    run = metrics.get("run")
-    config = run.get("config") if isinstance(run, Mapping) else None
-    levels = config.get("geolevels") if isinstance(config, Mapping) else None
-    return [str(lv) for lv in levels] if isinstance(levels, list) else None
-
-
-def _spine_sorted(
-    rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
-    """``rows`` with a ``geolevel`` key ordered from the root down (stable within a level)."""
-    order = spine_order([str(r.get("geolevel")) for r in rows], _run_levels(metrics))
-    rank = {lv: i for i, lv in enumerate(order)}
-    return sorted(rows, key=lambda r: rank.get(str(r.get("geolevel")), len(rank)))
-
-
-def _mae_rows(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """MAE rows of a run: geolevel × query (TopDown, root first) or table × level (PHSafe)."""
-    mae = metrics.get("mae") or {}
-    if metrics.get("engine") == "phsafe":
-        return [
-            {"table": t, "level": lv, "mae": v}
-            for t, levels in mae.items()
-            if isinstance(levels, Mapping)
-            for lv, v in levels.items()
-            if not isinstance(v, Mapping)
-        ]
-    rows = [
-        {"geolevel": lv, "query": q, "mae": v}
-        for lv, qs in mae.items()
-        if isinstance(qs, Mapping)
-        for q, v in qs.items()
-        if not isinstance(v, Mapping)
-    ]
-    return _spine_sorted(rows, metrics)
-
-
-def _mae_figure(
-    metrics: Mapping[str, Any], title: str, section: str = "mae", y_title: str = ""
-) -> go.Figure | None:
-    """Grouped bars of a run's MAE (or another geolevel × query ``section``): geolevels from the
-    root down (TopDown) or tables with their population-group levels in words (PHSafe)."""
-    mae = metrics.get(section)
-    if not isinstance(mae, Mapping) or not mae:
-        return None
-    phsafe = metrics.get("engine") == "phsafe"
-    groups = list(mae) if phsafe else spine_order(mae, _run_levels(metrics))
-    fig = go.Figure()
-    series: list[str] = []
-    for group in groups:
-        values = mae.get(group)
-        if isinstance(values, Mapping):
-            series.extend(k for k in values if k not in series)
-    for key in series:
-        present = [g for g in groups if isinstance(mae[g], Mapping) and key in mae[g]]
-        fig.add_trace(
-            go.Bar(
-                name=level_label(key) if phsafe else key,
-                x=[table_label(g) if phsafe else geolevel_label(g) for g in present],
-                y=[mae[g][key] for g in present],
-            )
-        )
-    unit = "persons or households" if phsafe else "persons"
-    fig.update_layout(
-        title=title,
-        barmode="group",
-        xaxis_title="Table" if phsafe else "Geolevel",
-        yaxis_title=y_title
-        or (
-            f"Mean absolute error ({unit})" if phsafe else "Mean absolute error per cell (persons)"
-        ),
-        height=420,
-    )
-    return for_report(fig)
-
-
-def spine_html(metrics: Mapping[str, Any]) -> list[str]:
-    """The spine a TopDown run measured on (metrics.json ``spine_used``; older files: not
-    recorded)."""
-    used = metrics.get("spine_used")
-    if isinstance(used, Mapping) and used.get("label"):
-        return [f"<p class='spine'>Spine: {html.escape(str(used['label']))}.</p>"]
-    return [
-        "<p class='spine'>Spine: not recorded (this metrics.json predates the record; runs then "
-        "used the conventional spine unless --spine was given).</p>"
-    ]
-
-
-def tda_error_html(metrics: Mapping[str, Any], title: str) -> list[str]:
-    """A TopDown run's errors as the report shows them: TDA's absolute error first (table and
-    chart), the block universe, TDA's published Tables 9–12 beside it for production runs (with
-    what differs), then the per-cell MAE, labelled per cell."""
-    parts: list[str] = []
-    section, note = tda_mae_of_metrics(metrics)
-    parts.append(
-        "<h4>Absolute error, TDA's definition (per geounit: |error| summed over the query's "
-        "cells; mean over geounits — TDA Tables 9–10)</h4>"
-    )
-    parts.append(f"<p>{html.escape(note)}.</p>")
-    if section:
-        rows = [
-            {"geolevel": lv, "query": q, "tda_mae": v}
-            for lv, per_query in section.items()
-            for q, v in per_query.items()
-        ]
-        parts.append(f"<div class='tda-mae'>{_table_html(rows)}</div>")
-        fig = _mae_figure(
-            {"tda_mae": section},
-            f"Absolute error per geounit (TDA's definition) — {title}",
-            "tda_mae",
-            "Absolute error per geounit (persons)",
-        )
-        if fig is not None:
-            parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
-    universe = universe_of_metrics(metrics)
-    parts.append(f"<p class='note'>Block figures: {html.escape(str(universe.get('note')))}</p>")
-    ok, why = comparability(metrics)
-    if ok:
-        table = tda_comparison(metrics)
-        if not table.empty:
-            parts.append("<h4>Beside TDA's published Tables 9–10 (production, 2010 CEF)</h4>")
-            parts.append(
-                f"<div class='tda-reference'>{_table_html(table.to_dict('records'))}</div>"
-            )
-            sizes = size_class_comparison(metrics)
-            if not sizes.empty:
-                parts.append(
-                    "<p>TOTAL error by size class of the true count (TDA Tables 11–12):</p>"
-                )
-                parts.append(_table_html(sizes.to_dict("records")))
-            parts.append(f"<p class='note'>{html.escape(comparison_caption(metrics))}</p>")
-    else:
-        parts.append(f"<p>TDA Tables 9–12 are not shown beside this run: {html.escape(why)}.</p>")
-    return parts
 
 
 def build_report_html(
@@ -326,7 +172,7 @@ def build_report_html(
             "<p>Noisy-measurement σ = 1/√(ρ·c·d) and 90% MOE = 1.645σ per query (TDA App. B), "
             "beside the <b>predicted</b> RMSE and 90% MOE of the <b>published counts</b> (after "
             "least squares, non-negativity and rounding; docs/science.md §7, docs/prediction.md) "
-            "on the Rhode Island 2010 spine and counts. Measured errors of runs follow below.</p>"
+            f"on {_profile_phrase(scenario)}. Measured errors of runs follow below.</p>"
         )
         cols = [
             "run",
@@ -340,13 +186,15 @@ def build_report_html(
             "moe90",
             "post_processed_rmse",
             "post_processed_moe",
+            "post_processed_holds",
+            "post_processed_reason",
             "status",
         ]
     moe_rows = scenario.moe_rows()
     if scenario.kind == "topdown":
         moe_rows, notes = _with_post_processed(scenario, moe_rows)
         parts.extend(f"<p class='note'>{html.escape(n)}.</p>" for n in notes)
-    parts.append(f"<div id='moe-table'>{_table_html(moe_rows, cols)}</div>")
+    parts.append(f"<div id='moe-table'>{table_html(moe_rows, cols)}</div>")
     parts.append(
         f"<details><summary>Summary (JSON)</summary><pre>{html.escape(str(summary))}</pre></details>"
     )
@@ -372,8 +220,8 @@ def build_report_html(
                 if metrics.get("engine") == "topdown"
                 else "<h4>Mean absolute error</h4>"
             )
-            parts.append(_table_html(_mae_rows(metrics)))
-            fig = _mae_figure(
+            parts.append(table_html(mae_rows(metrics)))
+            fig = mae_figure(
                 metrics,
                 chart_title(
                     "Mean absolute error per cell"
@@ -390,7 +238,7 @@ def build_report_html(
                 parts.append(
                     "<p>Predicted (before the run) vs measured RMSE of the published counts:</p>"
                 )
-                parts.append(_table_html(_spine_sorted(prediction, metrics)))
+                parts.append(table_html(spine_sorted(prediction, metrics)))
             parts.extend(run_notes_html(metrics))
     elif scenario.results or results:
         parts.append("<h2>Run results</h2>")
@@ -414,7 +262,7 @@ def comparison_html(a: Scenario, b: Scenario) -> str:
             {"what": r["what"], "where": r["where"], a.name: r["a"], b.name: r["b"]} for r in rows
         ]
         parts.append(f"<details><summary>The {len(rows)} number(s) that differ</summary>")
-        parts.append(_table_html(shown))
+        parts.append(table_html(shown))
         parts.append("</details>")
     if a.kind == b.kind == "topdown":
         assert a.topdown is not None and b.topdown is not None
@@ -446,12 +294,22 @@ def comparison_html(a: Scenario, b: Scenario) -> str:
         moe = [r for r in compare(a, b)["moe"] if r["difference"] != 0]
         parts.append(f"<h3>90% MOEs that differ ({len(moe)})</h3>")
         parts.append(
-            _table_html(
+            table_html(
                 [{**r, a.name: r["moe_a"], b.name: r["moe_b"]} for r in moe],
                 ["table", "geo_level", "iteration_level", a.name, b.name, "difference"],
             )
         )
     return "".join(parts)
+
+
+def _profile_phrase(scenario: Scenario) -> str:
+    """The count profile the scenario's published-count prediction rests on, in words."""
+    if scenario.topdown is None:
+        return "no count profile"
+    try:
+        return describe_profile(shipped_profile_for(scenario.topdown))
+    except PHExploreError as exc:
+        return f"no count profile ({exc})"
 
 
 def _with_post_processed(
@@ -466,99 +324,6 @@ def _with_post_processed(
         return rows, [f"No published-count prediction: {exc}"]
     notes = sorted({n for p in predictions.values() for n in p.notes})
     return add_post_processed(rows, predictions), notes
-
-
-def interval_text(metrics: Mapping[str, Any]) -> str:
-    """How a run's EPL intervals were made: shifted by the bootstrap's median bias (files written
-    since that change say so per EPL) or, in older files, the plain percentile interval."""
-    entries = [
-        v
-        for qs in (metrics.get("epl") or {}).values()
-        if isinstance(qs, Mapping)
-        for v in qs.values()
-        if isinstance(v, Mapping)
-    ]
-    if any(e.get("interval") for e in entries):
-        return (
-            "95% interval: the bootstrap percentile interval (200 resamples of the residuals) "
-            "shifted by the resamples' median bias, so it contains the EPL; it covers the spread "
-            "of the EPL of this many residuals, not its bias as an estimate of the privacy loss "
-            "(docs/metrics.md, “The interval”)."
-        )
-    return (
-        "95% interval: the plain bootstrap percentile interval of an older file, which need not "
-        "contain the EPL (replay the run for the shifted interval; docs/metrics.md)."
-    )
-
-
-def epl_settings_text(metrics: Mapping[str, Any]) -> str:
-    """What EPL density range a run's metrics.json used, and whether PF's numbers compare.
-
-    Files written before ``epl_settings`` was recorded used ±1.5 × max(|P1|, |P99|) (PF's function
-    defaults, not their published settings).
-    """
-    settings = metrics.get("epl_settings")
-    if not isinstance(settings, Mapping):
-        return (
-            "EPL settings not recorded: this file predates them and used ±1.5 × max(|P1|, |P99|) "
-            "(the defaults of Petti & Flaxman's function, not their published settings); do not "
-            "compare these EPLs with PF's published values."
-        )
-    label = str(settings.get("label", ""))
-    if settings.get("pf_published"):
-        return f"EPL density range {label}: comparable with PF's published EPLs."
-    return (
-        f"EPL density range {label}: not comparable with PF's published EPLs, which used "
-        "±1 × max(|P5|, |P95|)."
-    )
-
-
-def run_notes_html(metrics: Mapping[str, Any]) -> list[str]:
-    """Notes beside a run's numbers: RI's folded schema (with σ), and the EPL table with its settings."""
-    parts: list[str] = []
-    note = metrics.get("schema_note")
-    if isinstance(note, Mapping) and note.get("note"):
-        parts.append(f"<p class='note'>{html.escape(str(note['note']))}</p>")
-        rows = note.get("sigma_comparison") or []
-        if rows:
-            parts.append(
-                f"<p>Noisy-measurement σ at ρ = {float(note.get('rho', 0)):g}: RI's RACEETH per "
-                f"group vs production's HISPANIC × CENRACE ({html.escape(str(note.get('production_preset')))} "
-                "shares) per cell and summed over a group's cells.</p>"
-            )
-            parts.append(_table_html(list(rows)))
-    epl = metrics.get("epl")
-    if isinstance(epl, Mapping) and epl:
-        rows = [
-            {
-                "geolevel": lv,
-                "query": q,
-                "EPL": v.get("epl"),
-                "95% low": v.get("epl_low"),
-                "95% high": v.get("epl_high"),
-                "residuals": v.get("n_residuals"),
-                "undefined because": v.get("reason") or "",
-            }
-            for lv, qs in epl.items()
-            if isinstance(qs, Mapping)
-            for q, v in qs.items()
-            if isinstance(v, Mapping)
-        ]
-        rows = _spine_sorted(rows, metrics)
-        parts.append("<h4>Empirical privacy loss (PF), with its bootstrap interval</h4>")
-        parts.append(f"<p class='note'>{html.escape(epl_settings_text(metrics))}</p>")
-        parts.append(f"<p>{html.escape(interval_text(metrics))}</p>")
-        parts.append(_table_html(rows))
-    return parts
-
-
-def run_title(metrics: Mapping[str, Any]) -> str:
-    """``"Run #3: PHSafe on synthetic_us [states 44], seed 2020"`` (run number, data and seed)."""
-    engine = {"phsafe": "PHSafe", "topdown": "TopDown"}.get(str(metrics.get("engine")), "run")
-    return (
-        f"Run #{metrics.get('run_id', '?')}: {engine} on {metrics.get('data', 'unnamed data')}, "
-        f"seed {metrics.get('seed', '?')}"
-    )
 
 
 def _privacy_table(scenario: Scenario) -> str:
@@ -587,7 +352,7 @@ def _privacy_table(scenario: Scenario) -> str:
         )
         row.update({f"ε ({CONVERSION_SHORT[c]})": eps[c] for c in CONVERSIONS})
         rows.append(row)
-    return _table_html(rows)
+    return table_html(rows)
 
 
 def _provenance(scenario: Scenario, runs: Sequence[Mapping[str, Any]], when: str) -> str:

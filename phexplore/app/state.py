@@ -494,7 +494,7 @@ def _post_processed_cached(
     }
     predictions = predictions_for_runs(
         runs,
-        shipped_profile_for(runs),
+        shipped_profile_for(runs, n_states=n_states),
         confidence=confidence,
         max_units=PLANNER_MAX_UNITS,
         max_families=PLANNER_MAX_FAMILIES,
@@ -508,8 +508,9 @@ def topdown_post_processed(
     runs: Mapping[str, TopDownAllocation], confidence: float = 0.90, n_states: int | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
     """:func:`topdown_frames` rows plus the predicted accuracy of the published counts
-    (docs/science.md §7: ``post_processed_rmse``, ``post_processed_moe``) on the shipped RI 2010
-    profile (cached), and the prediction's notes."""
+    (docs/science.md §7: ``post_processed_rmse``, ``post_processed_moe``, and whether each row is
+    in the validated range, ``post_processed_holds`` / ``post_processed_reason``) on the shipped
+    count profile of the allocation's schema (cached), and the prediction's notes."""
 
     payload = json.dumps({k: a.to_dict() for k, a in runs.items()}, sort_keys=True)
     out = _post_processed_cached(payload, confidence, n_states)

@@ -1,6 +1,7 @@
 """``phexplore moe phsafe|topdown``: analytic noise scale, MOE and total privacy loss of a scenario.
 
-PHSafe rows follow PHS §7.1 and Table 10; TopDown rows follow TDA App. B (σ² = 1/(ρ·c·d)).
+PHSafe rows follow PHS §7.1 and Table 10; TopDown rows follow TDA App. B (σ² = 1/(ρ·c·d)); with
+``--post-processed`` the predicted accuracy of the published counts (docs/prediction.md).
 """
 
 from __future__ import annotations
@@ -118,16 +119,21 @@ def register(subparsers: Any) -> None:
     pt.add_argument(
         "--post-processed",
         action="store_true",
-        help="add the predicted RMSE and 90%% MOE of the published (post-processed) counts: "
-        "post_processed_rmse, post_processed_moe (docs/prediction.md)",
+        help="add the predicted accuracy of the published (post-processed) counts of the persons "
+        "run: post_processed_rmse, post_processed_moe (90%% by default, --confidence), and "
+        "post_processed_holds / post_processed_reason: whether the row lies where the "
+        "prediction was validated against runs, and why not (docs/prediction.md)",
     )
     pt.add_argument(
         "--data",
         default=None,
         metavar="SAMPLE_OR_FILE",
         help="with --post-processed: predict on this data's spine and counts (a sample name such "
-        "as ri2010 or ppmf_perry_al, or a file as for 'run topdown'); default: the shipped Rhode "
-        "Island 2010 profile",
+        "as ri2010 or ppmf_perry_al, a generated population folder, or a file as for 'run "
+        "topdown'); default: a shipped count profile — the Rhode Island 2010 blocks for "
+        "allocations on the folded VOTINGAGE x RACEETH schema, a generated national population "
+        "of 20,000,000 persons (51 states, 206 counties) for the 2,016-cell production schema "
+        "(one state of it with --states 1 or an allocation without a US level)",
     )
     add_data_format_option(pt)
     pt.add_argument(
@@ -292,14 +298,29 @@ def run_topdown(args: argparse.Namespace) -> int:
         for r in rows:  # the table shows the label in place of a σ that is never drawn
             if r["status"] != "measured":
                 r["sigma"] = r["moe90"] = "—"
+        if args.post_processed:
+            _reasons_as_footnotes(rows, summary["post_processed"])
     print_rows(rows, summary, args.format)
     return 0
+
+
+def _reasons_as_footnotes(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """In the table, each row's reason (why it is outside the validated range) as a numbered
+    footnote, listed under ``post_processed.reasons`` (the JSON keeps the text in every row)."""
+    numbers: dict[str, int] = {}
+    for r in rows:
+        reason = r.get("post_processed_reason")
+        if reason:
+            r["post_processed_reason"] = f"[{numbers.setdefault(reason, len(numbers) + 1)}]"
+    if numbers:
+        summary["reasons"] = {f"[{n}]": text for text, n in numbers.items()}
 
 
 def _post_processed(
     rows: list[dict[str, Any]], runs: dict[str, TopDownAllocation], args: argparse.Namespace
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows with the predicted accuracy of the published counts (docs/science.md §7) and what it rests on."""
+    """Rows with the predicted accuracy of the published counts (docs/science.md §7) and what it
+    rests on."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
 
     from engine.prediction import shipped_profile_for
@@ -312,7 +333,7 @@ def _post_processed(
     if args.entities is not None and args.data is None:
         raise ValidationError("--entities needs --data (the blocks the entities are made of)")
     if args.data is None:
-        profile = shipped_profile_for(runs)
+        profile = shipped_profile_for(runs, n_states=args.states)
     else:
         from engine.data.inputs import load_topdown_input
         from engine.topdown.profile import spine_profile

@@ -375,8 +375,9 @@ def test_topdown_planner_marks_held_exact_and_reports_rho_spent(app: AppTest) ->
 
 def test_topdown_planner_published_counts_on_the_production_schema(app: AppTest) -> None:
     """The page's published-count view on the 2,016-cell production preset (the default) takes
-    the planner's path — the shipped generated profile, the support model on a few families per
-    level, cached per level — and a new total ρ or a share edit recomputes it."""
+    the planner's path — the shipped national generated profile, the support model on a few
+    families per level, cached per level — and a new total ρ or a share edit recomputes it; the
+    help says what the prediction rests on (not the Rhode Island 2010 spine)."""
     from engine.prediction import PLANNER_MAX_FAMILIES, shipped_profile
 
     app.switch_page("pages/topdown_planner.py").run()
@@ -395,7 +396,7 @@ def test_topdown_planner_published_counts_on_the_production_schema(app: AppTest)
 
     first = block_total()
     assert 0 < first < 10
-    profile = shipped_profile("generated-ri-100k")
+    profile = shipped_profile("generated-us-20m")  # 52 states by default: the national one
     caches = list(profile._support_caches.values())
     assert caches and any(caches[0].families)  # the support model's cache holds this budget
     # The heatmap's view is the sampled one (the committee's table on the same page evaluates
@@ -407,3 +408,7 @@ def test_topdown_planner_published_counts_on_the_production_schema(app: AppTest)
     app.number_input(key="td_rho_persons").set_value(10.0).run()
     _no_problems(app)
     assert block_total() < first
+    help_text = app.radio(key="td_heat_value").help
+    assert (
+        "generated national population" in help_text and "Rhode Island 2010 spine" not in help_text
+    )

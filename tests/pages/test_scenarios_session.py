@@ -178,6 +178,9 @@ def test_budget_session_plans_rho_from_published_count_targets(app: AppTest) -> 
     at.session_state[S.TOPDOWN] = load_topdown_preset("ri2010-production-like")
     at.switch_page("pages/budget_session.py").run()
     _no_problems(at)
+    # the caption names the count profile the plan is found on (the RI 2010 blocks for this
+    # folded-schema preset; before, every schema claimed "the Rhode Island 2010 spine")
+    assert any("found on the Rhode Island 2010 blocks" in c.value for c in at.caption)
     at.button(key="bs_pub_go").click().run()
     _no_problems(at)
     plan = at.session_state["bs_pub_plan"]

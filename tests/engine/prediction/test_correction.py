@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from engine.prediction.correction import clipped_moments, sample_families, water_fill_shift
-from engine.prediction.spine import SpineProfile, aggregate_counts, shipped_profile
+from engine.prediction.shipped import shipped_profile
+from engine.prediction.spine import SpineProfile, aggregate_counts
 
 
 def test_clipped_moments_match_simulation() -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from engine.dp.presets import load_topdown_preset
-from engine.prediction import predict_topdown, shipped_profile_for
+from engine.prediction import predict_topdown, shipped_profile
 from engine.prediction.least_squares import LevelDesign
 from engine.prediction.root_clipping import RootClipping, chain_rounding, root_clipping
-from engine.prediction.support import answer_indices, child_support_covariances
+from engine.prediction.support import answer_indices
+from engine.prediction.support_family import child_support_covariances
 from engine.schema.attributes import Attribute, Schema
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.qp.route import multipass_least_squares
@@ -208,7 +209,7 @@ def test_a_one_county_state_predicts_state_and_county_alike() -> None:
     of the State; with the root term both rows are predicted alike, larger than without it at
     the marginals the lifted cells bias (HHINSTLEVELS, HHGQ), and County TOTAL stays exact."""
     alloc = load_topdown_preset("topdown-2020-production")["persons"]
-    profile = shipped_profile_for(alloc)
+    profile = shipped_profile("generated-ri-100k")
     with_term = predict_topdown(alloc, profile, max_families=4)
     without = predict_topdown(alloc, profile, max_families=4, root_empty_cells=False)
     for q in ("CENRACE", "HISPANIC", "VOTINGAGE", "HHINSTLEVELS", "HHGQ", "DETAILED"):

@@ -18,14 +18,9 @@ from engine.prediction.algebra import cell_algebra, to_dense
 from engine.prediction.least_squares import LevelDesign, level_covariance
 from engine.prediction.predict import level_budgets
 from engine.prediction.spine import SpineProfile, aggregate_counts, aggregate_zeros
-from engine.prediction.support import (
-    SupportAlgebra,
-    SupportCache,
-    answer_indices,
-    child_support_covariances,
-    freed_cell_variances,
-    prepare_child_covariances,
-)
+from engine.prediction.support import SupportAlgebra, SupportCache, answer_indices
+from engine.prediction.support_family import child_support_covariances, prepare_child_covariances
+from engine.prediction.support_freed import freed_cell_variances
 from engine.schema.attributes import Attribute, Schema
 from engine.topdown.family import ChildBounds, FamilyBatch, QuerySpec
 from engine.topdown.qp.route import multipass_least_squares
@@ -166,14 +161,17 @@ def test_sparse_profile_round_trip_and_schema_choice() -> None:
     data = profile.to_json()
     assert "leaf_counts_sparse" in data
     back = SpineProfile.from_json(data)
-    np.testing.assert_array_equal(back.counts[-1], leaf)
-    np.testing.assert_array_equal(back.counts[0], leaf.sum(axis=0, keepdims=True))
+    np.testing.assert_array_equal(back.unit_counts(1), leaf)
+    np.testing.assert_array_equal(back.unit_counts(0), leaf.sum(axis=0, keepdims=True))
+    np.testing.assert_array_equal(back.unit_cells(1, 1), [97])
     np.testing.assert_array_equal(back.zero_answers[-1], zero)
     np.testing.assert_array_equal(back.zero_answers[0][0], zero[0] & zero[1])
     cells = back.zero_cells(1, np.array([0]), attrs)
     assert cells.shape == (1, 100)
     assert not cells[0, 3] and cells[0, 5] and cells[0, 95] and not cells[0, 90]
-    assert profile_for(["VOTINGAGE*HISPANIC*CENRACE", "HHGQ"]).name == "generated-ri-100k"
+    assert profile_for(["VOTINGAGE*HISPANIC*CENRACE", "HHGQ"]).name == "generated-us-20m"
+    one_state = profile_for(["VOTINGAGE*HISPANIC*CENRACE", "HHGQ"], national=False)
+    assert one_state.name == "generated-us-20m: KY" and one_state.levels[0] == "State"
     assert profile_for(["VOTINGAGE", "RACEETH"]).name == "ri2010"
 
 
@@ -198,21 +196,92 @@ def test_generated_profile_and_the_support_model_on_the_production_schema() -> N
         assert ratio == pytest.approx(np.sqrt(2.0), rel=1e-6)
 
 
-def test_families_too_large_for_the_support_model_fall_back_with_a_note(
+def _large_family_profile(tracts: int = 90, seed: int = 5) -> SpineProfile:
+    """A one-county state whose county has ``tracts`` tracts of ~55 populated cells each on the
+    2,016-cell schema: one family of more than 4,000 variables (as a 1,000,000-person county)."""
+    from engine.schema.attributes import REDISTRICTING_SCHEMA
+
+    rng = np.random.default_rng(seed)
+    attrs = tuple((a.name, a.levels) for a in REDISTRICTING_SCHEMA.attributes)
+    pool = rng.choice(REDISTRICTING_SCHEMA.size, size=400, replace=False)
+    blocks_per_tract = 6
+    leaf = np.zeros((tracts * blocks_per_tract, REDISTRICTING_SCHEMA.size), dtype=np.int64)
+    for t in range(tracts):
+        cells = rng.choice(pool, size=55, replace=False)
+        for b in range(blocks_per_tract):
+            leaf[t * blocks_per_tract + b, cells] = rng.integers(0, 12, size=cells.size)
+    fanouts = (
+        np.array([1]),
+        np.array([1]),
+        np.array([tracts]),
+        np.full(tracts, 2),
+        np.full(2 * tracts, blocks_per_tract // 2),
+    )
+    import scipy.sparse as sp
+
+    return SpineProfile(
+        "large-family",
+        ("State", "County", "Tract", "Block_Group", "Block"),
+        fanouts,
+        attrs,
+        aggregate_counts(fanouts, sp.csr_matrix(leaf)),
+    )
+
+
+def test_a_family_of_more_than_4000_variables_keeps_the_support_model() -> None:
+    """Before, a family of more than 4,000 variables switched the whole prediction to the dense
+    model (which mis-states errors 2–3× where cells are empty) with only a note; the last pass
+    is now computed child by child, so any family size is modelled exactly."""
+    from engine.dp.presets import load_topdown_preset
+    from engine.prediction.support_family import GENERAL_PATH_MAX_VARIABLES
+
+    profile = _large_family_profile()
+    assert profile.largest_family > GENERAL_PATH_MAX_VARIABLES
+    alloc = load_topdown_preset("topdown-2020-production")["persons"]
+    pred = predict_topdown(alloc, profile, max_families=None)
+    assert pred.model == "support"
+    assert not any("dense model" in n for n in pred.notes)
+    dense = predict_topdown(alloc, profile, support=False)
+    tract = pred.row("Tract", "HHGQ").ls_rmse
+    assert tract < 0.8 * dense.row("Tract", "HHGQ").ls_rmse  # the zero cells re-estimate it
+
+
+def test_the_block_path_matches_the_general_path_on_any_family() -> None:
+    """The last pass child by child (with the discrete Gaussian's smaller noise variance, Δ ≠ 0)
+    gives the numbers of the dense general path: a third pass of DETAILED alone, after a pass
+    whose DETAILED answers it holds, changes nothing, and there the second pass runs on the
+    general path."""
+    index = answer_indices(ATTRS, QUERIES)
+    passes = (("TOTAL",), ("VOTINGAGE", "RACEETH", "DETAILED"))
+    weights = dict(WEIGHTS)
+    variances = {q: 0.6 / w for q, w in WEIGHTS.items()}
+    two = LevelDesign(weights, variances, (), passes)
+    three = LevelDesign(weights, variances, (), (*passes, ("DETAILED",)))
+    blocks = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, _parent_cov(), two, index)
+    general = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, _parent_cov(), three, index)
+    for a, b in zip(blocks, general, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_a_family_too_large_for_the_general_path_is_flagged_on_every_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Custom passes of three (a pass before the last that is not TOTAL alone) need the dense
+    general path; beyond its size the prediction uses the dense model and every row below the
+    root says it does not hold, with the reason."""
     from engine.dp.presets import load_topdown_preset
-    from engine.prediction import predict as predict_module
-    from engine.prediction.support import largest_family
+    from engine.prediction import support_family
 
+    monkeypatch.setattr(support_family, "GENERAL_PATH_MAX_VARIABLES", 200)
     profile = shipped_profile("generated-ri-100k")
-    assert largest_family(profile.counts, profile.fanouts) > 500
-    monkeypatch.setattr(predict_module, "SUPPORT_MAX_VARIABLES", 500)
     alloc = load_topdown_preset("topdown-2020-production")["persons"]
-    pred = predict_topdown(alloc, profile, max_units=300)
-    assert any("too many for the dense algebra" in n for n in pred.notes)
-    dense = predict_topdown(alloc, profile, max_units=300, support=False)
-    assert pred.row("Block", "TOTAL").ls_rmse == pytest.approx(dense.row("Block", "TOTAL").ls_rmse)
+    passes = [["TOTAL"], ["HHGQ", "VOTINGAGE"], [q for q in alloc.all_queries()]]
+    pred = predict_topdown(alloc, profile, max_units=300, ls_passes=passes)
+    assert pred.model.startswith("dense model: a family too large")
+    assert any("too large for the exact support model" in n for n in pred.notes)
+    for row in pred.rows:
+        if not row.invariant:
+            assert row.model_holds is False and "too large" in (row.validity or ""), row
 
 
 def test_sampling_limits_are_validated() -> None:
@@ -269,7 +338,7 @@ def test_prepared_family_reused_with_a_new_parent_covariance(
     for factor in (1.0, 0.3, 2.7):
         parent_cov = _parent_cov() * factor + np.diag([0.0, 0.1, 0.0, 0.2]) * (factor - 1.0)
         whole = child_support_covariances(CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov, design, index)
-        cached = cache.child_covariances(scaled, CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov)
+        cached, _, _ = cache.child_covariances(scaled, CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov)
         direct = child_support_covariances(
             CHILD_SUPPORTS, PARENT_SUPPORT, parent_cov, scaled, index
         )
@@ -279,7 +348,7 @@ def test_prepared_family_reused_with_a_new_parent_covariance(
         freed = freed_cell_variances(
             PARENT_SUPPORT, CHILD_SUPPORTS, scaled, index, np.diag(parent_cov)
         )
-        kept = cache.freed_cell_variances(
+        kept, _ = cache.freed_cell_variances(
             PARENT_SUPPORT, CHILD_SUPPORTS, scaled, np.diag(parent_cov)
         )
         for a, b in zip(freed, kept, strict=True):

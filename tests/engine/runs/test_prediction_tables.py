@@ -30,6 +30,10 @@ def test_conventional_run_with_wards_has_both_prediction_tables() -> None:
     block = pred[(pred["geolevel"] == "Block") & (pred["query"] == "TOTAL")].iloc[0]
     assert 0.7 < block["ratio"] < 1.4  # 13,000+ blocks: one run already pins it down
     assert any(r["query"] == "TOTAL" for r in out.metrics["prediction"])
+    # every row says whether it lies in the validated range, and why not
+    for r in out.metrics["prediction"]:
+        assert {"model_holds", "validity"} <= set(r)
+        assert (r["model_holds"] is False) == bool(r["validity"]), r
     entities = out.tables["entity_prediction"]
     wards = entities[
         (entities["entity_set"] == "providence_wards") & (entities["query"] == "TOTAL")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.dp.presets import load_topdown_preset
-from phexplore.app.report import spine_html, tda_error_html
+from phexplore.app.report_runs import spine_html, tda_error_html
 
 PRODUCTION = load_topdown_preset("topdown-2020-production")["persons"]
 

@@ -1,4 +1,5 @@
-"""``phexplore moe topdown --post-processed [--data]``: keys, docs/science.md §7 reference numbers."""
+"""``phexplore moe topdown --post-processed [--data]``: keys, the docs/science.md §7 reference
+numbers, the shipped national profile and the per-row validity flag."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ def test_post_processed_without_flag_keeps_old_shape(capsys: pytest.CaptureFixtu
 
 
 def test_post_processed_production_units_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --data the 2,016-cell schema is predicted on the generated national profile: US,
+    State and County rows are those of 51 states and 206 counties (before: one Rhode Island
+    county, County TOTAL ≈ 1e-6 where runs measure 2.4); every row says whether it lies in the
+    validated range."""
     out = _json(
         capsys, "moe", "topdown", "--preset", "topdown-2020-production", "--post-processed",
         "--format", "json",
@@ -54,12 +59,40 @@ def test_post_processed_production_units_run(capsys: pytest.CaptureFixture[str])
     assert units and all(r["post_processed_rmse"] is None for r in units)
     persons = [r for r in out["rows"] if r["run"] == "persons"]
     assert all(r["post_processed_rmse"] is not None for r in persons)
-    # The shipped 2,016-cell count profile (a generated RI population) carries the correction.
     summary = out["summary"]["post_processed"]
-    assert summary["profile"] == "generated-ri-100k"
-    assert not any("another schema" in n for n in summary["notes"])
-    block = [r for r in persons if r["geolevel"] == "Block" and r["query"] == "TOTAL"][0]
-    assert block["post_processed_holds"] is True and block["post_processed_rmse"] < block["sigma"]
+    assert summary["profile"] == "generated-us-20m"
+    assert summary["model"] == {"persons": "support"}
+    assert not any("another schema" in n or "dense model" in n for n in summary["notes"])
+    assert _row(out, "County", "TOTAL")["post_processed_rmse"] > 0.5
+    state, us = _row(out, "State", "HHGQ"), _row(out, "US", "HHGQ")
+    assert state["post_processed_rmse"] != us["post_processed_rmse"]
+    block = _row(out, "Block", "TOTAL")
+    assert block["post_processed_holds"] is True and block["post_processed_reason"] is None
+    assert block["post_processed_rmse"] < block["sigma"]
+    for r in persons:
+        assert (r["post_processed_holds"] is False) == bool(r["post_processed_reason"]), r
+    flagged = summary["rows_outside_validated_range"]["persons"]
+    assert flagged == sum(r["post_processed_holds"] is False for r in persons)
+
+
+def test_one_state_table_lists_the_reasons_as_footnotes(capsys: pytest.CaptureFixture[str]) -> None:
+    """--states 1: one state of the national profile; in the table each row outside the
+    validated range points to a numbered reason under the summary (here ρ = 50, beyond every
+    validated ρ)."""
+    assert main(["moe", "topdown", "--preset", "topdown-2020-production", "--post-processed",
+                 "--states", "1", "--rho", "50", "--run", "persons"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "generated-us-20m: KY" in text
+    assert "reasons:" in text and "[1]" in text and "outside the validated" in text
+
+
+def test_the_help_says_what_the_prediction_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["moe", "topdown", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "generated national population of 20,000,000 persons" in text
+    assert "post_processed_holds" in text and "validated" in text
+    assert "default: the shipped Rhode Island 2010 profile" not in text
 
 
 def test_post_processed_with_data(capsys: pytest.CaptureFixture[str]) -> None:

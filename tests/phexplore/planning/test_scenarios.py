@@ -48,6 +48,13 @@ def test_report_contains_tables_and_chart() -> None:
     # Both accuracies: the noisy measurement's σ/MOE and the predicted published count's.
     assert "Published count RMSE (predicted, persons)" in html and "90% MOE (persons)" in html
     assert "published counts" in html
+    # the prediction's count profile is named as it is: the generated national population on
+    # the production schema (before: "the Rhode Island 2010 spine and counts" for every schema)
+    assert "on a generated national population (20,000,000 persons, 51 states" in html
+    assert "Rhode Island 2010 spine" not in html
+    assert "Rhode Island 2010 blocks" in build_report_html(
+        scenario_from_preset("ri2010-production-like")
+    )
     # TDA §5.2: the report shows the ρ spent beside the nominal ρ and labels the invariant
     assert "ρ spent on noisy measurements" in html and "held exact — no noise" in html
     ri = scenario_from_preset("ri2010-production-like")
