@@ -335,24 +335,29 @@ def _report_tab() -> None:
         help="metrics.json of the session's runs whose budget fingerprint is the scenario's "
         "(error and EPL tables); runs of other budgets are never included.",
     )
+
+    def report_inputs() -> tuple[Scenario, list]:
+        if choice in saved:
+            scenario = saved[choice]
+        else:
+            kind = choice.strip("_")
+            scenario = Scenario(
+                name=s[S.SCENARIO_NAME],
+                kind=kind,
+                phsafe=S.effective_phsafe() if kind == "phsafe" else None,
+                topdown=dict(s[S.TOPDOWN]) if kind == "topdown" else None,
+                delta=float(s[S.DELTA]),
+                conversion=s[S.CONVERSION],
+                spine=s[S.SPINE],
+            )
+        runs = list(scenario.results)
+        if attach:
+            runs += [r.metrics for r in s[S.RUNS]]
+        return scenario, runs
+
     if st.button("Build the report", key="bs_build"):
         try:
-            if choice in saved:
-                scenario = saved[choice]
-            else:
-                kind = choice.strip("_")
-                scenario = Scenario(
-                    name=s[S.SCENARIO_NAME],
-                    kind=kind,
-                    phsafe=S.effective_phsafe() if kind == "phsafe" else None,
-                    topdown=dict(s[S.TOPDOWN]) if kind == "topdown" else None,
-                    delta=float(s[S.DELTA]),
-                    conversion=s[S.CONVERSION],
-                    spine=s[S.SPINE],
-                )
-            runs = list(scenario.results)
-            if attach:
-                runs += [r.metrics for r in s[S.RUNS]]
+            scenario, runs = report_inputs()
             other = _compare_with(s["bs_report_compare"], scenario)
             # Only runs of the scenario's exact budget, each once (Scenario.matching_runs).
             s["bs_report"] = (
@@ -360,12 +365,23 @@ def _report_tab() -> None:
                 build_report_html(scenario, runs, compare_with=other),
             )
             s["bs_report_count"] = len(scenario.matching_runs(runs))
+            s["bs_report_basis"] = S.report_basis(scenario, runs)
         except PHExploreError as exc:
             st.error(str(exc))
     built = s.get("bs_report")
     if built is not None:
         name, html = built
         st.caption(f"Runs in the report: {s.get('bs_report_count', 0)}.")
+        try:  # a report whose scenario or runs changed since it was built says so
+            stale = s.get("bs_report_basis") != S.report_basis(*report_inputs())
+        except PHExploreError:
+            stale = True
+        if stale:
+            st.warning(
+                "**Out of date**: the scenario, its budget or its runs changed since this report "
+                "was built — press “Build the report” again.",
+                icon=":material/history:",
+            )
         st.download_button(
             f"Download the report of “{name}” (HTML, {len(html) / 1024:,.0f} KB)",
             html.encode("utf-8"),

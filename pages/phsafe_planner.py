@@ -210,7 +210,7 @@ def render() -> None:
     if s[ERROR_KEY]:
         st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
     st.markdown(
-        f"Working budget: **{S.phsafe_origin()}** · compared with the baseline **{base.label}**"
+        f"Working budget: **{S.budget_badge('phsafe')}** · compared with the baseline **{base.label}**"
     )
 
     eps = summary.get("epsilon_bounded", {}).get(conversion, summary.get("epsilon_total_bounded"))

@@ -1,4 +1,4 @@
-"""Results page: what the runs of this session did — error, bias, empirical privacy loss.
+"""Results page: what the runs of the workspace did — error, bias, empirical privacy loss.
 
 Thin page: every statistic comes from :mod:`engine.metrics` (MAE tables, Blau-quintile bias, EPL
 with its interval and curves, the ρ sweep and SRS trade-off) or from the PHSafe engine's error
@@ -23,6 +23,43 @@ from phexplore.app import state as S
 from phexplore.app.naming import display_frame
 
 
+def _on_delete_run(record: R.RunRecord) -> None:
+    S.delete_run(record)
+    st.session_state["res_flash"] = f"Deleted run #{record.id} (Undo brings it back)."
+
+
+def _on_undo_run() -> None:
+    restored = S.undo_delete()
+    st.session_state["res_flash"] = f"Restored {restored}." if restored else "Nothing to undo."
+
+
+def _delete_controls(record: R.RunRecord | None) -> None:
+    """Delete the run shown (from the workspace), and Undo this session's last deletion."""
+    s = st.session_state
+    flash = s.pop("res_flash", None)
+    if flash:
+        st.success(flash)
+    c1, c2 = st.columns([1, 3])
+    if record is not None and not record.settings.get("unsaved"):
+        c1.button(
+            f"Delete run #{record.id}",
+            key="res_delete_go",
+            icon=":material/delete:",
+            on_click=S.guarded(_on_delete_run, "results: delete run"),
+            args=(record,),
+            help="Removes the run from the workspace (its record folder stays until purged a day "
+            "later); Undo brings it back.",
+        )
+    undo = [item for item in s.get(S.UNDO) or [] if item[0] == "run"]
+    if undo and (s.get(S.UNDO) or [])[-1][0] == "run":
+        c2.button(
+            f"Undo: bring back {undo[-1][2]}",
+            key="res_undo_go",
+            icon=":material/undo:",
+            on_click=S.guarded(_on_undo_run, "results: undo"),
+        )
+
+
 def render() -> None:
     """Draw the page."""
     S.init_state()
@@ -35,9 +72,10 @@ def render() -> None:
     if not runs:
         st.info(
             "No runs yet. Start one on the Run page, or open a run folder written by "
-            "`phexplore run topdown` above; results stay in this session."
+            "`phexplore run topdown` above; results are kept in the workspace."
         )
         st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_arrow:")
+        _delete_controls(None)
         replay.replay_controls()
         replay.replay_from_file()
         replay.replay_progress()
@@ -49,9 +87,10 @@ def render() -> None:
         list(labels)[::-1],
         format_func=labels.get,
         key="res_run",
-        help="Runs of this session, newest first.",
+        help="Runs of this workspace, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)
+    _delete_controls(record)
     replay.replay_controls()
     replay.replay_session_run(record)
     replay.replay_from_file()

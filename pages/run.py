@@ -5,7 +5,8 @@ list), runs and metrics go through :mod:`phexplore.api` (the one run pipeline, :
 to the engines. Results are kept in the session (Results page) and downloadable here. The widgets
 live in :mod:`pages.run_parts`, one job per module: the data picker (``data_source``), the TopDown
 form (``topdown_form``, ``topdown_budget``), the PHSafe form (``phsafe_form``), the options both
-share (``run_options``), the progress/cancel panel (``progress``) and the latest result
+share (``run_options``), the progress/cancel panel right under the Run button (``progress``),
+starting a job in the workspace (``jobs``) and the latest result of the engine shown
 (``latest_result``).
 """
 
@@ -13,27 +14,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.run_parts.jobs import JOB
 from pages.run_parts.latest_result import latest_result
 from pages.run_parts.phsafe_form import phsafe_form
-from pages.run_parts.progress import job_panel
 from pages.run_parts.topdown_form import topdown_form
-from phexplore import api as R
 from phexplore.app import state as S
 
 
 def render() -> None:
     """Draw the page."""
     S.init_state()
-    s = st.session_state
     st.title("Run an engine")
     st.caption(
         "Run the full TopDown or PHSafe engine on public test data and measure its error against "
         "the truth. Start small (one county, one state): the first results appear in seconds."
     )
-    message = s.pop(R.MESSAGE_KEY, None)
-    if message:
-        getattr(st, message[0])(message[1])
     engine = st.radio(
         "Engine",
         ["topdown", "phsafe"],
@@ -42,14 +36,11 @@ def render() -> None:
         key="run_engine",
         help="TopDown protects the redistricting (P.L. 94-171) tables; PHSafe the S-DHC household tables.",
     )
-    busy = s.get(JOB) is not None
-    if busy:
-        st.warning("A run is in progress; wait for it or cancel it to start another.")
-    job = topdown_form() if engine == "topdown" else phsafe_form()
-    if job is not None and not busy:
-        s[JOB] = job
-    job_panel()
-    latest_result()
+    if engine == "topdown":
+        topdown_form()
+    else:
+        phsafe_form()
+    latest_result(engine)
 
 
 render()

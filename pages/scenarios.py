@@ -34,7 +34,8 @@ def _saved() -> dict[str, Scenario]:
 
 
 def _store(scenario: Scenario) -> None:
-    st.session_state[S.SAVED] = {**_saved(), scenario.name: scenario}
+    """Save in the workspace (one of the same name is replaced: undoable)."""
+    S.save_scenario(scenario)
 
 
 def _current(kind: str, name: str, notes: str, run_ids: list[int]) -> Scenario:
@@ -63,39 +64,23 @@ def _on_save() -> None:
             s.get("sc_notes", ""),
             s.get("sc_runs", []),
         )
+        replaced = scenario.name in _saved()
         _store(scenario)
         s[S.SCENARIO_NAME] = scenario.name
         s["sb_scenario_name"] = scenario.name
         s[ERROR_KEY] = None
-        s["sc_flash"] = f"Saved “{scenario.name}” ({KINDS[scenario.kind]})."
+        s["sc_flash"] = f"Saved “{scenario.name}” ({KINDS[scenario.kind]}) in the workspace" + (
+            " — it replaces the earlier one (Undo below brings that back)." if replaced else "."
+        )
     except PHExploreError as exc:
         s[ERROR_KEY] = str(exc)
 
 
 def _on_load(name: str) -> None:
-    """Make a saved scenario the working one (planners, δ, conversion, spine, name)."""
+    """Make a saved scenario the working one (planners, δ, conversion, spine, name); the Run
+    page's data, allocation choice and seed stay as they are."""
     s = st.session_state
-    scenario = _saved()[name]
-    if scenario.kind == "phsafe" and scenario.phsafe is not None:
-        s[S.PHSAFE] = scenario.phsafe
-        s[S.PHSAFE_DISABLED] = []
-        s.pop("ps_enabled_levels", None)
-    elif scenario.topdown:
-        s[S.TOPDOWN] = dict(scenario.topdown)
-        s.pop("td_base", None)
-    s[S.DELTA] = scenario.delta
-    s[S.CONVERSION] = scenario.conversion
-    s[S.SPINE] = scenario.spine
-    s[S.SCENARIO_NAME] = scenario.name
-    for key, value in (
-        ("sb_delta", scenario.delta),
-        ("sb_conversion", scenario.conversion),
-        ("sb_scenario_name", scenario.name),
-    ):
-        s[key] = value
-    s.pop("pl_delta", None)
-    s.pop("td_spine", None)
-    S.bump_editor_version()
+    S.open_scenario(_saved()[name])
     s[ERROR_KEY] = None
     s["sc_flash"] = f"Loaded “{name}” into the planners."
 
@@ -114,9 +99,16 @@ def _on_duplicate(name: str) -> None:
 
 
 def _on_delete(name: str) -> None:
-    saved = dict(_saved())
-    saved.pop(name, None)
-    st.session_state[S.SAVED] = saved
+    """Delete a saved scenario from the workspace (Undo brings it back)."""
+    s = st.session_state
+    S.delete_scenario(name)
+    s["sc_flash"] = f"Deleted “{name}” (Undo below brings it back)."
+
+
+def _on_undo() -> None:
+    s = st.session_state
+    restored = S.undo_delete()
+    s["sc_flash"] = f"Restored {restored}." if restored else "Nothing to undo."
 
 
 def _on_upload() -> None:
@@ -274,14 +266,28 @@ def render() -> None:
     st.title("Scenarios")
     st.caption(
         "A scenario is a named set of budget choices (a PHSafe budget or TopDown allocations, with "
-        "δ, the reported conversion and the spine) plus the results of runs made with it. Save "
-        "several, compare them side by side, and download them as JSON to share or reload later."
+        "δ, the reported conversion and the spine) plus the results of runs made with it. Saved "
+        "scenarios are kept in the workspace (a reload, another tab or a restart finds them); "
+        "compare them side by side, download them as JSON, or share the page's address."
     )
     flash = s.pop("sc_flash", None)
     if flash:
         st.success(flash)
     if s[ERROR_KEY]:
         st.error(s[ERROR_KEY])
+    undo = [item for item in s.get(S.UNDO) or [] if item[0] == "scenario"]
+    if undo:
+        st.button(
+            f"Undo: bring back {undo[-1][2]}",
+            key="sc_undo_go",
+            on_click=S.guarded(_on_undo, "scenarios: undo"),
+            icon=":material/undo:",
+        )
+    problems = s.get(S.WS_PROBLEMS) or []
+    if problems:
+        with st.expander(f"The workspace holds {len(problems)} thing(s) it cannot use"):
+            for line in problems:
+                st.caption(line)
 
     left, right = st.columns(2)
     with left:
@@ -299,14 +305,8 @@ def render() -> None:
         )
         kind = s["sc_kind"]
         working = _current(kind, "working", "", [])
-        st.caption(
-            f"Budget: **{working.origin()}** · fingerprint "
-            f"`{short_fingerprint(next(iter(sorted(working.fingerprints()))))}`"
-        )
-        mine = working.fingerprints()
-        runs = [
-            r for r in s[S.RUNS] if r.engine == kind and r.metrics.get("budget_fingerprint") in mine
-        ]
+        st.caption(f"Budget: **{S.budget_badge(kind)}**")
+        runs = [r for r in s[S.RUNS] if working.is_mine(r.metrics)]
         others = sum(1 for r in s[S.RUNS] if r.engine == kind) - len(runs)
         ids = [r.id for r in runs]
         if s.get("sc_runs_kind") != kind or "sc_runs" not in s:
@@ -351,6 +351,7 @@ def render() -> None:
                         "Scenario": sc.name,
                         "Kind": "TopDown" if sc.kind == "topdown" else "PHSafe",
                         "Budget": sc.origin(),
+                        "Fingerprint": short_fingerprint(sc.fingerprint()),
                         "ρ": sc.headline()["rho"],
                         f"ε ({sc.conversion}) at δ": sc.headline()["epsilon"],
                         "δ": sc.delta,
@@ -359,7 +360,7 @@ def render() -> None:
                     for sc in saved.values()
                 ]
             )
-            summary.columns = ["Scenario", "Kind", "Budget", "ρ", "ε", "δ", "Runs"]
+            summary.columns = ["Scenario", "Kind", "Budget", "Fingerprint", "ρ", "ε", "δ", "Runs"]
             # Narrow columns: the whole list fits the half page at 1366 px (δ on demand).
             st.dataframe(
                 summary,
@@ -402,9 +403,11 @@ def render() -> None:
             )
             b3.button(
                 "Delete",
+                key="sc_delete_go",
                 on_click=S.guarded(_on_delete, "scenarios: on_delete"),
                 args=(name,),
                 width="stretch",
+                help="Removes it from the workspace; Undo (above) brings it back.",
             )
             d1, d2 = st.columns([0.65, 0.35])
             d1.text_input(

@@ -33,6 +33,7 @@ from phexplore.api.budgets import (
     PHExploreError,
     TopDownAllocation,
     default_states,
+    exact_from_input,
     held_exact_notes,
     load_topdown_preset,
     preset_spine,
@@ -79,7 +80,11 @@ def _on_rho(universe: str) -> None:
     s = st.session_state
     try:
         runs = dict(s[S.TOPDOWN])
-        runs[universe] = runs[universe].with_rho(s[f"td_rho_{universe}"])
+        # exact: an untouched input keeps the preset's fraction; a typed value is its decimal
+        current = runs[universe]
+        runs[universe] = current.with_rho(
+            exact_from_input(s[f"td_rho_{universe}"], current.rho, where=f"total of {universe}")
+        )
         s[S.TOPDOWN] = runs
         s[ERROR_KEY] = None
     except PHExploreError as exc:
@@ -254,7 +259,7 @@ def render() -> None:
         alloc = pending.candidate
     base_runs = dict(base.topdown or {})
     st.markdown(
-        f"Working allocations: **{S.topdown_origin()}** · compared with the baseline "
+        f"Working allocations: **{S.budget_badge('topdown')}** · compared with the baseline "
         f"**{base.label}**"
     )
 

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,11 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKSPACE_ENV = "PHEXPLORE_WORKSPACE"
+# No test may write into the user's real data directory: the app and the CLI default to a
+# workspace there. Every test gets its own folder (the fixture below); this is the fallback for
+# anything started before a test's fixtures (and for subprocesses of session fixtures).
+os.environ[WORKSPACE_ENV] = tempfile.mkdtemp(prefix="phexplore-test-workspace-")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = (
     "--headless=new",
@@ -53,6 +59,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.xdist_group("browser"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module() -> Iterator[None]:
+    """Put back ``sys.modules["__main__"]`` after each test: Streamlit's AppTest leaves its
+    temporary script there, and a process pool started later (``--workers 2``) re-runs that
+    script in its spawned workers, which then die (BrokenProcessPool)."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
+def workspace_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A fresh, empty workspace folder for the test's app and CLI ($PHEXPLORE_WORKSPACE)."""
+    folder = tmp_path_factory.mktemp("workspace") / "ws"
+    monkeypatch.setenv(WORKSPACE_ENV, str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

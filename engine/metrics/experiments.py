@@ -333,18 +333,33 @@ class ExperimentGrid:
     coverage: list[pd.DataFrame] = field(default_factory=list)
     timing: list[dict[str, Any]] = field(default_factory=list)
 
+    extra_steps: int = 0
+    """Steps after the grid's runs counted in its progress (the SRS replicates)."""
+
+    @property
+    def total_steps(self) -> int:
+        return len(self.budgets) * len(self.seeds) + self.extra_steps
+
     def cells(self):
-        """Yield (budget, seed) in order, reporting progress after each."""
-        total = len(self.budgets) * len(self.seeds)
+        """Yield (budget, seed) in order, reporting each run as it starts (the fraction of the
+        grid's steps done before it) and the end of the runs."""
+        n_runs = len(self.budgets) * len(self.seeds)
+        total = self.total_steps
         done = 0
         for budget in self.budgets:
             for seed in self.seeds:
-                yield budget, seed
-                done += 1
                 self.report(
-                    f"{self.engine} run {done}/{total} (budget {budget:g}, seed {seed})",
+                    f"{self.engine} run {done + 1}/{n_runs} (budget {budget:g}, seed {seed})",
                     done / total,
                 )
+                yield budget, seed
+                done += 1
+        self.report(f"{self.engine} runs done ({n_runs})", done / total)
+
+    def step(self, index: int, count: int, what: str) -> None:
+        """Report extra step ``index`` of ``count`` (0-based, as it starts): ``what`` it is."""
+        n_runs = len(self.budgets) * len(self.seeds)
+        self.report(f"{what} ({index + 1}/{count})", (n_runs + index) / max(self.total_steps, 1))
 
     def collect(
         self,

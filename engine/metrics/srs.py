@@ -9,15 +9,17 @@ those of sampling persons without replacement. ``f = 1`` reproduces the data (ze
 
 :func:`tabulate_tidy` turns true and estimated block histograms into the tidy comparison table of
 :mod:`engine.metrics.error_tables` for marginal queries named ``TOTAL``, ``DETAILED``, one attribute
-(``RACEETH``) or a product of attributes joined by ``*`` (``VOTINGAGE*RACEETH``); cell labels are the
-attribute levels joined by ``|`` (``TOTAL`` has the single cell ``total``).
+(``RACEETH``), a product of attributes joined by ``*`` (``VOTINGAGE*RACEETH``) or a recode such as
+``HHINSTLEVELS`` (household / institutional / non-institutional groups of HHGQ on the 2,016-cell
+schema, :mod:`engine.schema.marginals`); cell labels are the attribute levels (or recode groups)
+joined by ``|`` (``TOTAL`` has the single cell ``total``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,7 +29,8 @@ from engine.data.histogram import BlockHistogram
 from engine.metrics.epl import epl_table
 from engine.metrics.epl_settings import EPLSettings
 from engine.metrics.error_tables import mae_table
-from engine.schema.attributes import Schema
+from engine.schema.attributes import RECODES, Schema
+from engine.schema.marginals import MarginalParse, cell_index, parse_marginal
 
 DEFAULT_QUERIES: tuple[str, ...] = ("TOTAL", "VOTINGAGE", "RACEETH", "DETAILED")
 DEFAULT_FRACTIONS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
@@ -65,6 +68,33 @@ def srs_estimate(counts: np.ndarray, fraction: float, rng: np.random.Generator) 
     """SRS estimate of ``counts``: a ``fraction`` sample scaled by ``1 / fraction`` (float)."""
     f = _check_fraction(fraction)
     return sample_counts(counts, f, rng).astype(np.float64) / f
+
+
+def _recoded(schema: Schema, query: str) -> MarginalParse | None:
+    """The parse of a query that collapses an attribute's levels (``HHINSTLEVELS``, or a product
+    naming one: ``HHINSTLEVELS*VOTINGAGE``), else None (a plain marginal; docs/science.md §4)."""
+    if not any(part in RECODES for part in query.split("*")):
+        return None
+    return parse_marginal(query, schema.attribute_levels, schema.name)
+
+
+def _recoded_labels(schema: Schema, parse: MarginalParse) -> list[str]:
+    """Answer-cell labels of a recoded query: the kept levels (or recode groups) joined by ``|``,
+    in the C order of :func:`engine.schema.marginals.cell_index`."""
+    per_axis = []
+    for attr in parse.kept:
+        recode = parse.recode(attr)
+        per_axis.append(recode[1] if recode else schema.attributes[schema.axis(attr)].levels)
+    return ["|".join(combo) for combo in itertools.product(*per_axis)]
+
+
+def _recoded_marginal(schema: Schema, counts: np.ndarray, parse: MarginalParse) -> np.ndarray:
+    """Rows × answer cells of a recoded query: each cell's count added to its answer cell."""
+    index = cell_index(parse, schema.attribute_levels)
+    out = np.zeros((counts.shape[0], int(index.max()) + 1))
+    for cell in range(counts.shape[1]):
+        out[:, index[cell]] += counts[:, cell]
+    return out
 
 
 def _query_axes(schema: Schema, query: str) -> tuple[int, ...] | None:
@@ -130,14 +160,20 @@ def tabulate_tidy(
         np.add.at(true_l, codes, true)
         np.add.at(est_l, codes, est)
         for query in queries:
-            axes = _query_axes(hist.schema, query)
-            labels = (
-                _cell_labels(hist.schema, tuple(range(len(hist.schema.shape))))
-                if axes is None
-                else _cell_labels(hist.schema, axes)
-            )
-            t = _marginal(hist.schema, true_l, axes)
-            e = _marginal(hist.schema, est_l, axes)
+            recoded = _recoded(hist.schema, query)
+            if recoded is not None:
+                labels = _recoded_labels(hist.schema, recoded)
+                t = _recoded_marginal(hist.schema, true_l, recoded)
+                e = _recoded_marginal(hist.schema, est_l, recoded)
+            else:
+                axes = _query_axes(hist.schema, query)
+                labels = (
+                    _cell_labels(hist.schema, tuple(range(len(hist.schema.shape))))
+                    if axes is None
+                    else _cell_labels(hist.schema, axes)
+                )
+                t = _marginal(hist.schema, true_l, axes)
+                e = _marginal(hist.schema, est_l, axes)
             frames.append(
                 pd.DataFrame(
                     {
@@ -174,8 +210,11 @@ def srs_sweep(
     levels: Sequence[str] | None = None,
     n_boot: int = 100,
     epl_settings: EPLSettings | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> pd.DataFrame:
     """MAE, median AE and EPL (with bootstrap interval) per fraction × seed × geolevel × query.
+
+    ``progress(index, count, what)`` hears each replicate as it starts.
 
     Columns: fraction, seed, geolevel, query, n_cells, mae, median_ae, mean_error, epl, epl_low,
     epl_high, n_residuals, reason. Each (fraction, seed) pair draws from
@@ -186,8 +225,11 @@ def srs_sweep(
         raise ValidationError("give at least one sampling fraction")
     checked = [_check_fraction(f) for f in fractions]
     rows = []
+    count = len(checked) * len(seeds)
     for f in checked:
         for seed in seeds:
+            if progress is not None:
+                progress(len(rows), count, f"SRS baseline, fraction {f:g}, seed {seed}")
             rng = np.random.default_rng([int(seed), round(f * 1_000_000)])
             tidy = srs_tidy(hist, f, rng, queries, levels=levels)
             errors = mae_table(tidy)

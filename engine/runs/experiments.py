@@ -61,11 +61,78 @@ from engine.runs.spec import RunSpec
 from engine.runs.table_files import resolve_format, write_table
 from engine.runs.topdown import allocation_of
 from engine.spark import phsafe as spark_phsafe
+from engine.topdown.export import iter_measurement_frames
 from engine.topdown.plan import default_tree
 from engine.topdown.queries import SCHEMA_QUERIES
 
 ENGINES: tuple[str, ...] = ("topdown", "phsafe")
 DEFAULT_PRESET = "ri2010-production-like"
+
+SWEEP_QUERIES: dict[str, tuple[str, ...]] = {
+    "ri2010": SCHEMA_QUERIES["ri2010"],
+    "redistricting2020": ("TOTAL", "VOTINGAGE", "HISPANIC", "HISPANIC*CENRACE"),
+}
+"""Queries an experiment (and the app's budget sweep) measures by default, per person schema.
+
+On the RI schema every query (16 cells). On the 2,016-cell production schema the total, voting
+age, Hispanic origin and the 126 race × ethnicity cells the redistricting tables publish (P.L.
+94-171 P2), 131 answer cells per geounit — not DETAILED (2,016), the 252 voting-age × race ×
+ethnicity cells or the household/GQ queries: every run of the grid builds a dense table of its
+queries, and its time grows with those cells (``benchmarks/app_steps.py``). Pass ``queries`` for
+others."""
+TRADEOFF: dict[str, tuple[str, str]] = {
+    "ri2010": ("Tract", "RACEETH"),
+    "redistricting2020": ("Tract", "TOTAL"),
+}
+"""The default MAE–EPL trade-off (geolevel, query) per schema (PF Fig. 2 plots counts of tracts):
+RACEETH on the RI schema; TOTAL on the production schema, whose race/ethnicity cells (HISPANIC ×
+CENRACE: 126 per geounit) are mostly empty, so that their residuals' P5 and P95 are 0 and EPL is
+undefined (docs/metrics.md)."""
+MIN_TRADEOFF_UNITS = 30
+"""Geounits a trade-off level needs (fewer residuals make its EPL meaningless): with fewer at the
+schema's level (3 tracts in Perry County), the coarsest level that has as many is used."""
+
+
+def _schema_key(schema: Any) -> str | None:
+    """The key of :data:`SWEEP_QUERIES` / :data:`TRADEOFF` for a schema: its own name, else the
+    shipped schema with the same attributes (``pl94171`` has RI 2010's)."""
+    if schema.name in SWEEP_QUERIES:
+        return str(schema.name)
+    if "RACEETH" in schema.names:
+        return "ri2010"
+    if {"HISPANIC", "CENRACE"} <= set(schema.names):
+        return "redistricting2020"
+    return None
+
+
+def default_queries(schema: Any) -> tuple[str, ...]:
+    """The queries an experiment measures on ``schema`` by default (:data:`SWEEP_QUERIES`)."""
+    key = _schema_key(schema)
+    if key is not None:
+        return SWEEP_QUERIES[key]
+    return SCHEMA_QUERIES.get(schema.name, ("TOTAL", "DETAILED"))
+
+
+def default_tradeoff(
+    schema: Any,
+    levels: Sequence[str],
+    queries: Sequence[str],
+    units: Mapping[str, int] | None = None,
+) -> tuple[str, str]:
+    """The default trade-off (geolevel, query) on ``schema`` (:data:`TRADEOFF`). ``units`` counts
+    each level's geounits: a level with fewer than :data:`MIN_TRADEOFF_UNITS` gives way to the
+    coarsest one with as many (else the finest). A level or query the data lack gives way to the
+    middle level and the first query past TOTAL."""
+    key = _schema_key(schema)
+    level, query = TRADEOFF.get(key or "", ("", ""))
+    if level not in levels:
+        level = levels[len(levels) // 2] if levels else level
+    if units is not None and units.get(level, 0) < MIN_TRADEOFF_UNITS and levels:
+        enough = [lv for lv in levels if units.get(lv, 0) >= MIN_TRADEOFF_UNITS]
+        level = enough[0] if enough else levels[-1]
+    if query not in queries:
+        query = next((q for q in queries if q != "TOTAL"), queries[0] if queries else query)
+    return level, query
 
 
 def grid_specs(base: RunSpec, budgets: Sequence[float], seeds: Sequence[int]) -> list[RunSpec]:
@@ -115,7 +182,8 @@ def run_experiment(
     TopDown (default ``data="ri2010"``, a sample name or a :class:`BlockHistogram`): ``preset``
     (default ``"ri2010-production-like"``) names the allocation whose shares are rescaled to each
     budget — ``"ri2010-e2e-1940-like"`` gives PF's pure-DP setting, where the budgets are ε;
-    ``queries`` default to the schema's queries; the SRS baseline runs over ``srs_fractions``
+    ``queries`` default to the schema's (:func:`default_queries`; on the 2,016-cell schema the
+    race/ethnicity marginals, not DETAILED); the SRS baseline runs over ``srs_fractions``
     (``None`` skips it).
 
     PHSafe (default ``data="phsafe_synthetic_us"``, a sample name, a CEF-extract directory or a
@@ -126,9 +194,11 @@ def run_experiment(
     baseline or Blau table (no sub-state geography).
 
     ``control`` (:class:`~engine.runs.control.RunControl`) hears the grid's progress after each
-    run, and its cancel flag stops the grid between and inside runs. ``data_name`` labels data passed as an object. ``tradeoff`` = (geolevel, query), when
-    given, is checked against the data's levels and queries before any engine run (so a typo
-    fails fast instead of giving an empty :meth:`ExperimentResult.tradeoff`).
+    run, and its cancel flag stops the grid between and inside runs. ``data_name`` labels data
+    passed as an object. ``tradeoff`` = (geolevel, query), default the schema's
+    (:func:`default_tradeoff`; PHSafe: ``state_*``, ``PH1_num``), is checked against the data's
+    levels and queries before any engine run (so a typo fails fast instead of giving an empty
+    :meth:`ExperimentResult.tradeoff`) and recorded in ``notes["tradeoff"]``.
     """
     if engine not in ENGINES:
         raise ValidationError(
@@ -140,8 +210,15 @@ def run_experiment(
     if engine == "topdown" and srs_fractions is not None:
         srs_fractions = check_srs_fractions(srs_fractions)
     control = control or RunControl()
+    srs_steps = len(srs_fractions) * len(seed_list) if engine == "topdown" and srs_fractions else 0
     grid = ExperimentGrid(
-        budgets, seed_list, n_boot, control.progress, engine, settings_of(epl_settings)
+        budgets,
+        seed_list,
+        n_boot,
+        control.progress,
+        engine,
+        settings_of(epl_settings),
+        extra_steps=srs_steps,
     )
     where = {"backend": backend, "backend_options": backend_options or BackendOptions()}
     if engine == "phsafe":
@@ -165,14 +242,20 @@ def _measurements_with_truth(result: Any, tidy: pd.DataFrame) -> pd.DataFrame:
     """TopDown measurements joined with the true answers and the noise scale of each query.
 
     The per-node query budget b (ρ·c·d, or ε·c·d) gives σ² = 1/b (zCDP) or z = b/2 (pure DP).
+    Only the queries of ``tidy`` are drawn (the inner join keeps no other row), and the measured
+    geounits are read from the variances (finite exactly where an answer was measured), so no
+    noise of another query is drawn.
     """
-    measured = result.measurements
+    wanted = set(tidy["query"].unique())
+    measured = pd.concat(list(iter_measurement_frames(result, queries=wanted)), ignore_index=True)
     budgets = []
     ids = np.asarray(result.tree.node_id, dtype=object)
     levels = np.asarray(result.tree.level_names, dtype=object)
     for j, group in enumerate(result.queries):
+        if group.name not in wanted:
+            continue
         b = result.measured.budget[:, j]
-        nodes = np.flatnonzero(np.isfinite(result.measured.noisy[j][:, 0]))
+        nodes = np.flatnonzero(np.isfinite(result.measured.variance[:, j]))
         budgets.append(
             pd.DataFrame(
                 {
@@ -224,12 +307,14 @@ def _topdown_experiment(
 ) -> ExperimentResult:
     name, hist = _load_histogram("ri2010" if data is None else data)
     base = _topdown_allocation(preset or DEFAULT_PRESET, universe)
-    query_names = (
-        tuple(queries)
-        if queries is not None
-        else SCHEMA_QUERIES.get(hist.schema.name, ("TOTAL", "DETAILED"))
-    )
+    query_names = tuple(queries) if queries is not None else default_queries(hist.schema)
     tree = default_tree(hist, base)
+    if tradeoff is None:
+        units = {
+            lv: int(hist.geography[lv].nunique()) if lv in hist.geography else 0
+            for lv in tree.levels
+        }
+        tradeoff = default_tradeoff(hist.schema, list(tree.levels), list(query_names), units)
     check_tradeoff(tradeoff, list(tree.levels), list(query_names))
     has_raceeth = "RACEETH" in hist.schema.names
     blau = blau_table(raceeth_counts_from_histogram(hist)) if has_raceeth else None
@@ -271,6 +356,10 @@ def _topdown_experiment(
             levels=levels,
             n_boot=grid.n_boot,
             epl_settings=grid.epl_settings,
+            progress=lambda i, n, what: (
+                control.check("in the SRS baseline"),
+                grid.step(i, n, what),
+            ),
         )
         if srs_fractions
         else pd.DataFrame()
@@ -280,7 +369,7 @@ def _topdown_experiment(
         preset=base.name,
         mechanism=base.mechanism,
         srs=srs,
-        notes={"queries": list(query_names), "levels": list(levels)},
+        notes={"queries": list(query_names), "levels": list(levels), "tradeoff": list(tradeoff)},
     )
 
 
@@ -335,6 +424,8 @@ def _phsafe_experiment(
         for level, b in levels.items()
         if b > 0
     }
+    if tradeoff is None:
+        tradeoff = ("state_*", "PH1_num")
     check_tradeoff(
         tradeoff,
         sorted({level for _, level in measured}),
@@ -376,7 +467,11 @@ def _phsafe_experiment(
         preset=preset_label,
         mechanism=config.privacy_defn,
         srs=pd.DataFrame(),
-        notes={"tables": sorted(config.privacy_budget), "tau": dict(config.tau)},
+        notes={
+            "tables": sorted(config.privacy_budget),
+            "tau": dict(config.tau),
+            "tradeoff": list(tradeoff),
+        },
     )
 
 

@@ -136,6 +136,7 @@ def _topdown(
 ) -> RunOutput:
     stages = topdown_stages
     started = time.perf_counter()
+    control.enter("engine")
     hist = stages.load(spec, executor) if data is None else data
     control.check("after loading")
     measured = stages.measure(spec, hist, control, executor)
@@ -152,7 +153,8 @@ def _topdown(
             data=hist,
             extra={"queries": queries, "queries_left_out": left_out},
         )
-    control.progress("Computing metrics", 1.0)
+    control.enter("metrics")
+    control.progress("Computing metrics", 0.0)
     computed = topdown_metrics(
         spec,
         result,
@@ -162,7 +164,9 @@ def _topdown(
         extra=extra_metrics,
         queries=queries,
         max_tidy_rows=max_tidy_rows,
+        progress=control.progress,
     )
+    control.progress("Metrics computed", 1.0)
     return RunOutput(
         spec=spec,
         result=result,
@@ -189,12 +193,15 @@ def _phsafe(
     with_metrics: bool,
 ) -> RunOutput:
     stages = phsafe_stages
+    control.enter("engine")
     # Spark reads (and casts) the files itself: the extract never has to fit in this process
     extract = stages.load(spec) if data is None and spec.backend != "spark" else data
     control.check("after loading")
     result = stages.measure_and_estimate(spec, extract, executor, control, prepared=prepared)
-    control.progress("error analysis", 1.0)
+    control.enter("metrics")
+    control.progress("Error analysis (noise and truncation)", 0.0)
     errors = stages.error_analysis(result, _scale(spec))
+    control.progress("Error analysis done", 1.0)
     payload: dict[str, Any] = {}
     if with_metrics:
         payload = stages.metrics_payload(

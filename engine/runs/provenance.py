@@ -3,16 +3,23 @@
 A run's ``metrics.json`` names the exact budget it was made with — ``budget_fingerprint``, the
 SHA-256 of the budget's canonical numbers (:func:`engine.dp.budget.fingerprint.budget_fingerprint`;
 PHSafe: ρ or ε per table × level, τ, privacy definition and state filter, PHS §7.1; TopDown: ρ and
-the shares, TDA App. B) — and ``budget_origin``, the preset it is ("phsafe-2020") or
-"modified from <preset>". :func:`run_provenance` builds them for every face — from the planner's
-budget in the app, from the :class:`~engine.runs.spec.RunSpec`'s config on the command line, as
-recorded (and checked, :func:`provenance_of`) in a replay — so a run made by either face carries
-the same fingerprint for the same numbers and a saved scenario attributes it rightly.
+the shares of every universe of the budget — persons and units together, TDA App. B) — its
+``budget_origin``, the preset it is ("phsafe-2020") or "modified from <preset>", and then
+``budget_changes``, the numbers that differ from that preset (:func:`engine.dp.origin.describe_origin`).
+A TopDown run measures one allocation (its ``run.config``) of a budget that may hold more; it records
+them all under ``budget_allocations``, so the fingerprint can be checked against the file.
 
-The one normalisation (PHSafe only): the engine reads an empty ``state_filter`` as "the 50 states
-and DC" and writes the list out in full (:data:`engine.phsafe.config.US_STATES`); the planner
-keeps "no filter". Both mean the same run, so a configuration listing exactly those states is
-fingerprinted as "no filter". A budget of 0 (a skipped level) is left out either way.
+:func:`run_provenance` builds them for every face — from the planner's budget in the app, from the
+command line's preset or allocation file, as recorded (and checked, :func:`provenance_of`) in a
+replay — so a run made by any face carries the same fingerprint for the same budget and a saved
+scenario attributes it rightly.
+
+Normalisations: the engine reads an empty PHSafe ``state_filter`` as "the 50 states and DC" and
+writes the list out in full (:data:`engine.phsafe.config.US_STATES`); the planner keeps "no
+filter". Both mean the same run, so a configuration listing exactly those states is fingerprinted
+as "no filter". A budget of 0 (a skipped level) is left out either way. A metrics.json written before
+a TopDown budget covered every universe recorded the fingerprint of its one allocation
+(:func:`engine.dp.budget.fingerprint.allocation_fingerprint`); it is still accepted for that file.
 """
 
 from __future__ import annotations
@@ -22,12 +29,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.core.errors import ValidationError
+from engine.core.strict_json import as_mapping
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
-from engine.dp.budget.fingerprint import budget_fingerprint
-from engine.dp.origin import budget_origin
-from engine.dp.presets import list_presets
+from engine.dp.budget.fingerprint import (
+    allocation_fingerprint,
+    budget_fingerprint,
+    topdown_budget,
+)
+from engine.dp.origin import Origin, changes_of, describe_origin
 from engine.phsafe.config import US_STATES
 from engine.runs.spec import RunSpec, thaw
+
+Budget = PHSafeBudget | TopDownAllocation | Mapping[str, TopDownAllocation]
 
 
 def phsafe_budget_of(config: Mapping[str, Any], *, name: str = "config.json") -> PHSafeBudget:
@@ -54,46 +67,80 @@ def budget_of(spec: RunSpec, name: str | None = None) -> PHSafeBudget | TopDownA
 
 
 def spec_budget_fingerprint(spec: RunSpec) -> str:
-    """``budget_fingerprint`` of the budget in ``spec.config`` (same value the app records)."""
+    """``budget_fingerprint`` of the budget in ``spec.config`` alone (a TopDown allocation: the
+    budget of its one universe)."""
     return budget_fingerprint(budget_of(spec))
 
 
-def accepted_fingerprints(spec: RunSpec) -> frozenset[str]:
-    """Budget fingerprints a metrics.json holding ``spec`` may rightly record.
+def allocations_of(section: Any, where: str) -> dict[str, TopDownAllocation]:
+    """The TopDown budget of a metrics.json ``budget_allocations`` section (``{universe:
+    allocation JSON}``), validated."""
+    runs = as_mapping(section, where=f"{where}: budget_allocations")
+    if not runs:
+        raise ValidationError(f"{where}: budget_allocations is empty")
+    out = {}
+    for universe, data in runs.items():
+        alloc = as_mapping(data, where=f"{where}: budget_allocations[{universe!r}]")
+        out[str(universe)] = TopDownAllocation.from_dict(
+            {**alloc, "universe": universe}, name=str(alloc.get("name", universe))
+        )
+    return out
 
-    The config's own; for PHSafe also that of the config without its state filter, because the
-    app fingerprints the planner's budget and applies the Run page's states to the run only.
+
+def _check_holds(spec: RunSpec, budget: Mapping[str, TopDownAllocation], where: str) -> None:
+    """Refuse a TopDown budget that does not hold the allocation the run measured with."""
+    own = budget_of(spec)
+    assert isinstance(own, TopDownAllocation)
+    mine = budget.get(own.universe)
+    if mine is None or allocation_fingerprint(mine) != allocation_fingerprint(own):
+        raise ValidationError(
+            f"{where}: the budget does not hold the {own.universe} allocation the run measured "
+            "with (edited by hand?); use the metrics.json the run wrote"
+        )
+
+
+def accepted_fingerprints(
+    spec: RunSpec, recorded: Mapping[str, Any] | None = None, where: str = "metrics.json"
+) -> frozenset[str]:
+    """Budget fingerprints a metrics.json holding ``spec`` (and ``recorded``'s
+    ``budget_allocations``, when present) may rightly record.
+
+    TopDown: the fingerprint of the recorded budget, which must hold the run's allocation; without
+    one, the budget of the run's allocation alone, or that allocation's own fingerprint (written
+    before a budget covered every universe). PHSafe: the config's own, and that of the config
+    without its state filter, because the app fingerprints the planner's budget and applies the
+    Run page's states to the run only.
     """
-    own = spec_budget_fingerprint(spec)
-    if spec.engine != "phsafe":
-        return frozenset({own})
+    if spec.engine == "topdown":
+        section = (recorded or {}).get("budget_allocations")
+        if section is not None:
+            budget = allocations_of(section, where)
+            _check_holds(spec, budget, where)
+            return frozenset({budget_fingerprint(budget)})
+        own = budget_of(spec)
+        assert isinstance(own, TopDownAllocation)
+        return frozenset({budget_fingerprint(own), allocation_fingerprint(own)})
+    own_fp = spec_budget_fingerprint(spec)
     unfiltered = {**thaw(spec.config), "state_filter": []}
-    return frozenset({own, budget_fingerprint(phsafe_budget_of(unfiltered))})
+    return frozenset({own_fp, budget_fingerprint(phsafe_budget_of(unfiltered))})
 
 
 def budget_origin_of(spec: RunSpec, preset: str | None = None, name: str | None = None) -> str:
-    """``budget_origin``: ``preset`` when the run's budget is that shipped preset's exactly,
-    "modified from <preset>" after any change of a number, else the budget's own name (``name``
-    for a PHSafe config, e.g. its file name; a TopDown allocation's ``name`` field).
-
-    Same rule as the app's planners (:func:`engine.dp.origin.budget_origin`)."""
-    budget = budget_of(spec, name)
-    if preset is not None:
-        return budget_origin(budget, preset=preset)
-    # No preset named (a config file): name the shipped preset it equals, if any.
-    for info in list_presets(spec.engine):
-        if budget_origin(budget, preset=info.name) == info.name:
-            return info.name
-    return budget_origin(budget)
+    """``budget_origin`` of the run's own budget (:func:`engine.dp.origin.describe_origin`):
+    ``preset`` when it is that shipped preset's exactly, "modified from <preset>" after any change
+    of a number, the shipped preset it equals, else the budget's own name (``name`` for a PHSafe
+    config, e.g. its file name; a TopDown allocation's ``name`` field)."""
+    return describe_origin(budget_of(spec, name), preset).label
 
 
 @dataclass(frozen=True)
 class Provenance:
     """What ties a run to its exact budget (and, in the app, to its place in the session).
 
-    ``budget_fingerprint`` and ``budget_origin`` are written to every run's metrics.json; the app
-    adds its run number ``run_id``, a ``run_token`` unique across sessions, the ``data`` label and
-    the ``seed``."""
+    ``budget_fingerprint``, ``budget_origin`` and (when the budget comes from a preset)
+    ``budget_changes`` are written to every run's metrics.json, with a TopDown run's
+    ``budget_allocations``; the app adds its run number ``run_id``, a ``run_token`` unique across
+    sessions, the ``data`` label and the ``seed``."""
 
     budget_fingerprint: str
     budget_origin: str
@@ -101,21 +148,33 @@ class Provenance:
     run_token: str | None = None
     data: str | None = None
     seed: int | None = None
+    budget_changes: tuple[Mapping[str, str], ...] | None = None
+    """What differs from the preset named in ``budget_origin`` (empty: nothing; None: no preset)."""
+    budget_allocations: Mapping[str, Any] | None = None
+    """TopDown: every allocation of the budget as JSON (the fingerprint covers them all)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The fields set (what the app keeps in a run's settings)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        if self.budget_changes is not None:
+            out["budget_changes"] = [dict(c) for c in self.budget_changes]
+        if self.budget_allocations is not None:
+            out["budget_allocations"] = thaw(self.budget_allocations)
+        return out
 
     def metrics(self) -> dict[str, Any]:
         """The metrics.json keys (``seed`` is a standard key of metrics.json already)."""
         return {k: v for k, v in self.as_dict().items() if k != "seed"}
 
+    def changes_text(self, limit: int = 3) -> str:
+        """``budget_origin`` with what differs (:meth:`engine.dp.origin.Origin.summary`)."""
+        return Origin(self.budget_origin, None, changes_of(self.budget_changes)).summary(limit)
+
 
 def run_provenance(
     spec: RunSpec,
     *,
-    budget: PHSafeBudget | TopDownAllocation | None = None,
-    origin: str | None = None,
+    budget: Budget | None = None,
     preset: str | None = None,
     name: str | None = None,
     run_id: int | None = None,
@@ -124,18 +183,36 @@ def run_provenance(
 ) -> Provenance:
     """The provenance of a new run of ``spec`` — the one builder for the CLI and the app.
 
-    ``budget``: the budget as the planner holds it (the app: a PHSafe budget before the Run page's
-    state filter); default the budget of ``spec.config``. ``origin``: as the planner names it;
-    default :func:`budget_origin_of` (``preset`` named by the user, ``name`` of a config file).
-    ``run_id``, ``run_token`` and ``data``: the app's session bookkeeping (with the seed)."""
-    fingerprint = spec_budget_fingerprint(spec) if budget is None else budget_fingerprint(budget)
+    ``budget``: the budget the run was taken from — the app: the planner's (a PHSafe budget before
+    the Run page's state filter; a TopDown budget with every universe); the CLI: a preset's or an
+    allocation file's universes with ``--rho`` applied — by default the budget of ``spec.config``
+    (a TopDown budget must hold the run's allocation). Its origin and changes are
+    :func:`engine.dp.origin.describe_origin`'s, compared with ``preset`` when given, else with the
+    preset the budget's names point to; ``name`` names a PHSafe config file. ``run_id``,
+    ``run_token`` and ``data``: the app's session bookkeeping (with the seed)."""
+    if budget is None:
+        budget = budget_of(spec, name)
+    allocations = None
+    if spec.engine == "topdown":
+        if isinstance(budget, PHSafeBudget):
+            raise ValidationError("a TopDown run needs a TopDown budget")
+        runs = topdown_budget(budget)
+        _check_holds(spec, runs, "the run")
+        allocations = {u: a.to_dict() for u, a in runs.items()}
+    elif not isinstance(budget, PHSafeBudget):
+        raise ValidationError("a PHSafe run needs a PHSafe budget")
+    origin = describe_origin(budget, preset)
     return Provenance(
-        budget_fingerprint=fingerprint,
-        budget_origin=origin or budget_origin_of(spec, preset=preset, name=name),
+        budget_fingerprint=budget_fingerprint(budget),
+        budget_origin=origin.label,
         run_id=run_id,
         run_token=run_token,
         data=data,
         seed=spec.seed if run_id is not None else None,
+        budget_changes=None
+        if origin.preset is None
+        else tuple(c.as_dict() for c in origin.changes),
+        budget_allocations=allocations,
     )
 
 
@@ -144,23 +221,30 @@ def provenance_of(
 ) -> Provenance:
     """The provenance of a replay of ``spec``, as the original recorded it.
 
-    ``recorded`` is the original metrics.json: its fingerprint and origin are kept when the
-    fingerprint is one ``spec`` may carry (:func:`accepted_fingerprints`); a fingerprint that does
-    not match the run's config means the file was altered, and is refused. ``session``: the app's
-    ``run_id``, ``run_token`` and ``data`` of the new run."""
+    ``recorded`` is the original metrics.json: its fingerprint, origin, changes and TopDown
+    allocations are kept when the fingerprint is one ``spec`` may carry
+    (:func:`accepted_fingerprints`); a fingerprint that does not match the run's budget means the
+    file was altered, and is refused. ``session``: the app's ``run_id``, ``run_token`` and ``data``
+    of the new run."""
     recorded = recorded or {}
     stated = recorded.get("budget_fingerprint")
     if not stated:
         return run_provenance(spec, **session)
-    if stated not in accepted_fingerprints(spec):
+    if stated not in accepted_fingerprints(spec, recorded, "the file"):
         raise ValidationError(
             f"the file's budget_fingerprint {str(stated)[:12]} does not match the budget in "
             "its run description (edited by hand?); use the metrics.json the run wrote"
         )
+    changes = recorded.get("budget_changes")
+    allocations = recorded.get("budget_allocations")
     return Provenance(
         budget_fingerprint=str(stated),
         budget_origin=str(recorded.get("budget_origin") or budget_origin_of(spec)),
         seed=spec.seed if session.get("run_id") is not None else None,
+        budget_changes=tuple(dict(c) for c in changes if isinstance(c, Mapping))
+        if isinstance(changes, list)
+        else None,
+        budget_allocations=thaw(allocations) if isinstance(allocations, Mapping) else None,
         **session,
     )
 
@@ -206,13 +290,13 @@ def check_reported_run(metrics: Mapping[str, Any], where: str) -> Mapping[str, A
         )
     try:
         spec = RunSpec.from_dict(dict(section))
-        accepted = accepted_fingerprints(spec)
+        accepted = accepted_fingerprints(spec, metrics, where)
     except ValidationError as exc:
         raise ValidationError(f"{where}: its run description is not valid: {exc}") from None
     if stated and stated not in accepted:
         raise ValidationError(
             f"{where}: claims budget {str(stated)[:12]} ({metrics.get('budget_origin', '?')}) but "
-            f"its run was configured with budget {spec_budget_fingerprint(spec)[:12]}; the file "
+            f"its run was configured with budget {', '.join(sorted(f[:12] for f in accepted))}; the file "
             "was edited after the run — report the metrics.json the run wrote"
         )
     return metrics

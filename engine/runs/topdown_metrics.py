@@ -15,7 +15,7 @@ prediction tables. Options come from the spec's typed
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,6 +238,7 @@ def metrics(
     extra: Mapping[str, Any] | None = None,
     queries: Sequence[str] | None = None,
     max_tidy_rows: int | None = None,
+    progress: Callable[[str, float], None] | None = None,
 ) -> TopDownMetrics:
     """metrics.json of the run and, with ``tables``, the MAE / Blau-bias / EPL / prediction tables
     (docs/science.md §5, §7) the app shows (their prediction rows are added to metrics.json too).
@@ -254,7 +255,12 @@ def metrics(
     The block-level figures average over the blocks of the options' ``error_universe``
     (:func:`engine.metrics.universe.block_universe`); TDA's figures on the tabulation geographies
     (``tda_mae``, ``tda_size_classes``) come from :func:`engine.runs.tabulation.tda_sections`.
+
+    ``progress(stage, fraction)`` hears each step as it starts (residuals, the dense table, the
+    tables, the prediction, metrics.json).
     """
+    report = progress or (lambda stage, fraction: None)
+    report("Metrics: residuals of every geolevel × query", 0.0)
     options = options_of(spec)
     universe = block_universe(hist, options.error_universe)
     residuals = sparse_residuals(result, queries, universe)
@@ -262,6 +268,7 @@ def metrics(
     tidy = None
     left_out: list[str] = []
     if tables:
+        report("Metrics: the comparison table", 0.1)
         kept, left_out = tidy_queries(result, queries, max_tidy_rows)
         tidy = result.to_tidy(kept)
     spine_sections = None
@@ -283,6 +290,7 @@ def metrics(
     settings = epl_settings_of(spec)
     out: dict[str, pd.DataFrame] = {}
     if tables:
+        report("Metrics: MAE, Blau-quintile bias, EPL with bootstrap intervals", 0.3)
         out["mae"] = _as_tidy_levels(counted_error_table(residuals, ("geolevel", "query")), result)
         _, blau_bias = blau_bias_of(result, totals_tidy(result, residuals), hist, universe)
         if blau_bias is not None:
@@ -291,6 +299,7 @@ def metrics(
         # the prediction's spine is the conventional one (docs/science.md §7)
         conventional = measured.spine is None or measured.spine.kind == "conventional"
         if measured.spine_plan is None or conventional:
+            report("Metrics: predicted vs measured RMSE of the published counts", 0.55)
             # the prediction covers every block of the spine: measured over every block too
             every_block = (
                 residuals if universe.inside is None else sparse_residuals(result, queries)
@@ -312,6 +321,7 @@ def metrics(
                     if entities is not None:
                         out["entity_prediction"] = entities
     sections["run"] = spec.to_dict()
+    report("Metrics: metrics.json (MAE, EPL, Blau bias of every geolevel × query)", 0.8)
     payload = metrics_payload(
         result,
         sections,

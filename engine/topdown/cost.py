@@ -47,6 +47,77 @@ is the bound throughout (an over-estimate for small runs). The CLI does not comp
 docs/topdown.md, "The cost estimate shown before Run")."""
 NODES_PER_BLOCK = 1.04
 """Geounits per block on the conventional spine (block groups, tracts, counties, the state)."""
+METRICS_BASE_SECONDS_2016 = 4.0
+METRICS_SECONDS_PER_BLOCK_2016 = 0.0004
+"""The app's metrics stage beyond the prediction: the comparison table, MAE, Blau bias and EPL
+with 200 bootstrap resamples of every geolevel × query, metrics.json — a fixed part and seconds
+per block at 2,016 cells (``benchmarks/app_steps.py``: docs/topdown.md, "The cost estimate shown
+before Run")."""
+SAVE_BASE_SECONDS_2016 = 0.9
+SAVE_SECONDS_PER_BLOCK_2016 = 0.0003
+"""Writing the run's record folder into the workspace (tables as Parquet, manifest)."""
+SWEEP_RUN_BASE_SECONDS_2016 = 2.0
+SWEEP_RUN_SECONDS_PER_BLOCK_2016 = 0.004
+"""One run of a budget sweep: the engine, the dense table of the sweep's queries and its metrics
+(MAE, EPL, error quantiles, MOE coverage, Blau and homogeneity bias)."""
+SRS_SECONDS_PER_BLOCK_2016 = 0.0017
+"""One replicate (fraction × seed) of the SRS baseline of a sweep."""
+
+
+@dataclass(frozen=True)
+class AppRunCost:
+    """Estimated wall-clock seconds of each step of an app run: the engine (load, measure,
+    estimate), the metrics stage, the budget sweep (0 without one) and writing the record."""
+
+    engine_s: float
+    metrics_s: float
+    sweep_s: float
+    saving_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.engine_s + self.metrics_s + self.sweep_s + self.saving_s
+
+    @property
+    def main_share(self) -> float:
+        """The share of the run itself (engine and metrics) in the time before the sweep ends."""
+        before = self.engine_s + self.metrics_s + self.sweep_s
+        return (self.engine_s + self.metrics_s) / before if before > 0 else 1.0
+
+    def steps(self) -> list[tuple[str, float]]:
+        """The steps in order with their expected seconds (the progress bar's plan)."""
+        return [
+            ("engine", self.engine_s),
+            ("metrics", self.metrics_s),
+            ("sweep", self.sweep_s),
+            ("saving", self.saving_s),
+        ]
+
+
+def estimate_app_run(
+    n_blocks: int, n_cells: int, *, sweep_runs: int = 0, srs_replicates: int = 0
+) -> AppRunCost:
+    """Estimated seconds of each step of an app run on ``n_blocks`` blocks of a schema with
+    ``n_cells`` cells, with a sweep of ``sweep_runs`` runs and ``srs_replicates`` SRS replicates
+    (quiet 2-core machine; a busy one is slower)."""
+    if n_blocks < 0 or n_cells < 1 or sweep_runs < 0 or srs_replicates < 0:
+        raise ValueError("n_blocks, sweep_runs, srs_replicates must be ≥ 0 and n_cells ≥ 1")
+    scale = max(n_cells / 2016.0, 0.05)
+    engine = estimate_topdown_cost(n_blocks, n_cells).seconds
+    with_prediction = estimate_topdown_cost(n_blocks, n_cells, prediction=True).seconds
+    metrics = (
+        with_prediction
+        - engine
+        + (METRICS_BASE_SECONDS_2016 + METRICS_SECONDS_PER_BLOCK_2016 * n_blocks) * scale
+    )
+    sweep = (
+        sweep_runs
+        * (SWEEP_RUN_BASE_SECONDS_2016 + SWEEP_RUN_SECONDS_PER_BLOCK_2016 * n_blocks)
+        * scale
+        + srs_replicates * SRS_SECONDS_PER_BLOCK_2016 * n_blocks * scale
+    )
+    saving = (SAVE_BASE_SECONDS_2016 + SAVE_SECONDS_PER_BLOCK_2016 * n_blocks) * scale
+    return AppRunCost(engine, metrics, sweep, saving)
 
 
 @dataclass(frozen=True)

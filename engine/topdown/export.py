@@ -27,7 +27,7 @@ The run pipeline's write stage (:mod:`engine.runs.writers`) writes them as ``est
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -217,18 +217,24 @@ def _iter_sparse_estimates(
 
 
 def iter_measurement_frames(
-    result: TopDownResult, *, chunk_rows: int = DEFAULT_CHUNK_ROWS
+    result: TopDownResult,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    queries: Collection[str] | None = None,
 ) -> Iterator[pd.DataFrame]:
     """The noisy measurements (``MEASUREMENT_COLUMNS``) in chunks of at most ``chunk_rows`` rows.
 
     Concatenated, the chunks hold the rows of :attr:`TopDownResult.measurements` in the same
     order (text columns as categoricals): query by query, the measured geounits in tree order;
-    variance 0 marks an invariant.
+    variance 0 marks an invariant. ``queries``: only the measured query groups of these names
+    (their rows as they are among all; keyed noise of the others is not drawn).
     """
     chunk_rows = _check_chunk_rows(chunk_rows)
     measured = result.measured
     block = max(1, chunk_rows // max(1, result.schema.size))
     for j, group in enumerate(result.queries):
+        if queries is not None and group.name not in queries:
+            continue
         nodes = np.flatnonzero(np.isfinite(measured.variance[:, j]))
         for part in _node_steps(nodes.size, group.size, chunk_rows):
             chunk = nodes[part]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.run_parts.jobs import next_run_id
 from phexplore import api as R
 from phexplore.api.budgets import PHExploreError
 from phexplore.app import state as S
@@ -20,16 +19,17 @@ FOLDER_PROBLEM = "res_folder_problem"
 def open_folder_clicked() -> None:
     """Open the typed run folder as a run of this session (refused folders leave a message)."""
     s = st.session_state
-    runs: list[R.RunRecord] = s[S.RUNS]
+    entry = S.reserve_run("topdown", f"folder {s.get(FOLDER_PATH, '')}")
     try:
         record = R.folder_record(
-            s.get(FOLDER_PATH, ""), next_run_id(), s.get(S.SCENARIO_NAME, "Folder")
+            s.get(FOLDER_PATH, ""), entry.number, s.get(S.SCENARIO_NAME, "Folder"), entry.token
         )
+        S.add_run(record)  # kept in the workspace like a run of the app
     except PHExploreError as exc:
+        S.workspace().release_run(entry.token)
         s[FOLDER_PROBLEM] = str(exc)
         return
     s[FOLDER_PROBLEM] = None
-    runs.append(record)
     s["res_run"] = record.id
 
 

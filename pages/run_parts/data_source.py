@@ -6,6 +6,7 @@ listed per engine + data choice and shown only while that choice is on screen.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 UPLOAD_HIST = "run_upload_hist"
 UPLOAD_CEF = "run_upload_cef"
+KEEP_PROBLEM = "run_upload_keep_problem"
+"""Session key: why a validated upload could not be kept in the workspace."""
 UPLOAD_CHECK = "run_upload_check"
 """``(engine:source:choice, summary lines, seconds)`` of the last upload checked."""
 UPLOAD_PROBLEMS = "run_upload_problems"
@@ -52,8 +55,81 @@ def _validate_topdown_upload() -> None:
     s[UPLOAD_CHECK] = (key, check.summary(), check.load_s)
     if check.ok:
         s[UPLOAD_HIST] = (check.data["topdown"], ", ".join(f.name for f in files), kind)
+        _keep_upload("topdown", kind, files)
     else:
         _set_problems(key, check.problem_lines())
+
+
+def _keep_upload(engine: str, kind: str, files: list[Any]) -> None:
+    """Keep a validated upload in the workspace by content hash (offered again after a reload);
+    a workspace that cannot take it is said, the loaded data stays usable."""
+    s = st.session_state
+    try:
+        S.workspace().store_upload(engine, kind, [(f.name, f.getvalue()) for f in files])
+        s.pop(KEEP_PROBLEM, None)
+    except (PHExploreError, OSError) as exc:
+        s[KEEP_PROBLEM] = (
+            f"The upload could not be kept in the workspace ({exc}); it is usable until the page "
+            "is reloaded."
+        )
+
+
+def _use_kept_upload(engine: str) -> None:
+    """Load the kept upload chosen in the list (checked against its recorded hashes)."""
+    s = st.session_state
+    chosen = s.get(f"run_kept_{engine}")
+    entry = next((u for u in S.workspace().uploads(engine) if u.sha256 == chosen), None)
+    if entry is None:
+        return
+    problem_key = f"topdown:upload:{entry.kind}" if engine == "topdown" else "phsafe:upload"
+    _set_problems(problem_key, None)
+    try:
+        files = [_Named(name, data) for name, data in S.workspace().upload_files(entry)]
+    except PHExploreError as exc:
+        _set_problems(problem_key, R.problem_lines(exc))
+        return
+    if engine == "topdown":
+        check = R.check_topdown_upload(entry.kind, files)
+        if check.ok:
+            s["run_upload_kind"] = entry.kind
+            s[UPLOAD_HIST] = (check.data["topdown"], entry.label, entry.kind)
+    else:
+        check = R.check_cef_upload(files)
+        if check.ok:
+            s[UPLOAD_CEF] = (check.data["phsafe"], entry.label)
+    if not check.ok:
+        _set_problems(problem_key, check.problem_lines())
+
+
+class _Named(io.BytesIO):
+    """A kept upload's bytes under its file name (what the loaders read, like an upload)."""
+
+    def __init__(self, name: str, data: bytes) -> None:
+        super().__init__(data)
+        self.name = name
+
+
+def _kept_uploads(engine: str) -> None:
+    """The uploads kept in the workspace for ``engine``: pick one to use it again."""
+    kept = S.workspace().uploads(engine)
+    if not kept:
+        return
+    labels = {u.sha256: f"{u.label} ({u.kind}, {sum(f[2] for f in u.files):,} bytes)" for u in kept}
+    c1, c2 = st.columns([3, 1])
+    c1.selectbox(
+        "Or an earlier upload (kept in the workspace)",
+        list(labels),
+        format_func=labels.get,
+        key=f"run_kept_{engine}",
+        help="Uploads that passed validation are kept in the workspace by content hash, so a "
+        "reload or another tab can use them again without uploading.",
+    )
+    c2.button(
+        "Use it",
+        key=f"run_use_kept_{engine}",
+        on_click=S.guarded(_use_kept_upload, "run: use kept upload"),
+        args=(engine,),
+    )
 
 
 def _validate_cef_upload() -> None:
@@ -67,6 +143,7 @@ def _validate_cef_upload() -> None:
     s[UPLOAD_CHECK] = ("phsafe:upload", check.summary(), check.load_s)
     if check.ok:
         s[UPLOAD_CEF] = (check.data["phsafe"], ", ".join(f.name for f in files))
+        _keep_upload("phsafe", "cef", files)
     else:
         _set_problems("phsafe:upload", check.problem_lines())
 
@@ -102,6 +179,8 @@ class TopDownData:
     units: list[str]
     folder: str | None = None
     """A generated population's folder (its data can be read again there for a replay)."""
+    n_blocks: int = 0
+    """Blocks of the run (the subset's)."""
 
 
 def _pick_sample(
@@ -149,14 +228,19 @@ def _generated_controls(prefix: str) -> str | None:
     seed = c3.number_input("Seed", min_value=0, value=1, step=1, key=f"{prefix}_gen_seed")
     wanted = tuple(x.strip().upper() for x in states.replace(",", " ").split() if x.strip())
     key = (int(persons), wanted, int(seed))
+    workspace = S.workspace()
     if st.button("Generate", key=f"{prefix}_gen_go"):
         try:
-            s["run_generated"] = (key, R.generated_population(*key))
+            s["run_generated"] = (key, R.generated_population(*key, workspace))
         except PHExploreError as exc:
             st.error(str(exc))
     held = s.get("run_generated")
     if held is not None and held[0] == key:
         return held[1]
+    kept = R.kept_population(*key, workspace)
+    if kept is not None:  # generated earlier in this workspace (before a reload, in another tab)
+        s["run_generated"] = (key, kept)
+        return kept
     st.caption("Choose the size and press Generate (about 4 s per million persons).")
     return None
 
@@ -220,6 +304,9 @@ def topdown_data() -> TopDownData:
             "Validate upload",
             on_click=S.guarded(_validate_topdown_upload, "run: validate_topdown_upload"),
         )
+        _kept_uploads("topdown")
+        if s.get(KEEP_PROBLEM):
+            st.warning(s[KEEP_PROBLEM])
         problem_key = f"topdown:upload:{s.get('run_upload_kind')}"
         loaded = s.get(UPLOAD_HIST)
         if loaded is not None and loaded[2] == s.get("run_upload_kind"):
@@ -229,7 +316,7 @@ def topdown_data() -> TopDownData:
                 f"({hist.schema.name} schema)"
             )
     _problems(problem_key)
-    level, units = None, []
+    level, units, n_blocks = None, [], 0
     if hist is not None:
         choices = [lv for lv in hist.levels[1:-1]]
         options = ["(all data)", *choices]
@@ -265,9 +352,9 @@ def topdown_data() -> TopDownData:
         )
         st.caption(
             f"Run size: {n_blocks:,} blocks × {hist.schema.size:,} cells per block "
-            f"({hist.schema.name} schema). " + R.topdown_cost_sentence(n_blocks, hist.schema.size)
+            f"({hist.schema.name} schema); time estimate beside the Run button."
         )
-    return TopDownData(hist, data_label, sample, level, list(units), folder)
+    return TopDownData(hist, data_label, sample, level, list(units), folder, n_blocks)
 
 
 @dataclass(frozen=True)
@@ -327,6 +414,9 @@ def phsafe_data() -> tuple[Any | None, str, float | None, ReadAgain]:
             on_click=S.guarded(_validate_cef_upload, "run: validate_cef_upload"),
             key="run_cef_validate",
         )
+        _kept_uploads("phsafe")
+        if s.get(KEEP_PROBLEM):
+            st.warning(s[KEEP_PROBLEM])
         if UPLOAD_CEF in s:
             extract, data_label = s[UPLOAD_CEF]
             st.success(f"Loaded {data_label}")

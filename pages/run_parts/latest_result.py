@@ -1,4 +1,4 @@
-"""The latest run's headline numbers and downloads, and the session's list of runs."""
+"""The latest run of the engine shown: its headline numbers and downloads; the workspace's runs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,23 @@ import streamlit as st
 from phexplore import api as R
 from phexplore.app import state as S
 
+ENGINE_NAMES = {"topdown": "TopDown", "phsafe": "PHSafe"}
 
-def latest_result() -> None:
+
+def latest_result(engine: str) -> None:
+    """The latest run of ``engine`` in the workspace (never the other engine's)."""
     s = st.session_state
-    runs = s[S.RUNS]
+    runs = [r for r in s[S.RUNS] if r.engine == engine]
     if not runs:
-        st.info("No runs yet in this session. Results appear here and on the Results page.")
+        st.info(
+            f"No {ENGINE_NAMES[engine]} runs yet in this workspace. Results appear here and on "
+            "the Results page."
+        )
+        all_runs()
         return
     record = runs[-1]
-    st.subheader("Latest result")
+    st.subheader(f"Latest {ENGINE_NAMES[engine]} result")
+    st.caption(record.label)
     st.caption(R.TRUTH_NOTE)
     settings = record.settings
     m = st.columns(4)
@@ -69,6 +77,21 @@ def latest_result() -> None:
         on_click="ignore",
     )
     d[3].page_link("pages/results.py", label="Open the Results page", icon=":material/bar_chart:")
-    with st.expander(f"All runs of this session ({len(runs)})"):
-        for r in runs:
-            st.write(r.label)
+    problem = record.settings.get("sweep_problem")
+    if problem:
+        st.warning(f"Budget sweep: {problem}.", icon=":material/warning:")
+    all_runs()
+
+
+def all_runs() -> None:
+    """Every run of the workspace, with how the ones that left no result ended."""
+    entries = S.workspace().run_entries()
+    if not entries:
+        return
+    with st.expander(f"All runs of this workspace ({len(entries)})"):
+        for entry in entries:
+            if entry.status == "finished":
+                st.write(entry.label)
+            else:
+                why = f": {entry.message}" if entry.message else ""
+                st.write(f"#{entry.number} · {entry.label} — **{entry.status}**{why}")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
-from pages.run_parts.data_source import phsafe_data
-from pages.run_parts.jobs import JOB, next_run_id
+from pages.run_parts.data_source import ReadAgain, phsafe_data
+from pages.run_parts.jobs import launch
+from pages.run_parts.progress import job_panel, last_message
 from pages.run_parts.run_options import backend_choice, noise_choice, seed_input
+from pages.run_parts.topdown_form import run_button
 from phexplore import api as R
-from phexplore.api.budgets import PHExploreError, budget_fingerprint, short_fingerprint
+from phexplore.api.budgets import PHExploreError, PHSafeBudget
 from phexplore.app import state as S
 
 PHSAFE_DEFAULTS: dict[str, object] = {
@@ -19,8 +23,9 @@ PHSAFE_DEFAULTS: dict[str, object] = {
 }
 
 
-def phsafe_form() -> R.RunJob | None:
-    """Controls of a PHSafe run on the working PHSafe budget; returns a started job on Run."""
+def phsafe_form() -> None:
+    """Controls of a PHSafe run on the working PHSafe budget; starts its job when Run is
+    pressed (the panel under the button shows it)."""
     s = st.session_state
     for key, default in PHSAFE_DEFAULTS.items():
         s.setdefault(key, default)
@@ -36,12 +41,11 @@ def phsafe_form() -> R.RunJob | None:
     with c2:
         budget = S.effective_phsafe()
         st.markdown("**Budget**")
-        ph_origin = S.phsafe_origin()
         st.markdown(
-            f"Working PHSafe budget **{ph_origin}** from the PHSafe planner: total ρ "
+            f"Working PHSafe budget from the PHSafe planner: total ρ "
             f"**{budget.total_unbounded():.4f}** (unbounded), {len(budget.tables())} tables."
         )
-        st.caption(f"Budget fingerprint `{short_fingerprint(budget_fingerprint(budget))}`")
+        st.caption(f"Budget: **{S.budget_badge('phsafe')}**")
         seed = seed_input("run_ph_seed")
         trials = st.number_input(
             "Trials (noise redraws)",
@@ -52,14 +56,25 @@ def phsafe_form() -> R.RunJob | None:
         )
         noise_choice("run_ph_noise")
         backend_choice("run_ph_backend")
-        go = st.button(
-            "Run PHSafe",
-            type="primary",
-            disabled=extract is None or s.get(JOB) is not None,
-            key="run_ph_go",
-        )
-    if not go or extract is None:
-        return None
+        go = run_button("Run PHSafe", "run_ph_go", extract is not None, None)
+        last_message()
+        if go and extract is not None:
+            _start(extract, data_label, scale, where, states, budget, int(seed), int(trials))
+        job_panel()
+
+
+def _start(
+    extract: Any,
+    data_label: str,
+    scale: float | None,
+    where: ReadAgain,
+    states: str,
+    budget: PHSafeBudget,
+    seed: int,
+    trials: int,
+) -> None:
+    """Build the run description and start its job in the workspace (refusals in one line)."""
+    s = st.session_state
     wanted = [x.strip() for x in states.split(",") if x.strip()]
     label = data_label + (f" [states {', '.join(wanted)}]" if wanted else "")
     try:
@@ -68,21 +83,23 @@ def phsafe_form() -> R.RunJob | None:
             engine="phsafe",
             data=R.app_data_source(label, sample=where.sample, folder=where.folder),
             config=R.phsafe_run_config(budget, wanted),
-            seed=int(seed),
+            seed=seed,
             options=R.PHSafeRunOptions(
-                trials=int(trials), scale=scale, noise_method=str(s["run_ph_noise"])
+                trials=trials, scale=scale, noise_method=str(s["run_ph_noise"])
             ),
             **R.app_backend(s.get("run_ph_backend", "local")),
         )
-        session = R.SessionRun(
-            run_id=next_run_id(),
-            scenario=s[S.SCENARIO_NAME],
-            data_label=label,
-            budget=budget,
-            origin=ph_origin,
-        )
-        work = R.phsafe_work(spec, session, extract)
+
+        def make_work(number: int, token: str) -> Any:
+            session = R.SessionRun(
+                run_id=number,
+                scenario=s[S.SCENARIO_NAME],
+                data_label=label,
+                budget=budget,
+                run_token=token,
+            )
+            return R.phsafe_work(spec, session, extract)
+
+        launch("phsafe", label, make_work, plan=R.PHSAFE_PLAN)
     except PHExploreError as exc:
         st.error(str(exc))
-        return None
-    return R.start_job(R.RunJob(engine="phsafe", label=data_label), work)

@@ -1,39 +1,58 @@
-"""Progress of the running job (stages, time left) with its Cancel button."""
+"""The run panel beside the Run button: the workspace's run in progress (stage, time left, Cancel),
+then how it ended.
+
+Drawn right under the Run button (in view at 1366×768) on the Run page, and on the Results page for
+replays. It follows the session's own job or, after a reload or in a second tab, the job running in
+the workspace (:func:`phexplore.api.jobs.follow`), refreshed every second.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages.run_parts.jobs import JOB
 from phexplore import api as R
 from phexplore.app import state as S
 
 
+def _time_left(job: R.RunJob) -> str:
+    """``"about 40 s left"``, or the stage under way when no honest figure exists."""
+    eta = job.eta()
+    if eta is None or eta < 1.0:
+        return f"{job.stage} …"
+    if eta < 120:
+        return f"{job.stage} — about {eta:.0f} s left"
+    return f"{job.stage} — about {eta / 60:.0f} min left"
+
+
+def last_message() -> None:
+    """How the session's last run ended (once), where the user is looking: beside Run."""
+    message = st.session_state.pop(R.MESSAGE_KEY, None)
+    if message:
+        getattr(st, message[0])(message[1])
+
+
 @st.fragment(run_every=1.0)
 def job_panel() -> None:
-    """Progress of the running job (refreshed every second) with a Cancel button."""
+    """Progress of the run this session follows (refreshed every second), with Cancel."""
     s = st.session_state
-    job: R.RunJob | None = s.get(JOB)
+    workspace = S.workspace().root
+    R.BOARD.touch(workspace, S.page_id())
+    job = R.follow(s, workspace)
     if job is None:
         return
     if R.collect_finished(s, S.RUNS):
         st.rerun()
-    st.markdown(f"**Running {job.engine}** on {job.label} — {job.elapsed():.0f} s")
-    eta = job.eta()
-    left = (
-        ""
-        if eta is None
-        else f" — about {eta:.0f} s left"
-        if eta < 120
-        else f" — about {eta / 60:.0f} min left"
-    )
-    st.progress(job.shown_fraction, text=f"Overall {job.shown_fraction:.0%}{left}")
-    stages = list(job.stages.items())
-    for i, (label, fraction) in enumerate(stages):
-        done = i < len(stages) - 1 or fraction >= 1.0
-        st.progress(
-            1.0 if done else max(min(fraction, 1.0), 0.0), text=("✓ " if done else "… ") + label
+    number = f"#{job.number} " if job.number else ""
+    with st.container(border=True, key="run_panel"):
+        st.markdown(
+            f"**Run {number}in progress** — {job.engine} on {job.label} · {job.elapsed():.0f} s"
         )
-    if st.button("Cancel run", key="run_cancel"):
-        job.cancel_event.set()
-        st.info("Cancelling after the current step…")
+        st.progress(job.shown_fraction, text=f"{job.shown_fraction:.0%} — {_time_left(job)}")
+        done = list(job.stages)[-4:-1]
+        if done:
+            st.caption("Done: " + " · ".join(done))
+        if job.cancel_event.is_set():
+            st.info("Cancelling after the current step…")
+        elif st.button("Cancel run", key="run_cancel", icon=":material/stop_circle:"):
+            job.cancel_event.set()
+            st.info("Cancelling after the current step…")

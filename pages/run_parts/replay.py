@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.run_parts.jobs import JOB, next_run_id
+from pages.run_parts.jobs import JOB, blocking_job, launch
 from pages.run_parts.progress import job_panel
 from phexplore import api as R
 from phexplore.api.budgets import PHExploreError
@@ -28,22 +28,29 @@ ALLOW_CHANGED = "res_replay_allow_changed"
 def _start(run: R.RecordedRun) -> None:
     """Start the replay of ``run`` as this session's next run (callback; refusals to ERROR)."""
     s = st.session_state
-    if s.get(JOB) is not None:
-        s[ERROR] = "A run is in progress; wait for it or cancel it before replaying another."
+    if blocking_job() is not None:
+        s[ERROR] = (
+            "A run of this workspace is in progress; wait for it or cancel it before replaying "
+            "another (or tick “Allow another run” on the Run page)."
+        )
         return
     try:
-        work = R.replay_work(
-            run,
-            run_id=next_run_id(),
-            scenario=s[S.SCENARIO_NAME],
-            records=s[S.RUNS],
-            backend=s.get(BACKEND, "local"),
-            allow_changed=bool(s.get(ALLOW_CHANGED)),
+        launch(
+            run.spec.engine,
+            f"replay of {run.label}",
+            lambda number, token: R.replay_work(
+                run,
+                run_id=number,
+                run_token=token,
+                scenario=s[S.SCENARIO_NAME],
+                records=s[S.RUNS],
+                backend=s.get(BACKEND, "local"),
+                allow_changed=bool(s.get(ALLOW_CHANGED)),
+            ),
         )
     except PHExploreError as exc:
         s[ERROR] = f"Cannot replay {run.label}: {exc}"
         return
-    s[JOB] = R.start_job(R.RunJob(engine=run.spec.engine, label=f"replay of {run.label}"), work)
     s[PENDING] = True
 
 
@@ -120,7 +127,7 @@ def replay_controls() -> None:
 
 def replay_session_run(record: R.RunRecord) -> None:
     """ "Replay this run" for the run shown, with what it will do (or why it cannot)."""
-    busy = st.session_state.get(JOB) is not None
+    busy = blocking_job() is not None
     try:
         run = R.recorded_of(record)
     except PHExploreError as exc:
@@ -170,7 +177,7 @@ def replay_from_file() -> None:
         st.button(
             "Replay from file",
             key="res_replay_file_go",
-            disabled=s.get(JOB) is not None,
+            disabled=blocking_job() is not None,
             on_click=S.guarded(_replay_file_run, "results: replay file"),
             icon=":material/replay:",
         )

@@ -18,10 +18,12 @@ from pages.run_parts.run_options import (
 )
 from phexplore import api as R
 from phexplore.api.budgets import (
+    Origin,
     PHExploreError,
     budget_fingerprint,
-    budget_origin,
     default_topdown_preset,
+    describe_origin,
+    exact_from_input,
     load_topdown_preset,
     schema_mismatch,
     short_fingerprint,
@@ -29,6 +31,8 @@ from phexplore.api.budgets import (
 from phexplore.app import state as S
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from phexplore.api.budgets import TopDownAllocation
 
 WORKING = "__working__"
@@ -45,16 +49,20 @@ class TopDownBudget:
 
     choice: str
     allocation: TopDownAllocation
+    """The persons allocation the run measures with (exact shares and total)."""
     what: str
-    rho: float
+    budget: Mapping[str, TopDownAllocation]
+    """The whole budget it belongs to (every universe: one budget, one fingerprint)."""
+    origin: Origin
     seed: int
     workers: int
     entity: str | None
     use_entities: bool
     special_areas: str | None = None
-    origin: str = ""
     mismatch: str | None = None
     noise_method: str = "fast"
+    preset: str | None = None
+    """The preset the origin is compared with (the planner's last loaded one, or the choice)."""
     solver: str = "auto"
     error_universe: str = "housed"
 
@@ -90,7 +98,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         "the allocation's queries (RI 2010: VOTINGAGE × RACEETH → the ri2010 presets).",
     )
     try:
-        runs = s[S.TOPDOWN] if choice == WORKING else load_topdown_preset(choice)
+        runs = dict(s[S.TOPDOWN] if choice == WORKING else load_topdown_preset(choice))
         allocation = runs.get("persons")
     except PHExploreError as exc:
         st.error(str(exc))
@@ -100,18 +108,18 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         return None
     what = "ε" if allocation.mechanism == "puredp" else "ρ"
     if choice == WORKING:
-        # The planner's allocation as it is: the same total as the planner shows (edit it there).
-        rho = float(allocation.rho)
-        origin = S.topdown_origin()
+        # The planner's budget as it is: the same total as the planner shows (edit it there).
+        preset = s.get(S.TOPDOWN_PRESET)
         st.markdown(
-            f"Total {what} **{rho:.4f}** of the persons run, from the TopDown planner "
-            f"(**{origin}**; change it there)."
+            f"Total {what} **{float(allocation.rho):.4f}** of the persons run, from the TopDown "
+            "planner (change it there)."
         )
     else:
+        preset = choice
         rho_key = f"run_td_rho_{choice}"
         if rho_key not in s:
             s[rho_key] = float(allocation.rho)
-        rho = st.number_input(
+        typed = st.number_input(
             f"Total {what}",
             min_value=1e-4,
             step=0.1,
@@ -119,9 +127,20 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
             key=rho_key,
             help=S.HELP_RHO + " A total other than the preset's makes it “modified from” it.",
         )
-        origin = budget_origin(allocation.with_rho(rho), choice)
-    fingerprint = budget_fingerprint(allocation.with_rho(rho))
-    st.caption(f"Budget: **{origin}** · fingerprint `{short_fingerprint(fingerprint)}`")
+        try:
+            # exact: left as shown, it is the preset's own fraction; typed, the decimal typed
+            exact = exact_from_input(typed, allocation.rho, where=f"total {what}")
+            allocation = allocation.with_rho(exact)
+        except PHExploreError as exc:
+            st.error(str(exc))
+            return None
+        runs["persons"] = allocation
+    origin = describe_origin(runs, preset)
+    fingerprint = budget_fingerprint(runs)
+    st.caption(
+        f"Budget: **{origin.label}** · fingerprint `{short_fingerprint(fingerprint)}`"
+        + (" — " + origin.summary().removeprefix(origin.label + ": ") if origin.changes else "")
+    )
     mismatch = (
         schema_mismatch(allocation.all_queries(), allocation.schema, data.hist.schema.name)
         if data.hist is not None
@@ -143,7 +162,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
     backend_choice("run_td_backend")
     chosen = s[S.SPINE]
     spine_text = (
-        R.spine_label(chosen, allocation.with_rho(rho), data.hist, data.level, data.units)
+        R.spine_label(chosen, allocation, data.hist, data.level, data.units)
         if chosen == R.PRESET_SPINE
         else S.SPINES[chosen]
     )
@@ -196,18 +215,19 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         )
         special = entity if branch else None
     return TopDownBudget(
-        choice,
-        allocation,
-        what,
-        float(rho),
-        int(seed),
-        int(workers),
-        entity,
-        use_entities,
-        special,
-        origin,
-        mismatch,
-        str(s["run_td_noise"]),
-        str(s.get("run_td_solver", "auto")),
-        str(s["run_td_universe"]),
+        choice=choice,
+        allocation=allocation,
+        what=what,
+        budget=runs,
+        origin=origin,
+        seed=int(seed),
+        workers=int(workers),
+        entity=entity,
+        use_entities=use_entities,
+        special_areas=special,
+        mismatch=mismatch,
+        noise_method=str(s["run_td_noise"]),
+        preset=preset,
+        error_universe=str(s["run_td_universe"]),
+        solver=str(s.get("run_td_solver", "auto")),
     )

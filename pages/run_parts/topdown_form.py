@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import streamlit as st
 
 from pages.run_parts.data_source import TopDownData, topdown_data
-from pages.run_parts.jobs import JOB, next_run_id
+from pages.run_parts.jobs import PARALLEL, blocking_job, launch
+from pages.run_parts.progress import job_panel, last_message
 from pages.run_parts.run_options import epl_options
 from pages.run_parts.topdown_budget import WORKING, TopDownBudget, topdown_budget
 from phexplore import api as R
@@ -31,10 +33,9 @@ TOPDOWN_DEFAULTS: dict[str, object] = {
 
 def _topdown_sweep(
     data: TopDownData, budget: TopDownBudget
-) -> tuple[str | None, bool, str, int, bool, bool]:
-    """Sweep column and the Run button: (preset, sweep, budgets text, seeds, SRS, Run pressed)."""
-    s = st.session_state
-    choice, what, hist = budget.choice, budget.what, data.hist
+) -> tuple[str | None, bool, str, int, bool]:
+    """Sweep column: (preset, sweep, budgets text, seeds per budget, SRS)."""
+    choice, what = budget.choice, budget.what
     st.markdown("**Sweep (optional)**")
     preset = None if choice == WORKING else choice
     sweep = st.checkbox(
@@ -65,17 +66,51 @@ def _topdown_sweep(
         help=R.SRS_HELP,
     )
     epl_options()
-    go = st.button(
-        "Run TopDown",
+    return preset, sweep, rhos_text, int(sweep_seeds), srs
+
+
+def _sweep_budgets(sweep: bool, rhos_text: str) -> list[float] | None:
+    """The sweep's budgets (empty without a sweep; None after an error message)."""
+    if not sweep:
+        return []
+    try:
+        rhos = [float(x) for x in rhos_text.replace(";", ",").split(",") if x.strip()]
+        if not rhos or any(not math.isfinite(r) or r <= 0 for r in rhos):
+            raise ValueError
+    except ValueError:
+        st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
+        return None
+    return rhos
+
+
+def run_button(label: str, key: str, ready: bool, estimate: R.RunEstimate | None) -> bool:
+    """The time estimate, the Run button (disabled while a run of the workspace is in
+    progress, unless the user allows another) and the run panel right under it."""
+    if estimate is not None:
+        st.caption(estimate.sentence())
+    blocking = blocking_job()
+    pressed = st.button(
+        label,
         type="primary",
-        disabled=hist is None or s.get(JOB) is not None or budget.mismatch is not None,
-        key="run_td_go",
+        disabled=not ready or blocking is not None,
+        key=key,
+        help=None
+        if blocking is None
+        else f"Run #{blocking.number or '?'} of this workspace is in progress: wait for it, "
+        "cancel it, or tick “Allow another run”.",
     )
-    return preset, sweep, rhos_text, int(sweep_seeds), srs, go
+    if blocking is not None and not blocking.done:
+        st.checkbox(
+            "Allow another run at the same time",
+            key=PARALLEL,
+            help="Each run takes a processor core and memory; on a shared server one run at a "
+            "time keeps the app responsive for everyone.",
+        )
+    return pressed
 
 
-def topdown_form() -> R.RunJob | None:
-    """Controls of a TopDown run; returns a started job when Run is pressed."""
+def topdown_form() -> None:
+    """Controls of a TopDown run; starts its job when Run is pressed (the panel shows it)."""
     s = st.session_state
     for key, default in TOPDOWN_DEFAULTS.items():
         s.setdefault(key, default)
@@ -85,28 +120,48 @@ def topdown_form() -> R.RunJob | None:
     with c2:
         budget = topdown_budget(data)
     if budget is None:
-        return None
+        with c3:
+            last_message()
+            job_panel()
+        return
     with c3:
-        preset, sweep, rhos_text, sweep_seeds, srs, go = _topdown_sweep(data, budget)
+        preset, sweep, rhos_text, sweep_seeds, srs = _topdown_sweep(data, budget)
+        rhos = _sweep_budgets(sweep and preset is not None, rhos_text)
+        hist = data.hist
+        estimate = None
+        if hist is not None:
+            estimate = R.run_estimate(
+                data.n_blocks,
+                hist.schema.size,
+                sweep_runs=len(rhos or []) * sweep_seeds,
+                srs_replicates=(len(R.SRS_FRACTIONS) * sweep_seeds if rhos and srs else 0),
+            )
+        ready = hist is not None and budget.mismatch is None and rhos is not None
+        go = run_button("Run TopDown", "run_td_go", ready, estimate)
+        last_message()
+        if go and ready and estimate is not None:
+            _start(data, budget, preset, rhos or [], sweep_seeds, srs, estimate)
+        job_panel()
+
+
+def _start(
+    data: TopDownData,
+    budget: TopDownBudget,
+    preset: str | None,
+    rhos: list[float],
+    sweep_seeds: int,
+    srs: bool,
+    estimate: R.RunEstimate,
+) -> None:
+    """Build the run description and start its job in the workspace (refusals in one line)."""
+    s = st.session_state
     hist, data_label, level, units = data.hist, data.data_label, data.level, data.units
-    allocation, rho = budget.allocation, budget.rho
-    if not go or hist is None or budget.mismatch:
-        return None
-    try:
-        rhos = (
-            [float(x) for x in rhos_text.replace(";", ",").split(",") if x.strip()] if sweep else []
-        )
-        if any(not math.isfinite(r) or r <= 0 for r in rhos):
-            raise ValueError
-    except ValueError:
-        st.error(f"Sweep budgets must be positive numbers separated by commas; got {rhos_text!r}")
-        return None
+    assert hist is not None
     try:
         run_data = R.subset(hist, level, units)
-        alloc = allocation.with_rho(rho)
     except PHExploreError as exc:
         st.error(str(exc))
-        return None
+        return
     label = data_label + (f" [{level} {', '.join(units)}]" if level and units else "")
     try:
         # The run description, typed as the CLI builds it: a bad value is refused here, in one
@@ -121,7 +176,7 @@ def topdown_form() -> R.RunJob | None:
                 units=units,
                 hist=run_data,
             ),
-            config=alloc.to_dict(),
+            config=budget.allocation.to_dict(),
             seed=budget.seed,
             options=R.TopDownRunOptions(
                 spine=s[S.SPINE],
@@ -138,16 +193,23 @@ def topdown_form() -> R.RunJob | None:
             workers=budget.workers,
             **R.app_backend(s.get("run_td_backend", "local")),
         )
-        session = R.SessionRun(
-            run_id=next_run_id(),
-            scenario=s[S.SCENARIO_NAME],
-            data_label=label,
-            budget=alloc,
-            origin=budget.origin,
+        sweep = (
+            R.Sweep(preset, tuple(rhos), sweep_seeds, srs, main_share=estimate.main_share)
+            if rhos and preset
+            else None
         )
-        sweep = R.Sweep(preset, tuple(rhos), sweep_seeds, srs) if rhos and preset else None
-        work = R.topdown_work(spec, session, run_data, sweep)
+
+        def make_work(number: int, token: str) -> Any:
+            session = R.SessionRun(
+                run_id=number,
+                scenario=s[S.SCENARIO_NAME],
+                data_label=label,
+                budget=budget.budget,
+                preset=budget.preset,
+                run_token=token,
+            )
+            return R.topdown_work(spec, session, run_data, sweep)
+
+        launch("topdown", label, make_work, plan=estimate.plan(), expected_s=estimate.total_s)
     except PHExploreError as exc:
         st.error(str(exc))
-        return None
-    return R.start_job(R.RunJob(engine="topdown", label=label), work)

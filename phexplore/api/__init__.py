@@ -21,26 +21,40 @@ universe, spine, backend, data source), :mod:`~phexplore.api.runs` (a run descri
 from __future__ import annotations
 
 from engine.data.histogram import BlockHistogram
+from engine.metrics.srs import DEFAULT_FRACTIONS as SRS_FRACTIONS
 from engine.runs.options import PHSafeRunOptions, TopDownRunOptions
 from engine.runs.spec import RunSpec
 from engine.runs.topdown_metrics import bootstrap_rng
 from phexplore.api.data import (
     GENERATED_PERSONS_RANGE,
+    PHSAFE_PLAN,
     TOPDOWN_UPLOAD_KINDS,
+    RunEstimate,
     check_cef_upload,
     check_topdown_upload,
     generated_cef,
     generated_population,
     generated_topdown,
+    kept_population,
     phsafe_sample,
     problem_lines,
+    run_estimate,
     samples_of,
     subset,
     subset_units,
     topdown_cost_sentence,
     topdown_sample,
 )
-from phexplore.api.jobs import JOB_KEY, MESSAGE_KEY, RunJob, RunRecord, collect_finished, start_job
+from phexplore.api.jobs import (
+    BOARD,
+    JOB_KEY,
+    MESSAGE_KEY,
+    RunJob,
+    RunRecord,
+    collect_finished,
+    follow,
+    start_job,
+)
 from phexplore.api.limits import APP_MAX_ROWS, CSV_CONVERSION_MAX_ROWS
 from phexplore.api.replay import (
     SAME_SEED_NOTE,
@@ -104,6 +118,13 @@ from phexplore.api.tda_view import (
 )
 
 __all__ = [
+    "kept_population",
+    "BOARD",
+    "PHSAFE_PLAN",
+    "RunEstimate",
+    "SRS_FRACTIONS",
+    "run_estimate",
+    "follow",
     "ERROR_UNIVERSES",
     "ERROR_UNIVERSE_HELP",
     "PRESET_SPINE",

@@ -21,6 +21,7 @@ from engine.dp.budget import (
     locate_share_problems,
 )
 from engine.dp.budget.fingerprint import budget_fingerprint, short_fingerprint
+from engine.dp.budget.fractions_io import exact_from_input
 from engine.dp.budget.invariants import (
     HELD_EXACT,
     SPREAD_LABEL,
@@ -30,7 +31,7 @@ from engine.dp.budget.invariants import (
 )
 from engine.dp.conversions import CONVERSIONS
 from engine.dp.moe import PHSAFE_DENOMINATOR_TABLES, PHSAFE_TABLES, moe_for_rho
-from engine.dp.origin import budget_origin
+from engine.dp.origin import BudgetChange, Origin, budget_origin, describe_origin
 from engine.dp.presets import (
     default_topdown_preset,
     load_phsafe_preset,
@@ -42,7 +43,11 @@ from engine.prediction import describe_profile, shipped_profile_for
 from engine.schema.query_cells import schema_mismatch
 
 __all__ = [
+    "BudgetChange",
     "CONVERSIONS",
+    "Origin",
+    "describe_origin",
+    "exact_from_input",
     "HELD_EXACT",
     "LEVEL_KEYS",
     "PHExploreError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from engine.data.inputs import FORMATS as INPUT_FORMATS
 from engine.data.population import generate_population
 from engine.data.samples import get_sample, list_samples, load_topdown_sample
 from engine.runs.data_check import check_files
-from engine.topdown.cost import estimate_topdown_cost, table_rows
+from engine.topdown.cost import AppRunCost, estimate_app_run, estimate_topdown_cost, table_rows
 from phexplore.api import limits
+from phexplore.app.workspace.store import Workspace
 
 TOPDOWN_UPLOAD_KINDS: dict[str, str] = dict(INPUT_FORMATS)
 
@@ -49,11 +51,31 @@ GENERATED_PERSONS_RANGE = (1_000, 2_000_000)
 
 
 @st.cache_resource(show_spinner="Generating the population…", max_entries=4)
-def generated_population(persons: int, states: tuple[str, ...], seed: int) -> str:
-    """A generated population folder for both engines (cached per persons, states and seed)."""
-    folder = Path(tempfile.mkdtemp(prefix="phexplore-population-")) / "population"
-    generate_population(persons, seed=seed, states=list(states) or None, out_dir=folder)
+def generated_population(
+    persons: int, states: tuple[str, ...], seed: int, _workspace: Workspace | None = None
+) -> str:
+    """A generated population folder for both engines (cached per persons, states and seed).
+
+    With a workspace it lives there (``populations/``): generated once, found again after a
+    reload or a restart; without one, in a temporary folder."""
+    if _workspace is None:
+        folder = Path(tempfile.mkdtemp(prefix="phexplore-population-")) / "population"
+        generate_population(persons, seed=seed, states=list(states) or None, out_dir=folder)
+        return str(folder)
+    folder, known = _workspace.population_folder(persons, states, seed)
+    if not known:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        generate_population(persons, seed=seed, states=list(states) or None, out_dir=folder)
+        _workspace.register_population(persons, states, seed)
     return str(folder)
+
+
+def kept_population(
+    persons: int, states: tuple[str, ...], seed: int, workspace: Workspace
+) -> str | None:
+    """The folder of a population generated earlier in the workspace, or None."""
+    folder, known = workspace.population_folder(persons, states, seed)
+    return str(folder) if known else None
 
 
 @st.cache_resource(show_spinner="Loading the generated population…", max_entries=4)
@@ -76,6 +98,68 @@ def topdown_cost_sentence(n_blocks: int, n_cells: int) -> str:
     table."""
     kept = table_rows(n_blocks, n_cells, limits.APP_MAX_ROWS)
     return estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept, prediction=True).sentence()
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.0f} min"
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """The time (per step) and memory estimate of an app TopDown run, shown beside Run; its
+    steps also plan the progress bar (:meth:`engine.runs.control.RunControl.plan`)."""
+
+    cost: AppRunCost
+    gigabytes: float
+    sweep_runs: int = 0
+    srs_replicates: int = 0
+
+    @property
+    def total_s(self) -> float:
+        return self.cost.total_s
+
+    @property
+    def main_share(self) -> float:
+        """The run's own share of the time before its sweep ends (the sweep takes the rest)."""
+        return self.cost.main_share
+
+    def plan(self) -> list[tuple[str, float]]:
+        """The job's steps with their expected seconds."""
+        return self.cost.steps()
+
+    def sentence(self) -> str:
+        cost = self.cost
+        run = (
+            f"Estimated time ≈ {_seconds(cost.engine_s + cost.metrics_s + cost.saving_s)} for the "
+            f"run (engine {_seconds(cost.engine_s)}, metrics {_seconds(cost.metrics_s)}, "
+            f"writing {_seconds(cost.saving_s)})"
+        )
+        if self.sweep_runs:
+            srs = f", {self.srs_replicates} SRS replicates" if self.srs_replicates else ""
+            run += (
+                f" + budget sweep ≈ {_seconds(cost.sweep_s)} ({self.sweep_runs} runs{srs}) = "
+                f"≈ {_seconds(cost.total_s)} in all"
+            )
+        return (
+            f"{run}; peak memory ≈ {self.gigabytes:.1f} GB on a quiet 2-core machine "
+            "(benchmarks/app_steps.py; longer when the machine is busy)."
+        )
+
+
+def run_estimate(
+    n_blocks: int, n_cells: int, *, sweep_runs: int = 0, srs_replicates: int = 0
+) -> RunEstimate:
+    """The estimate shown before Run (:func:`engine.topdown.cost.estimate_app_run`), with the
+    app's dense comparison table and predicted-vs-measured table in its memory."""
+    kept = table_rows(n_blocks, n_cells, limits.APP_MAX_ROWS)
+    memory = estimate_topdown_cost(n_blocks, n_cells, kept_rows=kept, prediction=True).gigabytes
+    cost = estimate_app_run(n_blocks, n_cells, sweep_runs=sweep_runs, srs_replicates=srs_replicates)
+    return RunEstimate(cost, memory, sweep_runs, srs_replicates)
+
+
+PHSAFE_PLAN: tuple[tuple[str, float], ...] = (("engine", 6.0), ("metrics", 3.0), ("saving", 1.0))
+"""The steps of a PHSafe run for its progress bar. PHSafe has no cost model: these shares are
+rough (engine, error analysis, writing), and the bar names the step under way."""
 
 
 def samples_of(kind: str) -> dict[str, str]:

@@ -232,6 +232,7 @@ def replay_work(
     records: Sequence[RunRecord] = (),
     backend: str = "local",
     allow_changed: bool = False,
+    run_token: str | None = None,
 ) -> Callable[[RunJob], RunRecord]:
     """The work of a replay of ``run`` as the session's run ``run_id``, on ``backend`` (this
     machine, or the app's configured Spark) — never where the file says it ran.
@@ -244,7 +245,11 @@ def replay_work(
     spec = placed(run.spec, **app_backend(backend))
     label = spec.data.name
     provenance = provenance_of(
-        spec, run.recorded.metrics, run_id=run_id, run_token=uuid.uuid4().hex, data=label
+        spec,
+        run.recorded.metrics,
+        run_id=run_id,
+        run_token=run_token or uuid.uuid4().hex,
+        data=label,
     )
     held = run.held if run.held is not None else held_data(spec, records)
     changes: list[str] = []

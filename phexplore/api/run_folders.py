@@ -137,8 +137,11 @@ def _mae_frame(metrics: dict[str, Any], tidy: pd.DataFrame) -> pd.DataFrame:
     return frame[[*columns, "max_ae", "tda_mae"]]
 
 
-def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
-    """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete)."""
+def folder_record(
+    path: str | Path, run_id: int, scenario: str, token: str | None = None
+) -> RunRecord:
+    """The :class:`RunRecord` of the TopDown run folder at ``path`` (refused when incomplete), as
+    run ``run_id`` of the workspace with ``token`` (default a fresh one)."""
     text = str(path).strip()
     if not text:
         raise ValidationError("give the path of a run folder written by 'phexplore run topdown'")
@@ -166,7 +169,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
             budget_fingerprint=str(fingerprint),
             budget_origin=str(metrics.get("budget_origin") or metrics.get("allocation", "?")),
             run_id=run_id,
-            run_token=uuid.uuid4().hex,
+            run_token=token or uuid.uuid4().hex,
             data=data,
             seed=int(metrics.get("seed") or 0),
         )
@@ -189,7 +192,7 @@ def folder_record(path: str | Path, run_id: int, scenario: str) -> RunRecord:
         label=label,
         engine="topdown",
         scenario=scenario,
-        **({"token": str(provenance.run_token)} if provenance else {}),
+        token=str(provenance.run_token) if provenance else token,
         settings={
             "data": data,
             "allocation": metrics.get("allocation"),

@@ -19,22 +19,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import ValidationError
+from engine.core.errors import RunCancelled, ValidationError
 from engine.data.histogram import BlockHistogram
 from engine.data.samples import list_samples
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
 from engine.metrics.srs import DEFAULT_FRACTIONS
-from engine.runs.experiments import run_experiment
+from engine.runs.experiments import default_queries, run_experiment
 from engine.runs.pipeline import RunOutput, execute
 from engine.runs.provenance import Provenance, run_provenance
 from engine.runs.spec import RunSpec
-from engine.runs.topdown import options_of, reads_persons_on_spark, run_allocation
+from engine.runs.topdown import allocation_of, options_of, reads_persons_on_spark, run_allocation
 from engine.runs.topdown_metrics import DenseRowsExceeded
 from engine.topdown.queries import SCHEMA_QUERIES
 from phexplore.api import limits
 from phexplore.api.jobs import RunJob, RunRecord
 from phexplore.api.run_choices import epl_settings
 from phexplore.api.run_records import phsafe_record, topdown_record
+from phexplore.failures import describe_failure
 
 SWEEP_BOOT = 20
 """Bootstrap resamples of each EPL of a ρ sweep (the sweep's curve, not the run's metrics)."""
@@ -42,24 +43,29 @@ SWEEP_BOOT = 20
 
 @dataclass(frozen=True)
 class SessionRun:
-    """A run's place in the session: its number, scenario and data label, and its budget as the
-    planner holds it (``budget``, named ``origin``: the preset it is or "modified from …")."""
+    """A run's place in the session: its number, scenario and data label, and the budget it was
+    taken from as the planner holds it (``budget``: the PHSafe budget, or the TopDown allocations
+    of every universe; ``preset``: the preset its origin is compared with, else the one its names
+    point to)."""
 
     run_id: int
     scenario: str
     data_label: str
-    budget: TopDownAllocation | PHSafeBudget
-    origin: str | None = None
+    budget: Mapping[str, TopDownAllocation] | PHSafeBudget
+    preset: str | None = None
+    run_token: str | None = None
+    """The run's token as reserved in the workspace with its number (default: a fresh one)."""
 
     def provenance(self, spec: RunSpec) -> Provenance:
         """A new run's provenance (:func:`engine.runs.provenance.run_provenance`, the one builder):
-        the planner's budget fingerprint and origin, the run number, a fresh token, data, seed."""
+        the budget's one fingerprint, its origin and what differs from the preset, the run number,
+        a fresh token, data, seed."""
         return run_provenance(
             spec,
             budget=self.budget,
-            origin=self.origin or self.budget.name,
+            preset=self.preset,
             run_id=self.run_id,
-            run_token=uuid.uuid4().hex,
+            run_token=self.run_token or uuid.uuid4().hex,
             data=self.data_label,
         )
 
@@ -73,6 +79,9 @@ class Sweep:
     rhos: tuple[float, ...]
     seeds: int = 1
     srs: bool = True
+    main_share: float = 0.5
+    """The part of the job's progress the run itself fills (the sweep the rest): its share of the
+    time estimate (:func:`phexplore.api.data.sweep_share`)."""
 
 
 def topdown_work(
@@ -84,45 +93,67 @@ def topdown_work(
     budget fingerprint and origin, the run number, the data label and the seed. Checked before any
     job starts (a ValidationError names the problem): the allocation ``spread_invariant_share``
     asks for, and the EPL settings (the options' ranges)."""
-    if not isinstance(session.budget, TopDownAllocation):
-        raise ValidationError("a TopDown run needs a TopDown allocation as its budget")
+    if isinstance(session.budget, PHSafeBudget):
+        raise ValidationError("a TopDown run needs a TopDown budget")
     options = options_of(spec)
     run_allocation(spec, hist)  # refused before the job starts
     settings = epl_settings(options.epl_percentile, options.epl_multiplier)
-    provenance = session.provenance(spec)
-    allocation = session.budget
+    provenance = session.provenance(spec)  # refuses a budget that lacks the run's allocation
+    allocation = allocation_of(spec)
 
     def work(job: RunJob) -> RunRecord:
         if sweep is not None:
-            job.control.phase(0.0, 0.5)
+            job.control.phase(0.0, sweep.main_share)
         output = execute_topdown(spec, job, hist, provenance)
-        experiment = None
+        experiment, sweep_problem = None, None
         if sweep is not None:
-            job.control.phase(0.5, 1.0)
-            job.progress(f"ρ sweep ({len(sweep.rhos)} budgets × {sweep.seeds} seeds)", 0.0)
-            experiment = run_experiment(
-                "topdown",
-                hist,
-                rhos=list(sweep.rhos),
-                seeds=list(range(spec.seed, spec.seed + sweep.seeds)),
-                preset=sweep.preset,
-                queries=output.extra.get("queries"),
-                srs_fractions=DEFAULT_FRACTIONS if sweep.srs else None,
-                n_boot=SWEEP_BOOT,
-                workers=spec.workers,
-                control=job.control,
-                data_name=session.data_label,
-                epl_settings=settings,
-            )
-        return topdown_record(
+            job.control.phase(sweep.main_share, 1.0)
+            try:
+                experiment = run_sweep(spec, job, hist, sweep, session.data_label, settings)
+            except RunCancelled:
+                why = f" ({job.note})" if job.note else ""
+                sweep_problem = f"the budget sweep was cancelled{why}; the run's own result is kept"
+            except Exception as exc:  # the main run's result is never discarded with it
+                sweep_problem = (
+                    "the budget sweep failed, the run's own result is kept: "
+                    + describe_failure(exc, "the budget sweep")
+                )
+        record = topdown_record(
             output,
             scenario=session.scenario,
             allocation=allocation,
             provenance=provenance,
             experiment=experiment,
         )
+        if sweep_problem:
+            record.settings["sweep_problem"] = sweep_problem
+        return record
 
     return work
+
+
+def run_sweep(
+    spec: RunSpec, job: RunJob, hist: BlockHistogram, sweep: Sweep, data_label: str, settings: Any
+) -> Any:
+    """The ρ sweep beside a TopDown run (:func:`engine.runs.experiments.run_experiment`) on the
+    run's data, with the schema's default queries and trade-off
+    (:func:`engine.runs.experiments.default_queries`: on the 2,016-cell schema the race and
+    ethnicity marginals, not DETAILED)."""
+    job.progress(f"ρ sweep ({len(sweep.rhos)} budgets × {sweep.seeds} seeds)", 0.0)
+    return run_experiment(
+        "topdown",
+        hist,
+        rhos=list(sweep.rhos),
+        seeds=list(range(spec.seed, spec.seed + sweep.seeds)),
+        preset=sweep.preset,
+        queries=default_queries(hist.schema),
+        srs_fractions=DEFAULT_FRACTIONS if sweep.srs else None,
+        n_boot=SWEEP_BOOT,
+        workers=spec.workers,
+        control=job.control,
+        data_name=data_label,
+        epl_settings=settings,
+    )
 
 
 def execute_topdown(

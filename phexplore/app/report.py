@@ -113,6 +113,7 @@ def build_report_html(
         keep_unrecorded=keep_unrecorded,
     )
     when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    origin = scenario.describe_origin()
     summary = scenario.summary()
     head = scenario.headline()
     parts: list[str] = [
@@ -125,9 +126,15 @@ def build_report_html(
         f"Quoted privacy loss: <b>ε = {head['epsilon']:.2f}</b> at δ = {scenario.delta:g} from "
         f"{html.escape(head['rho_label'])} = <b>{head['rho']:.6g}</b>, conversion "
         f"<b>{html.escape(CONVERSION_LABELS[scenario.conversion])}</b>.</p>",
-        f"<p id='budget-origin'>Budget: <b>{html.escape(scenario.origin())}</b> (fingerprint "
-        f"{', '.join(short_fingerprint(f) for f in sorted(scenario.fingerprints()))}).</p>",
+        f"<p id='budget-origin'>Budget: <b>{html.escape(origin.label)}</b> (fingerprint "
+        f"{short_fingerprint(scenario.fingerprint())}).</p>",
     ]
+    if origin.changes:  # what differs from the preset it was modified from
+        parts.append(
+            "<ul id='budget-changes'>"
+            + "".join(f"<li>{html.escape(c.text())}</li>" for c in origin.changes)
+            + "</ul>"
+        )
     if scenario.notes:
         parts.append(f"<p>{html.escape(scenario.notes)}</p>")
     if compare_with is not None:
@@ -362,8 +369,7 @@ def _provenance(scenario: Scenario, runs: Sequence[Mapping[str, Any]], when: str
         cite = next(iter(scenario.topdown.values())).citation
         if cite:
             items.append(("parameters from", cite))
-    for fp in sorted(scenario.fingerprints()):
-        items.append(("budget fingerprint (SHA-256)", fp))
+    items.append(("budget fingerprint (SHA-256)", scenario.fingerprint()))
     for m in runs:
         items.append(
             (

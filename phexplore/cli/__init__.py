@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan",
     "compare",
     "report",
+    "scenarios",
     "app",
 )
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from engine.core.errors import ValidationError
 from phexplore.app.hosts import HOSTS_ENV, allowed_hosts, streamlit_host_names
+from phexplore.app.workspace.index import prepare_folder
+from phexplore.app.workspace.location import WORKSPACE_ENV, workspace_location
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_SCRIPT = ROOT / "app.py"
@@ -50,6 +52,14 @@ def register(subparsers: Any) -> None:
         help="also answer requests addressed to NAME (a host name or address as the browser's "
         "address bar shows it, without port; repeatable; also $PHEXPLORE_ALLOWED_HOSTS, "
         "comma-separated). Loopback names are always answered",
+    )
+    p.add_argument(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="the workspace folder where the app keeps scenarios, runs, uploads and generated "
+        "populations (made when new or empty; default: $PHEXPLORE_WORKSPACE, else "
+        "phexplore/workspace in your user data directory)",
     )
     p.add_argument(
         "--print-command",
@@ -92,13 +102,18 @@ def run(args: argparse.Namespace) -> int:
     """Run (or print) the streamlit command; returns its exit code."""
     hosts = configured_hosts(args.host, args.allow_host)
     cmd = streamlit_command(args.host, args.port, hosts=hosts)
-    env = {**os.environ, HOSTS_ENV: ",".join(hosts)}
+    workspace = workspace_location(args.workspace)
+    env = {**os.environ, HOSTS_ENV: ",".join(hosts), WORKSPACE_ENV: str(workspace)}
     if args.print_command:
-        print(f"{HOSTS_ENV}={shlex.quote(env[HOSTS_ENV])} {shlex.join(cmd)}")
+        print(
+            f"{HOSTS_ENV}={shlex.quote(env[HOSTS_ENV])} "
+            f"{WORKSPACE_ENV}={shlex.quote(str(workspace))} {shlex.join(cmd)}"
+        )
         return 0
+    prepare_folder(workspace)  # made when new or empty; an unusable folder: one clear line
     print(
         f"PHExplore: serving on http://{args.host}:{args.port} for {', '.join(hosts)} "
-        "(Ctrl+C to stop)",
+        f"(Ctrl+C to stop); workspace {workspace}",
         flush=True,
     )
     return subprocess.call(cmd, cwd=str(ROOT), env=env)

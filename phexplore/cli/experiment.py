@@ -141,8 +141,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--tradeoff",
         default=None,
-        help="geolevel:query of the printed and written MAE–EPL trade-off (default "
-        "Tract:RACEETH for topdown, state_*:PH1_num for phsafe)",
+        help="geolevel:query of the printed and written MAE–EPL trade-off (default: the data's "
+        "schema's — Tract:RACEETH on the RI schema, Tract:TOTAL on the 2,016-cell production "
+        "schema, at the coarsest level with at least 30 geounits when Tract has fewer (Perry "
+        "County: Block); state_*:PH1_num for phsafe)",
     )
     add_output_folder_options(parser)
     add_max_bytes_option(parser)
@@ -193,7 +195,6 @@ def parse_rhos(text: str) -> list[float]:
 
 
 DEFAULT_DATA = {"topdown": "ri2010", "phsafe": "phsafe_synthetic_us"}
-DEFAULT_TRADEOFF = {"topdown": "Tract:RACEETH", "phsafe": "state_*:PH1_num"}
 
 
 DEFAULT_RHOS = "0.1,1,10"
@@ -220,12 +221,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError(f"--seeds must be distinct; got {args.seeds}")
     RANGES["workers"].check(args.workers, "--workers")
     backend_of(args)  # a bad backend choice fails before any work
-    tradeoff_spec = args.tradeoff or DEFAULT_TRADEOFF[args.engine]
-    level, sep, query = tradeoff_spec.partition(":")
-    if not sep or not level or not query:
-        raise ValidationError(
-            f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {tradeoff_spec!r}"
-        )
+    tradeoff: tuple[str, str] | None = None  # default: the data's schema's (run_experiment)
+    if args.tradeoff:
+        level, sep, query = args.tradeoff.partition(":")
+        if not sep or not level or not query:
+            raise ValidationError(
+                f"--tradeoff takes GEOLEVEL:QUERY such as Tract:RACEETH; got {args.tradeoff!r}"
+            )
+        tradeoff = (level, query)
     RANGES["n_boot"].check(args.n_boot, "--n-boot")
     epl_settings_from_args(args)  # fail before any output or engine work
     data_label = args.data or DEFAULT_DATA[args.engine]
@@ -236,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         staging.settings.update(
             {"engine": args.engine, "rho": rhos, "seeds": list(args.seeds), "within": args.within}
         )
-        return _run(args, staging, rhos, data_label, srs, level, query)
+        return _run(args, staging, rhos, data_label, srs, tradeoff)
 
 
 def _run(
@@ -245,8 +248,7 @@ def _run(
     rhos: list[float],
     data_label: str,
     srs: list[float] | None,
-    level: str,
-    query: str,
+    chosen: tuple[str, str] | None,
 ) -> int:
     from engine.runs.control import RunControl
     from engine.runs.experiments import run_experiment, write_experiment
@@ -298,11 +300,12 @@ def _run(
         workers=args.workers,
         control=RunControl(progress),
         data_name=data_label,
-        tradeoff=(level, query),
+        tradeoff=chosen,
         epl_settings=epl_settings,
         backend=backend,
         backend_options=backend_options,
     )
+    level, query = result.notes["tradeoff"]
     tradeoff = result.tradeoff(level, query)
     written = write_experiment(
         result, out, output_format=args.output_format, extra={"tradeoff": tradeoff}

@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
     # Check --out before the (slow) build, then write it atomically under the lock.
     check_target(args.out, overwrite=args.overwrite, inputs=inputs, kind="file")
     scenario = Scenario.load(args.scenario) if args.scenario else scenario_from_preset(args.preset)
-    mine = scenario.fingerprints()
     from engine.runs.provenance import check_reported_run
 
     for path in results:
@@ -81,11 +80,10 @@ def run(args: argparse.Namespace) -> int:
                 f"--results {path}: a {metrics.get('engine')} run cannot belong to a "
                 f"{scenario.kind} scenario; give the metrics.json of a {scenario.kind} run"
             )
-        if recorded and recorded not in mine:
+        if recorded and not scenario.is_mine(metrics):
             raise ValidationError(
                 f"--results {path}: made with budget {recorded[:12]}, not with this scenario's "
-                f"({', '.join(sorted(f[:12] for f in mine))}); report it with the scenario it was "
-                "run with"
+                f"({scenario.fingerprint()[:12]}); report it with the scenario it was run with"
             )
         scenario = scenario.with_result(metrics)
     other = None

@@ -218,24 +218,43 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
             "non_private": args.non_private,
         }
     )
-    output = execute(spec, extra_metrics=budget_provenance(args, spec))
+    provenance = budget_provenance(args, spec)
+    output = execute(spec, extra_metrics=provenance)
     staging.settings["run_fingerprint"] = output.spec.fingerprint()
     scale = spec.options.scale
     lines = summary_lines(output.result, staging.final, scale, output.extra.get("errors"))
     write(output, staging.path, summary=lines)
     print("\n".join(lines))
+    for line in budget_lines(provenance):
+        print(line)
     return 0
 
 
-def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, str]:
-    """``budget_fingerprint`` and ``budget_origin`` of the run, as the app records them
+def budget_lines(provenance: dict[str, Any]) -> list[str]:
+    """The budget the run used: its origin and fingerprint, then each number that differs from
+    the preset it was modified from (``budget_changes`` of metrics.json); none for a non-private
+    run."""
+    if not provenance:
+        return []
+    lines = [
+        f"budget: {provenance['budget_origin']} (fingerprint "
+        f"{str(provenance['budget_fingerprint'])[:12]})"
+    ]
+    for change in provenance.get("budget_changes") or ():
+        lines.append(f"  {change['item']}: {change['preset']} → {change['value']}")
+    return lines
+
+
+def budget_provenance(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """``budget_fingerprint``, ``budget_origin`` and ``budget_changes`` of the run, as the app
+    records them
     (:func:`engine.runs.provenance.run_provenance`, the one builder).
 
     The fingerprint is that of the configuration actually run (after ``--tau``), as the PHSafe
     planner would hold it (:func:`engine.runs.provenance.phsafe_budget_of`), so a scenario of the
     same budget attributes this run to itself. The origin is the preset named by ``--config``
-    ("modified from phsafe-2020" after a ``--tau`` change), else the shipped preset the file
-    equals, else the file's name. A ``--non-private`` run uses no budget and records none.
+    ("modified from phsafe-2020" after a ``--tau`` change, with what differs), else the shipped
+    preset the file equals, else the file's name. A ``--non-private`` run uses no budget and records none.
     """
     if args.non_private:
         return {}

@@ -202,6 +202,10 @@ def _run(
         where = f"spark ({spec.backend_options.describe()})"
     print(f"  recorded on {recorded.placement_text}; replayed on {where} (this command's options)")
     print(
+        f"  budget: {provenance.changes_text()} (fingerprint "
+        f"{provenance.budget_fingerprint[:12]}, as recorded)"
+    )
+    print(
         "  same seed, same numbers: the MAE table is identical to the recorded one"
         if reproduced
         else "  DIFFERS: " + difference_sentence(output.metrics["replay_of"])

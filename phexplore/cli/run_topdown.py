@@ -187,30 +187,48 @@ def parse_filter(text: str) -> Any:
     return BlockFilter(level=level, units=tuple(wanted))
 
 
-def _load_allocation(args: argparse.Namespace) -> Any:
+def load_budget(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The persons allocation the run measures with and the whole budget it belongs to
+    (``{universe: allocation}``): a preset's universes, or every universe the ``--config`` file
+    holds (a preset-shaped ``{"runs": …}``, the planner's ``{"persons": …, "units": …}``
+    download, or one allocation); ``--rho`` replaces the persons total in both."""
     # heavy: imported when the command runs, so `phexplore … --help` stays light
     from engine.core.strict_json import load_json_object
     from engine.dp.budget import TopDownAllocation
-    from engine.dp.presets import load_topdown_preset
+    from engine.dp.presets import load_topdown_preset, topdown_from_dict
 
     if args.preset:
-        allocations = load_topdown_preset(args.preset)
-        if "persons" not in allocations:
+        budget = dict(load_topdown_preset(args.preset))
+        if "persons" not in budget:
             raise ValidationError(f"preset {args.preset!r} has no persons allocation")
-        allocation = allocations["persons"]
     else:
         path = Path(args.config)
         data = load_json_object(path, label=f"--config {path}")
-        if isinstance(data.get("runs"), dict) and "persons" in data["runs"]:
-            data = {"citation": data.get("citation", ""), **data["runs"]["persons"]}
-        elif "persons" in data and isinstance(data["persons"], dict):
-            data = data["persons"]
-        allocation = TopDownAllocation.from_dict(data, name=str(data.get("name", path.stem)))
+        if isinstance(data.get("runs"), dict):
+            budget = topdown_from_dict({"name": path.stem, **data})
+        elif isinstance(data.get("persons"), dict):
+            budget = {
+                str(u): TopDownAllocation.from_dict(
+                    {**a, "universe": u}, name=str(a.get("name", f"{path.stem} ({u})"))
+                )
+                for u, a in data.items()
+                if isinstance(a, dict)
+            }
+        else:
+            one = TopDownAllocation.from_dict(data, name=str(data.get("name", path.stem)))
+            budget = {one.universe: one}
+        if "persons" not in budget:
+            raise ValidationError(
+                f"--config {path}: no persons allocation (TopDown estimates persons); it has "
+                f"{', '.join(sorted(budget))}"
+            )
+    allocation = budget["persons"]
     rho, option = persons_rho(args)
     if rho is not None:
         unit = "epsilon" if allocation.mechanism == "puredp" else "rho"
         allocation = allocation.with_rho(parse_exact(rho, where=option, range_name=unit))
-    return allocation
+        budget["persons"] = allocation
+    return allocation, budget
 
 
 def persons_rho(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -302,7 +320,7 @@ def spec_of(args: argparse.Namespace) -> Any:
     spec = RunSpec(
         engine="topdown",
         data=data,
-        config=_load_allocation(args).to_dict(),
+        config=load_budget(args)[0].to_dict(),
         seed=args.seed,
         options=options_of(args),
         workers=args.workers,
@@ -326,10 +344,10 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
     )
     staging.settings["filter"] = args.filter
     progress = progress_line(not args.quiet)
-    # The allocation's fingerprint ties this metrics.json to its exact budget: a scenario's report
-    # accepts only runs of its own allocations. The origin names the preset ("modified from
-    # <preset>" after --rho changed it), as the app's does.
-    provenance = run_provenance(spec, preset=args.preset)
+    # The budget's fingerprint (persons and units together) ties this metrics.json to its exact
+    # budget: a scenario's report accepts only runs of its own budget. The origin names the preset
+    # ("modified from <preset>" after --rho changed it, with what differs), as the app's does.
+    provenance = run_provenance(spec, budget=load_budget(args)[1], preset=args.preset)
     output = execute(spec, control=RunControl(progress), extra_metrics=provenance.metrics())
     end_progress_line(not args.quiet)
     staging.settings["run_fingerprint"] = output.spec.fingerprint()
@@ -344,6 +362,8 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
         f"seed {args.seed}): {output.runtime_s:.1f} s"
     )
     print(f"  {spent_label(result.rho, result.rho_spent, what)}")
+    for line in budget_lines(provenance):
+        print(line)
     used = payload.get("spine_used") or {}
     if used.get("label"):
         print(f"  spine: {used['label']}")
@@ -377,6 +397,17 @@ def _run(args: argparse.Namespace, staging: Any, spec: Any) -> int:
         return 0
     print(dumps_json({"runtime_s": payload["runtime_s"], "timings": payload["timings"]}))
     return 0
+
+
+def budget_lines(provenance: Any) -> list[str]:
+    """The budget the run used: its origin and fingerprint, then each number that differs from
+    the preset it was modified from (the same ``budget_changes`` metrics.json records)."""
+    lines = [
+        f"  budget: {provenance.budget_origin} (fingerprint {provenance.budget_fingerprint[:12]})"
+    ]
+    for change in provenance.budget_changes or ():
+        lines.append(f"    {change['item']}: {change['preset']} → {change['value']}")
+    return lines
 
 
 def output_lines(outputs: dict[str, Any]) -> list[str]:

@@ -19,9 +19,9 @@ from engine.core.files import read_input_bytes
 from engine.core.numbers import as_float
 from engine.core.strict_json import as_mapping, check_keys, dumps_json, loads_strict_json
 from engine.dp.budget import PHSafeBudget, TopDownAllocation
-from engine.dp.budget.fingerprint import budget_fingerprint
+from engine.dp.budget.fingerprint import allocation_fingerprint, budget_fingerprint
 from engine.dp.conversions import CONVERSIONS, DEFAULT_DELTA
-from engine.dp.origin import budget_origin
+from engine.dp.origin import Origin, describe_origin
 from engine.dp.presets import (
     load_phsafe_preset,
     load_topdown_preset,
@@ -107,13 +107,22 @@ class Scenario:
         assert self.topdown is not None
         return topdown_summary(self.topdown, self.delta)
 
-    def origin(self) -> str:
-        """The preset the scenario's budget is, or "modified from <preset>" (:func:`budget_origin`)."""
+    def budget(self) -> PHSafeBudget | Mapping[str, TopDownAllocation]:
+        """The scenario's budget: the PHSafe budget, or the TopDown allocations of every universe."""
         if self.kind == "phsafe":
             assert self.phsafe is not None
-            return budget_origin(self.phsafe)
+            return self.phsafe
         assert self.topdown is not None
-        return budget_origin(self.topdown)
+        return self.topdown
+
+    def describe_origin(self) -> Origin:
+        """The preset the budget is, or "modified from <preset>" with what differs
+        (:func:`engine.dp.origin.describe_origin`)."""
+        return describe_origin(self.budget())
+
+    def origin(self) -> str:
+        """The preset the scenario's budget is, or "modified from <preset>"."""
+        return self.describe_origin().label
 
     def headline(self) -> dict[str, Any]:
         """Total ρ and the quoted ε (the scenario's conversion) for one-line comparisons."""
@@ -129,13 +138,32 @@ class Scenario:
         return {"rho": rho, "rho_label": label, "epsilon": eps, "delta": self.delta}
 
     # ------------------------------------------------------------------ provenance
+    def fingerprint(self) -> str:
+        """The budget's one fingerprint (a TopDown budget: every universe together), as every page,
+        run and report shows it (:func:`engine.dp.budget.fingerprint.budget_fingerprint`)."""
+        return budget_fingerprint(self.budget())
+
     def fingerprints(self) -> frozenset[str]:
-        """Fingerprints of the budgets a run of this scenario can use (one per TopDown universe)."""
-        if self.kind == "phsafe":
-            assert self.phsafe is not None
-            return frozenset({budget_fingerprint(self.phsafe)})
-        assert self.topdown is not None
-        return frozenset(budget_fingerprint(a) for a in self.topdown.values())
+        """The fingerprints a run of this scenario records: the budget's one fingerprint."""
+        return frozenset({self.fingerprint()})
+
+    def legacy_fingerprints(self) -> frozenset[str]:
+        """Fingerprints of the scenario's TopDown allocations alone, which runs recorded before a
+        budget covered every universe (their metrics.json has no ``budget_allocations``)."""
+        if self.kind != "topdown" or self.topdown is None:
+            return frozenset()
+        return frozenset(allocation_fingerprint(a) for a in self.topdown.values())
+
+    def is_mine(self, metrics: Mapping[str, Any]) -> bool:
+        """Whether the run of ``metrics`` used exactly this scenario's budget (a run recorded
+        before budgets covered every universe: the allocation it measured is one of this
+        scenario's)."""
+        if metrics.get("engine") != self.kind:
+            return False
+        recorded = metrics.get("budget_fingerprint")
+        if recorded == self.fingerprint():
+            return True
+        return "budget_allocations" not in metrics and recorded in self.legacy_fingerprints()
 
     def matching_runs(
         self, results: Sequence[Mapping[str, Any]], *, keep_unrecorded: bool = False
@@ -148,7 +176,6 @@ class Scenario:
         before fingerprints were recorded), and a run listed twice (same ``run_token``, else same engine, run number, data
         and seed) is kept once, in first-seen order.
         """
-        mine = self.fingerprints()
         seen: set[tuple[Any, ...]] = set()
         out: list[Mapping[str, Any]] = []
         for metrics in results:
@@ -156,7 +183,7 @@ class Scenario:
             if engine != self.kind and not (keep_unrecorded and engine is None):
                 continue
             recorded = metrics.get("budget_fingerprint")
-            if recorded not in mine and (recorded or not keep_unrecorded):
+            if not (self.is_mine(metrics) or (keep_unrecorded and not recorded)):
                 continue
             key = (
                 ("token", metrics["run_token"])

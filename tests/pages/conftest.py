@@ -28,20 +28,43 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class Server(str):
+    """The app's URL, with the workspace folder it serves (``.workspace``)."""
+
+    workspace: Path
+
+
 @pytest.fixture(scope="module")
 def server(
-    chromium_launch: dict, screenshots_dir: Path, request: pytest.FixtureRequest
-) -> Iterator[str]:
-    """Start `phexplore app` on a free loopback port; always terminate its process group.
+    chromium_launch: dict,
+    screenshots_dir: Path,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Server]:
+    """Start `phexplore app` on a free loopback port with a workspace of its own (never the
+    user's data directory); always terminate its process group.
 
     One server per test module (module scope); its log is test-output/<module>-server.log.
     """
-    port = _free_port()
     module = request.module.__name__.rsplit(".", 1)[-1]
+    workspace = tmp_path_factory.mktemp(f"{module}-workspace") / "ws"
     log_path = screenshots_dir.parent / f"{module}-server.log"
-    log = log_path.open("w", encoding="utf-8")
+    log_path.write_text("", encoding="utf-8")
+    with app_server(workspace, log_path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def app_server(
+    workspace: Path, log_path: Path, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """`phexplore app --workspace WORKSPACE` on a free loopback port until the block ends (its
+    process group terminated); ``env``: more environment variables for the server."""
+    port = _free_port()
+    log = log_path.open("a", encoding="utf-8")
     code = (
-        f"import sys; from phexplore.cli import main; sys.exit(main(['app', '--port', '{port}']))"
+        "import sys; from phexplore.cli import main; "
+        f"sys.exit(main(['app', '--port', '{port}', '--workspace', {str(workspace)!r}]))"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
@@ -49,8 +72,10 @@ def server(
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env={**os.environ, **(env or {})},
     )
-    url = f"http://127.0.0.1:{port}"
+    url = Server(f"http://127.0.0.1:{port}")
+    url.workspace = workspace
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:

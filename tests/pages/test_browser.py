@@ -189,7 +189,9 @@ def test_scenarios(page) -> None:  # type: ignore[no-untyped-def]
     _idle(page)
     _choose_radio(page, "TopDown allocations (redistricting)")
     _click(page, "Save scenario")
-    page.get_by_text("Saved “RI TopDown” (TopDown allocations (redistricting)).").first.wait_for()
+    page.get_by_text(
+        "Saved “RI TopDown” (TopDown allocations (redistricting)) in the workspace."
+    ).first.wait_for()
     page.get_by_role("heading", name="Compare two scenarios").wait_for()
     _idle(page)
     _shot(page, "06_scenarios")

@@ -56,6 +56,12 @@ def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+def _badge(text: str) -> re.Pattern[str]:
+    """The planners' budget line: ``text``, the budget's fingerprint, for a modified budget what
+    differs (after " — "), then the baseline it is compared with."""
+    return re.compile(rf"^{re.escape(text)} · fingerprint [0-9a-f]{{12}}( — .+)? · compared with")
+
+
 def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
     box = pg.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
@@ -195,13 +201,13 @@ def test_start_page_guides_and_nothing_leaves_the_machine(page) -> None:  # type
 def test_planner_provenance_epsilon_reading_and_log_axes(page) -> None:  # type: ignore[no-untyped-def]
     _goto(page, "PHSafe planner", "PHSafe planner")
     main = page.locator('[data-testid="stMain"]')
-    main.get_by_text("Working budget: phsafe-2020 · compared with").wait_for()
+    main.get_by_text(_badge("Working budget: phsafe-2020")).wait_for()
     assert "ε in words: An ε of 16.98 means" in main.inner_text()
     assert _assert_readable_plots(page) >= 4  # MOE vs ρ: both axes log, labelled in full
     _select(page, "Table", "PH3")
     _select(page, "Population-group level", "State · A-G")
     _set_number(page, "MOE target (90%)", "40")
-    main.get_by_text("Working budget: modified from phsafe-2020 · compared with").wait_for()
+    main.get_by_text(_badge("Working budget: modified from phsafe-2020")).wait_for()
     assert _metric(page, "Total ρ (unbounded neighbours)") == "0.7600"
     assert _metric(page, "ε at δ = 1e-10 (bounded)") == "12.71"
     assert "An ε of 12.71 means" in main.inner_text()  # the reading follows the number
@@ -253,7 +259,7 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     _shot(page, "15_04_topdown_invalid_shares")
     # Fixing the cell clears the error and the stale mark.
     fixed = page.locator('[data-testid="stMain"]').get_by_text(
-        "Working allocations: topdown-2020-production · compared with"
+        _badge("Working allocations: topdown-2020-production")
     )
     page.wait_for_timeout(300)
     # Retried until the stale mark is gone (a slow rerun on a loaded machine is not a miss).
@@ -385,7 +391,7 @@ def test_scenario_attaches_own_runs_and_report_is_readable(page) -> None:  # typ
     # The production budget as a second scenario: the comparison lists only what differs.
     _goto(page, "PHSafe planner", "PHSafe planner")
     page.get_by_role("button", name="Load preset").click()
-    main.get_by_text("Working budget: phsafe-2020 · compared with").wait_for()
+    main.get_by_text(_badge("Working budget: phsafe-2020")).wait_for()
     _goto(page, "Scenarios", "Scenarios")
     name = page.get_by_label("Name", exact=True).first
     name.fill("Production")

@@ -109,6 +109,24 @@ def test_topdown_run_on_one_county_and_results(run_page: AppTest) -> None:
     assert any("not drawn beside this run" in c.value for c in at.caption)
     assert any("no housing-unit frame" in c.value for c in at.caption)  # RI: every block
 
+    # The run is in the workspace: a new session (a reload) shows it with its tables read back;
+    # deleting it is undoable.
+    again = AppTest.from_file(APP, default_timeout=90)
+    again.run()
+    again.switch_page("pages/results.py").run()
+    _no_problems(again)
+    (kept,) = again.session_state[S.RUNS]
+    assert kept.token == record.token
+    pd.testing.assert_frame_equal(
+        kept.tables["mae"].reset_index(drop=True), record.tables["mae"].reset_index(drop=True)
+    )
+    assert len(again.get("plotly_chart")) >= 3
+    again.button(key="res_delete_go").click().run()
+    _no_problems(again)
+    assert again.session_state[S.RUNS] == []
+    again.button(key="res_undo_go").click().run()
+    assert [r.token for r in again.session_state[S.RUNS]] == [record.token]
+
 
 def test_a_run_over_the_row_limit_keeps_its_smallest_queries(
     run_page: AppTest, monkeypatch: pytest.MonkeyPatch
@@ -326,6 +344,46 @@ def test_block_csv_upload_with_mapping(run_page: AppTest) -> None:
     assert any("blocks.csv, row 1, column 'child_white'" in m for m in messages), messages
 
 
+def test_uploads_and_populations_are_found_again_after_a_reload(run_page: AppTest) -> None:
+    """A validated upload is kept in the workspace by content hash and a generated population in
+    its folder: a new session (a reload, another tab) uses them without uploading or generating."""
+    at = run_page
+    mapping = json.dumps(
+        {
+            "schema": "ri2010",
+            "geography": {"geoid": "GEOID"},
+            "cells": {"adult_white": {"VOTINGAGE": "18_plus", "RACEETH": "white"}},
+            "allow_unmapped": True,
+        }
+    ).encode()
+    good = b"GEOID,adult_white\n440010301001000,5\n440010301001001,3\n"
+    at.radio(key="run_td_source").set_value("upload").run()
+    at.selectbox(key="run_upload_kind").set_value("block_csv").run()
+    files = [("blocks.csv", good, "text/csv"), ("mapping.json", mapping, "application/json")]
+    at.file_uploader(key="run_upload_files").set_value(files).run()
+    next(b for b in at.button if b.label == "Validate upload").click().run()
+    _no_problems(at)
+    at.radio(key="run_td_source").set_value("generated").run()
+    at.number_input(key="run_td_gen_persons").set_value(2_000).run()
+    at.button(key="run_td_gen_go").click().run()
+    _no_problems(at)
+    again = AppTest.from_file(APP, default_timeout=90)  # a reload: a new session
+    again.run()
+    again.switch_page("pages/run.py").run()
+    again.radio(key="run_td_source").set_value("upload").run()
+    kept = again.selectbox(key="run_kept_topdown")
+    assert "blocks.csv, mapping.json (block_csv" in kept.options[0]
+    again.button(key="run_use_kept_topdown").click().run()
+    _no_problems(again)
+    assert any(
+        "Loaded blocks.csv, mapping.json: 2 blocks, 8 persons" in m.value for m in again.success
+    )
+    again.radio(key="run_td_source").set_value("generated").run()
+    again.number_input(key="run_td_gen_persons").set_value(2_000).run()
+    _no_problems(again)  # found without pressing Generate
+    assert any("with housing units and GQ" in m.value for m in again.success)
+
+
 def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTest) -> None:
     at = run_page
     at.radio(key="run_td_source").set_value("generated").run()
@@ -335,7 +393,7 @@ def test_generated_population_runs_topdown_with_structural_zeros(run_page: AppTe
     assert any("with housing units and GQ" in m.value for m in at.success)
     label = next(k for k in at.session_state if str(k).startswith("run_td_subset_level_generated"))
     at.selectbox(key=label).set_value("(all data)").run()  # every block: the places are in it
-    assert any("Estimated run time" in c.value for c in at.caption), "estimate shown before Run"
+    assert any("Estimated time ≈" in c.value for c in at.caption), "estimate shown before Run"
     at.button(key="run_td_go").click().run()
     wait_for_job(at, RUN_TIMEOUT_S)
     _no_problems(at)

@@ -191,3 +191,40 @@ def test_budget_session_plans_rho_from_published_count_targets(app: AppTest) -> 
     at.button(key="bs_pub_use").click().run()
     _no_problems(at)
     assert float(at.session_state[S.TOPDOWN]["persons"].rho) == pytest.approx(rho, rel=1e-3)
+
+
+def test_a_report_is_marked_out_of_date_when_its_scenario_changes(app: AppTest) -> None:
+    at = app
+    at.switch_page("pages/budget_session.py").run()
+    _click(at, "Build the report")
+    _no_problems(at)
+    assert not any("Out of date" in w.value for w in at.warning)
+    at.switch_page("pages/phsafe_planner.py").run()
+    at.selectbox(key="ps_table").set_value("PH3").run()
+    at.number_input(key="ps_tau").set_value(3).run()
+    at.switch_page("pages/budget_session.py").run()
+    _no_problems(at)
+    assert any("Out of date" in w.value for w in at.warning)
+    _click(at, "Build the report")
+    assert not any("Out of date" in w.value for w in at.warning)
+
+
+def test_saved_scenarios_survive_a_reload_and_deleting_is_undoable(app: AppTest) -> None:
+    at = app
+    at.switch_page("pages/scenarios.py").run()
+    for name in ("First", "Second"):
+        at.text_input(key="sc_name").set_value(name).run()
+        at.radio(key="sc_kind").set_value("phsafe").run()
+        _click(at, "Save scenario")
+        _no_problems(at)
+    reloaded = AppTest.from_file(APP, default_timeout=60)  # a new session on the same workspace
+    reloaded.run()
+    reloaded.switch_page("pages/scenarios.py").run()
+    _no_problems(reloaded)
+    assert set(reloaded.session_state[S.SAVED]) == {"First", "Second"}
+    reloaded.selectbox(key="sc_pick").set_value("First").run()
+    reloaded.button(key="sc_delete_go").click().run()
+    _no_problems(reloaded)
+    assert set(reloaded.session_state[S.SAVED]) == {"Second"}
+    reloaded.button(key="sc_undo_go").click().run()
+    assert set(reloaded.session_state[S.SAVED]) == {"First", "Second"}

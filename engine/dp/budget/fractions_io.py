@@ -54,3 +54,17 @@ def sum_text(total: Fraction) -> str:
             "as written — write them as fractions such as '1/3' so they sum to 1)"
         )
     return f"{format_fraction(total)} (≈ {float(total):.6f})"
+
+
+def exact_from_input(value: object, current: Fraction, *, where: str) -> Fraction:
+    """The exact number a user meant by a number input showing ``current``.
+
+    A widget holds a float: ``float(current)`` when left as it was, which stands for ``current``
+    itself (a preset's 293764/114921, not the float nearest to it); anything else is read as the
+    decimal it shows (``2.5`` → 5/2), as :func:`parse_share` reads a JSON number. Text and
+    fractions are parsed exactly (:func:`parse_fraction`)."""
+    if isinstance(value, float):
+        if math.isfinite(value) and value == float(current):
+            return current
+        return parse_share(value, where=where)
+    return parse_fraction(value, where=where)

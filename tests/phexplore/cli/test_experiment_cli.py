@@ -177,3 +177,39 @@ def test_experiment_tables_as_parquet_hold_the_csv_content(tmp_path, capsys) -> 
             a.reset_index(drop=True), b.reset_index(drop=True), check_dtype=False
         )
     assert not list((tmp_path / "pq").glob("*.csv"))
+
+
+def test_experiment_on_the_2016_cell_schema_with_the_production_preset(tmp_path, capsys) -> None:
+    """PPMF Perry County with topdown-2020-production: the schema's default queries and
+    trade-off (not RACEETH, which that schema has not), the SRS baseline included."""
+    out = tmp_path / "perry"
+    argv = ["experiment", "--engine", "topdown", "--data", "ppmf_perry_al"]
+    argv += ["--preset", "topdown-2020-production", "--rho", "2", "--seeds", "1"]
+    argv += ["--srs", "0.5", "--n-boot", "5", "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert "trade-off at Block / TOTAL" in printed
+    runs = pd.read_csv(out / "runs.csv")
+    assert set(runs["query"]) == {"TOTAL", "VOTINGAGE", "HISPANIC", "HISPANIC*CENRACE"}
+    assert len(pd.read_csv(out / "srs.csv")) > 0
+    assert len(pd.read_csv(out / "tradeoff.csv")) == 2  # the budget and the SRS fraction
+
+
+def test_default_queries_and_tradeoff_per_schema() -> None:
+    from engine.runs.experiments import default_queries, default_tradeoff
+    from engine.schema.attributes import REDISTRICTING_SCHEMA, RI2010_SCHEMA
+
+    assert "RACEETH" in default_queries(RI2010_SCHEMA)
+    production = default_queries(REDISTRICTING_SCHEMA)
+    assert "DETAILED" not in production and "HISPANIC*CENRACE" in production
+    levels = ["State", "County", "Tract", "Block_Group", "Block"]
+    few_tracts = {"State": 1, "County": 1, "Tract": 3, "Block_Group": 12, "Block": 511}
+    assert default_tradeoff(REDISTRICTING_SCHEMA, levels, production, few_tracts) == (
+        "Block",
+        "TOTAL",
+    )
+    many = {lv: 100 for lv in levels}
+    assert default_tradeoff(RI2010_SCHEMA, levels, ["TOTAL", "RACEETH"], many) == (
+        "Tract",
+        "RACEETH",
+    )
