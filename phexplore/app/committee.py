@@ -108,9 +108,13 @@ def _cell(row: Mapping[str, Any]) -> str:
         f"<span class='d {_direction(row['difference'])}' title='{words}'>{html.escape(shown)}</span>"
     )
     notes = {n for n in (row["a_note"], row["b_note"]) if n and n != HELD_EXACT}
-    for n in sorted(notes):
-        mark = "†" if n == OUT_OF_RANGE else ""
-        out += f"<span class='note'>{mark}{html.escape(n if not mark else 'outside validated range')}</span>"
+    # outside the prediction's validated range: one short mark per cell, the reasons on hover
+    outside = sorted(n for n in notes if n.startswith(OUT_OF_RANGE))
+    if outside:
+        reasons = html.escape("; ".join(outside), quote=True)
+        out += f"<span class='note' title='{reasons}'>†outside validated range</span>"
+    for n in sorted(notes - set(outside)):
+        out += f"<span class='note'>{html.escape(n)}</span>"
     return out
 
 

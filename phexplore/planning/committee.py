@@ -44,7 +44,9 @@ CONVERSION_SHORT: dict[str, str] = {
     "cks": "CKS",
     "gaussian": "Gaussian profile",
 }
-OUT_OF_RANGE = "outside the validated range (mean count per cell < 1)"
+OUT_OF_RANGE = "outside the validated range"
+"""A published-count prediction outside the range where it was validated against runs (the row's
+``post_processed_reason`` says why; docs/prediction.md §4)."""
 
 
 def persons_run(runs: Mapping[str, TopDownAllocation]) -> tuple[str, TopDownAllocation]:

@@ -61,7 +61,9 @@ def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
 
 
 def _wait_plot(pg) -> None:  # type: ignore[no-untyped-def]
-    pg.locator(".js-plotly-plot .main-svg").first.wait_for()
+    # the Results page draws its first chart after the run's tables load: up to 3 min on a loaded
+    # 2-core machine running the other tests beside it
+    pg.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=180_000)
 
 
 def _set_number(pg, label: str, value: str) -> None:  # type: ignore[no-untyped-def]
