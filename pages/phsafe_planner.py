@@ -27,6 +27,7 @@ from phexplore.api.budgets import (
     phsafe_from_dict,
 )
 from phexplore.api.planning import relative, scale_phsafe
+from phexplore.app import planner_tables as T
 from phexplore.app import state as S
 from phexplore.app.committee import percent
 from phexplore.app.guide import epsilon_reading
@@ -194,8 +195,8 @@ def render() -> None:
     delta = float(s[S.DELTA])
     conversion = s[S.CONVERSION]
     confidence = float(s.get("ps_confidence", 0.90))
-    rows, summary = S.phsafe_frames(budget, delta, confidence)
-    grid = S.phsafe_grid_frame(budget, mode, rows)
+    rows, summary = T.phsafe_frames(budget, delta, confidence)
+    grid = T.phsafe_grid_frame(budget, mode, rows)
     compute_ms = (time.thread_time() - t0) * 1000
 
     st.title("PHSafe planner")
@@ -206,7 +207,7 @@ def render() -> None:
     )
     base = baseline_bar("phsafe", "ps", SCALE_TARGETS, _scale)
     assert base.phsafe is not None
-    base_rows, base_summary = S.phsafe_frames(base.phsafe, delta, confidence)
+    base_rows, base_summary = T.phsafe_frames(base.phsafe, delta, confidence)
     if s[ERROR_KEY]:
         st.error(f"Not applied: {s[ERROR_KEY]}", icon=":material/warning:")
     st.markdown(

@@ -25,6 +25,7 @@ from phexplore.api.budgets import (
 )
 from phexplore.api.results import tidy_bytes
 from phexplore.app import baseline as B
+from phexplore.app import planner_tables as T
 from phexplore.app import state as S
 from phexplore.app.charts import COLORWAY, chart_title, readable
 from phexplore.app.guide import epsilon_reading
@@ -99,7 +100,7 @@ def _figure(
     fig = go.Figure()
     for i, (name, rho) in enumerate(chosen.items()):
         colour = COLORWAY[i % len(COLORWAY)]
-        frame = S.epsilon_curve_frame(rho)
+        frame = T.epsilon_curve_frame(rho)
         for conv in CONVERSIONS:
             part = frame[frame["conversion"] == conv]
             fig.add_trace(
@@ -117,7 +118,7 @@ def _figure(
             )
         base = baselines.get(name)
         if base is not None and not math.isclose(base, rho, rel_tol=1e-12):
-            frame = S.epsilon_curve_frame(base)
+            frame = T.epsilon_curve_frame(base)
             part = frame[frame["conversion"] == reported]
             fig.add_trace(
                 go.Scatter(

@@ -3,8 +3,8 @@ number beside the baseline's.
 
 Thin page: shares are edited as exact fractions ("447/4099") or decimals and validated by
 :class:`~phexplore.api.budgets.TopDownAllocation` (messages shown in place, naming the level and the
-actual sum); σ and MOE per query come from :func:`phexplore.app.state.topdown_frames` (TDA App. B),
-the predicted error of the published counts from :func:`phexplore.app.state.topdown_post_processed`
+actual sum); σ and MOE per query come from :func:`phexplore.app.planner_tables.topdown_frames` (TDA App. B),
+the predicted error of the published counts from :func:`phexplore.app.planner_tables.topdown_post_processed`
 (docs/science.md §7). The committee's table, the baseline bar, the share editors and the heatmap
 are in :mod:`pages.planner_parts`.
 """
@@ -41,6 +41,7 @@ from phexplore.api.budgets import (
     spread_invariant_share,
 )
 from phexplore.api.planning import relative, scale_topdown_runs
+from phexplore.app import planner_tables as T
 from phexplore.app import state as S
 from phexplore.app.committee import percent
 from phexplore.app.guide import epsilon_reading
@@ -278,9 +279,9 @@ def render() -> None:
             st.container(key="td_stale_label").markdown(
                 "**Stale** — computed from the last valid allocation; fix the marked shares."
             )
-        rows, summary = S.topdown_frames(shown_runs, delta, n_states=n_states)
+        rows, summary = T.topdown_frames(shown_runs, delta, n_states=n_states)
         base_rows, base_summary = (
-            S.topdown_frames(shown_base, delta, n_states=n_states)
+            T.topdown_frames(shown_base, delta, n_states=n_states)
             if shown_base
             else (rows, summary)
         )
@@ -312,9 +313,9 @@ def render() -> None:
 
     published_error = None
     try:
-        rows, notes = S.topdown_post_processed(shown_runs, n_states=n_states)
+        rows, notes = T.topdown_post_processed(shown_runs, n_states=n_states)
         if shown_base:
-            base_rows, _ = S.topdown_post_processed(shown_base, n_states=n_states)
+            base_rows, _ = T.topdown_post_processed(shown_base, n_states=n_states)
     except PHExploreError as exc:
         published_error, notes = str(exc), []
     results2 = st.container(key="td_results_views")

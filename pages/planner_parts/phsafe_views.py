@@ -1,7 +1,7 @@
 """The PHSafe planner's views: the table of noise and margins of error with the baseline's MOE and
 Δ beside each, and the MOE-vs-ρ chart with the working and the baseline levels marked.
 
-Numbers from :func:`phexplore.app.state.phsafe_frames` (PHS §7.1: σ = Δ/√(2ρ), MOE bound ⌊zσ⌋,
+Numbers from :func:`phexplore.app.planner_tables.phsafe_frames` (PHS §7.1: σ = Δ/√(2ρ), MOE bound ⌊zσ⌋,
 exact discrete-Gaussian MOE); deltas from :func:`phexplore.api.planning.with_baseline`.
 """
 
@@ -13,7 +13,7 @@ import streamlit as st
 
 from phexplore.api.budgets import PHSAFE_DENOMINATOR_TABLES, PHSafeBudget
 from phexplore.api.planning import with_baseline
-from phexplore.app import state as S
+from phexplore.app import planner_tables as T
 from phexplore.app.charts import chart_title, readable
 from phexplore.app.naming import table_label
 
@@ -43,7 +43,7 @@ def moe_table(rows: pd.DataFrame, base_rows: pd.DataFrame, baseline: str, detail
     """Key columns by default (MOE working, baseline, Δ, Δ%; ρ and its Δ%); σ, bound, bounded ρ,
     τ and Δ on demand."""
     both = compared(rows, base_rows)
-    shown = S.phsafe_display(both)
+    shown = T.phsafe_display(both)
     for col in (
         "moe_exact_baseline",
         "moe_exact_delta",
@@ -101,7 +101,7 @@ def moe_vs_rho_figure(
 ) -> go.Figure:
     """MOE bound against ρ for the table's sensitivity, the working levels and the baseline's."""
     delta_sens = budget.sensitivity(table)
-    curve = S.moe_curve(float(delta_sens), budget.confidence)
+    curve = T.moe_curve(float(delta_sens), budget.confidence)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(

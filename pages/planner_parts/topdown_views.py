@@ -1,7 +1,7 @@
 """The TopDown planner's views of per-query accuracy: the geolevel × query heatmap and the table of
 every query, each with the working value beside the baseline's (Δ%).
 
-Numbers from :func:`phexplore.app.state.topdown_frames` / :func:`~phexplore.app.state.
+Numbers from :func:`phexplore.app.planner_tables.topdown_frames` / :func:`~phexplore.app.planner_tables.
 topdown_post_processed` (noisy-measurement σ and MOE: TDA App. B; published counts: docs/science.md
 §7); deltas from :func:`phexplore.api.planning.with_baseline`. Queries held exact (TDA §5.2) are
 labelled, never coloured.

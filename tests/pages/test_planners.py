@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.dp.moe import moe_for_rho
 from engine.dp.presets import load_phsafe_preset
+from phexplore.app import planner_tables as T
 from phexplore.app import state as S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,7 +237,7 @@ def test_topdown_planner_cells_come_from_the_schema(app: AppTest) -> None:
     app.selectbox(key="td_preset_pick").set_value("ri2010-production-like").run()
     app.button[0].click().run()
     _no_problems(app)
-    rows = S.topdown_frames(app.session_state[S.TOPDOWN])[0]
+    rows = T.topdown_frames(app.session_state[S.TOPDOWN])[0]
     detailed = rows[rows["query"] == "DETAILED"]
     assert set(detailed["cells"]) == {16}
     assert set(rows.loc[rows["query"] == "RACEETH", "cells"]) == {8}
@@ -259,14 +260,14 @@ def test_phsafe_recompute_under_100_ms() -> None:
     loaded machine; typical values are 13–20 ms, so the 100 ms bound is generous.
     """
     budget = load_phsafe_preset("phsafe-2020")
-    S.phsafe_frames(budget)  # warm imports and caches once
+    T.phsafe_frames(budget)  # warm imports and caches once
     timings = []
     for tau in (6, 7, 8, 9, 10, 11, 12, 7, 8, 9, 10):
         t0 = time.thread_time()
         edited = budget.with_tau("PH1_num", tau)
-        rows, summary = S.phsafe_frames(edited, 1e-10)
-        S.phsafe_display(rows)
-        S.phsafe_grid_frame(edited, "moe", rows)
+        rows, summary = T.phsafe_frames(edited, 1e-10)
+        T.phsafe_display(rows)
+        T.phsafe_grid_frame(edited, "moe", rows)
         timings.append(time.thread_time() - t0)
     assert len(rows) == 46 and summary["rho_total_unbounded"] > 0
     assert statistics.median(timings) < 0.100, timings
