@@ -42,6 +42,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots
 SPARK_FIXTURES = frozenset({"spark", "spark_connect"})
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep tests that must share a process on one pytest-xdist worker (``--dist loadgroup``).
 
@@ -52,6 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     results, then its replay), so it must stay whole and in order on one worker; all browser tests
     share the group "browser", so one app server and one chromium run at a time (two of each on a
     2-core machine made their timeouts flaky).
+
+    ``tryfirst``: pytest-xdist's worker reads the ``xdist_group`` marks in its own
+    ``pytest_collection_modifyitems``; a conftest hook runs after it unless it asks to run first,
+    and marks added then are silently ignored (the groups were split across workers).
     """
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
@@ -59,6 +64,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.xdist_group("browser"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a pytest-xdist worker under ``--dist loadgroup``, fail a test marked with an
+    ``xdist_group`` that did not get its group: xdist tells groups apart only by the ``@group``
+    suffix it writes into the node id, and with pytest 9.2 that write is silently lost
+    (pytest-dev/pytest-xdist#1386). The browser modules then split over two workers (a run on one
+    app server, its results looked for on another) and fail in ways that point nowhere near the
+    cause."""
+    config = item.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+        pytest.fail(
+            f"pytest-xdist did not put {item.nodeid} in its group: this pytest release breaks "
+            "--dist loadgroup (pytest-dev/pytest-xdist#1386). Install the versions "
+            "pyproject.toml's dev extra allows (pytest<9.2): make test does.",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

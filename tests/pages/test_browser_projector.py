@@ -438,7 +438,8 @@ def test_keyboard_focus_is_visible_and_main_controls_are_near(page, measurements
     assert set(stops) == {"Total ρ of the persons run", "by %", "Apply", "Baseline (compared with)"}
     assert max(stops.values()) <= 20, stops
     # Every focused element shows a ring of at least 2 px (the page style's 3 px blue ring).
-    assert all(r["style"] != "none" and r["width"] >= 2 for r in rings), rings
+    unringed = [(i, r) for i, r in enumerate(rings, 1) if r["style"] == "none" or r["width"] < 2]
+    assert not unringed, f"Tab stops without a visible focus ring: {unringed}"
     measurements["tab_stops_from_main"] = stops
     measurements["focus_ring"] = rings[0]
 
