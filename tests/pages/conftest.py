@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,10 +15,12 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 STARTUP_TIMEOUT_S = 90
 UI_TIMEOUT_MS = 60_000
 
@@ -119,6 +122,62 @@ def chromium_page(chromium_launch: dict, width: int, height: int) -> Iterator[An
             yield pg
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def recording_page(chromium_launch: dict, server: str, width: int, height: int) -> Iterator[Any]:
+    """A chromium page on the app (``width``×``height``) whose ``requests`` lists every URL the
+    browser requested, for `assert_offline`; open at the Start page and idle."""
+    with chromium_page(chromium_launch, width, height) as pg:
+        requests: list[str] = []
+        pg.on("request", lambda r: requests.append(r.url))
+        pg.requests = requests
+        open_app(pg, server)
+        idle(pg)
+        yield pg
+
+
+def assert_offline(pg: Any) -> None:
+    """Every request a `recording_page` made went to this machine (data:/blob: URLs never
+    leave it)."""
+    outside = [
+        u
+        for u in pg.requests
+        if not u.startswith(("data:", "blob:", "about:"))
+        and urlparse(u).hostname not in LOCAL_HOSTS
+    ]
+    assert not outside, f"requests left the machine: {outside}"
+    assert pg.requests, "the request recorder saw nothing"
+
+
+def select(pg: Any, label: str, option: str, *, prefix: bool = False) -> None:
+    """Pick ``option`` (with ``prefix``: the option starting with it) in the Streamlit select box
+    labelled ``label``: type it, click the listed option, and check the box shows it.
+
+    Pressing Enter right after typing picks whatever the list highlights *then*; on a loaded
+    machine the list has not filtered yet and another option is taken. So the option itself is
+    clicked once listed, and the choice is retried until the box shows it (a rerun may replace
+    the box meanwhile).
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    box = pg.get_by_role("combobox", name=label, exact=True).first
+    while True:
+        idle(pg)
+        value = box.input_value()
+        if value == option or (prefix and value.startswith(option)):
+            return
+        assert time.monotonic() < deadline, f"{label}: {value!r} instead of {option!r}"
+        box.click()
+        box.fill(option)
+        text = re.compile(r"^\s*" + re.escape(option) + ("" if prefix else r"\s*$"))
+        choice = pg.get_by_role("option").filter(has_text=text).first
+        try:
+            choice.wait_for(timeout=15_000)
+            choice.click()
+        except PlaywrightTimeout:
+            box.press("Escape")
 
 
 def open_app(pg: Any, server: str) -> None:

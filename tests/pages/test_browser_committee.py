@@ -17,27 +17,23 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.pages.conftest import UI_TIMEOUT_MS, chromium_page, open_app
+from tests.pages.conftest import LOCAL_HOSTS, UI_TIMEOUT_MS, recording_page
+from tests.pages.conftest import assert_offline as _assert_offline
 from tests.pages.conftest import goto as _goto
 from tests.pages.conftest import idle as _idle
+from tests.pages.conftest import select as _select
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 _SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
 
 
 @pytest.fixture(scope="module")
 def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
     """One chromium page at 1366×768 for the module; ``page.requests`` lists every URL requested."""
-    with chromium_page(chromium_launch, 1366, 768) as pg:
-        requests: list[str] = []
-        pg.on("request", lambda r: requests.append(r.url))
-        pg.requests = requests  # type: ignore[attr-defined]
-        open_app(pg, server)
-        _idle(pg)
+    with recording_page(chromium_launch, server, 1366, 768) as pg:
         yield pg
 
 
@@ -67,36 +63,12 @@ def _metric(pg, label: str) -> str:  # type: ignore[no-untyped-def]
     return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
 
 
-def _select(pg, label: str, option: str) -> None:  # type: ignore[no-untyped-def]
-    """Pick ``option`` in the Streamlit select box labelled ``label``."""
-    _idle(pg)
-    box = pg.get_by_role("combobox", name=label, exact=True).first
-    box.click()
-    box.fill(option)
-    pg.wait_for_timeout(300)
-    box.press("Enter")
-    _idle(pg)
-    assert box.input_value() == option, f"{label}: {box.input_value()!r} instead of {option!r}"
-
-
 def _set_number(pg, label: str, value: str) -> None:  # type: ignore[no-untyped-def]
     _idle(pg)
     field = pg.get_by_label(label, exact=True).first
     field.fill(value)
     field.press("Enter")
     _idle(pg)
-
-
-def _assert_offline(pg) -> None:  # type: ignore[no-untyped-def]
-    """Every request the browser made went to this machine (data:/blob: URLs never leave it)."""
-    outside = [
-        u
-        for u in pg.requests
-        if not u.startswith(("data:", "blob:", "about:"))
-        and urlparse(u).hostname not in LOCAL_HOSTS
-    ]
-    assert not outside, f"requests left the machine: {outside}"
-    assert pg.requests, "the request recorder saw nothing"
 
 
 def _parse_tick(text: str) -> float:

@@ -25,16 +25,17 @@ import json
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
 from phexplore.api.budgets import load_topdown_preset
 from phexplore.planning.committee import committee_rows, published_rows
 from phexplore.planning.scaling import scale_topdown_runs
-from tests.pages.conftest import chromium_page, open_app
+from tests.pages.conftest import assert_offline as _assert_offline
 from tests.pages.conftest import goto as _goto
 from tests.pages.conftest import idle as _idle
+from tests.pages.conftest import recording_page
+from tests.pages.conftest import select as _select
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
 MEASURED = ROOT / "test-output" / "projector-measurements.json"
 WIDTH, HEIGHT = 1366, 768
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 AA = 4.5
 """WCAG 2.1 AA contrast for text."""
 
@@ -59,12 +59,7 @@ def measurements() -> Any:
 @pytest.fixture(scope="module")
 def page(server: str, chromium_launch: dict):  # type: ignore[no-untyped-def]
     """One chromium page at 1366×768; ``page.requests`` lists every URL requested."""
-    with chromium_page(chromium_launch, WIDTH, HEIGHT) as pg:
-        requests: list[str] = []
-        pg.on("request", lambda r: requests.append(r.url))
-        pg.requests = requests  # type: ignore[attr-defined]
-        open_app(pg, server)
-        _idle(pg)
+    with recording_page(chromium_launch, server, WIDTH, HEIGHT) as pg:
         yield pg
 
 
@@ -80,16 +75,6 @@ def _shot(pg, name: str, at=None) -> None:  # type: ignore[no-untyped-def]
             at.scroll_into_view_if_needed(timeout=10_000)
     pg.wait_for_timeout(400)
     pg.screenshot(path=str(SHOTS / f"28_{name}.png"), full_page=False)
-
-
-def _assert_offline(pg) -> None:  # type: ignore[no-untyped-def]
-    outside = [
-        u
-        for u in pg.requests
-        if not u.startswith(("data:", "blob:", "about:"))
-        and urlparse(u).hostname not in LOCAL_HOSTS
-    ]
-    assert not outside, f"requests left the machine: {outside}"
 
 
 def _number(text: str) -> float | None:
@@ -457,12 +442,7 @@ def test_start_page_exercise_reset_and_epl_interval(page, measurements) -> None:
     _shot(page, "10_start", main.get_by_text("A TopDown exercise", exact=False).first)
     # The exercise: load the RI preset (the baseline follows it), cut by 30%, run the cut budget.
     _goto(page, "TopDown planner", "TopDown planner")
-    box = page.get_by_role("combobox", name="Preset", exact=True).first
-    box.click()
-    box.fill("ri2010-production-like")
-    page.wait_for_timeout(300)
-    box.press("Enter")
-    _idle(page)
+    _select(page, "Preset", "ri2010-production-like", prefix=True)
     page.get_by_role("button", name="Load preset").click()
     main.get_by_text("compared with the baseline ri2010-production-like").first.wait_for()
     _set_number(page, "by %", "-30")
@@ -478,12 +458,7 @@ def test_start_page_exercise_reset_and_epl_interval(page, measurements) -> None:
     cells = _committee_cells(page)
     assert _CELL.match(cells[("County", "TOTAL")]) and _CELL.match(cells[("Block", "TOTAL")])
     _goto(page, "Run", "Run an engine")
-    alloc = page.get_by_role("combobox", name="Allocation", exact=True).first
-    alloc.click()
-    alloc.fill("Working scenario (TopDown planner)")
-    page.wait_for_timeout(300)
-    alloc.press("Enter")
-    _idle(page)
+    _select(page, "Allocation", "Working scenario (TopDown planner)")
     main.get_by_text("modified from ri2010-production-like").first.wait_for()
     page.get_by_role("button", name="Run TopDown").click()
     page.get_by_text("Finished #").first.wait_for(timeout=240_000)

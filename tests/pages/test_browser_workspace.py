@@ -17,7 +17,15 @@ from urllib.parse import parse_qs, quote, urlencode, urlparse
 
 import pytest
 
-from tests.pages.conftest import UI_TIMEOUT_MS, app_server, chromium_page, goto, idle, open_app
+from tests.pages.conftest import (
+    UI_TIMEOUT_MS,
+    app_server,
+    chromium_page,
+    goto,
+    idle,
+    open_app,
+    select,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -25,18 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output" / "screenshots"
 WIDTH, HEIGHT = 1366, 768
 RUN_TIMEOUT_MS = 600_000
-
-
-def _pick(pg, label: str, text: str) -> None:  # type: ignore[no-untyped-def]
-    """Choose the option of select box ``label`` that starts with ``text``."""
-    idle(pg)
-    box = pg.get_by_role("combobox", name=label, exact=True).first
-    box.click()
-    box.fill(text)
-    pg.wait_for_timeout(400)
-    box.press("Enter")
-    idle(pg)
-    assert box.input_value().startswith(text), f"{label}: {box.input_value()!r}"
 
 
 def _radio(pg, option: str) -> None:  # type: ignore[no-untyped-def]
@@ -64,8 +60,8 @@ def _perry(pg) -> None:  # type: ignore[no-untyped-def]
     """The Run page with TopDown on all of Perry County (2,016 cells per block)."""
     goto(pg, "Run", "Run an engine")
     _radio(pg, "TopDown (redistricting data)")
-    _pick(pg, "Sample", "ppmf_perry_al")
-    _pick(pg, "Run on a subset (geolevel)", "(all data)")
+    select(pg, "Sample", "ppmf_perry_al", prefix=True)
+    select(pg, "Run on a subset (geolevel)", "(all data)", prefix=True)
     allocation = pg.get_by_role("combobox", name="Allocation", exact=True).first
     assert allocation.input_value().startswith("topdown-2020-production")
 
@@ -183,7 +179,7 @@ def test_workspace_survives_reload_tabs_and_links(server, chromium_launch) -> No
 
         # Open "Production" and take its link.
         goto(pg, "Scenarios", "Scenarios")
-        _pick(pg, "Open scenario", "Production")
+        select(pg, "Open scenario", "Production", prefix=True)
         idle(pg)
         link = pg.url
         params = parse_qs(urlparse(link).query)
@@ -225,7 +221,7 @@ def test_a_run_whose_workspace_is_closed_is_cancelled(chromium_launch, tmp_path)
             open_app(pg, url)
             idle(pg)
             goto(pg, "Run", "Run an engine")
-            _pick(pg, "Run on a subset (geolevel)", "(all data)")
+            select(pg, "Run on a subset (geolevel)", "(all data)", prefix=True)
             # a sweep of 6 budgets × 10 seeds makes the job long enough to outlive the page
             pg.get_by_text("Also run a budget sweep", exact=False).first.click()
             idle(pg)
