@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+SHOTS = ROOT / "test-output" / "screenshots"
 STARTUP_TIMEOUT_S = 90
 UI_TIMEOUT_MS = 60_000
 
@@ -35,6 +36,26 @@ class Server(str):
     """The app's URL, with the workspace folder it serves (``.workspace``)."""
 
     workspace: Path
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """When a browser test fails, keep what its page showed: a full-page screenshot
+    (test-output/screenshots/FAILED_<test>.png) and, in the failure report, the address and the
+    main area's text — on CI the log is all there is to read."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    pg = getattr(item, "funcargs", {}).get("page")
+    if report.when != "call" or not report.failed or pg is None:
+        return
+    path = SHOTS / f"FAILED_{item.name}.png"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(path), full_page=True)
+        text = pg.locator('[data-testid="stMain"]').inner_text(timeout=10_000)
+        report.sections.append(("page at failure", f"{pg.url}\n{path}\n\n{text[:6000]}"))
+    except Exception as exc:  # noqa: BLE001 - the report must still be written
+        report.sections.append(("page at failure", f"could not capture the page: {exc!r}"))
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
@@ -227,6 +227,8 @@ def test_counted_percentiles_match_numpy() -> None:
     st.lists(st.integers(-40, 40), min_size=5, max_size=400),
     st.sampled_from([1.0, 0.5, 3.7]),
 )
+# SciPy's density is 0 where ours is subnormal (found by CI's run of this test)
+@example(values=[-12, -12, -15, -26, -26, -26, -26, -32], scale=1.0)
 def test_random_residual_sets_match_definition(values: list[int], scale: float) -> None:
     e = np.asarray(values, dtype=float) * scale
     # The default settings are Petti & Flaxman's published ones (p = 95, m = 1.0; docs/science.md
@@ -238,9 +240,12 @@ def test_random_residual_sets_match_definition(values: list[int], scale: float) 
         assert math.isnan(ours)
         return
     density = gaussian_kde(e, bw_method=0.1)((edges[:-1] + edges[1:]) / 2)
-    if ((density > 0) & (density < np.finfo(float).tiny)).any():
-        # Subnormal KDE tails (tiny, gappy sets): the log-ratio there depends on float rounding
-        # order in both implementations; only sanity is checked.
+    ours_density = epl_details(e, n_boot=0).density
+    tiny = np.finfo(float).tiny
+    if any(((d > 0) & (d < tiny)).any() for d in (density, ours_density)):
+        # Subnormal KDE tails (tiny, gappy sets) in either implementation: the log-ratio there
+        # depends on float rounding order (one side's subnormal is the other's exact 0);
+        # docs/metrics.md says such EPLs are meaningless. Only sanity is checked.
         assert ours > 0 and math.isfinite(ours)
     else:
         assert ours == pytest.approx(reference_epl(e), rel=1e-8, nan_ok=True)
