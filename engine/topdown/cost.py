@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.0005
-"""Wall-clock seconds per block of a run with the 2,016-cell schema on a quiet 2-core machine: the
-quiet measurement of the previous solvers (0.81–0.92 ms per block at 1 and 10 million persons)
-times the CPU ratio 0.60 of this code to those solvers measured in the same runs on a loaded
-machine (no quiet machine was available to time this code directly; docs/topdown.md, "The cost
-estimate shown before Run")."""
+SECONDS_PER_BLOCK_2016 = 0.00065
+"""Wall-clock seconds per block of a run with the 2,016-cell schema on a quiet 2-core machine:
+end to end 14.9 s on 23,133 blocks at 1 million persons (median of 3: 0.64 ms per block) and
+194.0 s on 292,120 blocks at 10 million (0.66 ms), this code, 2026-11-27 (docs/topdown.md, "The
+cost estimate shown before Run")."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""

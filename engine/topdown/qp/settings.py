@@ -30,8 +30,8 @@ class QPSettings:
     heavy_polish_work: float = 3e9
     """Families whose dense polish costs more than this (children × populated cells³) try
     projected CG's first polish before ADMM."""
-    cg_admm_max_work: float = 2e7
-    """Above this children × populated cells², projected CG gets its first polish only."""
+    cg_admm_max_work: float = 1e8
+    """Above this children × populated cells², projected CG's first polish only (a 10M state)."""
     faer_min_variables: int = 10_000
     """Clarabel uses its supernodal faer factorisation (one thread) from this many variables."""
     piqp_eps_abs: float = 1e-9
