@@ -55,8 +55,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     2-core machine made their timeouts flaky).
 
     ``tryfirst``: pytest-xdist's worker reads the ``xdist_group`` marks in its own
-    ``pytest_collection_modifyitems``; a conftest hook runs after it unless it asks to run first,
-    and marks added then are silently ignored (the groups were split across workers).
+    ``pytest_collection_modifyitems``, so the marks must be added before it runs; ``tryfirst``
+    says so whatever order the plugins were registered in.
     """
     for item in items:
         uses = set(getattr(item, "fixturenames", ()))
