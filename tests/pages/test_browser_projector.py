@@ -238,6 +238,21 @@ _CELL = re.compile(
 )
 
 
+def _cut_by_30_percent(pg) -> None:  # type: ignore[no-untyped-def]
+    """The TopDown planner's "Scale … by %" control at −30%, until the committee's table shows
+    the new budget (drawn once its prediction is in: a second or two)."""
+    _set_number(pg, "by %", "-30")
+    pg.get_by_role("button", name="Apply", exact=True).click()
+    main = pg.locator('[data-testid="stMain"]')
+    main.get_by_text("Scaled the persons run's total ρ by −30%").first.wait_for()
+    _idle(pg)
+    pg.wait_for_function(
+        "() => { const t = document.querySelector('table.ph-committee');"
+        " return t && t.innerText.includes('−30.0%'); }",
+        timeout=60_000,
+    )
+
+
 # ------------------------------------------------------------------ tests
 
 
@@ -245,15 +260,7 @@ def test_a_production_cut_by_30_percent_read_from_one_table(page, measurements) 
     _goto(page, "TopDown planner", "TopDown planner")
     main = page.locator('[data-testid="stMain"]')
     main.get_by_text("Working allocations: topdown-2020-production", exact=False).first.wait_for()
-    _set_number(page, "by %", "-30")
-    page.get_by_role("button", name="Apply", exact=True).click()
-    main.get_by_text("Scaled the persons run's total ρ by −30%").first.wait_for()
-    _idle(page)
-    page.wait_for_function(
-        "() => { const t = document.querySelector('table.ph-committee');"
-        " return t && t.innerText.includes('−30.0%'); }",
-        timeout=60_000,
-    )
+    _cut_by_30_percent(page)
     assert "modified from topdown-2020-production" in main.inner_text()
     table = page.locator("table.ph-committee").first
     table.wait_for()
@@ -445,16 +452,7 @@ def test_start_page_exercise_reset_and_epl_interval(page, measurements) -> None:
     _select(page, "Preset", "ri2010-production-like", prefix=True)
     page.get_by_role("button", name="Load preset").click()
     main.get_by_text("compared with the baseline ri2010-production-like").first.wait_for()
-    _set_number(page, "by %", "-30")
-    page.get_by_role("button", name="Apply", exact=True).click()
-    main.get_by_text("Scaled the persons run's total ρ by −30%").first.wait_for()
-    _idle(page)
-    # The table of the new budget is drawn once its prediction is in (a second or two).
-    page.wait_for_function(
-        "() => { const t = document.querySelector('table.ph-committee');"
-        " return t && t.innerText.includes('−30.0%'); }",
-        timeout=60_000,
-    )
+    _cut_by_30_percent(page)
     cells = _committee_cells(page)
     assert _CELL.match(cells[("County", "TOTAL")]) and _CELL.match(cells[("Block", "TOTAL")])
     _goto(page, "Run", "Run an engine")
