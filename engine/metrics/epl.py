@@ -66,6 +66,7 @@ from numpy.typing import ArrayLike
 from engine.core.errors import ValidationError
 from engine.metrics.epl_settings import (
     BANDWIDTH_FACTOR,
+    EPL_TABLE_COLUMNS,
     EPLSettings,
     settings_of,
 )
@@ -471,16 +472,7 @@ def epl_table(
                 "reason": result.reason,
             }
         )
-    columns = [
-        *by,
-        "epl",
-        "epl_low",
-        "epl_high",
-        "epl_percentile_low",
-        "epl_percentile_high",
-        "n_residuals",
-        "reason",
-    ]
+    columns = [*by, *EPL_TABLE_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     table["reason"] = pd.Series([row["reason"] for row in rows], index=table.index, dtype=object)
     table.attrs["epl_settings"] = chosen.as_dict()

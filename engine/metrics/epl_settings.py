@@ -107,6 +107,19 @@ PF_FUNCTION_DEFAULT = EPLSettings(99.0, 1.5)
 """The defaults of PF's function signature (p = 99, m = 1.5); never used for their results."""
 
 
+EPL_TABLE_COLUMNS: tuple[str, ...] = (
+    "epl",
+    "epl_low",
+    "epl_high",
+    "epl_percentile_low",
+    "epl_percentile_high",
+    "n_residuals",
+    "reason",
+)
+"""The columns of an EPL table after its grouping columns (:func:`~.epl.epl_table` and the
+counted residuals' table of a TopDown run)."""
+
+
 def settings_of(settings: EPLSettings | None) -> EPLSettings:
     """``settings`` or, for None, :data:`PF_PUBLISHED`; anything else is refused."""
     if settings is None:

@@ -28,7 +28,7 @@ from engine.dp.budget import TopDownAllocation
 from engine.dp.budget.invariants import budget_use
 from engine.metrics.blau import blau_bias_report, blau_table, raceeth_counts_of_rows
 from engine.metrics.counted import counted_error_table, counted_residuals, counted_rmse_table
-from engine.metrics.epl_settings import EPLSettings
+from engine.metrics.epl_settings import EPL_TABLE_COLUMNS, EPLSettings
 from engine.metrics.metrics_json import build_metrics_json, counted_metric_tables
 from engine.metrics.prediction import entity_prediction_table, prediction_of_measured
 from engine.metrics.universe import BlockUniverse, block_universe
@@ -402,17 +402,7 @@ def counted_epl_table(
         residuals, ("geolevel", "query"), epl_boot, bootstrap_rng(seed), seed, settings
     )
     table = pd.DataFrame() if counted is None else counted  # None only when epl_boot is None
-    columns = [
-        "geolevel",
-        "query",
-        "epl",
-        "epl_low",
-        "epl_high",
-        "epl_percentile_low",
-        "epl_percentile_high",
-        "n_residuals",
-        "reason",
-    ]
+    columns = ["geolevel", "query", *EPL_TABLE_COLUMNS]
     reasons = [r if isinstance(r, str) else None for r in table["reason"]]
     table = table.reindex(columns=columns)
     table["reason"] = pd.Series(reasons, index=table.index, dtype=object)
