@@ -126,11 +126,8 @@ def solve_proxsuite_sparse(m: dict[str, object], model: general.SparseModel) -> 
     return np.asarray(qp.results.x) if ok else None
 
 
-def solve_proxsuite_dense(m: dict[str, object], model: general.SparseModel) -> np.ndarray | None:
-    import proxsuite
-
-    n = model.c.size
-    qp = proxsuite.proxqp.dense.QP(n, m["A_eq"].shape[0], m["G"].shape[0])
+def _init_dense(qp, m: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+    """Settings and data of a dense ProxSuite QP (one-sided inequalities G x ≤ h)."""
     _proxsuite_settings(qp)
     qp.init(
         m["P"].toarray(),
@@ -141,6 +138,14 @@ def solve_proxsuite_dense(m: dict[str, object], model: general.SparseModel) -> n
         np.full(m["h"].size, -1e20),
         m["h"],
     )
+
+
+def solve_proxsuite_dense(m: dict[str, object], model: general.SparseModel) -> np.ndarray | None:
+    import proxsuite
+
+    n = model.c.size
+    qp = proxsuite.proxqp.dense.QP(n, m["A_eq"].shape[0], m["G"].shape[0])
+    _init_dense(qp, m)
     qp.solve()
     ok = qp.results.info.status == proxsuite.proxqp.QPSolverOutput.PROXQP_SOLVED
     return np.asarray(qp.results.x) if ok else None
@@ -329,17 +334,7 @@ def _batch_qp(items) -> tuple[float, int]:
     c0 = time.process_time()
     for _k, m, model in items:
         n = model.c.size
-        qp = batch.init_qp_in_place(n, m["A_eq"].shape[0], m["G"].shape[0])
-        _proxsuite_settings(qp)
-        qp.init(
-            m["P"].toarray(),
-            m["q"],
-            m["A_eq"].toarray(),
-            m["b_eq"],
-            m["G"].toarray(),
-            np.full(m["h"].size, -1e20),
-            m["h"],
-        )
+        _init_dense(batch.init_qp_in_place(n, m["A_eq"].shape[0], m["G"].shape[0]), m)
     proxsuite.proxqp.dense.solve_in_parallel(batch, 1)
     cpu = time.process_time() - c0
     failed = sum(
