@@ -49,17 +49,29 @@ MAX_INDEX = (1 << 32) - 1
 MAX_ATTEMPTS = 100_000
 """Rejection attempts after which the sampler stops with an error (acceptance ≥ 3% for σ ≥ 0.03)."""
 _INV_2_53 = 1.0 / float(1 << 53)
+CHUNK = 1 << 16
+"""Values drawn at a time: the arrays of a chunk stay in the CPU's cache (benchmarks/keyed_noise.py
+--sampler)."""
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser of uint64 values (a bijection; wraps modulo 2⁶⁴)."""
-    z = np.asarray(x, dtype=np.uint64).copy()
+    return _mix64_inplace(np.asarray(x, dtype=np.uint64).copy())
+
+
+def _mix64_inplace(z: np.ndarray) -> np.ndarray:
+    """:func:`mix64` of a uint64 array the caller owns, overwriting it (no temporaries beyond one
+    shift buffer: the sampler mixes tens of millions of values per run)."""
+    t = np.empty_like(z)
     with np.errstate(over="ignore"):
-        z ^= z >> np.uint64(30)
+        np.right_shift(z, np.uint64(30), out=t)
+        z ^= t
         z *= _M1
-        z ^= z >> np.uint64(27)
+        np.right_shift(z, np.uint64(27), out=t)
+        z ^= t
         z *= _M2
-        z ^= z >> np.uint64(31)
+        np.right_shift(z, np.uint64(31), out=t)
+        z ^= t
     return z
 
 
@@ -95,13 +107,18 @@ def unit_keys(seed: int, query: str, geounit_hash: ArrayLike) -> np.ndarray:
 
 def uniforms(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
     """Doubles in [0, 1): number ``counters[i]`` of the stream keyed ``keys[i]``."""
+    return _uniforms_mixed(mix64(keys), counters)
+
+
+def _uniforms_mixed(mixed_keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """:func:`uniforms` from ``mix64(keys)`` (computed once per value, not once per draw)."""
+    x = np.asarray(counters, dtype=np.uint64) + np.uint64(1)
     with np.errstate(over="ignore"):
-        x = mix64(keys) + (np.asarray(counters, dtype=np.uint64) + np.uint64(1)) * GAMMA
-    return (mix64(x) >> np.uint64(11)).astype(np.float64) * _INV_2_53
-
-
-def _exponential(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
-    return -np.log1p(-uniforms(keys, counters))  # 1 − u ∈ (0, 1]: finite
+        x *= GAMMA
+        x += mixed_keys
+    x = _mix64_inplace(x)
+    x >>= np.uint64(11)
+    return x.astype(np.float64) * _INV_2_53
 
 
 def _broadcast(
@@ -118,31 +135,67 @@ def _broadcast(
 
 
 def discrete_gaussian(sigma2: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.ndarray:
-    """int64 N_Z(0, σ²) of each value (key, index) with its σ² (all three broadcast together)."""
+    """int64 N_Z(0, σ²) of each value (key, index) with its σ² (all three broadcast together).
+
+    Arithmetic is arranged for speed (each key mixed once, σ²'s constants computed once when σ²
+    is one value, the first attempt without gathers); every value is the same double as the
+    definition in the module docstring gives (``tests/engine/noise/test_keyed.py`` checks it
+    against a literal transcription)."""
     s2, k, idx, shape = _broadcast(sigma2, keys, index)
     if s2.size and (not np.all(np.isfinite(s2)) or np.any(s2 <= 0)):
         raise ValidationError(
             "σ² must be finite and positive for every keyed draw (docs/science.md §1)"
         )
+    one = s2.size > 0 and s2.min() == s2.max()
+    s2_one = np.float64(s2[0]) if one else None
     out = np.empty(s2.size, dtype=np.int64)
-    pending = np.arange(s2.size)
+    for start in range(0, s2.size, CHUNK):
+        stop = min(start + CHUNK, s2.size)
+        out[start:stop] = _dg_chunk(
+            s2_one if one else s2[start:stop], mix64(k[start:stop]), idx[start:stop]
+        )
+    return out.reshape(shape)
+
+
+def _dg_chunk(s2: np.ndarray | np.float64, mk: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The keyed discrete Gaussian of one chunk: σ² (one value, or one per value), mixed keys,
+    positions."""
+    one = np.ndim(s2) == 0
+    out = np.empty(mk.size, dtype=np.int64)
+    pending: np.ndarray | None = None  # None: every value (the first attempt)
     attempt = np.uint64(0)
-    while pending.size:
+    while pending is None or pending.size:
         if int(attempt) >= MAX_ATTEMPTS:
             raise ValidationError("the keyed discrete Gaussian did not accept within the limit")
-        kp, sp = k[pending], s2[pending]
-        base = (attempt * _ATTEMPT + idx[pending]) * np.uint64(3)
-        u1 = uniforms(kp, base)
-        u2 = uniforms(kp, base + np.uint64(1))
-        z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
-        e = _exponential(kp, base + np.uint64(2))
+        kp = mk if pending is None else mk[pending]
+        sp = s2 if one or pending is None else s2[pending]
+        base = idx if pending is None else idx[pending]
+        base = (attempt * _ATTEMPT + base) * np.uint64(3)
+        z = np.log1p(-_uniforms_mixed(kp, base))
+        z *= -2.0
+        np.sqrt(z, out=z)
+        base += np.uint64(1)
+        z *= np.cos(2.0 * np.pi * _uniforms_mixed(kp, base))
+        base += np.uint64(1)
+        e = np.log1p(-_uniforms_mixed(kp, base))
+        np.negative(e, out=e)
         d = proposal_gap(sp)
         kk = np.rint(z * np.sqrt(sp + d))
-        accept = e >= kk * kk / (2.0 * sp) - 0.5 * z * z + 1.0 / (8.0 * d)
-        out[pending[accept]] = kk[accept].astype(np.int64)
-        pending = pending[~accept]
+        threshold = kk * kk
+        threshold /= 2.0 * sp
+        z *= z
+        z *= 0.5
+        threshold -= z
+        threshold += 1.0 / (8.0 * d)
+        accept = e >= threshold
+        if pending is None:
+            out[:] = kk
+            pending = np.flatnonzero(~accept)
+        else:
+            out[pending[accept]] = kk[accept]
+            pending = pending[~accept]
         attempt += np.uint64(1)
-    return out.reshape(shape)
+    return out
 
 
 def two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.ndarray:
@@ -152,7 +205,12 @@ def two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.n
         raise ValidationError(
             "z must be finite and positive for every keyed draw (docs/science.md §4)"
         )
-    base = idx * np.uint64(3)
-    a = np.floor(_exponential(k, base) / zz)
-    b = np.floor(_exponential(k, base + np.uint64(1)) / zz)
-    return (a - b).astype(np.int64).reshape(shape)
+    out = np.empty(zz.size, dtype=np.int64)
+    for start in range(0, zz.size, CHUNK):
+        stop = min(start + CHUNK, zz.size)
+        mk, zc = mix64(k[start:stop]), zz[start:stop]
+        base = idx[start:stop] * np.uint64(3)
+        a = np.floor(-np.log1p(-_uniforms_mixed(mk, base)) / zc)
+        b = np.floor(-np.log1p(-_uniforms_mixed(mk, base + np.uint64(1))) / zc)
+        out[start:stop] = a - b
+    return out.reshape(shape)
