@@ -47,25 +47,25 @@ def free_cells(batch: FamilyBatch) -> np.ndarray:
     return free
 
 
-def _is_identity(spec: QuerySpec) -> bool:
-    return spec.is_detailed and np.array_equal(spec.cell_index, np.arange(spec.n_cells))
-
-
-def reduce_answers(spec: QuerySpec, x: np.ndarray, op: np.ufunc) -> np.ndarray:
-    """``op`` over the cells of each answer cell of ``spec``, for rows ``x`` ``(K, n_cells)``:
-    ``np.add`` gives the answers ``A_q x``, ``np.logical_or`` whether any cell is set. (A query
-    group is a partition of the cells, so every answer cell has at least one cell.)"""
-    if _is_identity(spec):
-        return x
-    order = np.argsort(spec.cell_index, kind="stable")
-    starts = np.searchsorted(spec.cell_index[order], np.arange(spec.size))
-    return op.reduceat(x[:, order], starts, axis=1)
+def true_answers(spec: QuerySpec, truth: sp.csr_matrix) -> np.ndarray:
+    """``(K, size)`` float: the exact answers ``A_q x`` of integer histograms ``truth`` (CSR),
+    summed in integers (every cell's column relabelled by its answer cell; duplicates add up)."""
+    if spec.is_identity:
+        return truth.toarray().astype(np.float64)
+    relabelled = sp.csr_matrix(
+        (truth.data, spec.cell_index[truth.indices], truth.indptr),
+        shape=(truth.shape[0], spec.size),
+    )
+    return relabelled.toarray().astype(np.float64)
 
 
 def needed_answers(batch: FamilyBatch) -> tuple[np.ndarray, ...]:
     """Per query, ``(K, size_q)`` bool: the answers that involve at least one free cell."""
     free = free_cells(batch)
-    return tuple(reduce_answers(spec, free, np.logical_or) for spec in batch.queries)
+    counts = sp.csr_matrix(free, dtype=np.int64)  # the free cells, counted per answer cell below
+    return tuple(
+        free if spec.is_identity else true_answers(spec, counts) > 0 for spec in batch.queries
+    )
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,7 @@ class KeyedAnswers:
         r, a = np.nonzero(need & measured[:, None])
         if r.size == 0:
             return out
-        rows = np.unique(r)
-        true = np.zeros(need.shape)
-        true[rows] = reduce_answers(spec, self.truth[rows].toarray().astype(np.float64), np.add)
+        true = true_answers(spec, self.truth)
         keys = unit_keys(self.seed, spec.name, self.geounit_hash)
         cells = a.astype(np.uint64)
         if self.mechanism == "zcdp":

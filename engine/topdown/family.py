@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -41,11 +42,29 @@ class QuerySpec:
             (np.ones(n), (self.cell_index, np.arange(n))), shape=(self.size, n), dtype=np.float64
         )
 
+    @cached_property
+    def _columns(self) -> sp.csc_matrix:
+        """:meth:`matrix` by columns, built once (the held answers of every pass slice it)."""
+        return self.matrix().tocsc()
+
+    @cached_property
+    def is_identity(self) -> bool:
+        """The detailed query in cell order (its answers are the histogram itself)."""
+        return self.is_detailed and bool(np.array_equal(self.cell_index, np.arange(self.n_cells)))
+
     def answer(self, x: np.ndarray) -> np.ndarray:
-        """Answers ``(K, size)`` of histograms ``x`` of shape ``(K, n_cells)``."""
-        if self.is_detailed and np.array_equal(self.cell_index, np.arange(self.n_cells)):
-            return np.asarray(x, dtype=np.float64)
-        return np.asarray(self.matrix() @ np.asarray(x, dtype=np.float64).T).T
+        """Answers ``(K, size)`` of histograms ``x`` of shape ``(K, n_cells)``.
+
+        Only the columns of ``x`` that hold a non-zero enter the product (a block's estimate is
+        non-zero on a few dozen of 2,016 cells); each answer still sums its cells in cell order
+        from 0, as the whole product does, so the values are the same doubles."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.is_identity:
+            return x
+        cols = np.flatnonzero(np.any(x != 0.0, axis=0))
+        if 2 * cols.size > self.n_cells:
+            return np.asarray(self._columns.tocsr() @ x.T).T
+        return np.asarray(self._columns[:, cols].tocsr() @ x[:, cols].T).T
 
 
 @dataclass(frozen=True)
