@@ -63,7 +63,9 @@ def estimate_batch(
     # CPU seconds of this process (metrics.json timings.least_squares_cpu / rounding_cpu): on a
     # shared machine wall-clock says more about the load than about the solvers
     t0 = time.process_time()
-    x_tilde, _ = multipass_least_squares(batch, passes, solver=solver, routes=routes)
+    x_tilde, _ = multipass_least_squares(
+        batch, passes, solver=solver, routes=routes, objectives=False
+    )
     t1 = time.process_time()
     x_hat, fallbacks = round_batch(batch, x_tilde, chain)
     t2 = time.process_time()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
+from scipy.linalg.lapack import dpotrs as potrs
 
 from engine.core.blas_threads import single_blas_thread
 from engine.topdown.family import FamilyBatch
@@ -50,7 +51,7 @@ class AdmmStepper:
         matrix = (
             fam.hess + (s.admm_sigma + rho) * np.eye(n) + s.admm_row_penalty_ratio * rho * (c.T @ c)
         )
-        self.factor = la.cho_factor(matrix, lower=True, check_finite=False)
+        self.factor = la.cho_factor(matrix, lower=True, check_finite=False)[0]
 
     def start(self) -> AdmmState:
         """The projected start of the cells (each child's unconstrained diagonal minimiser)."""
@@ -81,7 +82,7 @@ class AdmmStepper:
             rhs = sigma * x - fam.grad + rho * zc - yc
             if m:
                 rhs += (rho_r * zr - yr) @ c
-            xt = la.cho_solve(factor, rhs.T, check_finite=False).T
+            xt = potrs(factor, rhs.T, lower=1)[0].T  # cho_solve's LAPACK call, without its checks
             vc = alpha * xt + (1.0 - alpha) * zc
             zc_new = project_cells(vc + yc / rho, fam.parent, fam.zero)
             yc = yc + rho * (vc - zc_new)
@@ -117,13 +118,14 @@ def _padded_inverse(
     index = np.where(mask, order, 0)
     keys = [free[c].tobytes() for c in range(k)]
     stale = np.array([cache.get(c, (b"", None))[0] != keys[c] for c in range(k)], dtype=bool)
-    for c in np.flatnonzero(stale):
-        cells = index[c, : counts[c]]
-        cache[int(c)] = (keys[c], kkt.spd_inverse(h[np.ix_(cells, cells)][None])[0])
+    for size in np.unique(counts[stale]):  # one batched inverse per size (the same per matrix)
+        group = np.flatnonzero(stale & (counts == size))
+        cells = index[group, :size]
+        inverses = kkt.spd_inverse(h[cells[:, :, None], cells[:, None, :]])
+        cache.update({int(c): (keys[c], a) for c, a in zip(group, inverses, strict=True)})
     inv = np.zeros((k, width, width))
     for c in range(k):
-        size = int(counts[c])
-        inv[c, :size, :size] = cache[c][1]
+        inv[c, : counts[c], : counts[c]] = cache[c][1]
     return index, mask, inv
 
 
@@ -259,9 +261,10 @@ def _polish(
     side: str | None = None,
     chose: set[str] | None = None,
     s: QPSettings = SETTINGS,
+    cache: dict[int, tuple[bytes, np.ndarray]] | None = None,
 ) -> np.ndarray | None:
     """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
-    verified solution or ``None``."""
+    verified solution or ``None``. ``cache``: the children's inverses (one per family)."""
     k, n = fam.grad.shape
     zero_set = fam.zero | (state.zc <= 0.0)
     at_lower = (state.zr <= fam.lower) & (state.yr < 0) & np.isfinite(fam.lower)
@@ -269,7 +272,7 @@ def _polish(
     p_tol = s.kkt_tol * max(1.0, float(fam.parent.max(initial=0.0)))
     d_tol = s.kkt_tol * max(1.0, float(np.abs(fam.grad).max(initial=0.0)))
     seen: set[bytes] = set()
-    cache: dict[int, tuple[bytes, np.ndarray]] = {}
+    cache = {} if cache is None else cache
     for _ in range(s.admm_active_set_steps):
         # Every populated parent cell needs a child free to hold it.
         starving = zero_set.all(axis=0) & ~fam.zero.all(axis=0)
@@ -326,7 +329,7 @@ def solve_family(
     if fam.cells.size == 0:
         return out
     state: AdmmState | None = None
-    done = 0
+    done, cache = 0, {}
     small = fam.grad.size <= s.admm_early_max_cells
     for target in (s.admm_early_polish_at if small else ()) + s.admm_polish_at:
         state = _admm(fam, state, target - done, s)
@@ -335,7 +338,7 @@ def solve_family(
         for side in (None, "lower", "upper"):
             if side is not None and chose == {side}:
                 continue  # the first attempt released rows on this side only: tried
-            x = _polish(fam, state, side, chose, s)
+            x = _polish(fam, state, side, chose, s, cache)
             if x is not None:
                 out[:, fam.cells] = x
                 return out

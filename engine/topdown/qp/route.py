@@ -40,13 +40,7 @@ import numpy as np
 
 from engine.topdown.family import FamilyBatch, QuerySpec
 from engine.topdown.feasibility import TopDownInfeasible
-from engine.topdown.qp import (
-    closed_form,
-    family_admm,
-    general,
-    problem,
-    projected_cg,
-)
+from engine.topdown.qp import closed_form, family_admm, general, problem, projected_cg
 from engine.topdown.qp.problem import Band
 from engine.topdown.qp.settings import ROUTE_NAMES, SETTINGS, QPSettings, check_solver
 
@@ -237,9 +231,11 @@ def solve_pass(
     solver: str = "auto",
     settings: QPSettings = SETTINGS,
     routes: MutableMapping[str, int] | None = None,
+    objective: bool = True,
 ) -> PassSolution:
     """One least-squares pass (TDA eq. 7.5) for every family of ``batch``, route by route
-    (:func:`plan`); ``routes`` (if given) counts the families each route solved."""
+    (:func:`plan`); ``routes`` (if given) counts the families each route solved; without
+    ``objective`` the objectives are NaN (not computed: a run does not use them)."""
     p = Pass(batch, tuple(pass_queries), tuple(bands))
     x = np.zeros((batch.n_children, batch.n_cells))
     done = np.zeros(batch.n_families, dtype=bool)
@@ -258,6 +254,8 @@ def solve_pass(
             done[mine] = True
             if routes is not None:
                 routes[name] = routes.get(name, 0) + int(mine.size)
+    if not objective:
+        return PassSolution(x=x, objective=np.full(batch.n_families, np.nan))
     return PassSolution(x=x, objective=family_objective(batch, x, pass_queries))
 
 
@@ -268,8 +266,10 @@ def multipass_least_squares(
     solver: str = "auto",
     settings: QPSettings = SETTINGS,
     routes: MutableMapping[str, int] | None = None,
+    objectives: bool = True,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Run the passes of TDA eq. 7.5–7.6; return x̃^(K) ``(K, n_cells)`` and each pass's objective.
+    """Run the passes of TDA eq. 7.5–7.6; return x̃^(K) ``(K, n_cells)`` and each pass's objective
+    (NaN without ``objectives``).
 
     Passes whose queries have no noisy answers in this batch are skipped. The answers of every
     earlier pass are held within τ̂ + 0.1 (τ̂ from eq. 7.6; 0 for the first pass, which attains it).
@@ -278,31 +278,33 @@ def multipass_least_squares(
     x: np.ndarray | None = None
     objectives: list[np.ndarray] = []
     tolerance = settings.pass_tolerance
-    for pass_queries in passes:
-        measured = [q for q in pass_queries if np.any(batch.weight[:, q] > 0)]
-        if not measured:
-            continue
+    measured_passes = [[q for q in qs if np.any(batch.weight[:, q] > 0)] for qs in passes]
+    measured_passes = [m for m in measured_passes if m]
+    for i, measured in enumerate(measured_passes):
         if len(held) >= 2:
             # τ̂ of the latest pass from eq. 7.6 (over all passes so far); pass 1's is 0.
             exact = [Band(b.query, b.target, np.zeros(batch.n_families)) for p in held for b in p]
             tau = general.minimal_slack(batch, exact)
             held[-1] = [Band(b.query, b.target, tau + tolerance) for b in held[-1]]
+        bands = [b for p in held for b in p]
         solution = solve_pass(
             batch,
             measured,
-            [b for p in held for b in p],
+            bands,
             solver=solver,
             settings=settings,
             routes=routes,
+            objective=objectives,
         )
         x = solution.x
         objectives.append(solution.objective)
-        held.append(
-            [
-                Band(q, batch.queries[q].answer(x), np.full(batch.n_families, tolerance))
-                for q in measured
-            ]
-        )
+        if i < len(measured_passes) - 1:  # the last pass's answers are held by no later pass
+            held.append(
+                [
+                    Band(q, batch.queries[q].answer(x), np.full(batch.n_families, tolerance))
+                    for q in measured
+                ]
+            )
     if x is None:
         x = _split_parent_evenly(batch)
     return x, objectives

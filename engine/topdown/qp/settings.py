@@ -81,13 +81,7 @@ SETTINGS = QPSettings()
 """The production settings."""
 
 
-ROUTE_NAMES: tuple[str, ...] = (
-    "closed_form",
-    "projected_cg",
-    "admm",
-    "piqp",
-    "clarabel",
-)
+ROUTE_NAMES: tuple[str, ...] = ("closed_form", "projected_cg", "admm", "piqp", "clarabel")
 """Every route of the table, in order."""
 
 SOLVER_CHOICES: tuple[str, ...] = ("auto", *ROUTE_NAMES)
