@@ -102,31 +102,40 @@ def _admm(fam: Family, state: AdmmState | None, iterations: int, s: QPSettings) 
     return stepper.run(stepper.start() if state is None else state, iterations)
 
 
+@dataclass
+class Inverses:
+    """The children's inverses of H on their free cells (``free`` ``(K, n)``), zero-padded in
+    ``store`` ``(K, W, W)``, kept across a family's polishes: only changed children invert."""
+
+    free: np.ndarray | None = None
+    store: np.ndarray | None = None
+
+
 def _padded_inverse(
-    h: np.ndarray, free: np.ndarray, cache: dict[int, tuple[bytes, np.ndarray]]
+    h: np.ndarray, free: np.ndarray, cache: Inverses
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per child, the inverse of H on its free cells, padded to the largest free set:
-    (index ``(K, F)`` of the free cells, mask ``(K, F)``, inverses ``(K, F, F)``).
-
-    ``cache`` keeps each child's inverse with its free set: an active-set step changes some
-    children, and only theirs are inverted again."""
-    k, n = free.shape
+    (index ``(K, F)`` of the free cells, mask ``(K, F)``, inverses ``(K, F, F)``). Children of
+    one free-set size are inverted in one batched call (the same numbers per matrix)."""
+    k = free.shape[0]
     counts = free.sum(axis=1)
     width = max(int(counts.max(initial=0)), 1)
     order = np.argsort(~free, axis=1, kind="stable")[:, :width]
     mask = np.arange(width)[None, :] < counts[:, None]
     index = np.where(mask, order, 0)
-    keys = [free[c].tobytes() for c in range(k)]
-    stale = np.array([cache.get(c, (b"", None))[0] != keys[c] for c in range(k)], dtype=bool)
-    for size in np.unique(counts[stale]):  # one batched inverse per size (the same per matrix)
+    stale = np.ones(k, dtype=bool) if cache.free is None else np.any(cache.free != free, axis=1)
+    store = cache.store if cache.store is not None else np.zeros((k, 0, 0))
+    if store.shape[1] < width:  # grow, keeping the inverses held
+        store, w = np.zeros((k, width, width)), store.shape[1]
+        store[:, :w, :w] = cache.store if w else 0.0
+    cache.store = store
+    for size in np.unique(counts[stale]):
         group = np.flatnonzero(stale & (counts == size))
         cells = index[group, :size]
-        inverses = kkt.spd_inverse(h[cells[:, :, None], cells[:, None, :]])
-        cache.update({int(c): (keys[c], a) for c, a in zip(group, inverses, strict=True)})
-    inv = np.zeros((k, width, width))
-    for c in range(k):
-        inv[c, : counts[c], : counts[c]] = cache[c][1]
-    return index, mask, inv
+        store[group] = 0.0
+        store[group, :size, :size] = kkt.spd_inverse(h[cells[:, :, None], cells[:, None, :]])
+    cache.free = free.copy()
+    return index, mask, np.ascontiguousarray(store[:, :width, :width])
 
 
 def _polish_once(
@@ -134,7 +143,7 @@ def _polish_once(
     zero_set: np.ndarray,
     at_lower: np.ndarray,
     at_upper: np.ndarray,
-    cache: dict[int, tuple[bytes, np.ndarray]] | None = None,
+    cache: Inverses | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Exact solve on the guessed active set: (x ``(K, n)``, cell multipliers ν ``(K, n)``,
     row multipliers λ ``(K, m)``, coupling multipliers μ ``(n,)``)."""
@@ -142,7 +151,7 @@ def _polish_once(
     k, n = fam.grad.shape
     m = c.shape[0]
     free = ~zero_set
-    index, mask, inv = _padded_inverse(h, free, {} if cache is None else cache)
+    index, mask, inv = _padded_inverse(h, free, Inverses() if cache is None else cache)
     width = index.shape[1]
     active = at_lower | at_upper  # (K, m)
     n_act = active.sum(axis=1)
@@ -157,10 +166,8 @@ def _polish_once(
         bound = np.where(at_upper, fam.upper, fam.lower)
         rhs_rows = np.where(row_mask, np.take_along_axis(bound, row_id, axis=1), 0.0)
     else:
-        row_mask = np.zeros((k, 0), dtype=bool)
-        row_id = np.zeros((k, 0), dtype=np.int64)
-        crow = np.zeros((k, 0, width))
-        rhs_rows = np.zeros((k, 0))
+        row_mask, row_id = np.zeros((k, 0), dtype=bool), np.zeros((k, 0), dtype=np.int64)
+        crow, rhs_rows = np.zeros((k, 0, width)), np.zeros((k, 0))
     g_free = np.where(mask, np.take_along_axis(fam.grad, index, axis=1), 0.0)
     hinv_g = np.einsum("kij,kj->ki", inv, g_free)
     size = n + k * depth
@@ -261,7 +268,7 @@ def _polish(
     side: str | None = None,
     chose: set[str] | None = None,
     s: QPSettings = SETTINGS,
-    cache: dict[int, tuple[bytes, np.ndarray]] | None = None,
+    cache: Inverses | None = None,
 ) -> np.ndarray | None:
     """Active-set guess from the ADMM iterate, corrected by primal–dual active-set steps; the
     verified solution or ``None``. ``cache``: the children's inverses (one per family)."""
@@ -272,7 +279,7 @@ def _polish(
     p_tol = s.kkt_tol * max(1.0, float(fam.parent.max(initial=0.0)))
     d_tol = s.kkt_tol * max(1.0, float(np.abs(fam.grad).max(initial=0.0)))
     seen: set[bytes] = set()
-    cache = {} if cache is None else cache
+    cache = Inverses() if cache is None else cache
     for _ in range(s.admm_active_set_steps):
         # Every populated parent cell needs a child free to hold it.
         starving = zero_set.all(axis=0) & ~fam.zero.all(axis=0)
@@ -329,7 +336,7 @@ def solve_family(
     if fam.cells.size == 0:
         return out
     state: AdmmState | None = None
-    done, cache = 0, {}
+    done, cache = 0, Inverses()
     small = fam.grad.size <= s.admm_early_max_cells
     for target in (s.admm_early_polish_at if small else ()) + s.admm_polish_at:
         state = _admm(fam, state, target - done, s)

@@ -101,17 +101,8 @@ def reduce(
         else:
             hess += 2.0 * w[j] * (labels[:, None] == labels[None, :])
     zero, rows, lower, upper = _constraints(batch, f, cells, bands)
-    return Family(
-        hess=hess,
-        grad=grad,
-        parent=batch.parent[f][cells].astype(np.float64),
-        zero=zero,
-        rows=rows,
-        lower=lower,
-        upper=upper,
-        cells=cells,
-        children=np.arange(lo, hi),
-    )
+    parent = batch.parent[f][cells].astype(np.float64)
+    return Family(hess, grad, parent, zero, rows, lower, upper, cells, np.arange(lo, hi))
 
 
 def _constraints(
