@@ -50,8 +50,8 @@ MAX_ATTEMPTS = 100_000
 """Rejection attempts after which the sampler stops with an error (acceptance ≥ 3% for σ ≥ 0.03)."""
 _INV_2_53 = 1.0 / float(1 << 53)
 CHUNK = 1 << 16
-"""Values drawn at a time: the arrays of a chunk stay in the CPU's cache (benchmarks/keyed_noise.py
---sampler)."""
+"""Values drawn at a time: the arrays of a chunk stay in the CPU's cache
+(``benchmarks/keyed_sampler.py``: 3.5–4.9× the whole-array sampler, the same integers)."""
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
