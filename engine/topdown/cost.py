@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECONDS_PER_BLOCK_2016 = 0.00065
-"""Wall-clock seconds per block of a run with the 2,016-cell schema on a quiet 2-core machine:
-end to end 14.9 s on 23,133 blocks at 1 million persons (median of 3: 0.64 ms per block) and
-194.0 s on 292,120 blocks at 10 million (0.66 ms), this code, 2026-11-27 (docs/topdown.md, "The
-cost estimate shown before Run")."""
+SECONDS_PER_BLOCK_2016 = 0.00036
+"""Wall-clock seconds per block of a run with the 2,016-cell schema on a quiet 2-core machine
+(plus :data:`BASE_SECONDS`): end to end 8.57 s on 23,133 blocks at 1 million persons and 110.9 s
+on 292,120 blocks at 10 million (medians of 3: 0.37 and 0.38 ms per block), this code, 2026-11-27
+evening (docs/topdown.md, "The cost estimate shown before Run")."""
 BASE_SECONDS = 2.0
 BASE_GB = 0.35
 """Python, NumPy, SciPy, Clarabel and the app before any data."""

@@ -24,13 +24,13 @@ def test_cost_rejects_impossible_sizes():
 
 def test_cost_matches_the_quiet_machine_measurements():
     # docs/topdown.md "The cost estimate shown before Run": this code end to end on a quiet
-    # machine, 14.9 s on 23,133 blocks (median of 3) and 194.0 s on 292,120 blocks (2026-11-27);
+    # machine, 8.57 s on 23,133 blocks and 110.9 s on 292,120 blocks (medians of 3, 2026-11-27);
     # "Sparse block histograms from the file": peaks with the sparse loader of 0.40 GiB (CLI) on
     # 23,133 blocks and 1.11 GiB (benchmark) on 292,120 blocks.
     one_m = estimate_topdown_cost(23_133, 2016)
     ten_m = estimate_topdown_cost(292_120, 2016)
-    assert 0.8 < one_m.seconds / 14.9 < 1.25
-    assert 0.8 < ten_m.seconds / 194.0 < 1.25
+    assert 0.8 < one_m.seconds / 8.57 < 1.25
+    assert 0.8 < ten_m.seconds / 110.9 < 1.25
     assert 0.8 < one_m.gigabytes / (0.40 * 1.074) < 1.25
     assert 0.8 < ten_m.gigabytes / (1.11 * 1.074) < 1.25
 
