@@ -10,7 +10,8 @@ accepts 1e7 too) the script, in a fresh subprocess per size (so peak memory is t
 3. reports blocks, non-zero cells (block histograms and all geounits), seconds per level, load
    and generation seconds, and peak resident memory (``ru_maxrss`` of the subprocess, in GiB:
    after loading and at the end of the run);
-4. for a sample of WHOLE families (``--sample`` per level, any number of children unless
+4. (``benchmarks/cvxpy_families.py``) for a sample of WHOLE families (``--sample`` per level, any
+   number of children unless
    ``--max-children``): the engine's least squares of one family alone, the previous solver path
    (the centred Clarabel model for every pass) and a per-family cvxpy model of TDA eq. 7.5 with
    the same constraints (solved by Clarabel through cvxpy): ratios of times per level and the
