@@ -38,6 +38,20 @@ def proposal_gap(sigma2: np.ndarray | float) -> np.ndarray | float:
     return (1.0 + np.sqrt(1.0 + 16.0 * np.asarray(sigma2, dtype=np.float64))) / 8.0
 
 
+def acceptance_threshold(
+    kk: np.ndarray, z: np.ndarray, sigma2: np.ndarray | float, d: np.ndarray | float
+) -> np.ndarray:
+    """K²/(2σ²) − Z²/2 + 1/(8d): a proposal is accepted when E ≥ it (module docstring).
+    Arranged to reuse buffers: ``z`` is overwritten."""
+    threshold = kk * kk
+    threshold /= 2.0 * sigma2
+    z *= z
+    z *= 0.5
+    threshold -= z
+    threshold += 1.0 / (8.0 * d)
+    return threshold
+
+
 def sample(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """n draws from N_Z(0, σ²); ``sigma2`` is a 0-d array or a length-n array of validated σ²."""
     out = np.empty(n, dtype=np.int64)
@@ -58,14 +72,7 @@ def _sample_chunk(sigma2: np.ndarray, n: int, rng: np.random.Generator) -> np.nd
         d = proposal_gap(s2)
         z = rng.standard_normal(m)
         kk = np.rint(z * np.sqrt(s2 + d))
-        # Acceptance test  E ≥ K²/(2σ²) − Z²/2 + 1/(8d), arranged to reuse buffers.
-        threshold = kk * kk
-        threshold /= 2.0 * s2
-        z *= z
-        z *= 0.5
-        threshold -= z
-        threshold += 1.0 / (8.0 * d)
-        rejected = rng.standard_exponential(m) < threshold
+        rejected = rng.standard_exponential(m) < acceptance_threshold(kk, z, s2, d)
         if pending is None:
             k[:] = kk
             pending = np.flatnonzero(rejected)

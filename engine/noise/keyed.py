@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from engine.core.errors import ValidationError
-from engine.noise.dg_continuous import proposal_gap
+from engine.noise.dg_continuous import acceptance_threshold, proposal_gap
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -181,13 +181,7 @@ def _dg_chunk(s2: np.ndarray | np.float64, mk: np.ndarray, idx: np.ndarray) -> n
         np.negative(e, out=e)
         d = proposal_gap(sp)
         kk = np.rint(z * np.sqrt(sp + d))
-        threshold = kk * kk
-        threshold /= 2.0 * sp
-        z *= z
-        z *= 0.5
-        threshold -= z
-        threshold += 1.0 / (8.0 * d)
-        accept = e >= threshold
+        accept = e >= acceptance_threshold(kk, z, sp, d)
         if pending is None:
             out[:] = kk
             pending = np.flatnonzero(~accept)
