@@ -33,6 +33,18 @@ def cases(base: Any) -> list[Any]:
     td = base.td
     R, A = "refused", "accepted"
 
+    def report_results(d: Path) -> list[str]:
+        """``report`` on the earlier run's metrics.json in ``d/out``."""
+        return [
+            "report",
+            "--preset",
+            "ri2010-production-like",
+            "--results",
+            str(d / "out" / "metrics.json"),
+            "--out",
+            str(d / "r.html"),
+        ]
+
     def _foreign(d: Path) -> None:
         _write(d / "out" / "thesis.tex", "precious work")
 
@@ -277,15 +289,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "report-results-no-manifest",
             "output",
-            lambda d: [
-                "report",
-                "--preset",
-                "ri2010-production-like",
-                "--results",
-                str(d / "out" / "metrics.json"),
-                "--out",
-                str(d / "r.html"),
-            ],
+            report_results,
             R,
             ("no manifest.json",),
             _no_manifest,
@@ -293,15 +297,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "report-results-complete",
             "output",
-            lambda d: [
-                "report",
-                "--preset",
-                "ri2010-production-like",
-                "--results",
-                str(d / "out" / "metrics.json"),
-                "--out",
-                str(d / "r.html"),
-            ],
+            report_results,
             A,
             ("wrote",),
             prior_output,
