@@ -132,6 +132,11 @@ def td(*extra: str, data: str = "blocks.csv", out: str = "out") -> Callable[[Pat
     return lambda d: [*TD, "--data", str(d / data), "--out", str(d / out), *extra]
 
 
+def households(*extra: str, persons: str = "1000", out: str = "o") -> Callable[[Path], list[str]]:
+    """``generate households --persons N *extra --out d/out``."""
+    return lambda d: ["generate", "households", "--persons", persons, *extra, "--out", str(d / out)]
+
+
 def cef_dir(d: Path, name: str = "cef") -> Path:
     target = d / name
     shutil.copytree(CEF, target)
@@ -359,49 +364,21 @@ CASES: list[Case] = [
     Case(
         "generate-persons-absurd",
         "number",
-        lambda d: [
-            "generate",
-            "households",
-            "--persons",
-            "1000000000000",
-            "--seed",
-            "1",
-            "--out",
-            str(d / "o"),
-        ],
+        households("--seed", "1", persons="1000000000000"),
         R,
         ("--persons", "50,000,000"),
     ),
     Case(
         "generate-seed-negative",
         "number",
-        lambda d: [
-            "generate",
-            "households",
-            "--persons",
-            "1000",
-            "--seed=-5",
-            "--out",
-            str(d / "o"),
-        ],
+        households("--seed=-5"),
         R,
         ("--seed", "range"),
     ),
     Case(
         "generate-vacancy-nan",
         "number",
-        lambda d: [
-            "generate",
-            "households",
-            "--persons",
-            "1000",
-            "--seed",
-            "1",
-            "--vacancy-rate",
-            "nan",
-            "--out",
-            str(d / "o"),
-        ],
+        households("--seed", "1", "--vacancy-rate", "nan"),
         R,
         ("--vacancy-rate",),
     ),

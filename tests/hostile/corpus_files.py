@@ -1,9 +1,7 @@
 """Hostile-corpus cases for the files a user gives: JSON (mappings, scenarios, configurations,
 targets) and data files (block CSVs, CEF folders, PPMF, populations).
 
-Loaded by ``corpus.py`` (``cases(base)`` with ``base`` the corpus module, whose :class:`Case`,
-builders and runner these cases reuse), so ``pytest tests/hostile`` and ``run_corpus.py`` see them
-like every other case.
+Loaded by ``corpus.py``'s ``_more_cases`` (see ``corpus_trust.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +33,10 @@ def cases(base: Any) -> list[Any]:
     td = base.td
     td_config = base.td_config
     R, A = "refused", "accepted"
+
+    def report_scenario(d: Path) -> list[str]:
+        """``report`` on the scenario file ``d/s.json``."""
+        return ["report", "--scenario", str(d / "s.json"), "--out", str(d / "r.html")]
 
     def _config(**changes: object) -> bytes:
         data = json.loads((CEF / "config.json").read_text())
@@ -218,7 +220,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "scenario-wrong-type",
             "json",
-            lambda d: ["report", "--scenario", str(d / "s.json"), "--out", str(d / "r.html")],
+            report_scenario,
             R,
             ("delta",),
             lambda d: _write(d / "s.json", _scenario(delta="abc")),
@@ -226,7 +228,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "scenario-unknown-key",
             "json",
-            lambda d: ["report", "--scenario", str(d / "s.json"), "--out", str(d / "r.html")],
+            report_scenario,
             R,
             ("did you mean 'conversion'",),
             lambda d: _write(d / "s.json", _scenario(convertion="cks")),
@@ -250,7 +252,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "scenario-result-names-no-run",
             "json",
-            lambda d: ["report", "--scenario", str(d / "s.json"), "--out", str(d / "r.html")],
+            report_scenario,
             R,
             ("results[0]", "names no run"),
             lambda d: _write(d / "s.json", _scenario_with_result({"seed": 1})),

@@ -1,9 +1,7 @@
 """Hostile-corpus cases for outputs (an earlier run's folder, a file in the way, a tampered
 manifest) and for replays of recorded runs (docs/reliability.md "Replays").
 
-Loaded by ``corpus.py`` (``cases(base)`` with ``base`` the corpus module, whose :class:`Case`,
-builders and runner these cases reuse), so ``pytest tests/hostile`` and ``run_corpus.py`` see them
-like every other case.
+Loaded by ``corpus.py``'s ``_more_cases`` (see ``corpus_trust.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from typing import Any
 def cases(base: Any) -> list[Any]:
     """The cases, built with the corpus module ``base`` (its Case, builders and runner)."""
     Case = base.Case
+    households = base.households
     RI_ROWS = base.RI_ROWS
     TD = base.TD
     _scenario = base._scenario
@@ -212,16 +211,7 @@ def cases(base: Any) -> list[Any]:
         Case(
             "generate-out-foreign",
             "output",
-            lambda d: [
-                "generate",
-                "households",
-                "--persons",
-                "1000",
-                "--seed",
-                "1",
-                "--out",
-                str(d / "out"),
-            ],
+            households("--seed", "1", out="out"),
             R,
             ("not a PHExplore output",),
             _foreign,
