@@ -194,7 +194,6 @@ def main() -> None:
     st.set_page_config(page_title="PHExplore", page_icon=ICON, layout="wide")
     page_style.apply()  # room for tables at 1366 px, a visible keyboard-focus ring
     S.init_state()
-    S.keep_widget_state()
     s = st.session_state
     root = S.workspace().root
     R.BOARD.touch(root, S.page_id())

@@ -60,6 +60,7 @@ def _plan_tab() -> None:
         step=0.1,
         format="%.4f",
         key="bs_cap",
+        persist_state="session",
         help=S.HELP_RHO,
     )
     objective = c2.selectbox(
@@ -67,6 +68,7 @@ def _plan_tab() -> None:
         list(OBJECTIVE_LABELS),
         format_func=OBJECTIVE_LABELS.get,
         key="bs_objective",
+        persist_state="session",
         disabled=cap == 0,
         help="How to share a budget too small for every target: the same shortfall everywhere, or the least summed shortfall.",
     )
@@ -180,7 +182,7 @@ def _published_tab() -> None:
         },
     )
     measure = st.radio(
-        "Target is", ["rmse", "moe90"], horizontal=True, key="bs_pub_measure",
+        "Target is", ["rmse", "moe90"], horizontal=True, key="bs_pub_measure", persist_state="session",
         format_func={"rmse": "RMSE", "moe90": "90% MOE"}.get,
     )  # fmt: skip
     if st.button("Plan ρ", key="bs_pub_go", type="primary"):
@@ -238,6 +240,7 @@ def _tradeoff_tab() -> None:
         format_func={"phsafe": "PHSafe budget", "topdown": "TopDown persons run"}.get,
         horizontal=True,
         key="bs_trade_engine",
+        persist_state="session",
         help="Which part of the working scenario to scale.",
     )
     if engine == "phsafe":
@@ -254,6 +257,7 @@ def _tradeoff_tab() -> None:
             cells,
             default=cells[:3],
             key="bs_trade_cells",
+            persist_state="session",
             help="MOE of each as every budget is scaled by the same factor (0.125× … 8×).",
         )
         x_title = f"ε (bounded ρ, {S.conversion_label(conv)})"
@@ -276,6 +280,7 @@ def _tradeoff_tab() -> None:
             cells,
             default=defaults,
             key="bs_trade_td",
+            persist_state="session",
             help="Curves to draw: the 90% MOE of each as the persons run's total ρ is scaled.",
         )
         x_title = f"ε of the persons run ({S.conversion_label(conv)})"
@@ -311,6 +316,7 @@ def _report_tab() -> None:
         list(options),
         format_func=options.get,
         key="bs_report_pick",
+        persist_state="session",
         help="The working budgets or a scenario saved on the Scenarios page.",
     )
     kind = saved[choice].kind if choice in saved else choice.strip("_")
@@ -325,6 +331,7 @@ def _report_tab() -> None:
         list(others),
         format_func=others.get,
         key="bs_report_compare",
+        persist_state="session",
         help="A two-scenario report opens with what changed between them and, for TopDown, the "
         "predicted error of both budgets' published counts by geolevel (the committee's table).",
     )
@@ -332,6 +339,7 @@ def _report_tab() -> None:
     attach = st.checkbox(
         "Include this session's runs of this exact budget",
         key="bs_report_runs",
+        persist_state="session",
         help="metrics.json of the session's runs whose budget fingerprint is the scenario's "
         "(error and EPL tables); runs of other budgets are never included.",
     )

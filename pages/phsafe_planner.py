@@ -265,6 +265,7 @@ def render() -> None:
         list(options),
         format_func=options.get,
         key="ps_preset",
+        persist_state="session",
         help="Shipped PHSafe parameter sets (PHS Table 10: production 2020 S-DHC).",
     )
     c2.button(
@@ -279,6 +280,7 @@ def render() -> None:
         list(LEVEL_KEYS),
         format_func=short_level_label,
         key="ps_enabled_levels",
+        persist_state="session",
         on_change=S.guarded(_on_levels, "phsafe planner: on_levels"),
         help="Switch whole population-group levels on or off. Budgets of switched-off levels "
         "are kept and come back when you switch them on again.",
@@ -288,6 +290,7 @@ def render() -> None:
         list(GRID_MODES),
         format_func=GRID_MODES.get,
         key="ps_grid_mode",
+        persist_state="session",
         help=S.HELP_RHO + " " + S.HELP_MOE,
     )
     editor_key = f"ps_grid_{s[S.EDITOR_VERSION]}_{mode}"
@@ -333,6 +336,7 @@ def render() -> None:
             PHSAFE_TABLES,
             format_func=table_label,
             key="ps_table",
+            persist_state="session",
             help="Also selects the plot's table.",
         )
         levels = allowed_levels(table)
@@ -343,6 +347,7 @@ def render() -> None:
             levels,
             format_func=level_label,
             key="ps_level",
+            persist_state="session",
             help="Nation or State, by the population group iterated over (Unattributed = "
             "everyone, A-G = race-alone groups, H-I = Hispanic / White alone not Hispanic).",
         )
@@ -354,6 +359,7 @@ def render() -> None:
             step=0.001,
             format="%.6f",
             key="ps_rho",
+            persist_state="session",
             on_change=S.guarded(_on_rho, "phsafe planner: on_rho"),
             help=S.HELP_RHO + " 0 skips the level.",
         )
@@ -363,6 +369,7 @@ def render() -> None:
             step=1.0,
             format="%.0f",
             key="ps_moe",
+            persist_state="session",
             on_change=S.guarded(_on_moe, "phsafe planner: on_moe"),
             help=S.HELP_MOE + " Setting it recomputes ρ.",
         )
@@ -372,6 +379,7 @@ def render() -> None:
             max_value=100,
             step=1,
             key="ps_tau",
+            persist_state="session",
             on_change=S.guarded(_on_tau, "phsafe planner: on_tau"),
             disabled=table in PHSAFE_DENOMINATOR_TABLES,
             help=S.HELP_TAU,
@@ -385,7 +393,11 @@ def render() -> None:
         )
 
     st.subheader("Noise and margins of error")
-    details = st.toggle("Show every column (σ, MOE bound, bounded ρ, τ, Δ)", key="ps_table_details")
+    details = st.toggle(
+        "Show every column (σ, MOE bound, bounded ρ, τ, Δ)",
+        key="ps_table_details",
+        persist_state="session",
+    )
     moe_table(rows, base_rows, base.label, details)
     st.caption(
         f"σ = Δ/√(2ρ); MOE bound ⌊z·σ⌋; exact MOE from the discrete-Gaussian pmf. Baseline and Δ "
@@ -399,6 +411,7 @@ def render() -> None:
         "Confidence level of the displayed MOEs",
         options=[0.80, 0.90, 0.95, 0.99],
         key="ps_confidence",
+        persist_state="session",
         help="MOE columns are shown at this confidence; MOE targets are defined at 90%.",
     )
     b2.file_uploader(

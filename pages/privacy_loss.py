@@ -205,6 +205,7 @@ def render() -> None:
         options=list(S.DELTA_CHOICES),
         format_func=S.fmt_delta,
         key="pl_delta",
+        persist_state="session",
         on_change=S.guarded(_sync_delta, "privacy loss: sync_delta"),
         help=S.HELP_DELTA,
     )
@@ -219,6 +220,7 @@ def render() -> None:
         "Scenarios to plot",
         list(sources),
         key="pl_sources",
+        persist_state="session",
         help="Total ρ of each part of the working scenario (and of saved scenarios).",
     )
     delta = float(s[S.DELTA])
@@ -261,7 +263,9 @@ def render() -> None:
     left, right = st.columns([0.56, 0.44])
     with left:
         st.subheader(f"ε at δ = {S.fmt_delta(delta)}")
-        details = st.toggle("Show ε under every conversion", key="pl_all_conversions")
+        details = st.toggle(
+            "Show ε under every conversion", key="pl_all_conversions", persist_state="session"
+        )
         reported_col = f"ε {SHORT[reported]}"
         order = ["Scenario", "ρ", reported_col, "Baseline ε", "Δε"]
         if details:

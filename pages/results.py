@@ -87,6 +87,7 @@ def render() -> None:
         list(labels)[::-1],
         format_func=labels.get,
         key="res_run",
+        persist_state="session",
         help="Runs of this workspace, newest first.",
     )
     record = next(r for r in runs if r.id == run_id)

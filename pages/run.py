@@ -34,6 +34,7 @@ def render() -> None:
         format_func={"topdown": "TopDown (redistricting data)", "phsafe": "PHSafe (S-DHC)"}.get,
         horizontal=True,
         key="run_engine",
+        persist_state="session",
         help="TopDown protects the redistricting (P.L. 94-171) tables; PHSafe the S-DHC household tables.",
     )
     if engine == "topdown":

@@ -294,13 +294,19 @@ def render() -> None:
         st.subheader("Save the working scenario")
         if "sc_name" not in s:
             s["sc_name"] = s[S.SCENARIO_NAME]
-        st.text_input("Name", key="sc_name", help="Saving under an existing name replaces it.")
+        st.text_input(
+            "Name",
+            key="sc_name",
+            persist_state="session",
+            help="Saving under an existing name replaces it.",
+        )
         st.radio(
             "What to save",
             list(KINDS),
             format_func=KINDS.get,
             horizontal=True,
             key="sc_kind",
+            persist_state="session",
             help="A scenario holds one kind of budget: the PHSafe planner's or the TopDown planner's.",
         )
         kind = s["sc_kind"]
@@ -318,6 +324,7 @@ def render() -> None:
             ids,
             format_func={r.id: r.label for r in runs}.get,
             key="sc_runs",
+            persist_state="session",
             help="Runs of this session made with exactly this budget (same fingerprint); their "
             "metrics are saved with the scenario.",
         )
@@ -327,7 +334,11 @@ def render() -> None:
                 "to this scenario."
             )
         st.text_area(
-            "Notes", key="sc_notes", height=68, help="Why this scenario; shown in reports."
+            "Notes",
+            key="sc_notes",
+            persist_state="session",
+            height=68,
+            help="Why this scenario; shown in reports.",
         )
         st.button(
             "Save scenario", type="primary", on_click=S.guarded(_on_save, "scenarios: on_save")
@@ -385,6 +396,7 @@ def render() -> None:
                 "Scenario",
                 list(saved),
                 key="sc_pick",
+                persist_state="session",
                 help="The saved scenario the buttons below act on.",
             )
             b1, b2, b3 = st.columns(3)
@@ -413,6 +425,7 @@ def render() -> None:
             d1.text_input(
                 "Name of the copy",
                 key="sc_dup_name",
+                persist_state="session",
                 placeholder=f"{name} (copy)",
                 help="Duplicates keep the budgets but not the attached run results.",
             )
@@ -430,13 +443,19 @@ def render() -> None:
         names = list(saved)
         c1, c2 = st.columns(2)
         a = c1.selectbox(
-            "Scenario A", names, index=0, key="sc_cmp_a", help="First scenario of the comparison."
+            "Scenario A",
+            names,
+            index=0,
+            key="sc_cmp_a",
+            persist_state="session",
+            help="First scenario of the comparison.",
         )
         b = c2.selectbox(
             "Scenario B",
             names,
             index=1,
             key="sc_cmp_b",
+            persist_state="session",
             help="Second scenario; differences are B − A.",
         )
         if a == b:

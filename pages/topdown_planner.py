@@ -121,6 +121,7 @@ def _controls(runs: dict[str, TopDownAllocation]) -> str:
         list(options),
         format_func=options.get,
         key="td_preset_pick",
+        persist_state="session",
         help="Production 2020 (TDA Tables 6–8), April 2021 demonstration (Tables 3–5), the 2018 "
         "End-to-End test on 1940 data (pure DP, PF) and their RI 2010 adaptations.",
     )
@@ -136,6 +137,7 @@ def _controls(runs: dict[str, TopDownAllocation]) -> str:
         list(runs),
         horizontal=True,
         key="td_universe",
+        persist_state="session",
         help="Persons and housing units are separate runs with their own budgets; ρ adds.",
     )
     alloc = runs[universe]
@@ -148,6 +150,7 @@ def _controls(runs: dict[str, TopDownAllocation]) -> str:
         step=0.01,
         format="%.4f",
         key=rho_key,
+        persist_state="session",
         on_change=S.guarded(_on_rho, "topdown planner: on_rho"),
         args=(universe,),
         help=(S.HELP_RHO if what == "ρ" else "Pure-DP budget ε (two-sided geometric noise).")
@@ -328,6 +331,7 @@ def render() -> None:
             format_func=HEAT_LABELS.get,
             horizontal=True,
             key="td_heat_value",
+            persist_state="session",
             help=S.HELP_MOE + " " + HELP_PUBLISHED,
         )
         if published_error:
@@ -354,7 +358,9 @@ def render() -> None:
                 st.caption(f"Held exact: {note}.")
         with st.expander("All queries (table)", expanded=False):
             all_columns = st.toggle(
-                "Show every column (cells, shares, ρ per query)", key="td_all_columns"
+                "Show every column (cells, shares, ρ per query)",
+                key="td_all_columns",
+                persist_state="session",
             )
             queries_table(sub, show, base.label, all_columns)
             st.download_button(
@@ -383,6 +389,7 @@ def _run_settings(states_key: str, alloc_name: str) -> None:
         list(S.SPINES),
         format_func=S.SPINES.get,
         key="td_spine",
+        persist_state="session",
         on_change=S.guarded(
             lambda: s.__setitem__(S.SPINE, s["td_spine"]), "topdown planner: update"
         ),
@@ -405,6 +412,7 @@ def _run_settings(states_key: str, alloc_name: str) -> None:
         max_value=100,
         step=1,
         key=states_key,
+        persist_state="session",
         help="1 for Rhode Island, a county or any part of one state; 52 for the US. The "
         "US and state total populations are held exact (TDA §5.2), so their shares buy "
         "no measurement; with one state a US level is bypassed into it (SPN §5).",
@@ -413,6 +421,7 @@ def _run_settings(states_key: str, alloc_name: str) -> None:
     c3.checkbox(
         "Spread the held-exact shares over each level's other queries",
         key="td_spread",
+        persist_state="session",
         on_change=lambda: s.__setitem__(S.SPREAD_INVARIANT, s["td_spread"]),
         help=f"{SPREAD_LABEL}. Production assigned State TOTAL a share although it is "
         "invariant outside AIAN-split states. Used by the Run page.",

@@ -72,6 +72,7 @@ def baseline_bar(
             list(options),
             format_func=lambda k: options[k] if k != B.AUTO else f"Production: {base.label}",
             key=pick,
+            persist_state="session",
             on_change=S.guarded(_pick, "planner: baseline"),
             args=(kind, prefix),
             help="Every number, chart and table shows the working value beside this budget's, "
@@ -102,6 +103,7 @@ def baseline_bar(
             list(targets),
             format_func=targets.get,
             key=f"{prefix}_scale_what",
+            persist_state="session",
             help="What to scale: the total ρ (every budget, shares kept) or one level's budget "
             "(the other levels keep theirs).",
         )
@@ -113,6 +115,7 @@ def baseline_bar(
             step=5.0,
             format="%.1f",
             key=f"{prefix}_scale_pct",
+            persist_state="session",
             help="−30 cuts the budget by 30%, 10 raises it by 10% (exact: ρ × 0.7, ρ × 1.1).",
         )
         c[5].button(

@@ -54,6 +54,7 @@ def committee_section(
             format_func=MEASURES.get,
             horizontal=True,
             key=f"{key}_measure",
+            persist_state="session",
             help="RMSE or 90% margin of error of the published counts, predicted after least "
             "squares, non-negativity and rounding (docs/prediction.md) — not the noisy "
             "measurements' MOE.",

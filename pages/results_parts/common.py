@@ -38,7 +38,7 @@ def csv_download(frame: pd.DataFrame, name: str, key: str) -> None:
         R.tidy_bytes(frame, "csv"),
         file_name=f"{name}.csv",
         mime="text/csv",
-        key=f"{key}_download",  # never re-assigned by keep_widget_state (a button's key)
+        key=f"{key}_download",
     )
 
 

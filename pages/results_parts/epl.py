@@ -33,6 +33,7 @@ def epl_section(record: R.RunRecord) -> None:
         levels,
         index=levels.index(default_level),
         key=f"epl_lv_{record.id}",
+        persist_state="session",
         help="Level whose geounits give the residuals (estimate − true).",
     )
     queries = list(dict.fromkeys(tidy.loc[tidy["geolevel"] == geolevel, "query"]))
@@ -41,6 +42,7 @@ def epl_section(record: R.RunRecord) -> None:
         queries,
         index=queries.index("TOTAL") if "TOTAL" in queries else 0,
         key=f"epl_q_{record.id}",
+        persist_state="session",
         help="The query group whose cells give the residuals.",
     )
     settings = R.run_epl_settings(record)
@@ -134,6 +136,7 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         levels,
         index=levels.index(default_level),
         key=f"sw_lv_{record.id}",
+        persist_state="session",
         help="Level whose geounits give the residuals (estimate − true).",
     )
     queries = list(dict.fromkeys(record.tidy["query"]))
@@ -142,6 +145,7 @@ def sweep_section(record: R.RunRecord, runs: list[R.RunRecord]) -> None:
         queries,
         index=queries.index("TOTAL") if "TOTAL" in queries else 0,
         key=f"sw_q_{record.id}",
+        persist_state="session",
         help="The query group whose cells give the residuals.",
     )
     what = "ε" if record.settings.get("mechanism") == "puredp" else "ρ"

@@ -41,7 +41,7 @@ def open_folder(runs: list[R.RunRecord]) -> None:
             f"folder is refused. At most {R.APP_MAX_ROWS:,} dense estimate rows are kept; a larger "
             "run keeps its smallest queries (TOTAL first) and says which were left out."
         )
-        st.text_input("Run folder", key=FOLDER_PATH, placeholder="out/td")
+        st.text_input("Run folder", key=FOLDER_PATH, persist_state="session", placeholder="out/td")
         st.button(
             "Open folder",
             key="res_open_folder",

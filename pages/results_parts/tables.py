@@ -97,6 +97,7 @@ def mae_section(record: R.RunRecord) -> None:
     every = st.toggle(
         "Show every column (cells, mean error, 95th percentile, maximum, TDA's definition)",
         key=f"mae_all_columns_{record.id}",
+        persist_state="session",
     )
     shown = mae if every else mae[[c for c in MAE_KEY_COLUMNS if c in mae.columns]]
     st.dataframe(
@@ -193,6 +194,7 @@ def prediction_section(record: R.RunRecord) -> None:
     every = st.toggle(
         "Show every column (σ, least-squares RMSE, mean count, geounits evaluated)",
         key=f"pred_all_columns_{record.id}",
+        persist_state="session",
     )
     shown = pred if every else pred[[c for c in PREDICTION_KEY_COLUMNS if c in pred.columns]]
     st.dataframe(

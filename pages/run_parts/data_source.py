@@ -121,6 +121,7 @@ def _kept_uploads(engine: str) -> None:
         list(labels),
         format_func=labels.get,
         key=f"run_kept_{engine}",
+        persist_state="session",
         help="Uploads that passed validation are kept in the workspace by content hash, so a "
         "reload or another tab can use them again without uploading.",
     )
@@ -193,6 +194,7 @@ def _pick_sample(
         list(samples),
         format_func=lambda n: f"{n} — {samples[n]}",
         key=key,
+        persist_state="session",
         help=help_text,
     )
     try:
@@ -216,6 +218,7 @@ def _generated_controls(prefix: str) -> str | None:
         value=100_000,
         step=10_000,
         key=f"{prefix}_gen_persons",
+        persist_state="session",
         help="Size of the synthetic population (the same persons feed TopDown and PHSafe). "
         "Larger ones: `phexplore generate population`.",
     )
@@ -223,9 +226,12 @@ def _generated_controls(prefix: str) -> str | None:
         "States (postal codes)",
         value="RI",
         key=f"{prefix}_gen_states",
+        persist_state="session",
         help="e.g. RI or RI CT; empty = all 50 states and DC in proportion to 2010 populations.",
     )
-    seed = c3.number_input("Seed", min_value=0, value=1, step=1, key=f"{prefix}_gen_seed")
+    seed = c3.number_input(
+        "Seed", min_value=0, value=1, step=1, key=f"{prefix}_gen_seed", persist_state="session"
+    )
     wanted = tuple(x.strip().upper() for x in states.replace(",", " ").split() if x.strip())
     key = (int(persons), wanted, int(seed))
     workspace = S.workspace()
@@ -259,6 +265,7 @@ def topdown_data() -> TopDownData:
         }.get,
         horizontal=True,
         key="run_td_source",
+        persist_state="session",
         help="Shipped public or synthetic samples, or your own files in a supported layout.",
     )
     hist, data_label, sample, folder = None, "", None, None
@@ -290,6 +297,7 @@ def topdown_data() -> TopDownData:
             list(R.TOPDOWN_UPLOAD_KINDS),
             format_func=R.TOPDOWN_UPLOAD_KINDS.get,
             key="run_upload_kind",
+            persist_state="session",
             help="The layout of your file; the data layer checks every row and column and lists each problem.",
         )
         st.file_uploader(
@@ -329,6 +337,7 @@ def topdown_data() -> TopDownData:
             "Run on a subset (geolevel)",
             options,
             key=level_key,
+            persist_state="session",
             help="A small subset (one county, a few tracts) runs in seconds; all of RI takes "
             "minutes. Run time grows with blocks × cells per block.",
         )
@@ -345,6 +354,7 @@ def topdown_data() -> TopDownData:
                 [str(u) for u in sizes.index],
                 format_func=lambda u, z=sizes: f"{u} ({int(z[u]):,} blocks)",
                 key=key,
+                persist_state="session",
                 help="Geounits whose blocks are run; the smallest comes first.",
             )
         n_blocks = (
@@ -385,6 +395,7 @@ def phsafe_data() -> tuple[Any | None, str, float | None, ReadAgain]:
         }.get,
         horizontal=True,
         key="run_ph_source",
+        persist_state="session",
         help="Shipped public or synthetic samples, or your own files in a supported layout.",
     )
     if source == "sample":

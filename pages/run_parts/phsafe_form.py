@@ -35,6 +35,7 @@ def phsafe_form() -> None:
         states = st.text_input(
             "States to run (2-digit FIPS, comma separated)",
             key="run_ph_states",
+            persist_state="session",
             help="A subset keeps the run short (44 = Rhode Island). Leave empty for the states "
             "of the budget's state filter.",
         )
@@ -52,6 +53,7 @@ def phsafe_form() -> None:
             min_value=1,
             max_value=200,
             key="run_ph_trials",
+            persist_state="session",
             help="Several noise draws on one join give the empirical MOE next to the analytic one.",
         )
         noise_choice("run_ph_noise")

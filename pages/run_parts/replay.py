@@ -112,6 +112,7 @@ def replay_controls() -> None:
                 "This machine" if b == "local" else f"Spark ({options.describe()})"
             ),
             key=BACKEND,
+            persist_state="session",
             horizontal=True,
             help="Where a replay runs is your choice, never the backend named in the run's file "
             "(the numbers do not depend on it).",
@@ -119,6 +120,7 @@ def replay_controls() -> None:
     st.checkbox(
         "Replay on the data as they are now",
         key=ALLOW_CHANGED,
+        persist_state="session",
         help="A run's file records the content hash of every input file; a replay whose data "
         "changed since is refused unless this is ticked. Then it runs on the data as they are "
         "now, says which files changed and records them with the replay.",
@@ -171,6 +173,7 @@ def replay_from_file() -> None:
             list(range(len(runs))),
             format_func=lambda i: runs[i].label,
             key="res_replay_pick",
+            persist_state="session",
             help="A scenario file may hold several runs; a metrics.json holds one.",
         )
         st.caption(R.replay_note(runs[index], s.get(BACKEND, "local")))

@@ -16,6 +16,7 @@ def seed_input(key: str) -> int:
             min_value=0,
             step=1,
             key=key,
+            persist_state="session",
             help="Seeds the noise: the same seed gives the same run.",
         )
     )
@@ -28,6 +29,7 @@ def noise_choice(key: str) -> None:
         list(R.NOISE_METHODS),
         format_func=R.NOISE_METHODS.get,
         key=key,
+        persist_state="session",
         help=R.NOISE_HELP,
     )
 
@@ -39,6 +41,7 @@ def solver_choice(key: str) -> None:
         list(R.SOLVERS),
         format_func=R.SOLVERS.get,
         key=key,
+        persist_state="session",
         help=R.SOLVER_HELP,
     )
 
@@ -54,6 +57,7 @@ def backend_choice(key: str) -> None:
         ["local", "spark"],
         format_func=lambda b: "This machine" if b == "local" else f"Spark ({target})",
         key=key,
+        persist_state="session",
         horizontal=True,
         help="The same numbers either way (docs/spark.md); Spark pays off on a cluster.",
     )
@@ -69,6 +73,7 @@ def epl_options() -> None:
             max_value=p_hi,
             step=0.5,
             key="run_td_epl_p",
+            persist_state="session",
             help="EPL's density range is ±m × max(|P(100−p)|, |P(p)|) of the residuals. PF "
             "published every EPL with p = 95, m = 1.0; their function's defaults 99 / 1.5 give "
             "values up to ~10× larger. PF's numbers are drawn only beside EPLs with p = 95, m = 1.",
@@ -79,6 +84,7 @@ def epl_options() -> None:
             max_value=m_hi,
             step=0.1,
             key="run_td_epl_m",
+            persist_state="session",
             help="Multiplier of the density range (PF's published setting: 1.0).",
         )
 
@@ -91,5 +97,6 @@ def universe_choice(key: str) -> None:
         list(R.ERROR_UNIVERSES),
         format_func=R.ERROR_UNIVERSES.get,
         key=key,
+        persist_state="session",
         help=R.ERROR_UNIVERSE_HELP,
     )

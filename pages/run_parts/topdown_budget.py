@@ -91,6 +91,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         list(options),
         format_func=options.get,
         key="run_td_alloc",
+        persist_state="session",
         on_change=S.guarded(
             lambda: canonical.__setitem__(data_label, s["run_td_alloc"]), "run: update"
         ),
@@ -125,6 +126,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
             step=0.1,
             format="%.4f",
             key=rho_key,
+            persist_state="session",
             help=S.HELP_RHO + " A total other than the preset's makes it “modified from” it.",
         )
         try:
@@ -154,6 +156,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         min_value=1,
         max_value=8,
         key="run_td_workers",
+        persist_state="session",
         help="Parallel processes for the estimation; results do not depend on it.",
     )
     noise_choice("run_td_noise")
@@ -189,6 +192,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
         if entity == "places"
         else "Report off-spine MAE for Providence city and its wards",
         key="run_td_entities",
+        persist_state="session",
         disabled=needs_entities,
         help="Off-spine entities (SPN §7): their MAE is compared with on-spine levels. "
         + (
@@ -208,6 +212,7 @@ def topdown_budget(data: TopDownData) -> TopDownBudget | None:
             if entity == "places"
             else "AIAN-style branch around the city of Providence",
             key="run_td_branch",
+            persist_state="session",
             disabled=is_aian,
             help="Split the state into the part inside and outside these special areas (SPN §1, "
             "§6: in production, the AIAN tribal areas). Required by the AIAN-style spine; off by "

@@ -41,6 +41,7 @@ def _topdown_sweep(
     sweep = st.checkbox(
         "Also run a budget sweep (EPL vs ρ, SRS comparison)",
         key="run_td_sweep",
+        persist_state="session",
         disabled=preset is None,
         help="Re-runs the allocation preset at several budgets × seeds and a simple random "
         "sample baseline (PF Fig. 2). Needs a preset allocation.",
@@ -48,6 +49,7 @@ def _topdown_sweep(
     rhos_text = st.text_input(
         f"Sweep budgets ({what}, comma separated)",
         key="run_td_rhos",
+        persist_state="session",
         disabled=not sweep,
         help="Each budget is one more TopDown run with the same shares; EPL and error are plotted against it.",
     )
@@ -56,12 +58,14 @@ def _topdown_sweep(
         min_value=1,
         max_value=10,
         key="run_td_sweep_seeds",
+        persist_state="session",
         disabled=not sweep,
         help="Repeated runs per budget with consecutive seeds; their spread shows the noise in EPL and MAE.",
     )
     srs = st.checkbox(
         "Include the SRS baseline",
         key="run_td_srs",
+        persist_state="session",
         disabled=not sweep,
         help=R.SRS_HELP,
     )
@@ -103,6 +107,7 @@ def run_button(label: str, key: str, ready: bool, estimate: R.RunEstimate | None
         st.checkbox(
             "Allow another run at the same time",
             key=PARALLEL,
+            persist_state="session",
             help="Each run takes a processor core and memory; on a shared server one run at a "
             "time keeps the app responsive for everyone.",
         )

@@ -450,64 +450,6 @@ def saved_rhos(state: Mapping[str, Any] | None = None) -> dict[str, float]:
     return out
 
 
-# Widget keys of the pages start with these prefixes; their values are kept across pages.
-PAGE_KEY_PREFIXES: tuple[str, ...] = (
-    "ps_",
-    "td_",
-    "pl_",
-    "run_",
-    "res_",
-    "sc_",
-    "bs_",
-    "epl_",
-    "sw_",
-)
-# Buttons, uploads and data editors cannot be assigned through the Session State API.
-_UNASSIGNABLE_SUFFIXES: tuple[str, ...] = (
-    "_go",
-    "_upload",
-    "_files",
-    "_validate",
-    "_build",
-    "_download",
-    "_editor",
-)
-_UNASSIGNABLE_PREFIXES: tuple[str, ...] = (
-    "ps_grid_",
-    "td_levels_",
-    "td_queries_",
-    "run_cancel",
-    "run_use_kept_",
-    "res_open_folder",
-    "bs_pub_use",
-)
-
-
-def is_kept_key(key: object) -> bool:
-    """Whether :func:`keep_widget_state` re-assigns ``key`` (a page widget's value kept across
-    pages). A button, upload or data editor must never be one: Streamlit refuses such a widget
-    whose key was assigned, and the page fails (tests/pages/test_widget_keys.py checks them)."""
-    return (
-        isinstance(key, str)
-        and key.startswith(PAGE_KEY_PREFIXES)
-        and not key.endswith(_UNASSIGNABLE_SUFFIXES)
-        and not key.startswith(_UNASSIGNABLE_PREFIXES)
-    )
-
-
-def keep_widget_state(state: MutableMapping[str, Any] | None = None) -> None:
-    """Keep the pages' widget values while their page is not shown.
-
-    Streamlit forgets a widget's value when a run does not draw it (i.e. on every other page);
-    re-assigning the value at the start of each run makes it ordinary session state, so a user
-    who leaves the Run page and comes back finds their seed, subset and sweep settings again.
-    """
-    s = st.session_state if state is None else state
-    for key in list(s.keys()):
-        if is_kept_key(key):
-            s[key] = s[key]
-
-
 # ------------------------------------------------------------------ errors in callbacks and pages
 
 

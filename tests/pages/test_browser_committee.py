@@ -286,6 +286,10 @@ def test_run_is_tied_to_its_budget_and_controls_survive_navigation(page, tmp_pat
     page.get_by_label("Workers (processes)", exact=True).wait_for()  # the TopDown form is shown
     page.get_by_label("Trials (noise redraws)", exact=True).wait_for(state="detached")
     _set_number(page, "Seed", "11")
+    # Leave as a person does, after a pause longer than the run panel's one-second refresh: a
+    # fragment run between the edit and the page change made the value forgettable (Streamlit
+    # #10805; failed every time before the pages declared persist_state="session").
+    page.wait_for_timeout(2_500)
     _goto(page, "Results", "Results")
     # The PHSafe run's charts at 1366×768: full log labels, nothing clipped, every bar outlined
     # (a zero bar still shows), table · level names in words.

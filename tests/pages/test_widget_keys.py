@@ -1,11 +1,12 @@
-"""Every button, download button, upload and data editor of the pages has a key that
-``app_state.keep_widget_state`` leaves alone.
+"""Every keyed input widget of the pages keeps its value for the session (``persist_state``).
 
-keep_widget_state re-assigns the values of page widgets (keys starting ``run_``, ``res_`` …) so they
-survive page changes; Streamlit refuses a button, upload or data editor whose key was assigned, and
-the page then fails in the browser (AppTest does not notice). Found in the browser: the Results
-page's ``res_replay`` and ``res_open_folder`` buttons; by this scan: the Budget session's
-``bs_pub_use``.
+A user who sets the Run page's seed, waits a second and opens Results must find the seed again on
+the way back. Streamlit forgets a widget's value when a run does not draw it; the pages declare
+``persist_state="session"`` (Streamlit ≥ 1.67) on every keyed input widget so that it does not.
+The hand-written alternative we had (re-assigning every page key at the start of each run) lost a
+value whenever the Run page's one-second progress fragment ran between the edit and the page
+change (Streamlit issue #10805; tests/pages/test_browser_committee.py reproduces it in chromium).
+This scan keeps a new widget from forgetting the declaration.
 """
 
 from __future__ import annotations
@@ -13,65 +14,74 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from phexplore.app import state as S
-
 ROOT = Path(__file__).resolve().parents[2]
-UNASSIGNABLE = {"button", "download_button", "file_uploader", "data_editor", "form_submit_button"}
+INPUTS = {
+    "checkbox",
+    "color_picker",
+    "date_input",
+    "multiselect",
+    "number_input",
+    "pills",
+    "radio",
+    "segmented_control",
+    "select_slider",
+    "selectbox",
+    "slider",
+    "text_area",
+    "text_input",
+    "time_input",
+    "toggle",
+}
 
 
-def _key_text(node: ast.expr, constants: dict[str, str]) -> str | None:
-    """The key's text, or its constant prefix for an f-string (None when not known)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.Name):
-        return constants.get(node.id)
-    if isinstance(node, ast.JoinedStr):
-        head = ""
-        for part in node.values:
-            if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
-                break
-            head += part.value
-        return head or None
-    return None
-
-
-def _unassignable_keys() -> list[tuple[str, int, str]]:
+def _forgetful(source: str, where: str) -> list[str]:
+    """``where:line widget`` for each keyed input widget without ``persist_state="session"``."""
     found = []
-    for path in sorted([ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        constants = {
-            t.id: n.value.value
-            for n in tree.body
-            if isinstance(n, ast.Assign)
-            and isinstance(n.value, ast.Constant)
-            and isinstance(n.value.value, str)
-            for t in n.targets
-            if isinstance(t, ast.Name)
-        }
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                continue
-            if node.func.attr not in UNASSIGNABLE:
-                continue
-            for kw in node.keywords:
-                if kw.arg == "key":
-                    text = _key_text(kw.value, constants)
-                    if text is not None:
-                        found.append((str(path.relative_to(ROOT)), node.lineno, text))
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in INPUTS:
+            continue
+        keywords = {kw.arg: kw.value for kw in node.keywords}
+        if "key" not in keywords:
+            continue
+        persist = keywords.get("persist_state")
+        if not (isinstance(persist, ast.Constant) and persist.value == "session"):
+            found.append(f"{where}:{node.lineno} {node.func.attr}")
     return found
 
 
-def test_buttons_uploads_and_editors_are_never_reassigned() -> None:
-    keys = _unassignable_keys()
-    assert len(keys) > 20  # the scan sees the pages' widgets
-    wrong = [f"{where}:{line} key {key!r}" for where, line, key in keys if S.is_kept_key(key)]
+def _page_sources() -> list[tuple[str, str]]:
+    return [
+        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "pages").rglob("*.py"))
+    ]
+
+
+def test_every_keyed_input_widget_of_the_pages_persists_for_the_session() -> None:
+    sources = _page_sources()
+    keyed = sum(
+        1
+        for _, text in sources
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in INPUTS
+        and any(kw.arg == "key" for kw in node.keywords)
+    )
+    assert keyed > 60  # the scan sees the pages' widgets
+    wrong = [hit for where, text in sources for hit in _forgetful(text, where)]
     assert not wrong, (
-        "keep_widget_state would re-assign these (Streamlit then refuses the widget); end the key "
-        "with _go/_upload/_download/… or list it in app_state._UNASSIGNABLE_PREFIXES: "
+        'these widgets forget their value on a page change; add persist_state="session": '
         + "; ".join(wrong)
     )
 
 
-def test_the_scan_catches_a_reassigned_button_key() -> None:
-    assert S.is_kept_key("res_replay") and not S.is_kept_key("res_replay_go")
-    assert not S.is_kept_key("res_open_folder") and S.is_kept_key("res_run")
+def test_the_scan_catches_a_widget_without_persistence() -> None:
+    source = (
+        'st.number_input("Seed", key="run_x")\n'
+        'c[0].selectbox("Pick", [1], key=k, persist_state="page")\n'
+        'st.toggle("Kept", key="res_y", persist_state="session")\n'
+        'st.button("Go", key="run_go")\n'
+    )
+    assert _forgetful(source, "p.py") == ["p.py:1 number_input", "p.py:2 selectbox"]
