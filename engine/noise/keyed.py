@@ -121,6 +121,12 @@ def _uniforms_mixed(mixed_keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
     return x.astype(np.float64) * _INV_2_53
 
 
+def _exponential(mixed_keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """Standard exponentials −log(1 − u) of :func:`_uniforms_mixed` (1 − u ∈ (0, 1]: finite)."""
+    e = np.log1p(-_uniforms_mixed(mixed_keys, counters))
+    return np.negative(e, out=e)
+
+
 def _broadcast(
     scale: ArrayLike, keys: ArrayLike, index: ArrayLike
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -177,8 +183,7 @@ def _dg_chunk(s2: np.ndarray | np.float64, mk: np.ndarray, idx: np.ndarray) -> n
         base += np.uint64(1)
         z *= np.cos(2.0 * np.pi * _uniforms_mixed(kp, base))
         base += np.uint64(1)
-        e = np.log1p(-_uniforms_mixed(kp, base))
-        np.negative(e, out=e)
+        e = _exponential(kp, base)
         d = proposal_gap(sp)
         kk = np.rint(z * np.sqrt(sp + d))
         accept = e >= acceptance_threshold(kk, z, sp, d)
@@ -204,7 +209,7 @@ def two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.n
         stop = min(start + CHUNK, zz.size)
         mk, zc = mix64(k[start:stop]), zz[start:stop]
         base = idx[start:stop] * np.uint64(3)
-        a = np.floor(-np.log1p(-_uniforms_mixed(mk, base)) / zc)
-        b = np.floor(-np.log1p(-_uniforms_mixed(mk, base + np.uint64(1))) / zc)
+        a = np.floor(_exponential(mk, base) / zc)
+        b = np.floor(_exponential(mk, base + np.uint64(1)) / zc)
         out[start:stop] = a - b
     return out.reshape(shape)

@@ -48,6 +48,11 @@ class QuerySpec:
         return self.matrix().tocsc()
 
     @cached_property
+    def _rows(self) -> sp.csr_matrix:
+        """:attr:`_columns` by rows, built once (the product when most columns are non-zero)."""
+        return self._columns.tocsr()
+
+    @cached_property
     def is_identity(self) -> bool:
         """The detailed query in cell order (its answers are the histogram itself)."""
         return self.is_detailed and bool(np.array_equal(self.cell_index, np.arange(self.n_cells)))
@@ -63,7 +68,7 @@ class QuerySpec:
             return x
         cols = np.flatnonzero(np.any(x != 0.0, axis=0))
         if 2 * cols.size > self.n_cells:
-            return np.asarray(self._columns.tocsr() @ x.T).T
+            return np.asarray(self._rows @ x.T).T
         return np.asarray(self._columns[:, cols].tocsr() @ x[:, cols].T).T
 
 
