@@ -213,6 +213,24 @@ def idle(pg: Any) -> None:
     pg.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
 
 
+def box(locator: Any, timeout_ms: int = UI_TIMEOUT_MS) -> dict[str, float]:
+    """The bounding box of ``locator`` once it is visible.
+
+    A rerun may remount an element (a data editor whose columns changed): for a moment it is
+    attached but not laid out, and Playwright's ``bounding_box()`` returns None. Wait for it to be
+    visible, then read the box, retrying while the element is between two renders.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        locator.wait_for(state="visible", timeout=timeout_ms)
+        found = locator.bounding_box()
+        if found is not None:
+            return dict(found)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{locator} stayed without a bounding box for {timeout_ms} ms")
+        time.sleep(0.1)
+
+
 def goto(pg: Any, title: str, heading: str) -> None:
     """Open a page from the sidebar navigation and wait for its heading."""
     pg.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()

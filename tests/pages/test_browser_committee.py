@@ -19,6 +19,7 @@ import pytest
 
 from tests.pages.conftest import LOCAL_HOSTS, UI_TIMEOUT_MS, recording_page
 from tests.pages.conftest import assert_offline as _assert_offline
+from tests.pages.conftest import box as _box
 from tests.pages.conftest import goto as _goto
 from tests.pages.conftest import idle as _idle
 from tests.pages.conftest import select as _select
@@ -128,8 +129,7 @@ def _edit_cell(
         _idle(pg)
         grid.scroll_into_view_if_needed()
         pg.wait_for_timeout(800)  # let the layout settle before measuring
-        box = grid.bounding_box()
-        assert box is not None
+        box = _box(grid)
         pg.mouse.click(box["x"] + box["width"] * x_fraction, box["y"] + 35 + 35 * (row + 0.5))
         pg.wait_for_timeout(400)
         pg.keyboard.type(text)
@@ -210,7 +210,8 @@ def test_topdown_invalid_share_error_at_top_marked_and_stale(page) -> None:  # t
     _edit_cell(page, grid, row=1, x_fraction=0.75, text="0", then=alert)  # State's share → 0
     alert.first.wait_for()
     # The error is at the top of the page, above the editors, and names the offending cells.
-    assert alert.first.bounding_box()["y"] < grid.bounding_box()["y"]
+    _idle(page)
+    assert _box(alert.first)["y"] < _box(grid)["y"]
     assert "geolevel shares must sum to exactly 1" in alert.first.inner_text()
     # The numbers computed from the last valid state are greyed and labelled stale.
     stale = page.locator(".st-key-td_stale_label")

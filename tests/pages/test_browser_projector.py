@@ -32,6 +32,7 @@ from phexplore.api.budgets import load_topdown_preset
 from phexplore.planning.committee import committee_rows, published_rows
 from phexplore.planning.scaling import scale_topdown_runs
 from tests.pages.conftest import assert_offline as _assert_offline
+from tests.pages.conftest import box as _box
 from tests.pages.conftest import goto as _goto
 from tests.pages.conftest import idle as _idle
 from tests.pages.conftest import recording_page
@@ -266,8 +267,7 @@ def test_a_production_cut_by_30_percent_read_from_one_table(page, measurements) 
     table.wait_for()
     table.scroll_into_view_if_needed()
     _idle(page)
-    box = table.bounding_box()
-    assert box is not None
+    box = _box(table)
     # One table, on one screen: inside the viewport's width and shorter than its height.
     assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, box
     assert box["height"] <= HEIGHT, box

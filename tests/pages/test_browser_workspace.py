@@ -20,6 +20,7 @@ import pytest
 from tests.pages.conftest import (
     UI_TIMEOUT_MS,
     app_server,
+    box,
     chromium_page,
     goto,
     idle,
@@ -78,11 +79,11 @@ def _panel_in_view(pg) -> None:  # type: ignore[no-untyped-def]
     """The run panel (progress and Cancel) is on screen right after Run, at 1366×768."""
     panel = pg.locator(".st-key-run_panel")
     panel.wait_for(timeout=60_000)
-    box = panel.bounding_box()
-    assert box is not None and box["y"] >= 0 and box["y"] + 40 <= HEIGHT, box
+    pbox = box(panel)
+    assert pbox["y"] >= 0 and pbox["y"] + 40 <= HEIGHT, pbox
     cancel = pg.get_by_role("button", name=re.compile("Cancel run"))
-    cbox = cancel.bounding_box()
-    assert cbox is not None and cbox["y"] + cbox["height"] <= HEIGHT, cbox
+    cbox = box(cancel)
+    assert cbox["y"] + cbox["height"] <= HEIGHT, cbox
 
 
 def _finished(pg, number: int) -> str:  # type: ignore[no-untyped-def]
