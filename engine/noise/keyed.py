@@ -32,7 +32,7 @@ draw from OS randomness and are not keyed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -127,6 +127,12 @@ def _exponential(mixed_keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
     return np.negative(e, out=e)
 
 
+def _chunks(n: int) -> Iterator[slice]:
+    """The slices of ``n`` values, :data:`CHUNK` at a time."""
+    for start in range(0, n, CHUNK):
+        yield slice(start, min(start + CHUNK, n))
+
+
 def _broadcast(
     scale: ArrayLike, keys: ArrayLike, index: ArrayLike
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
@@ -155,11 +161,8 @@ def discrete_gaussian(sigma2: ArrayLike, keys: ArrayLike, index: ArrayLike) -> n
     one = s2.size > 0 and s2.min() == s2.max()
     s2_one = np.float64(s2[0]) if one else None
     out = np.empty(s2.size, dtype=np.int64)
-    for start in range(0, s2.size, CHUNK):
-        stop = min(start + CHUNK, s2.size)
-        out[start:stop] = _dg_chunk(
-            s2_one if one else s2[start:stop], mix64(k[start:stop]), idx[start:stop]
-        )
+    for c in _chunks(s2.size):
+        out[c] = _dg_chunk(s2_one if one else s2[c], mix64(k[c]), idx[c])
     return out.reshape(shape)
 
 
@@ -205,11 +208,9 @@ def two_sided_geometric(z: ArrayLike, keys: ArrayLike, index: ArrayLike) -> np.n
             "z must be finite and positive for every keyed draw (docs/science.md §4)"
         )
     out = np.empty(zz.size, dtype=np.int64)
-    for start in range(0, zz.size, CHUNK):
-        stop = min(start + CHUNK, zz.size)
-        mk, zc = mix64(k[start:stop]), zz[start:stop]
-        base = idx[start:stop] * np.uint64(3)
+    for c in _chunks(zz.size):
+        mk, zc, base = mix64(k[c]), zz[c], idx[c] * np.uint64(3)
         a = np.floor(_exponential(mk, base) / zc)
         b = np.floor(_exponential(mk, base + np.uint64(1)) / zc)
-        out[start:stop] = a - b
+        out[c] = a - b
     return out.reshape(shape)
