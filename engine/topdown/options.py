@@ -63,7 +63,7 @@ class TopDownOptions:
 
 UNIT_CHILDREN = 120
 """With the default ``chunk_cells``, a unit of work holds at least this many children, so that a
-unit's fixed costs (rounding set-up, batch frames, one interior point per size group) are shared by
+unit's fixed costs (rounding set-up, batch frames, one solver call per route) are shared by
 many small families of a large schema; small schemas keep 60,000 variables (thousands of children
 per unit). Why 120: docs/topdown.md, "Where it stands" (the paragraph on batching)."""
 

@@ -154,7 +154,7 @@ def register(engines: Any) -> None:
         choices=SOLVER_CHOICES,
         default="auto",
         help="least-squares route: auto (default: the routing table picks per family — closed "
-        "forms, batched interior point, projected CG, ADMM, Clarabel; docs/topdown.md) or one "
+        "forms, projected CG, ADMM, PIQP, Clarabel; docs/topdown.md) or one "
         "route for every family it applies to (clarabel, the general model, takes the rest); "
         "same optimum within solver tolerance; recorded in metrics.json diagnostics.routes",
     )
